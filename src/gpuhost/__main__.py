@@ -1,0 +1,3 @@
+from gpuhost.cli import main
+
+main()
