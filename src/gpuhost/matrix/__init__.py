@@ -1,0 +1,27 @@
+"""The compatibility matrix and its resolver (see docs/architecture.md, "Matrix").
+
+Public API:
+
+- ``load_matrix(path=None) -> Matrix`` (the shipped matrix is cached)
+- ``gpu_info(matrix, name) -> GpuInfo | None``
+- ``check_stack(matrix, *, gpus, driver, cuda, cudnn, frameworks, ...) -> list[Finding]``
+- ``verdict(findings) -> "ok" | "warn" | "error"``
+- ``resolve_stack(matrix, *, gpus, frameworks, cuda, os, ...) -> Resolution``
+- ``load_profiles(extra_file=None) -> dict[str, Profile]``
+- ``verify_profile(matrix, profile, gpus) -> list[Finding]``
+- ``render_markdown(matrix) -> str`` (docs/matrix.md)
+"""
+
+from gpuhost.matrix.gpus import gpu_info, normalise_name
+from gpuhost.matrix.load import build_matrix, default_matrix_path, load_matrix
+from gpuhost.matrix.model import GpuInfo, Matrix
+
+__all__ = [
+    "GpuInfo",
+    "Matrix",
+    "build_matrix",
+    "default_matrix_path",
+    "gpu_info",
+    "load_matrix",
+    "normalise_name",
+]

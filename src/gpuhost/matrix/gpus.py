@@ -1,0 +1,93 @@
+"""GPU names -> what the matrix knows about them.
+
+Names come from users ("H100", "rtx4090") and from ``nvidia-smi`` ("NVIDIA H100 80GB HBM3",
+"Tesla V100-SXM2-32GB", "NVIDIA H200 (MIG enabled)"). :func:`normalise_name` reduces both to the
+keys the matrix lists, so one data row covers every memory size and form factor of a model.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpuhost.matrix.model import GpuInfo, Matrix
+
+_VENDOR_WORDS = {"NVIDIA", "TESLA", "GEFORCE"}
+# Words that name a memory size, memory type or form factor, not a different chip.
+_VARIANT_WORDS = {
+    "PCIE",
+    "SXM",
+    "SXM2",
+    "SXM3",
+    "SXM4",
+    "SXM5",
+    "NVL",
+    "HBM2",
+    "HBM2E",
+    "HBM3",
+    "HBM3E",
+    "SFF",
+    "GENERATION",
+    "EDITION",
+    "SERVER",
+    "WORKSTATION",
+    "MAX",
+    "Q",
+    "WITH",
+    "DESIGN",
+}
+_MEMORY_RE = re.compile(r"^\d+(GB|G|GIB|MB)$")
+_COUNT_RE = re.compile(r"^\s*\d+\s*[xX]\s+")
+_GLUED_RE = re.compile(r"^(RTX|GTX|GT)(\d{3,4})$")
+
+
+def normalise_name(name: str) -> str:
+    """Reduce a GPU name to its matrix key: "NVIDIA A100-SXM4-80GB" -> "A100".
+
+    Returns "" when nothing is left (an empty or vendor-only name).
+    """
+    text = re.sub(r"\([^)]*\)", " ", name)  # "(MIG enabled)", "(PCI 10de:2b85)"
+    text = _COUNT_RE.sub("", text)  # "8x NVIDIA H100" as written in inventories
+    tokens: list[str] = []
+    for raw in re.split(r"[\s\-_/,]+", text.upper()):
+        if not raw:
+            continue
+        glued = _GLUED_RE.match(raw)
+        parts = [glued.group(1), glued.group(2)] if glued else [raw]
+        for tok in parts:
+            if tok in _VENDOR_WORDS and not tokens:
+                continue
+            if tok in _VARIANT_WORDS or _MEMORY_RE.match(tok):
+                continue
+            tokens.append(tok)
+    return " ".join(tokens)
+
+
+def gpu_info(matrix: Matrix, name: str) -> GpuInfo | None:
+    """What the matrix knows about GPU ``name`` (user short name or nvidia-smi name).
+
+    Returns None when the name matches no model in the matrix (callers report "unknown GPU").
+    """
+    key = normalise_name(name) if isinstance(name, str) else ""
+    if not key:
+        return None
+    for gpu in matrix.gpus:
+        if key in gpu.names:
+            arch = matrix.architecture_of(gpu.compute_capability)
+            if arch is None:  # pragma: no cover - the validator forbids this
+                return None
+            upper = name.upper()
+            fabric: bool | None = False if "PCIE" in upper else None
+            return GpuInfo(
+                name=name,
+                model=gpu.model,
+                compute_capability=gpu.compute_capability,
+                architecture=arch.name,
+                clock_policy=arch.clock_policy,
+                locked_memory_clocks=arch.locked_memory_clocks,
+                kernel_modules=arch.kernel_modules,
+                fabric_manager=fabric,
+                last_driver_branch=arch.last_driver_branch,
+                source=matrix.url(gpu.source),
+                confidence=gpu.confidence,
+            )
+    return None
