@@ -1,0 +1,87 @@
+"""``gpuhost parse FILE [--json]``: show what gpuhost reads from a captured output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpuhost.errors import ConfigError, ParseError
+from gpuhost.parsers.detect import parse_any
+
+MAX_FILE_BYTES = 50_000_000
+SUMMARY_KEYS = (
+    "state",
+    "driver_version",
+    "cuda_version",
+    "nvml_version",
+    "kernel_module_version",
+    "kernel_module_flavor",
+    "torch_version",
+    "torch_cuda",
+    "cudnn",
+    "cudnn_version",
+    "container_toolkit_version",
+    "message",
+)
+
+
+def read_capture(path: Path) -> str:
+    """The file's text; ConfigError when it cannot be read, ParseError when it is binary."""
+    try:
+        if path.is_dir():
+            raise ConfigError(f"{path}: is a directory, expected a captured output file")
+        data = path.read_bytes()[: MAX_FILE_BYTES + 1]
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read file ({exc.strerror or exc})") from exc
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(f"{path}: file larger than {MAX_FILE_BYTES} bytes, not a capture")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError(
+            f"{path}: binary data (not UTF-8 text), expected a captured output"
+        ) from exc
+
+
+def summary_lines(result: dict[str, Any]) -> list[str]:
+    lines = [f"kind: {result['kind']}"]
+    for key in SUMMARY_KEYS:
+        if result.get(key) is not None:
+            lines.append(f"{key}: {result[key]}")
+    for i, gpu in enumerate(result.get("gpus") or []):
+        details = [str(gpu.get("name"))]
+        if gpu.get("pci_bus_id"):
+            details.append(str(gpu["pci_bus_id"]))
+        if gpu.get("uuid"):
+            details.append(str(gpu["uuid"]))
+        lines.append(f"gpu {gpu.get('index', i)}: " + ", ".join(details))
+    if "packages" in result:
+        lines.append(f"packages: {len(result['packages'])}")
+        for package in result["packages"]:
+            lines.append(f"  {package['status']:3} {package['name']} {package['version'] or '-'}")
+    if "rows" in result:
+        lines.append(f"rows: {len(result['rows'])}")
+    if "nvlink" in result:
+        lines.append(f"nvlink: {'yes' if result['nvlink'] else 'no'}")
+    return lines
+
+
+@click.command("parse")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=True, exists=False))
+@click.option("--json", "as_json", is_flag=True, help="Print everything read, as JSON.")
+def command(file: Path, as_json: bool) -> int:
+    """Recognise a captured output FILE (nvidia-smi XML/-q/table/error, /proc/driver/nvidia/version,
+    nvcc --version, torch collect_env, dpkg -l, ...) and show what gpuhost reads from it."""
+    text = read_capture(file)
+    try:
+        result = parse_any(text)
+    except ParseError as exc:
+        raise ParseError(f"{file}: {exc}") from exc
+    if as_json:
+        click.echo(json.dumps(result, indent=2, sort_keys=False))
+    else:
+        click.echo("\n".join(summary_lines(result)))
+    return 0

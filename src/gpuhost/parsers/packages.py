@@ -1,0 +1,128 @@
+"""Parse package listings: ``dpkg-query -W``, ``dpkg -l``, ``apt-mark showhold``, ``rpm -qa``.
+
+``parse_dpkg_query`` reads the probe's format
+``dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'`` and also human
+``dpkg -l`` tables (including "rc" residuals and columns cut by a pager with ">").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuhost.errors import ParseError
+from gpuhost.parsers._common import is_blank, require_text
+from gpuhost.parsers.smi_model import _ToDict
+
+DPKG_EXPECTED = "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' or dpkg -l"
+RPM_EXPECTED = "rpm -qa --qf '%{NAME}\\t%{VERSION}-%{RELEASE}\\n'"
+PACKAGE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9+.\-]*(?::[a-z0-9_\-]+)?$")
+STATUS_RE = re.compile(r"^[uirhpUIRHP][ncHUFWtiNCUFWTI ]?[ R]?$")
+DPKG_TABLE_ROW_RE = re.compile(
+    r"^(?P<status>[uirhp][ncHUFWti][ R]?)\s+(?P<name>\S+)\s+(?P<version>\S+)(?:\s+(?P<rest>.*))?$"
+)
+DPKG_TABLE_HEADER_RE = re.compile(r"^(Desired=|\| Status=|\|/ Err\?|\|\|/ Name|\+\+\+-)")
+ARCH_RE = re.compile(r"[a-z0-9]+")
+RPM_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_+.\-]*$")
+
+
+@dataclass(frozen=True)
+class Package(_ToDict):
+    """One package. ``status`` is dpkg's abbreviation ("ii", "rc", "hi", ...) or "" for rpm;
+    ``installed`` is True for files on disk ("ii", "hi", "iU", ...), False for residuals ("rc")
+    and not-installed entries ("un")."""
+
+    name: str
+    version: str | None
+    status: str = "ii"
+    arch: str | None = None
+
+    @property
+    def installed(self) -> bool:
+        return len(self.status) >= 2 and self.status[1] in "iUFWt" and self.status[0] != "u"
+
+    @property
+    def held(self) -> bool:
+        return self.status[:1] == "h"
+
+
+def _split_arch(name: str) -> tuple[str, str | None]:
+    if ":" in name:
+        base, arch = name.split(":", 1)
+        return base, arch
+    return name, None
+
+
+def _version(value: str) -> str | None:
+    """None for "<none>" and for a version cut by a pager (ending in ">")."""
+    value = value.strip()
+    return None if value in ("", "<none>") or value.endswith(">") else value
+
+
+def parse_dpkg_query(text: str) -> list[Package]:
+    """Packages from ``dpkg-query -W -f=...`` (tab separated) or a ``dpkg -l`` table.
+
+    Empty output (no matching packages) → []. A line that fits neither format raises ParseError
+    naming the line.
+    """
+    text = require_text(text, DPKG_EXPECTED)
+    packages: list[Package] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip() or DPKG_TABLE_HEADER_RE.match(line):
+            continue
+        if "\t" in line:
+            cells = line.split("\t")
+            name = cells[0].strip()
+            status = cells[2].strip() if len(cells) > 2 else "ii"
+            if len(cells) < 2 or not PACKAGE_NAME_RE.match(name) or not STATUS_RE.match(status):
+                raise ParseError(
+                    f"expected {DPKG_EXPECTED}, found on line {number}: {line[:100]!r}"
+                )
+            base, arch = _split_arch(name)
+            packages.append(Package(base, _version(cells[1]), status.strip() or "ii", arch))
+            continue
+        row = DPKG_TABLE_ROW_RE.match(line.rstrip())
+        if row is None or not PACKAGE_NAME_RE.match(row.group("name").rstrip(">")):
+            raise ParseError(f"expected {DPKG_EXPECTED}, found on line {number}: {line[:100]!r}")
+        base, arch = _split_arch(row.group("name").rstrip(">"))
+        rest = (row.group("rest") or "").split()
+        if arch is None and rest and ARCH_RE.fullmatch(rest[0]):
+            arch = rest[0]
+        status = row.group("status").strip()
+        packages.append(Package(base, _version(row.group("version")), status, arch))
+    return packages
+
+
+def parse_apt_mark_showhold(text: str) -> set[str]:
+    """Held package names (architecture qualifiers like ":amd64" removed). Empty → set()."""
+    text = require_text(text, "apt-mark showhold output (one package per line)")
+    held: set[str] = set()
+    for number, line in enumerate(text.split("\n"), start=1):
+        name = line.strip()
+        if not name:
+            continue
+        if not PACKAGE_NAME_RE.match(name):
+            raise ParseError(
+                f"expected apt-mark showhold output (one package per line), "
+                f"found on line {number}: {line[:100]!r}"
+            )
+        held.add(_split_arch(name)[0])
+    return held
+
+
+def parse_rpm_qa(text: str) -> list[Package]:
+    """Packages from ``rpm -qa --qf '%{NAME}\\t%{VERSION}-%{RELEASE}\\n'``. Empty → []."""
+    text = require_text(text, RPM_EXPECTED)
+    packages: list[Package] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        cells = line.strip().split("\t")
+        if len(cells) != 2 or not RPM_NAME_RE.match(cells[0]) or not cells[1].strip():
+            raise ParseError(f"expected {RPM_EXPECTED}, found on line {number}: {line[:100]!r}")
+        packages.append(Package(cells[0], cells[1].strip(), status="ii"))
+    return packages
+
+
+def is_blank_listing(text: str) -> bool:
+    return is_blank(text)
