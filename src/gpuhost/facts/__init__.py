@@ -1,0 +1,1 @@
+"""pyinfra facts of gpuhost (one module per tool)."""

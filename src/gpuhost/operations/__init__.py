@@ -1,0 +1,1 @@
+"""pyinfra operations of gpuhost (one module per tool)."""

@@ -1,0 +1,28 @@
+"""Helpers for operations that manage whole small text files (units, scripts, config)."""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+from collections.abc import Iterator
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api import FileUploadCommand, StringCommand
+from pyinfra.facts.files import FileContents
+
+
+def same_text(current: list[str] | None, content: str) -> bool:
+    """True when the remote lines (``FileContents``) equal ``content`` (trailing newlines aside)."""
+    return current is not None and "\n".join(current).rstrip("\n") == content.rstrip("\n")
+
+
+def put_text(
+    path: str, content: str, mode: str = "644"
+) -> Iterator[StringCommand | FileUploadCommand]:
+    """Yield the commands writing ``content`` to ``path`` when it differs; nothing otherwise."""
+    if same_text(host.get_fact(FileContents, path=path), content):
+        return
+    yield StringCommand(f"install -d -m 755 {shlex.quote(posixpath.dirname(path))}")
+    yield FileUploadCommand(StringIO(content), path)
+    yield StringCommand(f"chmod {mode} {shlex.quote(path)}")

@@ -1,0 +1,231 @@
+"""Pin a coupled package set to one exact version and hold it (apt); versionlock it (dnf).
+
+Three layers keep a driver where the profile put it:
+
+1. an apt preferences file: priority 1001 for the profile's exact version of every coupled package
+   (so apt installs it, and moves back to it, even when a newer one is offered), priority -1 for
+   every other version of those packages and for every version of the blocked packages (so no
+   dependency can pull a different driver or a "newest driver" metapackage in);
+2. ``apt-mark hold`` on the installed packages (so ``apt-get upgrade`` keeps them back even if
+   someone deletes the preferences file);
+3. on RPM hosts, ``dnf versionlock``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator, Iterable
+
+from pyinfra import host
+from pyinfra.api import OperationError, operation
+from pyinfra.facts.apt import noninteractive_apt
+from pyinfra.facts.deb import DebPackages
+
+from gpuhost.facts.apt_pins import AptHolds, AptPolicy, DnfVersionLocks
+from gpuhost.operations._files import put_text
+from gpuhost.versions import upstream_of_package_version
+
+PREFERENCES_PATH = "/etc/apt/preferences.d/gpuhost-nvidia"
+_VERSIONLOCK_RE = re.compile(r"^(?P<name>.+?)-(?:\d+:)?(?P<version>[^-:]+)-[^-]+$")
+
+
+def parse_versionlock(entry: str) -> tuple[str, str]:
+    """``nvidia-driver-3:550.54.15-1.el9.*`` → ``("nvidia-driver", "550.54.15")``."""
+    match = _VERSIONLOCK_RE.match(entry.strip())
+    if not match:
+        return (entry.strip(), "")
+    return (match.group("name"), match.group("version"))
+
+
+def version_glob(upstream_version: str) -> str:
+    """The apt pin pattern matching every package revision of an upstream version.
+
+    ``535.261.03`` → ``535.261.03-*`` (matches ``535.261.03-1`` and ``535.261.03-0ubuntu1``, never
+    ``535.261.031-1``).
+    """
+    return f"{upstream_version}-*"
+
+
+def render_preferences(
+    pinned: Iterable[str],
+    upstream_version: str,
+    blocked: Iterable[str] = (),
+    blocked_patterns: Iterable[str] = (),
+    label: str = "",
+) -> str:
+    """The preferences file text. apt uses the first record matching a package version, so the
+    1001 record comes before the -1 records for the same names."""
+    names = " ".join(sorted(set(pinned)))
+    lines = [
+        f"# Written by gpuhost{' for profile ' + label if label else ''}; do not edit by hand:",
+        "# the next `gpuhost provision` rewrites it. Remove it only together with the holds.",
+        "",
+        f"Package: {names}",
+        f"Pin: version {version_glob(upstream_version)}",
+        "Pin-Priority: 1001",
+        "",
+        f"Package: {names}",
+        "Pin: version *",
+        "Pin-Priority: -1",
+    ]
+    never = sorted(set(blocked))
+    if never:
+        lines += ["", f"Package: {' '.join(never)}", "Pin: version *", "Pin-Priority: -1"]
+    for pattern in blocked_patterns:
+        lines += ["", f"Package: {pattern}", "Pin: version *", "Pin-Priority: -1"]
+    return "\n".join(lines) + "\n"
+
+
+@operation()
+def preferences(
+    pinned: list[str],
+    version: str,
+    blocked: list[str] | None = None,
+    blocked_patterns: list[str] | None = None,
+    label: str = "",
+    path: str = PREFERENCES_PATH,
+) -> Generator:
+    """Write the apt preferences file pinning ``pinned`` to ``version``.
+
+    + pinned: package names pinned to the version (priority 1001), every other version -1
+    + version: upstream version, e.g. ``535.261.03`` (any Debian revision matches)
+    + blocked: package names never installed, whatever version (priority -1)
+    + blocked_patterns: apt name patterns (``/^cuda-drivers-[0-9]+$/``) blocked after the pins
+    + label: profile name written into the file's header
+    + path: the preferences file
+
+    **Example:**
+
+    .. code:: python
+
+        apt_pin.preferences(
+            name="Pin the NVIDIA driver",
+            pinned=["nvidia-driver", "nvidia-smi", "libnvidia-ml1"],
+            version="535.261.03",
+        )
+    """
+    content = render_preferences(
+        pinned, version, blocked or [], blocked_patterns or [], label=label
+    )
+    commands = list(put_text(path, content))
+    if not commands:
+        host.noop(f"{path} up to date")
+    yield from commands
+
+
+@operation()
+def held(packages: list[str]) -> Generator:
+    """``apt-mark hold`` every installed package of ``packages`` that is not held yet.
+
+    Packages that are not installed are left alone (a hold on an absent package would make a later
+    install of another version fail in confusing ways).
+
+    + packages: names to hold when installed
+
+    **Example:**
+
+    .. code:: python
+
+        apt_pin.held(name="Hold the driver", packages=["nvidia-driver", "nvidia-smi"])
+    """
+    installed = host.get_fact(DebPackages)
+    held_now: list[str] = host.get_fact(AptHolds)
+    holds = set(held_now)
+    missing = sorted(p for p in set(packages) if p in installed and p not in holds)
+    if not missing:
+        host.noop("NVIDIA packages already held")
+        return
+    yield "apt-mark hold " + " ".join(missing)
+
+
+@operation()
+def versionlocked(packages: list[str], version: str) -> Generator:
+    """``dnf versionlock add`` ``name-version*`` for each package not locked yet (RPM hosts).
+
+    + packages: package names
+    + version: upstream version every package is locked at
+
+    **Example:**
+
+    .. code:: python
+
+        apt_pin.versionlocked(packages=["nvidia-driver"], version="550.54.15")
+    """
+    locked = {parse_versionlock(lock) for lock in host.get_fact(DnfVersionLocks)}
+    missing = [name for name in sorted(set(packages)) if (name, version) not in locked]
+    if not missing:
+        host.noop("NVIDIA packages already version-locked")
+        return
+    yield "dnf -y versionlock add " + " ".join(f"'{name}-{version}*'" for name in missing)
+
+
+def _upstream(package_version: str | None) -> str | None:
+    return upstream_of_package_version(package_version) if package_version else None
+
+
+@operation()
+def installed(
+    packages: list[str],
+    version: str | None = None,
+    no_recommends: bool = True,
+) -> Generator:
+    """Install ``packages`` at the version apt's pins select; with ``version`` given, name the
+    exact candidate (``pkg=535.261.03-1``) once the pins make it the candidate.
+
+    + packages: package names
+    + version: upstream version the packages must have (None: any, e.g. companions)
+    + no_recommends: pass ``--no-install-recommends``
+
+    **Example:**
+
+    .. code:: python
+
+        apt_pin.installed(packages=["nvidia-driver", "nvidia-smi"], version="535.261.03")
+    """
+    policy = host.get_fact(AptPolicy, packages=sorted(set(packages)))
+    wanted = []
+    for name in packages:
+        info = policy.get(name, {"installed": None, "candidate": None})
+        have = _upstream(info["installed"])
+        if have is not None and (version is None or have == version):
+            continue
+        candidate = info["candidate"]
+        if version is not None and candidate and _upstream(candidate) == version:
+            wanted.append(f"{name}={candidate}")
+        else:
+            wanted.append(name)
+    if not wanted:
+        host.noop(f"{len(packages)} packages installed{' at ' + version if version else ''}")
+        return
+    args = "install --no-install-recommends" if no_recommends else "install"
+    if version is not None:
+        args += " --allow-downgrades"
+    yield noninteractive_apt(args) + " " + " ".join(wanted)
+
+
+@operation()
+def verified(packages: list[str], version: str) -> Generator:
+    """Fail the host unless every installed package of ``packages`` is at ``version``.
+
+    Runs after installation as the last word on pinning: a coupled package at another version
+    means the pin did not take (wrong repository, a manual install) and the host must not be
+    reported as provisioned.
+
+    + packages: the coupled package names
+    + version: upstream version they must have
+    """
+    policy = host.get_fact(AptPolicy, packages=sorted(set(packages)))
+    wrong = sorted(
+        f"{name} {info['installed']}"
+        for name, info in policy.items()
+        if info["installed"] and _upstream(info["installed"]) != version
+    )
+    if wrong:
+        raise OperationError(
+            f"packages not at the pinned version {version}: {', '.join(wrong)}; "
+            f"check {PREFERENCES_PATH} and the configured repositories"
+        )
+    count = sum(1 for info in policy.values() if info["installed"])
+    host.noop(f"{count} coupled packages at {version}")
+    return
+    yield  # pragma: no cover - makes this a generator

@@ -1,0 +1,60 @@
+"""Persistence mode: keep the driver initialised while no process uses the GPU.
+
+NVIDIA's persistence daemon (``nvidia-persistenced``) is the supported way and survives reboots;
+``nvidia-smi -pm 1`` is the legacy per-boot switch, used only where the daemon is not installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+from pyinfra import host
+from pyinfra.api import operation
+from pyinfra.facts.systemd import SystemdStatus
+
+from gpuhost.facts.systemd_units import UnitFiles
+from gpuhost.parsers.nvidia_smi import SmiReport
+
+DAEMON_UNIT = "nvidia-persistenced.service"
+
+
+@operation()
+def enabled(report: SmiReport) -> Generator:
+    """nvidia-persistenced enabled and running; ``nvidia-smi -pm 1`` where it is unavailable.
+
+    The daemon is started only when the driver is loaded (``report.ok``); on a host whose module is
+    not loaded yet (fresh install, no GPU) it is enabled and starts at the next boot.
+
+    + report: the host's ``SmiQuery`` fact
+
+    **Example:**
+
+    .. code:: python
+
+        persistence.enabled(name="Persistence mode", report=host.get_fact(SmiQuery))
+    """
+    units = host.get_fact(UnitFiles, units=[DAEMON_UNIT])
+    if DAEMON_UNIT in units:
+        changes = []
+        if units[DAEMON_UNIT] not in ("enabled", "static", "enabled-runtime"):
+            changes.append(f"systemctl enable {DAEMON_UNIT}")
+        if report.ok and not host.get_fact(SystemdStatus, services=[DAEMON_UNIT]).get(DAEMON_UNIT):
+            changes.append(f"systemctl start {DAEMON_UNIT}")
+        if not changes:
+            where = "running" if report.ok else f"starts at boot; nvidia-smi state {report.state}"
+            host.noop(f"{DAEMON_UNIT} enabled ({where})")
+        yield from changes
+        return
+    if not report.ok:
+        host.noop(f"no persistence daemon and no GPU visible (nvidia-smi state {report.state})")
+        return
+    off = [
+        gpu.index if gpu.index is not None else position
+        for position, gpu in enumerate(report.gpus)
+        if gpu.persistence_mode is not True
+    ]
+    if not off:
+        host.noop("persistence mode already enabled on every GPU")
+        return
+    for index in off:
+        yield f"nvidia-smi -i {index} -pm 1"
