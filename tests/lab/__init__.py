@@ -1,0 +1,16 @@
+"""The gpuhost test lab: disposable Debian 12 servers booted with systemd-nspawn.
+
+Modules:
+  config     names, paths and environment variables of one lab
+  system     small helpers around processes, locks, mounts, cgroups and network links
+  image      the debootstrap base image, cached as a zstd tarball keyed by its recipe
+  registry   machine-wide state shared by all labs (subnets, blackhole route, inotify limit)
+  aptrepo    the local APT repository laid out like NVIDIA's CUDA repository (empty stand-ins)
+  core       bring a lab up, tear it down, report its health, reset one host
+  toolfiles  inventory.py, ssh_config and known_hosts for pyinfra, testinfra and ssh
+  cli        the ``tests/lab/lab`` command
+  plugin     pytest fixtures (see docs/testing.md)
+
+Only the standard library is used outside ``plugin`` so that ``tests/lab/lab`` runs with the system
+python3 as root.
+"""

@@ -1,0 +1,105 @@
+"""``tests/lab/lab``: bring the lab up, tear it down, show its state.
+
+  lab [--name NAME] up N       boot hosts h1..hN (exactly N), print where the inventory is
+  lab [--name NAME] down       remove everything the lab made (safe to repeat)
+  lab [--name NAME] status     list hosts and their health (exit 1 when one is unhealthy)
+  lab [--name NAME] reset hI   re-create one host from the base image
+  lab [--name NAME] env        print shell variables for the lab's files and URLs
+  lab build [--rebuild]        build (or rebuild) the cached base image only
+
+The name defaults to $GPUHOST_LAB, else "lab".  Exit codes: 0 ok, 1 failure, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from . import image
+from .config import LabConfigError, default_name
+from .core import LabManager, preflight
+from .system import LabError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lab", description="gpuhost lab of disposable Debian hosts")
+    p.add_argument("--name", default=None, help="lab name (default: $GPUHOST_LAB or 'lab')")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="boot hosts h1..hN")
+    up.add_argument("count", type=int)
+    sub.add_parser("down", help="remove everything of the lab")
+    sub.add_parser("status", help="hosts and their health")
+    reset = sub.add_parser("reset", help="re-create one host, e.g. h2")
+    reset.add_argument("host")
+    sub.add_parser("env", help="shell variables for the lab's files")
+    build = sub.add_parser("build", help="build the cached base image")
+    build.add_argument("--rebuild", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.cmd == "build":
+            preflight()
+            print(image.ensure_base(rebuild=args.rebuild))
+            return 0
+        lab = LabManager(args.name or default_name())
+        if args.cmd == "up":
+            state = lab.up(args.count)
+            print(f"{lab.sd / 'inventory.py'}")
+            for h in state["hosts"]:
+                print(f"  {h['name']:5} {h['address']}")
+            print(f"ssh:    ssh -F {lab.sd / 'ssh_config'} h1")
+            print(f"pyinfra: pyinfra -y {lab.sd / 'inventory.py'} <deploy.py>")
+            print(f"proxy {state['proxy_url']}  repo {state['repo_url']}")
+            return 0
+        if args.cmd == "down":
+            preflight()
+            left = lab.down()
+            if left:
+                print("lab: could not remove: " + "; ".join(left), file=sys.stderr)
+                return 1
+            return 0
+        if args.cmd == "status":
+            rows = lab.status()
+            if not rows:
+                print(f"lab {lab.name!r} is down")
+                return 0
+            for r in rows:
+                print(f"{r['name']:5} {r['address']:15} {'up' if r['running'] else 'DOWN':5} "
+                      f"{r['state']}")
+            ok = all(r["running"] and r["state"] in ("running", "degraded") for r in rows)
+            return 0 if ok else 1
+        if args.cmd == "reset":
+            preflight()
+            if not args.host.startswith("h") or not args.host[1:].isdigit():
+                raise LabConfigError(f"host {args.host!r}: expected h<number>, e.g. h2")
+            lab.reset(int(args.host[1:]))
+            return 0
+        if args.cmd == "env":
+            state = lab.load()
+            if state is None:
+                raise LabError(f"lab {lab.name!r} is down")
+            for key, value in {
+                "GPUHOST_LAB": lab.name,
+                "LAB_INVENTORY": lab.sd / "inventory.py",
+                "LAB_SSH_CONFIG": lab.sd / "ssh_config",
+                "LAB_KNOWN_HOSTS": lab.sd / "known_hosts",
+                "LAB_PROXY_URL": state["proxy_url"],
+                "LAB_REPO_URL": state["repo_url"],
+                "LAB_REPO_KEY": state["repo_key_path"],
+            }.items():
+                print(f"export {key}={shlex.quote(str(value))}")
+            return 0
+    except LabConfigError as exc:
+        print(f"lab: {exc}", file=sys.stderr)
+        return 2
+    except LabError as exc:
+        print(f"lab: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("lab: interrupted; run 'lab down' to clean up", file=sys.stderr)
+        return 1
+    return 2
