@@ -1,0 +1,192 @@
+"""What a snapshot records from a host: one shell command, one pure parser.
+
+The command prints sections separated by ``##GPUHOST <section> [args]`` marker lines; file
+contents are base64 so any byte survives the trip. Missing files and tools print nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuhost.errors import ParseError
+
+MARK = "##GPUHOST"
+
+# Packages that move together with the driver: driver/kernel module/userspace, fabric manager,
+# NSCQ, CUDA, cuDNN, NCCL, DCGM, container toolkit. Names, not versions: versions live in data.
+COUPLED_PACKAGE_RE = re.compile(
+    r"nvidia|cuda|cudnn|nccl|nscq|fabricmanager|datacenter-gpu-manager|^libcublas|^libcufft"
+    r"|^libcurand|^libcusolver|^libcusparse|^libnpp|^libnvrtc|^libnvvm|^libnvjpeg|^libnvjitlink"
+    r"|^libnvtoolsext|^libcupti|^libaccinj|^libthrust|^dcgm"
+)
+KERNEL_PACKAGE_RE = re.compile(r"^linux-(image|headers|modules)-")
+
+# Files a snapshot keeps (globs, expanded on the host). Category is derived from the path.
+SNAPSHOT_FILES = (
+    "/etc/apt/preferences",
+    "/etc/apt/preferences.d/*",
+    "/etc/apt/sources.list",
+    "/etc/apt/sources.list.d/*.list",
+    "/etc/apt/sources.list.d/*.sources",
+    "/etc/modprobe.d/*",
+    "/etc/modules-load.d/*",
+    "/etc/default/grub",
+    "/etc/default/grub.d/*",
+    "/etc/docker/daemon.json",
+    "/etc/containerd/config.toml",
+    "/etc/nvidia-container-runtime/config.toml",
+    "/etc/nvidia-container-toolkit/*",
+    "/etc/cdi/*",
+    "/usr/share/nvidia/nvswitch/fabricmanager.cfg",
+    "/etc/fabricmanager.cfg",
+    "/etc/gpuhost/*",
+    "/etc/systemd/system/gpuhost*",
+    "/etc/systemd/system/*.service.d/*gpuhost*",
+    "/etc/systemd/system/nvidia-*.service.d/*",
+)
+MAX_FILE_BYTES = 256 * 1024
+
+FILE_CATEGORIES = (
+    ("/etc/apt/preferences", "apt_preferences"),
+    ("/etc/apt/sources.list", "apt_sources"),
+    ("/etc/modprobe.d/", "modprobe"),
+    ("/etc/modules-load.d/", "modprobe"),
+    ("/etc/default/grub", "kernel_cmdline"),
+    ("/etc/docker/", "container_runtime"),
+    ("/etc/containerd/", "container_runtime"),
+    ("/etc/nvidia-container-", "container_runtime"),
+    ("/etc/cdi/", "container_runtime"),
+    ("/usr/share/nvidia/nvswitch/", "fabric_manager"),
+    ("/etc/fabricmanager", "fabric_manager"),
+    ("/etc/gpuhost/", "gpuhost"),
+    ("/etc/systemd/system/", "units"),
+)
+
+
+def file_category(path: str) -> str:
+    for prefix, category in FILE_CATEGORIES:
+        if path.startswith(prefix):
+            return category
+    return "other"
+
+
+def state_command() -> str:
+    """The one shell command that prints everything a snapshot records."""
+    globs = " ".join(SNAPSHOT_FILES)
+    return "; ".join(
+        [
+            "export LC_ALL=C",
+            f"echo '{MARK} packages'",
+            "dpkg-query -W -f='${Package}\\t${Version}\\t${Architecture}\\t${db:Status-Abbrev}\\n'"
+            " 2>/dev/null",
+            f"echo '{MARK} holds'",
+            "apt-mark showhold 2>/dev/null",
+            f"echo '{MARK} uname'",
+            "uname -r",
+            f"echo '{MARK} cmdline'",
+            "cat /proc/cmdline 2>/dev/null",
+            f"echo '{MARK} smi'",
+            "if command -v nvidia-smi >/dev/null; then nvidia-smi -q -x 2>&1 | head -c 1000000;"
+            f" echo; echo '{MARK} smi_rc'; nvidia-smi -L >/dev/null 2>&1; echo $?;"
+            f" else echo; echo '{MARK} smi_rc'; echo 127; fi",
+            f"for f in {globs}; do"
+            f' if [ -f "$f" ] && [ "$(stat -c %s "$f")" -le {MAX_FILE_BYTES} ]; then'
+            f' echo "{MARK} file $(stat -c %a "$f") $f"; base64 -w0 < "$f"; echo;'
+            " fi; done",
+            f"echo '{MARK} end'",
+        ]
+    )
+
+
+@dataclass
+class HostState:
+    packages: dict[str, dict[str, str]] = field(default_factory=dict)  # coupled packages
+    kernel_packages: dict[str, dict[str, str]] = field(default_factory=dict)
+    holds: list[str] = field(default_factory=list)
+    kernel_release: str = ""
+    cmdline: str = ""
+    smi_output: str = ""
+    smi_rc: int | None = None
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def parse_host_state(output: str) -> HostState:
+    """Parse ``state_command()`` output. Raises ParseError when it is cut short or foreign."""
+    sections: list[tuple[str, list[str], list[str]]] = []
+    for line in output.split("\n"):
+        if line.startswith(MARK + " "):
+            words = line[len(MARK) + 1 :].split(" ", 2)
+            sections.append((words[0], words[1:], []))
+        elif sections:
+            sections[-1][2].append(line)
+    names = [s[0] for s in sections]
+    if "packages" not in names or not names or names[-1] != "end":
+        raise ParseError(
+            "host state output is incomplete (no package section or no end marker); "
+            f"got: {output[:120]!r}"
+        )
+    state = HostState()
+    for name, args, lines in sections:
+        if name == "packages":
+            _packages(state, lines)
+        elif name == "holds":
+            state.holds = sorted(x.strip() for x in lines if x.strip())
+        elif name == "uname":
+            state.kernel_release = "".join(lines).strip()
+        elif name == "cmdline":
+            state.cmdline = "\n".join(lines).strip()
+        elif name == "smi":
+            state.smi_output = "\n".join(lines).strip()
+        elif name == "smi_rc":
+            text = "".join(lines).strip()
+            state.smi_rc = int(text) if text.isdigit() else None
+        elif name == "file":
+            if len(args) != 2:
+                raise ParseError(f"host state: bad file marker {' '.join(args)!r}")
+            mode, path = args
+            state.files[path] = file_record(path, mode, "".join(lines).strip())
+    return state
+
+
+def _packages(state: HostState, lines: list[str]) -> None:
+    for line in lines:
+        parts = line.split("\t")
+        if len(parts) != 4:
+            continue
+        name, version, arch, status = parts
+        if not status.startswith(("ii", "hi", "iU", "iF", "hU", "hF")) or not version:
+            continue  # removed, config-files only, not installed
+        record = {"version": version, "arch": arch, "status": status.strip()}
+        if COUPLED_PACKAGE_RE.search(name):
+            state.packages[name] = record
+        elif KERNEL_PACKAGE_RE.match(name):
+            state.kernel_packages[name] = record
+
+
+def file_record(path: str, mode: str, b64: str) -> dict[str, Any]:
+    try:
+        raw = base64.b64decode(b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise ParseError(f"host state: content of {path} is not valid base64") from None
+    record: dict[str, Any] = {
+        "category": file_category(path),
+        "mode": mode,
+        "sha256": hashlib.sha256(raw).hexdigest(),
+    }
+    try:
+        record["content"] = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        record["content_b64"] = b64
+    return record
+
+
+def file_bytes(record: dict[str, Any]) -> bytes:
+    """The exact bytes of a file recorded by ``file_record``."""
+    if "content" in record:
+        return str(record["content"]).encode("utf-8")
+    return base64.b64decode(str(record["content_b64"]))

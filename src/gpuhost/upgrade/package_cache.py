@@ -1,0 +1,111 @@
+"""The on-host cache of the package files of a snapshot's versions.
+
+``/var/cache/gpuhost/packages/<snapshot-id>/`` keeps one ``.deb`` per coupled package at the
+version the snapshot recorded: copied from apt's archive cache when it is still there, else
+fetched with ``apt-get download`` while the repository still offers it. A rollback installs from
+this folder, so it works after the repository dropped the old version. Each file is checked
+with ``dpkg-deb`` (package name and version must match); the folder's size is reported.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+CACHE_ROOT = "/var/cache/gpuhost/packages"
+
+
+def cache_dir(snapshot_id: str) -> str:
+    return f"{CACHE_ROOT}/{snapshot_id}"
+
+
+def deb_filename(name: str, version: str, arch: str) -> str:
+    """apt's archive file name: an epoch's ``:`` is written ``%3a``."""
+    return f"{name}_{version.replace(':', '%3a')}_{arch}.deb"
+
+
+def fill_command(snapshot_id: str, packages: Mapping[str, Mapping[str, str]]) -> str:
+    """Shell command that fills the cache and prints one status line per package, then the
+    size: ``OK <name> <file>`` / ``MISS <name> <reason>`` / ``SIZE <bytes>``."""
+    folder = cache_dir(snapshot_id)
+    lines = [
+        "export LC_ALL=C",
+        f"mkdir -p {shlex.quote(folder)} && chmod 700 {shlex.quote(folder)}"
+        f" && cd {shlex.quote(folder)} || exit 3",
+    ]
+    for name, record in sorted(packages.items()):
+        version, arch = record["version"], record.get("arch", "amd64")
+        file = deb_filename(name, version, arch)
+        spec = f"{name}={version}" if arch == "all" else f"{name}:{arch}={version}"
+        q = shlex.quote
+        lines.append(
+            f"f={q(file)}; "
+            f'if [ ! -s "$f" ] && [ -s /var/cache/apt/archives/"$f" ]; then '
+            f'cp /var/cache/apt/archives/"$f" .; fi; '
+            f'if [ ! -s "$f" ]; then '
+            f"apt-get download -q {q(spec)} >/dev/null 2>.err || true; fi; "
+            f'if [ -s "$f" ] && [ "$(dpkg-deb -f "$f" Package Version 2>/dev/null | tr "\\n" " ")" '
+            f'= {q(f"Package: {name} Version: {version} ")} ]; then echo "OK {name} $f"; '
+            f'else rm -f "$f"; echo "MISS {name} $(tail -n1 .err 2>/dev/null)"; fi'
+        )
+    lines.append('rm -f .err; echo "SIZE $(du -sb . | cut -f1)"')
+    return "\n".join(lines)
+
+
+@dataclass
+class CacheReport:
+    path: str
+    files: dict[str, str] = field(default_factory=dict)  # package -> file name
+    missing: dict[str, str] = field(default_factory=dict)  # package -> reason
+    size_bytes: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "files": dict(self.files),
+            "missing": dict(self.missing),
+            "size_bytes": self.size_bytes,
+        }
+
+
+def parse_fill_output(snapshot_id: str, output: str) -> CacheReport:
+    report = CacheReport(cache_dir(snapshot_id))
+    for line in output.splitlines():
+        word, _, rest = line.partition(" ")
+        if word == "OK":
+            name, _, file = rest.partition(" ")
+            report.files[name] = file
+        elif word == "MISS":
+            name, _, reason = rest.partition(" ")
+            report.missing[name] = reason.strip() or "not in apt's cache, apt-get download failed"
+        elif word == "SIZE" and rest.strip().isdigit():
+            report.size_bytes = int(rest.strip())
+    return report
+
+
+def human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
+def install_command(snapshot_id: str, files: Mapping[str, str]) -> str:
+    """Install the cached files (downgrades allowed; held packages may change; keep the admin's
+    config files). Local files only: the repository is not needed."""
+    folder = cache_dir(snapshot_id)
+    paths = " ".join(shlex.quote(f"{folder}/{f}") for f in sorted(files.values()))
+    return (
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
+        "--allow-downgrades --allow-change-held-packages "
+        "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "
+        f"{paths}"
+    )

@@ -1,0 +1,355 @@
+"""Snapshot documents: what a host looked like before a change, kept on the controller.
+
+A snapshot is one versioned JSON document per host and moment, stored as
+``<state dir>/snapshots/<host>/<id>.json`` where ``id`` is the UTC time (``20250101T120000Z``).
+It records the coupled package versions, holds, apt preferences and sources, modprobe.d and the
+kernel command line, the ``nvidia-smi -q -x`` state, runtime and fabric manager configs, gpuhost's
+own files, units and drop-ins, the profile name, the on-host package cache and an optional
+provider snapshot. ``diff`` compares two documents; rollback restores from one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gpuhost.errors import ConfigError
+from gpuhost.upgrade.host_state import HostState, file_bytes
+
+SNAPSHOT_SCHEMA = 1
+SNAPSHOT_KIND = "gpuhost.snapshot"
+PROFILE_FILE = "/etc/gpuhost/profile"
+ID_RE = re.compile(r"^\d{8}T\d{6}Z(-\d+)?$")
+
+
+def new_snapshot_id(now: datetime | None = None) -> str:
+    return (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+
+
+def profile_from_files(files: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The profile name gpuhost wrote to /etc/gpuhost/profile: the ``profile`` key of its JSON
+    marker (docs/provision.md); for hand-written files the value of a ``profile`` key or the
+    first word of the first non-comment line. None when absent."""
+    record = files.get(PROFILE_FILE)
+    if record is None or "content" not in record:
+        return None
+    text = str(record["content"])
+    try:
+        marker = json.loads(text)
+    except ValueError:
+        marker = None
+    if isinstance(marker, dict):
+        name = marker.get("profile")
+        return str(name) if name else None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        for sep in ("=", ":"):
+            key, found, value = line.partition(sep)
+            if found and key.strip() in ("profile", "name"):
+                return value.strip().strip("\"'") or None
+        if "=" not in line and ":" not in line:
+            return line.split()[0]
+    return None
+
+
+def smi_summary(output: str, rc: int | None) -> dict[str, Any]:
+    """The GPU state worth comparing: per GPU persistence, clocks, ECC, MIG; or the error state."""
+    summary: dict[str, Any] = {"rc": rc}
+    if not output.strip():
+        summary["state"] = "absent"
+        return summary
+    try:
+        from gpuhost.parsers.nvidia_smi import parse_output
+    except ImportError:  # pragma: no cover - parsers ship with gpuhost
+        summary["state"] = "unparsed"
+        return summary
+    report = parse_output(output).to_dict()
+    summary["state"] = report.get("state")
+    summary["driver_version"] = report.get("driver_version")
+    summary["cuda_version"] = report.get("cuda_version")
+    gpus = []
+    for gpu in report.get("gpus") or []:
+        gpus.append(
+            {
+                key: gpu.get(key)
+                for key in (
+                    "index",
+                    "name",
+                    "uuid",
+                    "pci_bus_id",
+                    "persistence_mode",
+                    "clocks",
+                    "ecc",
+                    "mig",
+                    "power",
+                    "compute_mode",
+                )
+                if key in gpu
+            }
+        )
+    summary["gpus"] = gpus
+    return summary
+
+
+def build_snapshot(host: str, state: HostState, snapshot_id: str | None = None) -> dict[str, Any]:
+    """A snapshot document from a parsed host state (pure apart from the clock)."""
+    now = datetime.now(timezone.utc)
+    sid = snapshot_id or new_snapshot_id(now)
+    return {
+        "schema": SNAPSHOT_SCHEMA,
+        "kind": SNAPSHOT_KIND,
+        "id": sid,
+        "host": host,
+        "taken_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "profile": profile_from_files(state.files),
+        "packages": dict(sorted(state.packages.items())),
+        "holds": list(state.holds),
+        "kernel": {
+            "release": state.kernel_release,
+            "cmdline": state.cmdline,
+            "packages": dict(sorted(state.kernel_packages.items())),
+        },
+        "gpu": smi_summary(state.smi_output, state.smi_rc),
+        "files": dict(sorted(state.files.items())),
+        "package_cache": None,
+        "provider": None,
+    }
+
+
+def validate_document(doc: object, source: str) -> dict[str, Any]:
+    """Check a loaded document's shape; one ConfigError naming the file and field."""
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{source}: snapshot must be a JSON object, found {type(doc).__name__}")
+    if doc.get("kind") != SNAPSHOT_KIND:
+        raise ConfigError(f"{source}: kind is {doc.get('kind')!r}, expected {SNAPSHOT_KIND!r}")
+    if doc.get("schema") != SNAPSHOT_SCHEMA:
+        raise ConfigError(
+            f"{source}: snapshot schema {doc.get('schema')!r} is not supported "
+            f"(expected {SNAPSHOT_SCHEMA})"
+        )
+    for key, kind in (("id", str), ("host", str), ("packages", dict), ("holds", list)):
+        if not isinstance(doc.get(key), kind):
+            raise ConfigError(f"{source}: field {key!r} missing or not a {kind.__name__}")
+    for name, record in doc["packages"].items():
+        if not isinstance(record, dict) or not isinstance(record.get("version"), str):
+            raise ConfigError(f"{source}: packages.{name}.version missing or not a string")
+    if not isinstance(doc.get("files", {}), dict):
+        raise ConfigError(f"{source}: field 'files' is not an object")
+    return doc
+
+
+# -- storage on the controller -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SnapshotRef:
+    host: str
+    id: str
+    path: Path
+
+
+class SnapshotStore:
+    """``<root>/<host>/<id>.json`` on the controller."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def save(self, doc: Mapping[str, Any]) -> Path:
+        host, sid = str(doc["host"]), str(doc["id"])
+        folder = self.root / _safe_host(host)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{sid}.json"
+        tmp = folder / f".{sid}.json.tmp"
+        with open(tmp, "w") as handle:
+            json.dump(doc, handle, indent=1, sort_keys=True)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        return path
+
+    def unique_id(self, host: str, sid: str) -> str:
+        folder = self.root / _safe_host(host)
+        candidate, n = sid, 1
+        while (folder / f"{candidate}.json").exists():
+            n += 1
+            candidate = f"{sid}-{n}"
+        return candidate
+
+    def list(self, host: str | None = None) -> list[SnapshotRef]:
+        if not self.root.is_dir():
+            return []
+        folders = [self.root / _safe_host(host)] if host else sorted(self.root.iterdir())
+        refs = []
+        for folder in folders:
+            if not folder.is_dir():
+                continue
+            for path in sorted(folder.glob("*.json")):
+                if ID_RE.match(path.stem):
+                    refs.append(SnapshotRef(folder.name, path.stem, path))
+        return refs
+
+    def latest(self, host: str) -> SnapshotRef | None:
+        refs = self.list(host)
+        return max(refs, key=lambda r: _id_key(r.id)) if refs else None
+
+    def find(self, host: str, sid: str) -> SnapshotRef:
+        path = self.root / _safe_host(host) / f"{sid}.json"
+        if not path.is_file():
+            have = ", ".join(r.id for r in self.list(host)) or "none"
+            raise ConfigError(
+                f"{host}: no snapshot {sid!r} under {self.root / _safe_host(host)} (have: {have})"
+            )
+        return SnapshotRef(host, sid, path)
+
+    def resolve(self, ref: str) -> Path:
+        """A path, ``host/id``, or ``host`` (its latest snapshot) -> the document's path."""
+        path = Path(ref)
+        if path.suffix == ".json" and path.is_file():
+            return path
+        host, _, sid = ref.partition("/")
+        if sid:
+            return self.find(host, sid).path
+        latest = self.latest(host)
+        if latest is None:
+            raise ConfigError(
+                f"{ref}: not a snapshot file, host/id or host with snapshots under {self.root}"
+            )
+        return latest.path
+
+
+def load_snapshot(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read snapshot: {exc.strerror}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    return validate_document(doc, str(path))
+
+
+def _safe_host(host: str) -> str:
+    if not host or "/" in host or host in (".", ".."):
+        raise ConfigError(f"host name {host!r} cannot name a snapshot folder")
+    return host
+
+
+def _id_key(sid: str) -> tuple[str, int]:
+    base, _, n = sid.partition("-")
+    return base, int(n) if n.isdigit() else 1
+
+
+# -- diff ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    section: str  # packages, holds, profile, kernel, gpu, files
+    key: str
+    before: str | None
+    after: str | None
+    detail: tuple[str, ...] = ()  # unified diff lines for files
+
+    def line(self) -> str:
+        if self.before is None:
+            return f"{self.section}: + {self.key} {self.after or ''}".rstrip()
+        if self.after is None:
+            return f"{self.section}: - {self.key} {self.before or ''}".rstrip()
+        return f"{self.section}: {self.key}: {self.before} -> {self.after}"
+
+
+def diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Change]:
+    """What changed from snapshot ``a`` to snapshot ``b`` (pure)."""
+    changes: list[Change] = []
+    if a.get("profile") != b.get("profile"):
+        changes.append(Change("profile", "name", _s(a.get("profile")), _s(b.get("profile"))))
+    changes += _dict_diff("packages", _versions(a["packages"]), _versions(b["packages"]))
+    held_a, held_b = set(a.get("holds", [])), set(b.get("holds", []))
+    changes += [Change("holds", n, None, "held") for n in sorted(held_b - held_a)]
+    changes += [Change("holds", n, "held", None) for n in sorted(held_a - held_b)]
+    ka, kb = a.get("kernel", {}) or {}, b.get("kernel", {}) or {}
+    for key in ("release", "cmdline"):
+        if ka.get(key) != kb.get(key):
+            changes.append(Change("kernel", key, _s(ka.get(key)), _s(kb.get(key))))
+    changes += _dict_diff(
+        "kernel", _versions(ka.get("packages", {})), _versions(kb.get("packages", {}))
+    )
+    changes += _dict_diff("gpu", _flatten(a.get("gpu") or {}), _flatten(b.get("gpu") or {}))
+    changes += _file_changes(a.get("files", {}) or {}, b.get("files", {}) or {})
+    return changes
+
+
+def format_diff(a: Mapping[str, Any], b: Mapping[str, Any], changes: Iterable[Change]) -> str:
+    head = f"--- {a['host']} {a['id']}\n+++ {b['host']} {b['id']}"
+    body = []
+    for change in changes:
+        body.append(change.line())
+        body.extend("    " + d for d in change.detail)
+    return head + "\n" + ("\n".join(body) if body else "no changes")
+
+
+def _versions(packages: Mapping[str, Any]) -> dict[str, str]:
+    return {name: str(rec.get("version")) for name, rec in packages.items()}
+
+
+def _dict_diff(section: str, a: Mapping[str, str], b: Mapping[str, str]) -> list[Change]:
+    out = []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) != b.get(key):
+            out.append(Change(section, key, a.get(key), b.get(key)))
+    return out
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, str]:
+    flat: dict[str, str] = {}
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            flat.update(_flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            flat.update(_flatten(inner, f"{prefix}[{index}]"))
+    else:
+        flat[prefix] = json.dumps(value)
+    return flat
+
+
+def _file_changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Change]:
+    out = []
+    for path in sorted(set(a) | set(b)):
+        ra, rb = a.get(path), b.get(path)
+        if ra is None:
+            out.append(Change("files", path, None, "added"))
+        elif rb is None:
+            out.append(Change("files", path, "present", None))
+        elif ra.get("sha256") != rb.get("sha256") or ra.get("mode") != rb.get("mode"):
+            detail: tuple[str, ...] = ()
+            if "content" in ra and "content" in rb:
+                detail = tuple(
+                    line.rstrip("\n")
+                    for line in difflib.unified_diff(
+                        file_bytes(ra).decode().splitlines(),
+                        file_bytes(rb).decode().splitlines(),
+                        lineterm="",
+                        n=1,
+                    )
+                )[2:]
+            what = "content" if ra.get("sha256") != rb.get("sha256") else "mode"
+            before = ra.get("mode") if what == "mode" else ra.get("sha256", "")[:12]
+            after = rb.get("mode") if what == "mode" else rb.get("sha256", "")[:12]
+            out.append(Change("files", f"{path} ({what})", before, after, detail))
+    return out
+
+
+def _s(value: Any) -> str | None:
+    return None if value is None else str(value)
