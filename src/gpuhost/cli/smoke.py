@@ -1,0 +1,137 @@
+"""``gpuhost smoke run|judge``: the PyTorch/TensorFlow GPU smoke test on this machine.
+
+``run`` executes the smoke script with a Python interpreter here and judges its document;
+``judge`` judges a document saved earlier (e.g. from a host). Exit 0 when nothing FAILed
+(COULD-NOT-RUN is not a failure), 1 when a check FAILed, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from gpuhost.cli.parse import read_capture
+from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, ConfigError
+from gpuhost.smoke.judge import Expectations, Verdict, has_failures, judge
+from gpuhost.smoke.result import SmokeResult, parse_result_text
+from gpuhost.smoke.runner import FRAMEWORK_CHOICES, run_local_text
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _expectations(
+    gpus: int | None, driver_cuda: str | None, min_ratio: float | None
+) -> Expectations:
+    return Expectations(gpu_count=gpus, driver_max_cuda=driver_cuda, min_ratio=min_ratio)
+
+
+def _report(result: SmokeResult, verdicts: list[Verdict], as_json: bool) -> int:
+    if as_json:
+        doc = {
+            "host": result.host,
+            "python": result.python_executable,
+            "verdicts": [dataclasses.asdict(v) | {"id": v.id} for v in verdicts],
+        }
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        click.echo(f"smoke test on {result.host} with {result.python_executable}")
+        width = max((len(v.id) for v in verdicts), default=0)
+        for v in verdicts:
+            click.echo(f"{v.outcome:<13} {v.id:<{width}}  {v.message}")
+        counts = {
+            o: sum(v.outcome == o for v in verdicts) for o in ("PASS", "FAIL", "COULD-NOT-RUN")
+        }
+        click.echo(", ".join(f"{n} {o}" for o, n in counts.items()))
+    return EXIT_FINDINGS if has_failures(verdicts) else EXIT_OK
+
+
+_expect_options = [
+    click.option("--gpus", type=click.IntRange(min=0), help="GPUs the host must have."),
+    click.option("--driver-cuda", help="Newest CUDA the driver supports (default: nvidia-smi's)."),
+    click.option(
+        "--min-ratio",
+        type=click.FloatRange(min=0, max=1, min_open=True),
+        help="Required fraction of a published peak (used only where references exist).",
+    ),
+    click.option("--json", "as_json", is_flag=True, help="Print verdicts as JSON."),
+]
+
+
+def _with_expect_options(func: F) -> F:
+    for option in reversed(_expect_options):
+        func = option(func)
+    return func
+
+
+@click.group("smoke")
+def command() -> None:
+    """PyTorch/TensorFlow GPU smoke test: run it here, or judge a saved result."""
+
+
+@command.command("run")
+@click.option(
+    "--python",
+    "python",
+    default=sys.executable,
+    show_default=True,
+    help="Interpreter whose frameworks are tested.",
+)
+@click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default="all", show_default=True)
+@click.option("--quick", is_flag=True, help="Smaller sizes and fewer iterations.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=600.0,
+    show_default=True,
+    help="Seconds for the whole script.",
+)
+@click.option(
+    "--save",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the script's JSON document to this file.",
+)
+@_with_expect_options
+def run_command(
+    python: str,
+    framework: str,
+    quick: bool,
+    timeout: float,
+    save: Path | None,
+    gpus: int | None,
+    driver_cuda: str | None,
+    min_ratio: float | None,
+    as_json: bool,
+) -> int:
+    """Run the smoke script with PYTHON on this machine and judge it."""
+    expectations = _expectations(gpus, driver_cuda, min_ratio)
+    raw, source = run_local_text(python, framework, quick, timeout)
+    if save is not None:  # saved before parsing, so a malformed document can be inspected
+        try:
+            save.write_text(raw)
+        except OSError as exc:
+            raise ConfigError(f"{save}: cannot write ({exc.strerror or exc})") from exc
+    result = parse_result_text(raw, source)
+    return _report(result, judge(result, expectations), as_json)
+
+
+@command.command("judge")
+@click.argument("result_file", type=click.Path(path_type=Path))
+@_with_expect_options
+def judge_command(
+    result_file: Path,
+    gpus: int | None,
+    driver_cuda: str | None,
+    min_ratio: float | None,
+    as_json: bool,
+) -> int:
+    """Judge RESULT_FILE, a JSON document printed by the smoke script."""
+    expectations = _expectations(gpus, driver_cuda, min_ratio)
+    text = read_capture(result_file)
+    result = parse_result_text(text, str(result_file))
+    return _report(result, judge(result, expectations), as_json)
