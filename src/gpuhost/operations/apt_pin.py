@@ -47,27 +47,26 @@ def version_glob(upstream_version: str) -> str:
 
 
 def render_preferences(
-    pinned: Iterable[str],
-    upstream_version: str,
+    pins: dict[str, list[str]],
     blocked: Iterable[str] = (),
     blocked_patterns: Iterable[str] = (),
     label: str = "",
 ) -> str:
-    """The preferences file text. apt uses the first record matching a package version, so the
-    1001 record comes before the -1 records for the same names."""
-    names = " ".join(sorted(set(pinned)))
+    """The preferences file text for ``pins`` ({upstream version: [package, ...]}).
+
+    apt uses the first record matching a package version, so each group's 1001 record comes before
+    the -1 record for the same names."""
     lines = [
         f"# Written by gpuhost{' for profile ' + label if label else ''}; do not edit by hand:",
         "# the next `gpuhost provision` rewrites it. Remove it only together with the holds.",
-        "",
-        f"Package: {names}",
-        f"Pin: version {version_glob(upstream_version)}",
-        "Pin-Priority: 1001",
-        "",
-        f"Package: {names}",
-        "Pin: version *",
-        "Pin-Priority: -1",
     ]
+    for version in sorted(pins):
+        names = " ".join(sorted(set(pins[version])))
+        if not names:
+            continue
+        lines += ["", f"Package: {names}", f"Pin: version {version_glob(version)}"]
+        lines += ["Pin-Priority: 1001", "", f"Package: {names}", "Pin: version *"]
+        lines += ["Pin-Priority: -1"]
     never = sorted(set(blocked))
     if never:
         lines += ["", f"Package: {' '.join(never)}", "Pin: version *", "Pin-Priority: -1"]
@@ -78,17 +77,16 @@ def render_preferences(
 
 @operation()
 def preferences(
-    pinned: list[str],
-    version: str,
+    pins: dict[str, list[str]],
     blocked: list[str] | None = None,
     blocked_patterns: list[str] | None = None,
     label: str = "",
     path: str = PREFERENCES_PATH,
 ) -> Generator:
-    """Write the apt preferences file pinning ``pinned`` to ``version``.
+    """Write the apt preferences file pinning each package group to its exact version.
 
-    + pinned: package names pinned to the version (priority 1001), every other version -1
-    + version: upstream version, e.g. ``535.261.03`` (any Debian revision matches)
+    + pins: {upstream version: [package names]}; that version gets priority 1001, every other
+      version of those packages -1 (any Debian revision of the version matches)
     + blocked: package names never installed, whatever version (priority -1)
     + blocked_patterns: apt name patterns (``/^cuda-drivers-[0-9]+$/``) blocked after the pins
     + label: profile name written into the file's header
@@ -100,13 +98,10 @@ def preferences(
 
         apt_pin.preferences(
             name="Pin the NVIDIA driver",
-            pinned=["nvidia-driver", "nvidia-smi", "libnvidia-ml1"],
-            version="535.261.03",
+            pins={"535.261.03": ["nvidia-driver", "nvidia-smi", "libnvidia-ml1"]},
         )
     """
-    content = render_preferences(
-        pinned, version, blocked or [], blocked_patterns or [], label=label
-    )
+    content = render_preferences(pins, blocked or [], blocked_patterns or [], label=label)
     commands = list(put_text(path, content))
     if not commands:
         host.noop(f"{path} up to date")

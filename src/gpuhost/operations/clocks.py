@@ -15,6 +15,7 @@ from pyinfra import host
 from pyinfra.api import OperationValueError, operation
 from pyinfra.facts.systemd import SystemdEnabled
 
+from gpuhost.facts.nvidia_smi import SmiQuery
 from gpuhost.operations._files import put_text
 from gpuhost.parsers.nvidia_smi import GpuInfo, SmiReport
 
@@ -116,7 +117,10 @@ def render_script(commands: list[str]) -> str:
 
 @operation()
 def applied(
-    report: SmiReport, mode: str = "auto", graphics: int | None = None, memory: int | None = None
+    report: SmiReport | None = None,
+    mode: str = "auto",
+    graphics: int | None = None,
+    memory: int | None = None,
 ) -> Generator:
     """Set GPU clocks now and after every boot and driver load.
 
@@ -132,6 +136,8 @@ def applied(
 
         clocks.applied(name="GPU clocks", report=host.get_fact(SmiQuery), mode="auto")
     """
+    if report is None:
+        report = host.get_fact(SmiQuery)
     commands = plan_clocks(report, mode, graphics, memory)
     if not commands:
         reason = "clocks mode is off" if mode == "off" else f"nvidia-smi state {report.state}"

@@ -16,6 +16,7 @@ from pyinfra import host
 from pyinfra.api import OperationError, operation
 from pyinfra.facts.files import FileContents
 
+from gpuhost.facts.nvidia_smi import SmiQuery
 from gpuhost.facts.systemd_units import UnitFiles
 from gpuhost.operations._files import put_text
 from gpuhost.parsers.nvidia_smi import SmiReport
@@ -115,11 +116,13 @@ def containerd() -> Generator:
 
 
 @operation()
-def dev_char_symlinks(report: SmiReport) -> Generator:
+def dev_char_symlinks(report: SmiReport | None = None) -> Generator:
     """udev rule creating /dev/char symlinks for NVIDIA devices; created now if the driver is up.
 
     + report: the host's ``SmiQuery`` fact
     """
+    if report is None:
+        report = host.get_fact(SmiQuery)
     rule = list(put_text(DEV_CHAR_RULE_PATH, DEV_CHAR_RULE))
     if not rule:
         host.noop("/dev/char symlink rule already in place")

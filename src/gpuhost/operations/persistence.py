@@ -12,6 +12,7 @@ from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.facts.systemd import SystemdStatus
 
+from gpuhost.facts.nvidia_smi import SmiQuery
 from gpuhost.facts.systemd_units import UnitFiles
 from gpuhost.parsers.nvidia_smi import SmiReport
 
@@ -19,7 +20,7 @@ DAEMON_UNIT = "nvidia-persistenced.service"
 
 
 @operation()
-def enabled(report: SmiReport) -> Generator:
+def enabled(report: SmiReport | None = None) -> Generator:
     """nvidia-persistenced enabled and running; ``nvidia-smi -pm 1`` where it is unavailable.
 
     The daemon is started only when the driver is loaded (``report.ok``); on a host whose module is
@@ -33,6 +34,8 @@ def enabled(report: SmiReport) -> Generator:
 
         persistence.enabled(name="Persistence mode", report=host.get_fact(SmiQuery))
     """
+    if report is None:
+        report = host.get_fact(SmiQuery)
     units = host.get_fact(UnitFiles, units=[DAEMON_UNIT])
     if DAEMON_UNIT in units:
         changes = []

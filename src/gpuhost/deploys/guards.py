@@ -1,0 +1,106 @@
+"""Checks that stop a host before any change: unknown profile, impossible version set,
+unsupported OS, Secure Boot without a signing key. Each raises one DeployError naming the host,
+the field, what was found and the accepted values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuhost.deploys.spec import StackSpec, supported_os
+from gpuhost.errors import DeployError, GpuhostError
+from gpuhost.matrix.profiles import Profile, load_profiles, verify_profile
+
+PROFILE_KEY = "gpuhost_profile"
+
+
+CLOCK_MODES = {"none": "off", "max": "auto", "explicit": "auto"}
+
+
+def spec_from_profile(profile: Profile, gpus: list[str], fabric_manager: bool = False) -> StackSpec:
+    """A matrix ``Profile`` → the versions provision installs (kernel module "auto" resolved
+    for ``gpus``; fabric manager "auto" follows inventory data ``gpuhost_fabric_manager``)."""
+    from gpuhost.matrix import load_matrix
+    from gpuhost.matrix.profiles import kernel_module_for
+
+    fabric = profile.fabric_manager if isinstance(profile.fabric_manager, bool) else fabric_manager
+    return StackSpec(
+        profile=profile.name,
+        source=profile.source,
+        os=profile.os,
+        driver_version=profile.driver_version,
+        driver_branch=str(profile.driver_branch),
+        kernel_module=kernel_module_for(load_matrix(), profile, gpus),
+        cuda_versions=profile.cuda_versions,
+        cuda_default=profile.cuda_default or None,
+        cudnn_version=profile.cudnn,
+        container_toolkit_version=profile.container_toolkit,
+        fabric_manager=fabric,
+        clocks_mode=CLOCK_MODES[profile.clocks.policy],
+        clocks_graphics=profile.clocks.graphics_mhz,
+        clocks_memory=profile.clocks.memory_mhz,
+        persistence=profile.persistence,
+    )
+
+
+def load_profile_table(extra_file: str | None = None) -> dict[str, Profile]:
+    return load_profiles(extra_file)
+
+
+def check_profile(host: str, data: dict[str, Any], profiles: dict[str, Profile]) -> StackSpec:
+    """The host's profile resolved, or DeployError (static checks: no connection needed)."""
+    accepted = ", ".join(sorted(profiles)) or "(no profiles defined)"
+    name = data.get(PROFILE_KEY)
+    if not name:
+        raise DeployError(host, f"{PROFILE_KEY}: not set; accepted: {accepted}")
+    if not isinstance(name, str) or name not in profiles:
+        raise DeployError(
+            host, f"{PROFILE_KEY}: {name!r} is not a known profile; accepted: {accepted}"
+        )
+    profile = profiles[name]
+    gpus = [str(g) for g in data.get("gpuhost_gpus") or []]
+    errors = _profile_errors(profile, gpus)
+    if errors:
+        raise DeployError(
+            host,
+            f"{PROFILE_KEY}: {name!r} is an impossible version set"
+            f"{' for GPUs ' + ', '.join(gpus) if gpus else ''}: {'; '.join(errors)}",
+        )
+    return spec_from_profile(profile, gpus, bool(data.get("gpuhost_fabric_manager")))
+
+
+def _profile_errors(profile: Profile, gpus: list[str]) -> list[str]:
+    from gpuhost.matrix import load_matrix
+
+    try:
+        findings = verify_profile(load_matrix(), profile, gpus=gpus)
+    except GpuhostError as exc:
+        return [str(exc)]
+    return [f.message for f in findings if f.severity == "error"]
+
+
+def os_key(distro: dict[str, Any]) -> str:
+    """pyinfra's LinuxDistribution fact → ``debian-12`` / ``ubuntu-22.04`` / ``rocky-9``."""
+    meta = distro.get("release_meta") or {}
+    ident = str(meta.get("ID") or distro.get("name") or "unknown").lower()
+    version = str(meta.get("VERSION_ID") or distro.get("major") or "")
+    return f"{ident}-{version}" if version else ident
+
+
+def check_os(host: str, spec: StackSpec, found: str) -> None:
+    accepted = [o for o in supported_os(spec.source) if not spec.os or o in spec.os]
+    if found not in accepted:
+        raise DeployError(
+            host,
+            f"OS: {found} is not supported by profile {spec.profile} (source {spec.source}); "
+            f"accepted: {', '.join(accepted) or 'none'}",
+        )
+
+
+def check_secure_boot(host: str, secure_boot: dict[str, bool], signing_key: str | None) -> None:
+    if secure_boot.get("enabled") and not signing_key:
+        raise DeployError(
+            host,
+            "Secure Boot is enabled: the DKMS-built NVIDIA module will not load unless it is "
+            "signed with a key enrolled in MOK; set gpuhost_module_signing_key (path of the key "
+            "on the host) or disable Secure Boot",
+        )

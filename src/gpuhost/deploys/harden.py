@@ -1,0 +1,415 @@
+"""Harden SSH and the host firewall without ever locking the operator out.
+
+Deploys (use them from a pyinfra deploy file or through ``gpuhost harden``):
+
+- ``harden()``           both of the below, with every lockout check done before any change
+- ``harden_ssh()``       authorized keys, then the sshd drop-in (validated, reloaded, confirmed)
+- ``harden_firewall()``  the ``inet gpuhost`` nftables table (atomic, auto-revert, persistent)
+
+Inventory data (all optional; defaults in ``DEFAULTS``), read and checked by ``read_settings``.
+Lockout checks (``lockout_problems``) run on facts before any operation is added, so a host that
+would lock its operator out is refused with a ``DeployError`` that says what to add, unchanged.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.connectors.ssh import SSHConnector
+from pyinfra.facts.deb import DebPackages
+from pyinfra.operations import apt
+
+from gpuhost.errors import ConfigError, DeployError
+from gpuhost.facts.sshd import (
+    AuthorizedKeys,
+    SshdEffectiveConfig,
+    SshSession,
+    UserKeysDict,
+    parse_authorized_key,
+)
+from gpuhost.operations import firewall, sshd
+from gpuhost.operations.firewall import RATE_RE, render_ruleset
+from gpuhost.operations.sshd import load_policy, render_dropin
+
+DEFAULTS: dict[str, Any] = {
+    "gpuhost_ssh_permit_root_login": "prohibit-password",
+    "gpuhost_ssh_max_auth_tries": 3,
+    "gpuhost_ssh_login_grace_time": 30,
+    "gpuhost_ssh_allow_users": [],
+    "gpuhost_ssh_allow_groups": [],
+    "gpuhost_ssh_authorized_keys": {},
+    "gpuhost_ssh_remove_unlisted_keys": False,
+    "gpuhost_ssh_extra_config": [],
+    "gpuhost_ssh_rate_limit": None,
+    "gpuhost_ssh_revert_seconds": 120,
+    "gpuhost_firewall_enabled": True,
+    "gpuhost_firewall_allow_tcp": [],
+    "gpuhost_firewall_allow_udp": [],
+    "gpuhost_firewall_ssh_sources": [],
+}
+ROOT_LOGIN_VALUES = ("prohibit-password", "no")
+_USER_RE = re.compile(r"^[A-Za-z0-9_.*?][A-Za-z0-9_.*?@-]*$")
+# key types each accepted signature algorithm allows in authorized_keys
+_RSA_ALGORITHMS = {"rsa-sha2-256", "rsa-sha2-512"}
+
+
+@dataclass(frozen=True)
+class HardenSettings:
+    permit_root_login: str = "prohibit-password"
+    max_auth_tries: int = 3
+    login_grace_time: int = 30
+    allow_users: tuple[str, ...] = ()
+    allow_groups: tuple[str, ...] = ()
+    authorized_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    remove_unlisted_keys: bool = False
+    extra_config: tuple[str, ...] = ()
+    rate_limit: str | None = None
+    revert_seconds: int = 120
+    firewall_enabled: bool = True
+    allow_tcp: tuple[int, ...] = ()
+    allow_udp: tuple[int, ...] = ()
+    ssh_sources: tuple[str, ...] = ()
+
+
+def _str_list(host_name: str, key: str, value: Any, problems: list[str]) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        problems.append(f"{key}: expected a list of strings, found {value!r}")
+        return ()
+    return tuple(value)
+
+
+def _ports(key: str, value: Any, problems: list[str]) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 65535 for v in value
+    ):
+        problems.append(f"{key}: expected a list of port numbers 1-65535, found {value!r}")
+        return ()
+    return tuple(value)
+
+
+def _positive_int(key: str, value: Any, problems: list[str], default: int) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    problems.append(f"{key}: expected a positive integer, found {value!r}")
+    return default
+
+
+def read_settings(host_name: str, data: Mapping[str, Any]) -> HardenSettings:
+    """Check the ``gpuhost_ssh_*`` / ``gpuhost_firewall_*`` inventory data of one host.
+
+    Raises ConfigError listing every bad key with what was found and what is expected.
+    """
+
+    def get(key: str) -> Any:
+        value = data.get(key)
+        return DEFAULTS[key] if value is None else value
+
+    problems: list[str] = []
+    root = get("gpuhost_ssh_permit_root_login")
+    if root not in ROOT_LOGIN_VALUES:
+        problems.append(
+            f"gpuhost_ssh_permit_root_login: expected one of {', '.join(ROOT_LOGIN_VALUES)}, "
+            f"found {root!r}"
+        )
+    allow_users = _str_list(
+        host_name, "gpuhost_ssh_allow_users", get("gpuhost_ssh_allow_users"), problems
+    )
+    for name in allow_users:
+        if not _USER_RE.match(name):
+            problems.append(f"gpuhost_ssh_allow_users: {name!r} is not a user name or pattern")
+    allow_groups = _str_list(
+        host_name, "gpuhost_ssh_allow_groups", get("gpuhost_ssh_allow_groups"), problems
+    )
+    keys_value = get("gpuhost_ssh_authorized_keys")
+    keys: dict[str, tuple[str, ...]] = {}
+    if not isinstance(keys_value, Mapping):
+        problems.append(
+            "gpuhost_ssh_authorized_keys: expected a mapping {user: [public key lines]}, "
+            f"found {type(keys_value).__name__}"
+        )
+    else:
+        for user, user_keys in keys_value.items():
+            listed = _str_list(
+                host_name, f"gpuhost_ssh_authorized_keys[{user!r}]", user_keys, problems
+            )
+            for index, line in enumerate(listed):
+                if parse_authorized_key(line) is None:
+                    problems.append(
+                        f"gpuhost_ssh_authorized_keys[{user!r}][{index}]: expected an OpenSSH "
+                        f"public key line like 'ssh-ed25519 AAAA... comment', found {line[:50]!r}"
+                    )
+            keys[str(user)] = listed
+    extra = _str_list(
+        host_name, "gpuhost_ssh_extra_config", get("gpuhost_ssh_extra_config"), problems
+    )
+    rate = get("gpuhost_ssh_rate_limit")
+    if rate is not None and not (isinstance(rate, str) and RATE_RE.match(rate)):
+        problems.append(
+            f"gpuhost_ssh_rate_limit: expected 'N/second', 'N/minute' or 'N/hour', found {rate!r}"
+        )
+        rate = None
+    sources = _str_list(
+        host_name, "gpuhost_firewall_ssh_sources", get("gpuhost_firewall_ssh_sources"), problems
+    )
+    for source in sources:
+        try:
+            ipaddress.ip_network(source, strict=False)
+        except ValueError:
+            problems.append(
+                f"gpuhost_firewall_ssh_sources: {source!r} is not an address or network "
+                "(expected e.g. '10.0.0.0/8' or '2001:db8::/32')"
+            )
+    flags = {}
+    for key in ("gpuhost_ssh_remove_unlisted_keys", "gpuhost_firewall_enabled"):
+        flags[key] = get(key)
+        if not isinstance(flags[key], bool):
+            problems.append(f"{key}: expected true or false, found {flags[key]!r}")
+    settings = HardenSettings(
+        permit_root_login=str(root),
+        max_auth_tries=_positive_int(
+            "gpuhost_ssh_max_auth_tries", get("gpuhost_ssh_max_auth_tries"), problems, 3
+        ),
+        login_grace_time=_positive_int(
+            "gpuhost_ssh_login_grace_time", get("gpuhost_ssh_login_grace_time"), problems, 30
+        ),
+        allow_users=allow_users,
+        allow_groups=allow_groups,
+        authorized_keys=keys,
+        remove_unlisted_keys=flags["gpuhost_ssh_remove_unlisted_keys"] is True,
+        extra_config=extra,
+        rate_limit=rate,
+        revert_seconds=_positive_int(
+            "gpuhost_ssh_revert_seconds", get("gpuhost_ssh_revert_seconds"), problems, 120
+        ),
+        firewall_enabled=flags["gpuhost_firewall_enabled"] is not False,
+        allow_tcp=_ports("gpuhost_firewall_allow_tcp", get("gpuhost_firewall_allow_tcp"), problems),
+        allow_udp=_ports("gpuhost_firewall_allow_udp", get("gpuhost_firewall_allow_udp"), problems),
+        ssh_sources=sources,
+    )
+    if problems:
+        raise ConfigError(f"inventory data of host {host_name}: " + "; ".join(problems))
+    return settings
+
+
+# --- lockout checks (pure) ----------------------------------------------------------------------
+
+
+def key_type_accepted(key_type: str, accepted: Sequence[str]) -> bool:
+    """Can a key of ``key_type`` log in when sshd accepts the signature ``accepted``?"""
+    if key_type == "ssh-rsa":
+        return bool(_RSA_ALGORITHMS & set(accepted))
+    if key_type == "ssh-rsa-cert-v01@openssh.com":
+        return any(
+            a.startswith("rsa-sha2-") and a.endswith("-cert-v01@openssh.com") for a in accepted
+        )
+    return key_type in accepted
+
+
+def _user_allowed(user: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(user, pattern.split("@", 1)[0]) for pattern in patterns)
+
+
+def lockout_problems(
+    login_user: str | None,
+    settings: HardenSettings,
+    users: Mapping[str, UserKeysDict],
+    accepted_key_types: Sequence[str],
+    client_address: str | None = None,
+    over_ssh: bool = True,
+) -> list[str]:
+    """Why applying ``settings`` could lock someone out; empty when it cannot.
+
+    ``users`` holds the ``AuthorizedKeys`` fact of the login user and of every plain name in
+    AllowUsers. Keys listed in inventory data count: they are added before sshd changes.
+    """
+    problems: list[str] = []
+    if login_user is None:
+        return ["cannot tell which user pyinfra logs in as: set ssh_user in the inventory"]
+    if login_user == "root" and settings.permit_root_login == "no":
+        problems.append(
+            "pyinfra logs in as root but gpuhost_ssh_permit_root_login is 'no': log in as a "
+            "user with sudo (ssh_user + _sudo=True) or use 'prohibit-password'"
+        )
+    if settings.allow_users and not _user_allowed(login_user, settings.allow_users):
+        problems.append(
+            f"gpuhost_ssh_allow_users does not include {login_user!r}, the user pyinfra logs in "
+            f"as: add {login_user!r} to it"
+        )
+    if settings.allow_groups:
+        login_facts = users.get(login_user)
+        groups = set(login_facts["groups"] if login_facts else [])
+        if not groups & set(settings.allow_groups):
+            problems.append(
+                f"user {login_user!r} is in none of gpuhost_ssh_allow_groups "
+                f"({', '.join(settings.allow_groups)}): add one of its groups "
+                f"({', '.join(sorted(groups)) or 'none found'}) or the user to a listed group"
+            )
+    names = [login_user] + [
+        u for u in settings.allow_users if "@" not in u and "*" not in u and "?" not in u
+    ]
+    for user in dict.fromkeys(names):
+        facts = users.get(user)
+        if facts is None or not facts["exists"]:
+            problems.append(
+                f"user {user!r} does not exist on the host (listed in gpuhost_ssh_allow_users)"
+                if user != login_user
+                else f"user {user!r} (pyinfra's login) was not found on the host"
+            )
+            continue
+        listed = [parse_authorized_key(k) for k in settings.authorized_keys.get(user, ())]
+        on_host = list(facts["keys"]) + list(facts["keys2"])
+        if settings.remove_unlisted_keys and user in settings.authorized_keys:
+            on_host = []
+        usable = [
+            k
+            for k in on_host + [k for k in listed if k is not None]
+            if key_type_accepted(k["type"], accepted_key_types)
+        ]
+        if not usable:
+            home = facts["home"] or f"~{user}"
+            why = (
+                "gpuhost_ssh_remove_unlisted_keys would leave it none"
+                if settings.remove_unlisted_keys and user in settings.authorized_keys
+                else f"{home}/.ssh/authorized_keys has no key sshd will accept"
+            )
+            problems.append(
+                f"user {user!r} has no authorized SSH key ({why}); password login is about to "
+                f"be turned off: add the public key you log in with to inventory data "
+                f"gpuhost_ssh_authorized_keys: {{'{user}': ['ssh-ed25519 AAAA... you@laptop']}} "
+                f"(or to {home}/.ssh/authorized_keys), then run again"
+            )
+    if settings.firewall_enabled and settings.ssh_sources and over_ssh:
+        if client_address is None:
+            problems.append(
+                "gpuhost_firewall_ssh_sources is set but the host did not say which address this "
+                "SSH session comes from (SSH_CONNECTION is empty)"
+            )
+        else:
+            address = ipaddress.ip_address(client_address)
+            if not any(
+                address in ipaddress.ip_network(s, strict=False) for s in settings.ssh_sources
+            ):
+                problems.append(
+                    f"this SSH session comes from {client_address}, which is not in "
+                    f"gpuhost_firewall_ssh_sources ({', '.join(settings.ssh_sources)}): add it"
+                )
+    return problems
+
+
+# --- deploys (orchestration only) ---------------------------------------------------------------
+
+
+def _settings() -> HardenSettings:
+    return read_settings(host.name, {key: host.data.get(key) for key in DEFAULTS})
+
+
+def _check(settings: HardenSettings, policy: Mapping[str, Any]) -> None:
+    """Raise DeployError (naming host, user and what to add) before anything changes."""
+    session = host.get_fact(SshSession)
+    login_user = host.data.get("ssh_user") or session["login_user"]
+    names = [login_user] if login_user else []
+    names += [u for u in settings.allow_users if "@" not in u and "*" not in u and "?" not in u]
+    users = {name: host.get_fact(AuthorizedKeys, user=name) for name in dict.fromkeys(names)}
+    problems = lockout_problems(
+        login_user,
+        settings,
+        users,
+        policy["pubkey_accepted_algorithms"],
+        client_address=session["client_address"],
+        over_ssh=isinstance(host.connector, SSHConnector),
+    )
+    if problems:
+        raise DeployError(
+            host.name, "refusing to harden, nothing was changed: " + "; ".join(problems)
+        )
+
+
+def _ssh_operations(settings: HardenSettings, policy: Mapping[str, Any]) -> None:
+    for user, keys in settings.authorized_keys.items():
+        sshd.authorized_keys(
+            name=f"Authorized SSH keys of {user}",
+            user=user,
+            keys=list(keys),
+            remove_unlisted=settings.remove_unlisted_keys,
+        )
+    sshd.dropin(
+        name="sshd drop-in 00-gpuhost.conf (validated, reloaded, confirmed)",
+        content=render_dropin(
+            policy,
+            permit_root_login=settings.permit_root_login,
+            max_auth_tries=settings.max_auth_tries,
+            login_grace_time=settings.login_grace_time,
+            allow_users=settings.allow_users,
+            allow_groups=settings.allow_groups,
+            extra_lines=settings.extra_config,
+        ),
+        revert_seconds=settings.revert_seconds,
+    )
+
+
+def _ssh_ports() -> list[int]:
+    effective = host.get_fact(SshdEffectiveConfig)
+    ports = {int(p) for p in effective.get("port", []) if p.isdigit()}
+    if host.data.get("ssh_port"):
+        ports.add(int(host.data.get("ssh_port")))
+    return sorted(ports or {22})
+
+
+def _firewall_operations(settings: HardenSettings) -> None:
+    if not settings.firewall_enabled:
+        return
+    installed = "nftables" in host.get_fact(DebPackages)
+    apt.packages(
+        name="nftables installed",
+        packages=["nftables"],
+        update=not installed,
+        no_recommends=True,
+    )
+    firewall.ruleset(
+        name="nftables table inet gpuhost (atomic, auto-revert, confirmed)",
+        content=render_ruleset(
+            ssh_ports=_ssh_ports(),
+            ssh_sources=settings.ssh_sources,
+            allow_tcp=settings.allow_tcp,
+            allow_udp=settings.allow_udp,
+            ssh_rate_limit=settings.rate_limit,
+        ),
+        revert_seconds=settings.revert_seconds,
+    )
+    firewall.persistence(name="nftables table loaded at boot")
+
+
+@deploy("Harden SSH", data_defaults=DEFAULTS)
+def harden_ssh() -> None:
+    """Authorized keys and the sshd drop-in; refuses (unchanged) when it could lock anyone out."""
+    settings, policy = _settings(), load_policy()
+    _check(settings, policy)
+    _ssh_operations(settings, policy)
+
+
+@deploy("Harden firewall", data_defaults=DEFAULTS)
+def harden_firewall() -> None:
+    """The nftables table ``inet gpuhost``; refuses (unchanged) if SSH sources exclude us."""
+    settings, policy = _settings(), load_policy()
+    _check(settings, policy)
+    _firewall_operations(settings)
+
+
+@deploy("Harden SSH and firewall", data_defaults=DEFAULTS)
+def harden() -> None:
+    """SSH then firewall, after every lockout check passed for this host."""
+    settings, policy = _settings(), load_policy()
+    _check(settings, policy)
+    _ssh_operations(settings, policy)
+    _firewall_operations(settings)

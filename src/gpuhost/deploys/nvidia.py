@@ -1,0 +1,91 @@
+"""Packaged deploys installing the pinned NVIDIA stack. Orchestration only: every decision about
+what to change is made by an operation comparing facts with the spec."""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.operations import apt
+
+from gpuhost.deploys.spec import PackagePlan, StackSpec
+from gpuhost.operations import apt_pin, container_runtime, env, kernel, nvidia_repo
+
+APT_CACHE_S = 3600
+
+
+@deploy("Install NVIDIA driver")
+def install_driver(spec: StackSpec, plan: PackagePlan) -> None:
+    """Kernel prerequisites, package source, pins, the driver at the exact version, holds."""
+    kernel.headers(name="Kernel headers for the running and next-boot kernels")
+    kernel.nouveau_blacklisted(name="Blacklist nouveau (initramfs rebuilt on change)")
+    if spec.source == "nvidia-cuda-repo":
+        repo = nvidia_repo.repository(
+            name="NVIDIA CUDA repository with a verified key",
+            url=host.data.get("gpuhost_cuda_repo_url"),
+            key_src=host.data.get("gpuhost_cuda_repo_key"),
+            key_sha256=host.data.get("gpuhost_cuda_repo_key_sha256"),
+        )
+        apt.update(name="apt update after a repository change", _if=repo.did_change)
+    apt_pin.preferences(
+        name="Pin the coupled package set",
+        pins=plan.pins,
+        blocked=plan.blocked,
+        blocked_patterns=plan.blocked_patterns,
+        label=spec.profile,
+    )
+    apt.update(name="apt update (at most hourly)", cache_time=APT_CACHE_S)
+    apt_pin.installed(
+        name=f"NVIDIA driver {spec.driver_version}",
+        packages=plan.driver_install + plan.fabric_manager,
+        version=spec.driver_version,
+        no_recommends=host.data.get("gpuhost_install_recommends") is not True,
+    )
+    if spec.persistence and plan.persistenced:
+        apt_pin.installed(name="NVIDIA persistence daemon", packages=[plan.persistenced])
+    apt_pin.held(name="Hold the driver packages", packages=plan.coupled + plan.companions)
+    apt_pin.verified(
+        name=f"Every coupled package at {spec.driver_version}",
+        packages=plan.coupled + plan.fabric_manager,
+        version=spec.driver_version,
+    )
+
+
+def _component(packages: list[str], version: str | None, label: str) -> None:
+    if not packages:
+        return
+    apt_pin.installed(name=label, packages=packages, version=version)
+    apt_pin.held(name=f"Hold: {label}", packages=packages)
+
+
+@deploy("Install CUDA toolkit")
+def install_cuda(spec: StackSpec, plan: PackagePlan) -> None:
+    """The profile's toolkit(s) side by side, never the ``cuda`` metapackage. Inventory data
+    ``gpuhost_install_cuda = False`` leaves the toolkit out (driver-only nodes, CI lab hosts)."""
+    if host.data.get("gpuhost_install_cuda") is False:
+        return
+    _component(plan.cuda_toolkit, spec.cuda_package_version, f"CUDA toolkit {spec.cuda_default}")
+    if spec.source == "nvidia-cuda-repo" and spec.cuda_default:
+        env.cuda_default(
+            name=f"/usr/local/cuda -> CUDA {spec.cuda_default}",
+            target=f"/usr/local/cuda-{spec.cuda_default}",
+        )
+
+
+@deploy("Install cuDNN")
+def install_cudnn(spec: StackSpec, plan: PackagePlan) -> None:
+    _component(plan.cudnn, spec.cudnn_version, f"cuDNN {spec.cudnn_version}")
+
+
+@deploy("Install NVIDIA container toolkit")
+def install_container_toolkit(spec: StackSpec, plan: PackagePlan) -> None:
+    """The toolkit pinned; Docker/containerd configured by merging; /dev/char symlinks."""
+    if not plan.container_toolkit:
+        return
+    _component(
+        plan.container_toolkit,
+        spec.container_toolkit_version,
+        f"NVIDIA container toolkit {spec.container_toolkit_version}",
+    )
+    container_runtime.docker(name="nvidia runtime in Docker's daemon.json (merged)")
+    container_runtime.containerd(name="nvidia runtime in containerd (when present)")
+    container_runtime.dev_char_symlinks(name="/dev/char symlinks for NVIDIA devices")

@@ -1,0 +1,159 @@
+"""What a host must end up with: a profile resolved to versions (``StackSpec``) and to package
+names (``PackagePlan``, from ``data/package_sets.yaml``). Pure data, no host access."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from gpuhost.errors import ConfigError
+
+PACKAGE_SETS = "package_sets.yaml"
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """The resolved version set of one profile."""
+
+    profile: str
+    source: str
+    os: tuple[str, ...]
+    driver_version: str
+    driver_branch: str
+    kernel_module: str = "proprietary"
+    cuda_versions: tuple[str, ...] = ()
+    cuda_default: str | None = None
+    cuda_package_version: str | None = None
+    cudnn_version: str | None = None
+    container_toolkit_version: str | None = None
+    fabric_manager: bool = False
+    clocks_mode: str = "auto"
+    clocks_graphics: int | None = None
+    clocks_memory: int | None = None
+    persistence: bool = True
+
+    def marker(self) -> dict[str, Any]:
+        """The JSON written to /etc/gpuhost/profile (format: docs/provision.md)."""
+        return {
+            "schema": 1,
+            "profile": self.profile,
+            "source": self.source,
+            "driver": {
+                "version": self.driver_version,
+                "branch": self.driver_branch,
+                "kernel_module": self.kernel_module,
+            },
+            "cuda": {"versions": list(self.cuda_versions), "default": self.cuda_default},
+            "cudnn": self.cudnn_version,
+            "container_toolkit": self.container_toolkit_version,
+            "fabric_manager": self.fabric_manager,
+            "persistence": self.persistence,
+            "clocks": {
+                "mode": self.clocks_mode,
+                "graphics_mhz": self.clocks_graphics,
+                "memory_mhz": self.clocks_memory,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class PackagePlan:
+    """Package names for one spec on one OS, versions filled in."""
+
+    source_note: str
+    driver_install: list[str]
+    coupled: list[str]
+    companions: list[str]
+    blocked: list[str]
+    blocked_patterns: list[str]
+    persistenced: str
+    cuda_toolkit: list[str]
+    cudnn: list[str]
+    container_toolkit: list[str]
+    fabric_manager: list[str]
+    pins: dict[str, list[str]] = field(default_factory=dict)  # upstream version -> packages
+
+
+@lru_cache(maxsize=1)
+def package_sets() -> dict[str, Any]:
+    text = resources.files("gpuhost.data").joinpath(PACKAGE_SETS).read_text()
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict) or data.get("schema") != 1 or "sources" not in data:
+        raise ConfigError(f"{PACKAGE_SETS}: expected 'schema: 1' and 'sources'")
+    return data
+
+
+def supported_os(source: str) -> list[str]:
+    """OS keys (``debian-12``) the package data has names for, for ``source``."""
+    entries = package_sets()["sources"].get(source, {})
+    return sorted(k for k in entries if not k.startswith("_"))
+
+
+def _fill(templates: list[str], values: dict[str, str]) -> list[str]:
+    out = []
+    for template in templates:
+        try:
+            out.append(template.format(**values))
+        except KeyError as exc:
+            raise ConfigError(
+                f"{PACKAGE_SETS}: {template!r} needs {exc.args[0]}, which this profile lacks"
+            ) from exc
+    return out
+
+
+def package_plan(spec: StackSpec, os_key: str) -> PackagePlan:
+    """The package names for ``spec`` on ``os_key``; ConfigError when the data has none."""
+    sources = package_sets()["sources"]
+    entry = sources.get(spec.source, {}).get(os_key)
+    if entry is None:
+        raise ConfigError(
+            f"{PACKAGE_SETS}: no package names for source {spec.source} on {os_key}; "
+            f"accepted: {', '.join(supported_os(spec.source)) or 'none'}"
+        )
+    values = {"branch": spec.driver_branch}
+    cuda = spec.cuda_default or (spec.cuda_versions[0] if spec.cuda_versions else None)
+    if cuda:
+        parts = cuda.split(".")
+        values["cuda_major"] = parts[0]
+        values["cuda_dash"] = "-".join(parts[:2])
+    if spec.cudnn_version:
+        values["cudnn_major"] = spec.cudnn_version.split(".")[0]
+
+    def names(key: str) -> list[str]:
+        return _fill(list(entry.get(key) or []), values)
+
+    module = names("install") + _fill(
+        list(entry["kernel_module"].get(spec.kernel_module, [])), values
+    )
+    coupled = names("coupled")
+    pins: dict[str, list[str]] = {spec.driver_version: coupled}
+    cuda_toolkit = names("cuda_toolkit") if cuda else []
+    cudnn = names("cudnn") if spec.cudnn_version else []
+    container = names("container_toolkit") if spec.container_toolkit_version else []
+    fabric = names("fabric_manager") if spec.fabric_manager else []
+    if spec.fabric_manager:
+        pins[spec.driver_version] = coupled + fabric
+    if cuda_toolkit and spec.cuda_package_version:
+        pins.setdefault(spec.cuda_package_version, []).extend(cuda_toolkit)
+    if cudnn and spec.cudnn_version:
+        pins.setdefault(spec.cudnn_version, []).extend(cudnn)
+    if container and spec.container_toolkit_version:
+        pins.setdefault(spec.container_toolkit_version, []).extend(container)
+    return PackagePlan(
+        source_note=str(entry.get("source", "")),
+        driver_install=module,
+        coupled=coupled,
+        companions=names("companions"),
+        blocked=names("blocked"),
+        blocked_patterns=list(entry.get("blocked_patterns") or []),
+        persistenced=_fill([entry.get("persistenced") or ""], values)[0],
+        cuda_toolkit=cuda_toolkit,
+        cudnn=cudnn,
+        container_toolkit=container,
+        fabric_manager=fabric,
+        pins=pins,
+    )
