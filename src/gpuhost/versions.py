@@ -18,6 +18,7 @@ from gpuhost.errors import VersionError
 
 __all__ = [
     "Version",
+    "SpelledVersion",
     "parse_version",
     "is_version",
     "upstream_of_package_version",
@@ -37,6 +38,17 @@ _CUDA_VARIANT_RE = re.compile(r"^cu(\d{2,3})$")
 def _show(value: object) -> str:
     text = repr(value) if not isinstance(value, str) else f'"{value}"'
     return text if len(text) <= 60 else text[:57] + '..."'
+
+
+class SpelledVersion(Version):
+    """A ``Version`` that prints as it was written ("580.65.06", not "580.65.6")."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self._spelling = text
+
+    def __str__(self) -> str:
+        return self._spelling
 
 
 def parse_version(s: object, *, field: str) -> Version:
@@ -60,7 +72,7 @@ def parse_version(s: object, *, field: str) -> Version:
             '"550.54.15", "12.4" or "2.5.1+cu124")'
         )
     try:
-        return Version(text)
+        return SpelledVersion(text)
     except InvalidVersion as exc:  # pragma: no cover - the regex admits only valid versions
         raise VersionError(f"{field}: {_show(s)} is not a version") from exc
 

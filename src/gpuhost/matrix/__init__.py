@@ -12,11 +12,26 @@ Public API:
 - ``render_markdown(matrix) -> str`` (docs/matrix.md)
 """
 
+from gpuhost.matrix.findings import Finding, exit_code, verdict
 from gpuhost.matrix.gpus import gpu_info, normalise_name
 from gpuhost.matrix.load import build_matrix, default_matrix_path, load_matrix
 from gpuhost.matrix.model import GpuInfo, Matrix
+from gpuhost.matrix.profiles import Profile, load_profiles, verify_profile
+from gpuhost.matrix.render import render_markdown
+from gpuhost.matrix.resolve import NoCompatibleSet, Resolution, check_stack, resolve_stack
 
 __all__ = [
+    "Finding",
+    "Profile",
+    "load_profiles",
+    "render_markdown",
+    "verify_profile",
+    "NoCompatibleSet",
+    "Resolution",
+    "check_stack",
+    "exit_code",
+    "resolve_stack",
+    "verdict",
     "GpuInfo",
     "Matrix",
     "build_matrix",

@@ -1,0 +1,309 @@
+"""``gpuhost matrix``: check, resolve, show, validate and render the compatibility matrix,
+and verify profiles. Exit codes: 0 ok/warn, 1 incompatible, 2 bad input."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import click
+
+from gpuhost.errors import ConfigError
+from gpuhost.matrix import (
+    NoCompatibleSet,
+    check_stack,
+    exit_code,
+    gpu_info,
+    load_matrix,
+    resolve_stack,
+    verdict,
+)
+from gpuhost.matrix.findings import Finding
+from gpuhost.matrix.lookup import arch_cuda_range, cc_covered, cudnn_packages, package_covers
+from gpuhost.matrix.profiles import get_profile, load_profiles, verify_profile
+from gpuhost.matrix.render import render_markdown
+
+_MARK = {"info": "ok  ", "warn": "WARN", "error": "FAIL"}
+
+
+def _as_of(value: str | None) -> dt.date | None:
+    if value is None:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError as exc:
+        raise ConfigError(f'--as-of: "{value}" is not a date (expected YYYY-MM-DD)') from exc
+
+
+def _print_findings(findings: list[Finding], as_json: bool) -> int:
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"verdict": verdict(findings), "findings": [f.to_json() for f in findings]},
+                indent=2,
+            )
+        )
+    else:
+        for f in findings:
+            click.echo(f"{_MARK[f.severity]} {f.rule}: {f.message}")
+            click.echo(f"     source: {f.source}")
+        click.echo(f"verdict: {verdict(findings)}")
+    return exit_code(findings)
+
+
+_as_of_option = click.option(
+    "--as-of",
+    "as_of",
+    metavar="YYYY-MM-DD",
+    help="Judge driver end of life on this date (default today).",
+)
+_gpu_option = click.option(
+    "--gpu",
+    "gpus",
+    multiple=True,
+    metavar="NAME",
+    help="GPU model (short or nvidia-smi name); repeatable.",
+)
+_fw_option = click.option(
+    "--framework",
+    "frameworks",
+    multiple=True,
+    metavar="SPEC",
+    help="torch==V[+cuXYZ] or tensorflow==V; repeatable.",
+)
+
+
+@click.group("matrix")
+def command() -> None:
+    """The compatibility matrix: judge a stack, propose one, show and validate the data."""
+
+
+@command.command("check")
+@_gpu_option
+@click.option("--driver", metavar="V", help="NVIDIA driver version, e.g. 550.54.15.")
+@click.option("--cuda", metavar="V", help="CUDA toolkit version, e.g. 12.4 or 12.4.1.")
+@click.option("--cudnn", metavar="V", help="cuDNN version, e.g. 9.5.1.")
+@_fw_option
+@click.option(
+    "--fabric-manager",
+    "fabric_manager",
+    metavar="V",
+    help="Installed nvidia-fabricmanager version.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_as_of_option
+def check_cmd(
+    gpus: tuple[str, ...],
+    driver: str | None,
+    cuda: str | None,
+    cudnn: str | None,
+    frameworks: tuple[str, ...],
+    fabric_manager: str | None,
+    as_json: bool,
+    as_of: str | None,
+) -> int:
+    """Judge a concrete stack; exit 1 when it is incompatible."""
+    findings = check_stack(
+        load_matrix(),
+        gpus=list(gpus),
+        driver=driver,
+        cuda=cuda,
+        cudnn=cudnn,
+        frameworks=list(frameworks),
+        fabric_manager=fabric_manager,
+        as_of=_as_of(as_of),
+    )
+    return _print_findings(findings, as_json)
+
+
+@command.command("resolve")
+@_gpu_option
+@_fw_option
+@click.option("--cuda", metavar="V", help="Restrict to a CUDA series, e.g. 12 or 12.4.")
+@click.option("--os", "os_id", metavar="ID", help="Target OS id, e.g. debian-12.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_as_of_option
+def resolve_cmd(
+    gpus: tuple[str, ...],
+    frameworks: tuple[str, ...],
+    cuda: str | None,
+    os_id: str | None,
+    as_json: bool,
+    as_of: str | None,
+) -> int:
+    """Propose the newest supported, mutually compatible version set; exit 1 when none exists."""
+    try:
+        res = resolve_stack(
+            load_matrix(),
+            gpus=list(gpus),
+            frameworks=list(frameworks),
+            cuda=cuda,
+            os=os_id,
+            as_of=_as_of(as_of),
+        )
+    except NoCompatibleSet as exc:
+        if as_json:
+            click.echo(
+                json.dumps(
+                    {
+                        "driver": None,
+                        "cuda": None,
+                        "cudnn": None,
+                        "frameworks": {},
+                        "explain": exc.reasons,
+                    },
+                    indent=2,
+                )
+            )
+        else:
+            click.echo("no compatible set:")
+            for reason in exc.reasons:
+                click.echo(f"  - {reason}")
+        return 1
+    if as_json:
+        click.echo(json.dumps(res.to_json(), indent=2))
+        return 0
+    click.echo(f"driver:  R{res.driver_branch} (>= {res.driver_min_version})")
+    click.echo(f"cuda:    {res.cuda}")
+    click.echo(f"cudnn:   {res.cudnn or 'none'}")
+    for name, pin in res.frameworks.items():
+        click.echo(f"{name + ':':8} {pin}")
+    click.echo("why:")
+    for line in res.explain:
+        click.echo(f"  - {line}")
+    return 0
+
+
+@command.command("show")
+@click.option("--gpu", "gpu", metavar="NAME", help="Show what is known about one GPU.")
+def show_cmd(gpu: str | None) -> int:
+    """Print a readable summary of the matrix, or of one GPU."""
+    m = load_matrix()
+    if gpu is None:
+        rows = [
+            (
+                minor.version,
+                minor.ga.min_driver,
+                minor.newest.min_driver,
+                m.minor_compat[minor.major].min_driver,
+            )
+            for minor in reversed(m.cuda)
+        ]
+        click.echo(f"{'CUDA':6} {'GA driver':>12} {'newest update':>14} {'minor-compat floor':>19}")
+        for r in rows:
+            click.echo(f"{r[0]:6} {r[1]:>12} {r[2]:>14} {r[3]:>19}")
+        click.echo(
+            f"\n{len(m.gpus)} GPU models, {len(m.cudnn)} cuDNN releases, {len(m.pytorch)} "
+            f"PyTorch releases, {len(m.tensorflow)} TensorFlow releases; "
+            "gpuhost matrix render writes everything to docs/matrix.md"
+        )
+        return 0
+    info = gpu_info(m, gpu)
+    if info is None:
+        click.echo(f'GPU "{gpu}" is not in the compatibility matrix')
+        return 1
+    arch = m.architecture_of(info.compute_capability)
+    assert arch is not None
+    cc = info.compute_capability
+    click.echo(f"{info.name}: {info.model}")
+    click.echo(
+        f"  compute capability  {cc} ({info.architecture}; source {info.source}, {info.confidence})"
+    )
+    click.echo(f"  CUDA                {arch_cuda_range(arch, cc)}")
+    last = f"R{info.last_driver_branch}" if info.last_driver_branch else "current"
+    click.echo(f"  last driver branch  {last}")
+    click.echo(
+        f"  clocks              {info.clock_policy}"
+        f"{' (GPU and memory)' if info.locked_memory_clocks else ''}"
+    )
+    click.echo(f"  kernel modules      {', '.join(info.kernel_modules)}")
+    fm = {None: "depends on the system (NVSwitch)", False: "not used (PCIe)"}.get(
+        info.fabric_manager, "yes"
+    )
+    click.echo(f"  fabric manager      {fm}")
+    cudnn = [
+        r.version for r in m.cudnn if any(package_covers(p, cc) for p in cudnn_packages(r, None))
+    ]
+    click.echo(f"  cuDNN               {', '.join(cudnn) or 'none listed'}")
+    wheels = [
+        f"{t.version} {v.tag}"
+        for t in m.pytorch
+        for v in t.variants
+        if v.archs is not None and cc_covered(v.archs, cc)
+    ]
+    click.echo(f"  torch wheels        {', '.join(wheels) or 'none confirmed'}")
+    return 0
+
+
+@command.command("validate")
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+def validate_cmd(file: str | None) -> int:
+    """Validate a matrix file (default: the one shipped with gpuhost); exit 2 when invalid."""
+    m = load_matrix(file)
+    click.echo(
+        f"{m.path}: valid ({len(m.cuda)} CUDA releases, {len(m.architectures)} "
+        f"architectures, {len(m.gpus)} GPU models, {len(m.cudnn)} cuDNN, "
+        f"{len(m.pytorch)} PyTorch, {len(m.tensorflow)} TensorFlow, "
+        f"{len(m.driver_branches)} driver branches)"
+    )
+    return 0
+
+
+@command.command("render")
+@click.option(
+    "--output",
+    "-o",
+    default="docs/matrix.md",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="Where to write the Markdown.",
+)
+def render_cmd(output: str) -> int:
+    """Write the matrix as Markdown (docs/matrix.md)."""
+    path = Path(output)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render_markdown(load_matrix()), encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{output}: cannot write ({exc.strerror})") from exc
+    click.echo(f"wrote {output}")
+    return 0
+
+
+@command.group("profile")
+def profile_group() -> None:
+    """Named, pinned version sets."""
+
+
+_profiles_option = click.option(
+    "--profiles",
+    "profiles_file",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="YAML file of user profiles, merged over the built-ins.",
+)
+
+
+@profile_group.command("list")
+@_profiles_option
+def profile_list_cmd(profiles_file: str | None) -> int:
+    """List profiles."""
+    for name, p in sorted(load_profiles(profiles_file).items()):
+        click.echo(f"{name:34} {p.description}")
+    return 0
+
+
+@profile_group.command("verify")
+@click.argument("name")
+@_profiles_option
+@_gpu_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_as_of_option
+def profile_verify_cmd(
+    name: str, profiles_file: str | None, gpus: tuple[str, ...], as_json: bool, as_of: str | None
+) -> int:
+    """Verify profile NAME against the matrix (for the given GPUs); exit 1 when incompatible."""
+    profile = get_profile(load_profiles(profiles_file), name)
+    findings = verify_profile(load_matrix(), profile, list(gpus), as_of=_as_of(as_of))
+    return _print_findings(findings, as_json)

@@ -1,0 +1,330 @@
+"""Profiles: named, pinned version sets (built-in ``data/profiles.yaml`` plus a user file).
+
+:func:`load_profiles` merges a user file over the built-ins (same schema; a user profile with a
+built-in's name replaces it) and reports every bad field as ``FILE: profiles.NAME.FIELD: ...``.
+:func:`verify_profile` judges a profile against the matrix for the given GPUs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from gpuhost.errors import ConfigError, UnknownNameError, VersionError
+from gpuhost.matrix.findings import Finding
+from gpuhost.matrix.gpus import gpu_info
+from gpuhost.matrix.model import Matrix
+from gpuhost.matrix.resolve import check_stack
+from gpuhost.versions import driver_branch, parse_version
+
+SOURCES = ("debian-nonfree", "nvidia-cuda-repo", "ubuntu-archive")
+KERNEL_MODULES = ("open", "proprietary", "auto")
+CLOCK_POLICIES = ("max", "none", "explicit")
+_FIELDS = {
+    "description",
+    "os",
+    "source",
+    "driver",
+    "cuda",
+    "cudnn",
+    "container_toolkit",
+    "fabric_manager",
+    "frameworks",
+    "clocks",
+    "persistence",
+    "packages",
+}
+
+
+@dataclass(frozen=True)
+class Clocks:
+    policy: Literal["max", "none", "explicit"]
+    graphics_mhz: int | None = None
+    memory_mhz: int | None = None
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A pinned version set. Versions are upstream versions as strings."""
+
+    name: str
+    description: str
+    os: tuple[str, ...]
+    source: str  # debian-nonfree | nvidia-cuda-repo | ubuntu-archive
+    driver_version: str
+    driver_branch: int
+    kernel_module: str  # open | proprietary | auto
+    cuda_versions: tuple[str, ...]
+    cuda_default: str
+    cudnn: str | None
+    container_toolkit: str | None
+    fabric_manager: bool | Literal["auto"]
+    frameworks: tuple[str, ...]
+    clocks: Clocks
+    persistence: bool
+    packages: dict[str, str] = field(default_factory=dict)
+    origin: str = ""  # file the profile came from
+
+
+def builtin_profiles_path() -> str:
+    return str(resources.files("gpuhost") / "data" / "profiles.yaml")
+
+
+def load_profiles(extra_file: str | None = None) -> dict[str, Profile]:
+    """Built-in profiles, with the profiles of ``extra_file`` merged over them.
+
+    Raises ConfigError naming the file and the field path of every problem (exit code 2).
+    """
+    profiles = dict(_builtin())
+    if extra_file is not None:
+        profiles.update(_load_file(extra_file))
+    return profiles
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin() -> dict[str, Profile]:
+    return _load_file(builtin_profiles_path())
+
+
+def _load_file(path: str) -> dict[str, Profile]:
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the profiles file ({exc})") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise ConfigError(
+            f"{path}: {where}not valid YAML ({getattr(exc, 'problem', exc)})"
+        ) from exc
+    problems: list[str] = []
+    out = parse_profiles(data, path, problems)
+    if problems:
+        shown = "; ".join(problems[:10])
+        more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
+        raise ConfigError(f"{path}: invalid profiles: {shown}{more}")
+    return out
+
+
+def parse_profiles(data: Any, origin: str, problems: list[str]) -> dict[str, Profile]:
+    """Build profiles from parsed YAML, appending ``field.path: problem`` lines to ``problems``."""
+    if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict):
+        problems.append("profiles: expected a mapping 'profiles:' of NAME -> profile")
+        return {}
+    if data.get("schema", 1) != 1:
+        problems.append(f"schema: {data.get('schema')!r} is not a supported schema (expected 1)")
+    out = {}
+    for name, raw in data["profiles"].items():
+        path = f"profiles.{name}"
+        before = len(problems)
+        prof = _profile(str(name), raw, path, origin, problems)
+        if prof is not None and len(problems) == before:
+            out[str(name)] = prof
+    return out
+
+
+def _profile(name: str, raw: Any, path: str, origin: str, problems: list[str]) -> Profile | None:
+    def bad(sub: str, msg: str) -> None:
+        problems.append(f"{path}.{sub}: {msg}" if sub else f"{path}: {msg}")
+
+    if not isinstance(raw, dict):
+        bad("", "expected a mapping")
+        return None
+    for key in raw:
+        if key not in _FIELDS:
+            bad(str(key), f"unknown field (expected one of {', '.join(sorted(_FIELDS))})")
+
+    def text(key: str, value: Any, required: bool = True) -> str | None:
+        if value is None:
+            if required:
+                bad(key, "missing")
+            return None
+        if not isinstance(value, str) or not value.strip():
+            bad(key, f"expected a string, found {value!r}")
+            return None
+        return value
+
+    def version(key: str, value: Any, required: bool = True) -> str | None:
+        if value is None and not required:
+            return None
+        try:
+            parse_version(value, field=f"{path}.{key}")
+        except VersionError as exc:
+            problems.append(str(exc))
+            return None
+        return str(value)
+
+    def choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
+        if value not in allowed:
+            bad(key, f"{value!r} is not one of {', '.join(allowed)}")
+            return allowed[0]
+        return str(value)
+
+    description = text("description", raw.get("description")) or ""
+    os_ids = raw.get("os")
+    if not isinstance(os_ids, list) or not os_ids or not all(isinstance(o, str) for o in os_ids):
+        bad("os", "expected a non-empty list of OS ids such as debian-12")
+        os_ids = []
+    source = choice("source", raw.get("source"), SOURCES)
+    drv: dict[str, Any] = raw["driver"] if isinstance(raw.get("driver"), dict) else {}
+    if not drv:
+        bad("driver", "expected a mapping {version, branch, kernel_module}")
+    dver = version("driver.version", drv.get("version")) or "0"
+    branch = drv.get("branch")
+    if not isinstance(branch, int) or isinstance(branch, bool):
+        bad("driver.branch", f"{branch!r} is not a driver branch number such as 535")
+        branch = 0
+    elif dver != "0" and driver_branch(dver) != branch:
+        bad(
+            "driver.branch",
+            f"{branch} does not match driver.version {dver} (branch {driver_branch(dver)})",
+        )
+    kmod = choice("driver.kernel_module", drv.get("kernel_module", "auto"), KERNEL_MODULES)
+    cuda: dict[str, Any] = raw["cuda"] if isinstance(raw.get("cuda"), dict) else {}
+    versions = cuda.get("versions")
+    if not isinstance(versions, list) or not versions:
+        bad("cuda.versions", "expected a non-empty list of CUDA versions")
+        versions = []
+    cuda_versions = tuple(
+        v for i, v in enumerate(versions) if version(f"cuda.versions[{i}]", v) is not None
+    )
+    default = version("cuda.default", cuda.get("default")) or ""
+    if default and default not in cuda_versions:
+        bad("cuda.default", f"{default} is not one of cuda.versions")
+    cudnn = version("cudnn", raw.get("cudnn"), required=False)
+    ctk = version("container_toolkit", raw.get("container_toolkit"), required=False)
+    fm = raw.get("fabric_manager", "auto")
+    if fm not in (True, False, "auto"):
+        bad("fabric_manager", f"{fm!r} is not true, false or auto")
+        fm = "auto"
+    frameworks = raw.get("frameworks", [])
+    if not isinstance(frameworks, list) or not all(isinstance(f, str) for f in frameworks):
+        bad("frameworks", "expected a list of pins such as torch==2.5.1+cu124")
+        frameworks = []
+    clocks_raw = raw.get("clocks", {"policy": "none"})
+    if not isinstance(clocks_raw, dict):
+        bad("clocks", "expected a mapping {policy: max|none|explicit}")
+        clocks_raw = {"policy": "none"}
+    policy = choice("clocks.policy", clocks_raw.get("policy"), CLOCK_POLICIES)
+    gfx, mem = clocks_raw.get("graphics_mhz"), clocks_raw.get("memory_mhz")
+    if policy == "explicit" and not (isinstance(gfx, int) and isinstance(mem, int)):
+        bad("clocks", "policy explicit needs integer graphics_mhz and memory_mhz")
+    persistence = raw.get("persistence", True)
+    if not isinstance(persistence, bool):
+        bad("persistence", f"{persistence!r} is not true or false")
+        persistence = True
+    packages = raw.get("packages", {})
+    if not isinstance(packages, dict) or not all(isinstance(v, str) for v in packages.values()):
+        bad("packages", "expected a mapping of component -> package name")
+        packages = {}
+    return Profile(
+        name=name,
+        description=description,
+        os=tuple(os_ids),
+        source=source,
+        driver_version=dver,
+        driver_branch=branch,
+        kernel_module=kmod,
+        cuda_versions=cuda_versions,
+        cuda_default=default,
+        cudnn=cudnn,
+        container_toolkit=ctk,
+        fabric_manager=fm,
+        frameworks=tuple(frameworks),
+        clocks=Clocks(
+            policy,  # type: ignore[arg-type]
+            gfx if isinstance(gfx, int) else None,
+            mem if isinstance(mem, int) else None,
+        ),
+        persistence=persistence,
+        packages={str(k): v for k, v in packages.items()},
+        origin=origin,
+    )
+
+
+def verify_profile(
+    matrix: Matrix,
+    profile: Profile,
+    gpus: list[str] | tuple[str, ...] = (),
+    *,
+    as_of: dt.date | None = None,
+) -> list[Finding]:
+    """Judge ``profile`` against the matrix for ``gpus``: every CUDA version of the profile with
+    its driver, cuDNN, frameworks and container toolkit, plus the kernel module flavour."""
+    findings: list[Finding] = []
+    seen: set[Finding] = set()
+    for i, cuda in enumerate(profile.cuda_versions):
+        for f in check_stack(
+            matrix,
+            gpus=gpus,
+            driver=profile.driver_version,
+            cuda=cuda,
+            cudnn=profile.cudnn if cuda == profile.cuda_default else None,
+            frameworks=profile.frameworks if i == 0 else (),
+            container_toolkit=profile.container_toolkit if i == 0 else None,
+            as_of=as_of,
+        ):
+            if f not in seen:
+                seen.add(f)
+                findings.append(f)
+    policy = matrix.policies["kernel_modules"]
+    since = int(policy.values.get("flavours_since_branch", 0))
+    if profile.kernel_module == "open" and profile.driver_branch < since:
+        findings.append(
+            Finding(
+                "kernel_module_flavour",
+                "error",
+                f"profile {profile.name}: open kernel modules exist from R{since}; driver "
+                f"{profile.driver_version} is R{profile.driver_branch}; fix: use proprietary",
+                matrix.url(policy.source),
+            )
+        )
+    for name in gpus:
+        info = gpu_info(matrix, name)
+        if (
+            info
+            and profile.kernel_module != "auto"
+            and profile.kernel_module not in info.kernel_modules
+        ):
+            findings.append(
+                Finding(
+                    "kernel_module_arch",
+                    "error",
+                    f"profile {profile.name} installs the {profile.kernel_module} kernel module, "
+                    "which "
+                    f"does not support {info.name} ({info.architecture}); it needs "
+                    f"{' or '.join(info.kernel_modules)}; fix: set driver.kernel_module to "
+                    f"{info.kernel_modules[-1]} or auto",
+                    matrix.url(policy.source),
+                )
+            )
+    return findings
+
+
+def kernel_module_for(matrix: Matrix, profile: Profile, gpus: list[str]) -> str:
+    """The flavour to install: the profile's, or for ``auto`` open when every GPU supports it
+    and the branch defaults to it (R560+), else proprietary."""
+    if profile.kernel_module != "auto":
+        return profile.kernel_module
+    policy = matrix.policies["kernel_modules"]
+    default_open = profile.driver_branch >= int(
+        policy.values.get("open_default_since_branch", 10**6)
+    )
+    infos = [gpu_info(matrix, g) for g in gpus]
+    all_open = all(i is not None and "open" in i.kernel_modules for i in infos)
+    return "open" if default_open and all_open and infos else "proprietary"
+
+
+def get_profile(profiles: dict[str, Profile], name: str) -> Profile:
+    """The profile called ``name``; ConfigError listing the known names otherwise."""
+    if name not in profiles:
+        raise UnknownNameError(
+            f'profile "{name}" is not defined (known: {", ".join(sorted(profiles))})'
+        )
+    return profiles[name]

@@ -1,0 +1,143 @@
+"""Render the matrix as Markdown (docs/matrix.md); a test keeps the file in step with the data."""
+
+from __future__ import annotations
+
+from gpuhost.matrix.model import Matrix
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return out + [""]
+
+
+def render_markdown(matrix: Matrix) -> str:
+    """The whole matrix as Markdown, newest rows first, every row with its source key."""
+    m = matrix
+    lines = [
+        "# Compatibility matrix",
+        "",
+        "Generated from `src/gpuhost/data/matrix.yaml` by `gpuhost matrix render`; do not edit.",
+        'Every row names its source (listed at the end) and how sure it is. "unknown" means no',
+        "source confirmed a value, so gpuhost does not rely on one.",
+        "",
+        "## CUDA toolkit: minimum Linux driver",
+        "",
+    ]
+    rows = []
+    for minor in reversed(m.cuda):
+        floor = m.minor_compat.get(minor.major)
+        for rel in reversed(minor.releases):
+            rows.append(
+                [
+                    rel.label,
+                    rel.version,
+                    f">= {rel.min_driver}",
+                    f">= {floor.min_driver}" if floor else "none",
+                    rel.source,
+                    rel.confidence,
+                ]
+            )
+    lines += _table(
+        [
+            "CUDA",
+            "version",
+            "driver (full features)",
+            "driver (minor-version compat)",
+            "source",
+            "confidence",
+        ],
+        rows,
+    )
+    lines += ["## Architectures", ""]
+    lines += _table(
+        [
+            "architecture",
+            "compute capability",
+            "first CUDA",
+            "last CUDA",
+            "last driver branch",
+            "clocks",
+            "kernel modules",
+            "source",
+        ],
+        [
+            [
+                a.name,
+                ", ".join(a.compute_capabilities),
+                (a.first_cuda or "unknown")
+                + "".join(f" ({c}: {v})" for c, v in a.first_cuda_by_cc.items()),
+                a.last_cuda or "current",
+                f"R{a.last_driver_branch}" if a.last_driver_branch else "current",
+                a.clock_policy + (" (+memory)" if a.locked_memory_clocks else ""),
+                ", ".join(a.kernel_modules),
+                a.source,
+            ]
+            for a in reversed(m.architectures)
+        ],
+    )
+    lines += ["## GPU models", ""]
+    lines += _table(
+        ["model", "names", "compute capability", "source", "confidence"],
+        [
+            [g.model, ", ".join(g.names), g.compute_capability, g.source, g.confidence]
+            for g in sorted(m.gpus, key=lambda g: (-float(g.compute_capability), g.model))
+        ],
+    )
+    lines += ["## cuDNN", ""]
+    rows = []
+    for crel in reversed(m.cudnn):
+        for pkg in crel.packages:
+            ccs = (
+                ", ".join(pkg.compute_capabilities)
+                if pkg.compute_capabilities
+                else f">= {pkg.min_compute_capability}"
+            )
+            rows.append(
+                [
+                    crel.version,
+                    ", ".join(pkg.cuda),
+                    f">= {pkg.min_driver}" if pkg.min_driver else "unknown",
+                    ccs,
+                    crel.source,
+                ]
+            )
+    lines += _table(["cuDNN", "CUDA", "driver", "compute capabilities", "source"], rows)
+    lines += ["## PyTorch wheels", ""]
+    rows = []
+    for tr in reversed(m.pytorch):
+        for var in tr.variants:
+            rows.append(
+                [
+                    tr.version,
+                    var.tag,
+                    var.channel,
+                    var.cudnn or "unknown",
+                    ", ".join(var.archs) if var.archs else "unknown",
+                    tr.source + (f"; archs: {var.archs_source}" if var.archs_source else ""),
+                    tr.confidence,
+                ]
+            )
+    lines += _table(
+        ["torch", "variant", "channel", "bundled cuDNN", "built for", "source", "confidence"], rows
+    )
+    lines += ["## TensorFlow (tested build configurations)", ""]
+    lines += _table(
+        ["TensorFlow", "CUDA", "cuDNN", "source"],
+        [[t.version, t.cuda, t.cudnn, t.source] for t in reversed(m.tensorflow)],
+    )
+    lines += ["## Driver branches", ""]
+    lines += _table(
+        ["branch", "type", "end of life", "source", "confidence", "note"],
+        [
+            [f"R{b.branch}", b.type, b.eol or "unknown", b.source, b.confidence, b.note]
+            for b in reversed(m.driver_branches)
+        ],
+    )
+    lines += ["## Policies", ""]
+    for name, pol in m.policies.items():
+        lines.append(f"- **{name}**: {pol.rule} ({pol.source}, {pol.confidence})")
+    lines += ["", "## Sources", ""]
+    for key, src in m.sources.items():
+        lines.append(f"- `{key}`: [{src.title}]({src.url})")
+    return "\n".join(lines) + "\n"

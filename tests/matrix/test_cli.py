@@ -1,0 +1,123 @@
+"""gpuhost matrix ... through gpuhost.cli.main (exit 0 ok/warn, 1 incompatible, 2 bad input)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuhost.cli import main
+
+AS_OF = ["--as-of", "2026-11-22"]
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_check_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(
+        capsys, "matrix", "check", "--gpu", "V100", "--cuda", "13.0", "--json", *AS_OF
+    )
+    assert code == 1
+    data = json.loads(out)
+    assert set(data) == {"verdict", "findings"} and data["verdict"] == "error"
+    for f in data["findings"]:
+        assert set(f) == {"rule", "severity", "message", "source"}
+    assert "cuda_arch_unsupported" in {f["rule"] for f in data["findings"]}
+
+
+def test_check_warn_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(
+        capsys, "matrix", "check", "--driver", "550.54.14", "--cuda", "12.4.1", *AS_OF
+    )
+    assert code == 0 and "cuda_driver_minor_compat" in out and "verdict: warn" in out
+
+
+def test_check_bad_version_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "matrix", "check", "--driver", "55O.54")
+    assert code == 2
+    assert err.strip().count("\n") == 0 and "--driver" in err and "Traceback" not in err
+
+
+def test_resolve_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(
+        capsys,
+        "matrix",
+        "resolve",
+        "--gpu",
+        "H100",
+        "--framework",
+        "torch==2.5.1",
+        "--json",
+        *AS_OF,
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["frameworks"] == {"torch": "2.5.1+cu124"} and data["cuda"] == "12.4"
+    assert set(data["driver"]) == {"branch", "min_version"}
+
+
+def test_resolve_without_a_set_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "matrix", "resolve", "--gpu", "V100", "--cuda", "13.0", *AS_OF)
+    assert code == 1 and "no compatible set" in out
+    code, out, _ = _run(capsys, "matrix", "resolve", "--gpu", "V100", "--cuda", "13.0", "--json")
+    assert code == 1 and json.loads(out)["explain"]
+
+
+def test_resolve_text(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "matrix", "resolve", "--gpu", "T4", "--os", "debian-12", *AS_OF)
+    assert code == 0 and out.startswith("driver:  R") and "debian-12" in out
+
+
+def test_show(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "matrix", "show")
+    assert code == 0 and "12.4" in out and "550.54.14" in out
+    code, out, _ = _run(capsys, "matrix", "show", "--gpu", "NVIDIA A100-SXM4-80GB")
+    assert code == 0 and "8.0" in out and "Ampere" in out
+    code, out, _ = _run(capsys, "matrix", "show", "--gpu", "nope")
+    assert code == 1
+
+
+def test_validate(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = _run(capsys, "matrix", "validate")
+    assert code == 0 and "valid" in out
+    bad = tmp_path / "m.yaml"
+    bad.write_text("schema: 1\ncuda: {'12.4': {min_driver: '55O.54'}}\n")
+    code, _, err = _run(capsys, "matrix", "validate", str(bad))
+    assert (
+        code == 2 and str(bad) in err and 'cuda.12.4.min_driver: "55O.54" is not a version' in err
+    )
+
+
+def test_render(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "out" / "matrix.md"
+    code, _, _ = _run(capsys, "matrix", "render", "-o", str(target))
+    assert code == 0 and target.read_text().startswith("# Compatibility matrix")
+
+
+def test_profile_verify(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = _run(
+        capsys, "matrix", "profile", "verify", "nvidia-repo-550-cuda12.4", "--json", *AS_OF
+    )
+    assert code == 0 and json.loads(out)["verdict"] in ("ok", "warn")
+    code, out, _ = _run(
+        capsys, "matrix", "profile", "verify", "debian12-nonfree-535", "--gpu", "B200"
+    )
+    assert code == 1
+    code, _, err = _run(capsys, "matrix", "profile", "verify", "nope")
+    assert code == 2 and "known:" in err
+    code, _, err = _run(
+        capsys, "matrix", "profile", "verify", "x", "--profiles", str(tmp_path / "absent.yaml")
+    )
+    assert code == 2 and "absent.yaml" in err
+    code, out, _ = _run(capsys, "matrix", "profile", "list")
+    assert code == 0 and "debian12-nonfree-535-security" in out
+
+
+def test_bad_as_of(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "matrix", "check", "--as-of", "tomorrow")
+    assert code == 2 and "--as-of" in err
