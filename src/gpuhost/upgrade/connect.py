@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pyinfra.api import Config, State
@@ -24,7 +22,7 @@ from pyinfra.api.inventory import Inventory
 from pyinfra.api.operations import run_ops
 from pyinfra.api.state import StateStage
 
-from gpuhost.errors import ConfigError, HostError
+from gpuhost.errors import HostError
 from gpuhost.upgrade.remote import Result
 
 RC_MARK = "##GPUHOST_RC="
@@ -38,22 +36,17 @@ class InventoryHost:
 
 
 def load_inventory(path: str) -> list[InventoryHost]:
-    """Hosts of a pyinfra inventory file, in file order, with their merged data."""
-    from pyinfra_cli.inventory import make_inventory
+    """Hosts of a pyinfra inventory file, in file order, with their merged data (loaded with the
+    audit's ``gpuhost.fleet.load_inventory``)."""
+    from gpuhost.fleet import ensure_gevent
+    from gpuhost.fleet import load_inventory as load_fleet_inventory
 
-    if not Path(path).is_file():
-        raise ConfigError(f"{path}: inventory file not found (expected a pyinfra inventory .py)")
-    try:
-        inventory = make_inventory(path, cwd=os.getcwd())
-    except Exception as exc:  # pyinfra raises several kinds; each is one bad-inventory message
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"{path}: cannot load the pyinfra inventory: {first}") from exc
+    ensure_gevent()
+    inventory = load_fleet_inventory(path)
     hosts = []
     for host in inventory:
         groups = tuple(sorted(g for g, members in inventory.groups.items() if host in members))
         hosts.append(InventoryHost(host.name, dict(host.data.dict()), groups))
-    if not hosts:
-        raise ConfigError(f"{path}: the inventory has no hosts")
     return hosts
 
 

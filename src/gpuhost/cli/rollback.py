@@ -1,0 +1,63 @@
+"""``gpuhost rollback INVENTORY [--snapshot ID]``: put hosts back as a snapshot recorded them.
+
+Per host: packages from the on-host cache (works when the repository no longer offers them),
+apt preferences, sources, modprobe.d, gpuhost files and units as in the snapshot, holds, then a
+reboot and validation against the snapshot. The node's scheduler state is not touched.
+Exit: 0 every host restored and valid, 1 a host failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, GpuhostError
+from gpuhost.upgrade.orchestrate import HostContext, StepFailed, UpgradeOptions
+from gpuhost.upgrade.settings import snapshots_dir, state_option
+from gpuhost.upgrade.snapshot import SnapshotStore, load_snapshot
+
+
+@click.command("rollback")
+@click.argument("inventory")
+@click.option("--snapshot", "snapshot_id", help="Snapshot id (default: each host's latest).")
+@click.option("--no-reboot", is_flag=True, help="Restore without rebooting (not validated live).")
+@click.option("--reboot-timeout", default=900, show_default=True, type=float)
+@state_option
+def command(
+    inventory: str, snapshot_id: str | None, no_reboot: bool, reboot_timeout: float, state_dir: Path
+) -> int:
+    """Roll INVENTORY's hosts back to a snapshot."""
+    from gpuhost.upgrade.connect import load_inventory
+    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, Target
+
+    hosts = load_inventory(inventory)
+    store = SnapshotStore(snapshots_dir(state_dir))
+    refs = {}
+    for entry in hosts:  # every snapshot is found before any host is touched
+        refs[entry.name] = (
+            store.find(entry.name, snapshot_id) if snapshot_id else store.latest(entry.name)
+        )
+        if refs[entry.name] is None:
+            raise GpuhostError(f"{entry.name}: no snapshot under {store.root / entry.name}")
+    settings = StepSettings(Target("-", "-"), store.root, reboot_timeout_s=reboot_timeout)
+    steps = HostSteps({h.name: h for h in hosts}, settings)
+    failed = 0
+    for entry in hosts:
+        ref = refs[entry.name]
+        assert ref is not None
+        doc = load_snapshot(ref.path)
+        ctx = HostContext(entry.name, "-", UpgradeOptions(), {"snapshot_path": str(ref.path)})
+        try:
+            result = steps.restore(entry.name, doc)
+            click.echo(f"{entry.name}: restored {ref.id}: {result['summary']}")
+            if not no_reboot:
+                steps.restart(ctx)
+                click.echo(f"{entry.name}: rebooted")
+            click.echo(f"{entry.name}: {steps.validate_against(entry.name, doc)['summary']}")
+        except (GpuhostError, StepFailed) as exc:
+            failed += 1
+            click.echo(f"{entry.name}: rollback failed: {exc}")
+        finally:
+            steps.remote(entry.name).close()
+    return EXIT_FINDINGS if failed else EXIT_OK

@@ -1,0 +1,105 @@
+"""``gpuhost snapshot INVENTORY`` | ``snapshot list [HOST]`` | ``snapshot diff A B``.
+
+Taking a snapshot records each host's coupled package versions, holds, apt preferences and
+sources, modprobe.d, kernel command line, nvidia-smi state, runtime / fabric manager configs and
+gpuhost's own files in ``<state-dir>/snapshots/<host>/<UTC time>.json``, and keeps the package
+files of those versions on the host (``/var/cache/gpuhost/packages/<id>/``). A and B of ``diff``
+are snapshot files, ``host/id`` or ``host`` (its latest). Exit: 0 ok, 1 a host failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, GpuhostError
+from gpuhost.upgrade.package_cache import human_size
+from gpuhost.upgrade.settings import load_provider_config, snapshots_dir, state_option
+from gpuhost.upgrade.snapshot import SnapshotStore, diff, format_diff, load_snapshot
+
+
+class _InventoryDefault(click.Group):
+    """``gpuhost snapshot INVENTORY`` means ``gpuhost snapshot take INVENTORY``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["take", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("snapshot", cls=_InventoryDefault)
+def command() -> None:
+    """Snapshot hosts before a change; list and compare snapshots."""
+
+
+@command.command("take")
+@click.argument("inventory")
+@click.option("--provider-config", type=click.Path(dir_okay=False))
+@state_option
+def take(inventory: str, provider_config: str | None, state_dir: Path) -> int:
+    """Snapshot every host of INVENTORY (one failing host never stops the others)."""
+    from gpuhost.upgrade.connect import load_inventory
+    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, Target
+
+    hosts = load_inventory(inventory)
+    settings = StepSettings(
+        target=Target("-", "-"),
+        snapshots=snapshots_dir(state_dir),
+        provider=load_provider_config(provider_config),
+    )
+    steps = HostSteps({h.name: h for h in hosts}, settings)
+    failed = 0
+    for entry in hosts:
+        try:
+            data: dict[str, Any] = steps.take_snapshot(entry.name, require_complete_cache=False)
+        except GpuhostError as exc:
+            failed += 1
+            click.echo(f"{entry.name}: failed: {exc}")
+            continue
+        finally:
+            steps.remote(entry.name).close()
+        doc = load_snapshot(Path(data["snapshot_path"]))
+        cache = doc.get("package_cache") or {}
+        missing = cache.get("missing") or {}
+        click.echo(
+            f"{entry.name}: {doc['id']} profile={doc.get('profile') or '-'} "
+            f"packages={len(doc['packages'])} held={len(doc['holds'])} "
+            f"cache={human_size(int(cache.get('size_bytes') or 0))}"
+            + (f" MISSING {', '.join(sorted(missing))}" if missing else "")
+            + f" -> {data['snapshot_path']}"
+        )
+        if missing:
+            failed += 1
+    return EXIT_FINDINGS if failed else EXIT_OK
+
+
+@command.command("list")
+@click.argument("host", required=False)
+@state_option
+def list_(host: str | None, state_dir: Path) -> int:
+    """List snapshots (of HOST, or of every host)."""
+    refs = SnapshotStore(snapshots_dir(state_dir)).list(host)
+    if not refs:
+        click.echo(f"no snapshots under {snapshots_dir(state_dir)}")
+    for ref in refs:
+        doc = load_snapshot(ref.path)
+        click.echo(
+            f"{ref.host}/{ref.id}  profile={doc.get('profile') or '-'}  "
+            f"packages={len(doc['packages'])}  held={len(doc['holds'])}"
+        )
+    return EXIT_OK
+
+
+@command.command("diff")
+@click.argument("a")
+@click.argument("b")
+@state_option
+def diff_(a: str, b: str, state_dir: Path) -> int:
+    """What changed from snapshot A to snapshot B (exit 1 when anything did)."""
+    store = SnapshotStore(snapshots_dir(state_dir))
+    doc_a, doc_b = load_snapshot(store.resolve(a)), load_snapshot(store.resolve(b))
+    changes = diff(doc_a, doc_b)
+    click.echo(format_diff(doc_a, doc_b, changes))
+    return EXIT_FINDINGS if changes else EXIT_OK

@@ -1,0 +1,150 @@
+"""``gpuhost upgrade INVENTORY --to PROFILE``: move a fleet to a new pinned set, host by host.
+
+Per host: preflight audit -> snapshot (+ on-host package cache, optional provider snapshot) ->
+drain -> stop GPU users -> unhold, install the target profile, re-pin, hold -> reboot and wait ->
+validate -> undrain. Any failure after the packages changed rolls the host back to its snapshot
+and leaves it drained. Canary hosts first, then batches; a journal on the controller lets
+``--resume`` finish an interrupted run. ``--dry`` prints the plan and changes nothing.
+
+Exit code: 0 every host upgraded (or already current), 1 a host failed / was refused / the run
+stopped early, 2 bad input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, ConfigError
+from gpuhost.upgrade.drain import DRAIN_MODES
+from gpuhost.upgrade.journal import Journal, find_resumable
+from gpuhost.upgrade.orchestrate import (
+    Orchestrator,
+    UpgradeOptions,
+    describe_plan,
+)
+from gpuhost.upgrade.progress import Progress, print_summary
+from gpuhost.upgrade.settings import load_provider_config, runs_dir, snapshots_dir, state_option
+
+
+@click.command("upgrade")
+@click.argument("inventory")
+@click.option("--to", "target", required=True, help="Target profile (see data/profiles.yaml).")
+@click.option("--canary", default=1, show_default=True, type=click.IntRange(min=0))
+@click.option("--batch", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--max-failures",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Stop starting new hosts once this many hosts failed.",
+)
+@click.option("--drain", "drain_mode", type=click.Choice(DRAIN_MODES), default="none")
+@click.option("--drain-timeout", default=3600, show_default=True, type=float, help="Seconds.")
+@click.option("--resume", is_flag=True, help="Continue the interrupted run of this inventory.")
+@click.option("--dry", is_flag=True, help="Print the plan; connect to nothing, change nothing.")
+@click.option("--force", is_flag=True, help="Upgrade hosts whose preflight audit has errors.")
+@click.option(
+    "--stop-gpu-processes",
+    is_flag=True,
+    help="Stop processes other than known GPU services that hold /dev/nvidia*.",
+)
+@click.option(
+    "--restart",
+    "restart_mode",
+    type=click.Choice(["reboot", "reload"]),
+    default="reboot",
+    show_default=True,
+    help="reload: unload/load the kernel module where nothing holds it, else reboot.",
+)
+@click.option("--reboot-timeout", default=900, show_default=True, type=float, help="Seconds.")
+@click.option(
+    "--provider-config",
+    type=click.Path(dir_okay=False),
+    help="YAML file: provider snapshot before any change (type: command | openstack).",
+)
+@state_option
+def command(
+    inventory: str,
+    target: str,
+    canary: int,
+    batch: int,
+    max_failures: int,
+    drain_mode: str,
+    drain_timeout: float,
+    resume: bool,
+    dry: bool,
+    force: bool,
+    stop_gpu_processes: bool,
+    restart_mode: str,
+    reboot_timeout: float,
+    provider_config: str | None,
+    state_dir: Path,
+) -> int:
+    """Upgrade INVENTORY's hosts to profile --to, safely, host by host."""
+    from gpuhost.upgrade.connect import load_inventory
+    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, resolve_target
+
+    options = UpgradeOptions(
+        canary=canary, batch=batch, max_failures=max_failures, drain=drain_mode, force=force
+    )
+    profile = resolve_target(target)
+    hosts = load_inventory(inventory)
+    names = [h.name for h in hosts]
+    journal = None
+    if resume:
+        path = find_resumable(runs_dir(state_dir), str(Path(inventory).resolve()))
+        if path is None:
+            raise ConfigError(
+                f"{inventory}: no interrupted upgrade run to resume under {runs_dir(state_dir)}"
+            )
+        journal = Journal.open(path)
+        if journal.header.target != target:
+            raise ConfigError(
+                f"{path}: the interrupted run goes to {journal.header.target!r}, not {target!r}; "
+                "resume it with that --to"
+            )
+        unknown = sorted(set(journal.header.hosts) - set(names))
+        if unknown:
+            raise ConfigError(f"{path}: run has hosts the inventory lost: {', '.join(unknown)}")
+        names = journal.header.hosts
+    if dry:
+        for line in describe_plan(names, target, options):
+            click.echo(line)
+        click.echo(f"  target: {profile.summary()}")
+        if journal is not None:
+            for host, p in journal.progress().items():
+                state = p.outcome or (
+                    f"at {p.current or p.failed or 'next step'}" if p.started else "not started"
+                )
+                click.echo(f"  resume {host}: {state}")
+        return EXIT_OK
+    settings = StepSettings(
+        target=profile,
+        snapshots=snapshots_dir(state_dir),
+        provider=load_provider_config(provider_config),
+        drain_mode=drain_mode,
+        drain_timeout_s=drain_timeout,
+        stop_gpu_processes=stop_gpu_processes,
+        restart_mode=restart_mode,
+        reboot_timeout_s=reboot_timeout,
+        force=force,
+    )
+    if journal is None:
+        option_record = {
+            "canary": canary,
+            "batch": batch,
+            "max_failures": max_failures,
+            "drain": drain_mode,
+            "force": force,
+        }
+        journal = Journal.create(
+            runs_dir(state_dir), str(Path(inventory).resolve()), target, names, option_record
+        )
+    progress = Progress(journal.header.run_id)
+    click.echo(f"run {journal.header.run_id} (journal {journal.path})")
+    steps = HostSteps({h.name: h for h in hosts}, settings)
+    summary = Orchestrator(journal, steps.as_mapping(), options, progress.report).run()
+    print_summary(summary)
+    return EXIT_OK if summary.ok else EXIT_FINDINGS

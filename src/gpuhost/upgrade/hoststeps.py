@@ -1,0 +1,396 @@
+"""The orchestrator's steps bound to real hosts (pyinfra over SSH).
+
+Every step is a method taking a ``HostContext`` and returning data for the journal. Decisions
+that can be pure live in the modules they belong to (snapshot, package_cache, drain,
+stop_users, validate); this module only sequences commands on one host.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuhost.errors import ConfigError, GpuhostError, HostError
+from gpuhost.upgrade import package_cache
+from gpuhost.upgrade.connect import InventoryHost, PyinfraRemote
+from gpuhost.upgrade.drain import make_drainer
+from gpuhost.upgrade.host_state import (
+    COUPLED_PACKAGE_RE,
+    HostState,
+    file_bytes,
+    parse_host_state,
+    state_command,
+)
+from gpuhost.upgrade.orchestrate import HostContext, HostIsCurrent, StepFailed, StepFn
+from gpuhost.upgrade.providers import make_provider
+from gpuhost.upgrade.snapshot import SnapshotStore, build_snapshot, load_snapshot, new_snapshot_id
+from gpuhost.upgrade.stop_users import start_units, stop_gpu_users
+from gpuhost.upgrade.validate import (
+    Expectation,
+    expectation_from_snapshot,
+    validate_host,
+)
+
+PROFILE_KEY = "gpuhost_profile"
+# Files a rollback puts back exactly as the snapshot had them; files in these folders that the
+# snapshot did not have and whose name says gpuhost wrote them are removed.
+RESTORED_CATEGORIES = ("apt_preferences", "apt_sources", "modprobe", "gpuhost", "units")
+REMOVABLE_NEW_FILES = ("/etc/apt/preferences.d/gpuhost", "/etc/modprobe.d/gpuhost", "/etc/gpuhost/")
+BOOT_TOKEN_COMMAND = "cat /proc/sys/kernel/random/boot_id; cut -d' ' -f22 /proc/1/stat"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    driver_version: str
+    description: str = ""
+
+    def summary(self) -> str:
+        return f"{self.name}: driver {self.driver_version}" + (
+            f" ({self.description})" if self.description else ""
+        )
+
+
+def resolve_target(name: str, profiles_file: str | None = None) -> Target:
+    """The target profile from gpuhost's profiles (one ConfigError listing known names)."""
+    from gpuhost.matrix.profiles import load_profiles
+
+    profiles = load_profiles(profiles_file)
+    profile = profiles.get(name)
+    if profile is None:
+        raise ConfigError(
+            f"--to {name!r}: unknown profile; known: {', '.join(sorted(profiles)) or 'none'}"
+        )
+    version = getattr(profile, "driver_version", None)
+    if not version:
+        raise ConfigError(f"profile {name}: has no driver version")
+    return Target(name, str(version), str(getattr(profile, "description", "") or ""))
+
+
+@dataclass
+class StepSettings:
+    target: Target
+    snapshots: Path
+    provider: Mapping[str, Any] | None = None
+    drain_mode: str = "none"
+    drain_timeout_s: float = 3600
+    stop_gpu_processes: bool = False
+    restart_mode: str = "reboot"
+    reboot_timeout_s: float = 900
+    force: bool = False
+
+
+class HostSteps:
+    """Real implementations of every step, one SSH session per host."""
+
+    def __init__(self, hosts: Mapping[str, InventoryHost], settings: StepSettings) -> None:
+        self.hosts = dict(hosts)
+        self.settings = settings
+        self.store = SnapshotStore(settings.snapshots)
+        self.drainer = make_drainer(settings.drain_mode, settings.drain_timeout_s)
+        self.provider = make_provider(settings.provider)
+        self._remotes: dict[str, PyinfraRemote] = {}
+        self._lock = threading.Lock()
+
+    def as_mapping(self) -> dict[str, StepFn]:
+        return {
+            "preflight": self.preflight,
+            "snapshot": self.snapshot,
+            "drain": self.drain,
+            "stop_users": self.stop_users,
+            "install": self.install,
+            "restart": self.restart,
+            "validate": self.validate,
+            "undrain": self.undrain,
+            "abort": self.abort,
+            "rollback": self.rollback,
+            "rollback_restart": self.restart,
+            "rollback_validate": self.rollback_validate,
+        }
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def remote(self, host: str) -> PyinfraRemote:
+        with self._lock:
+            if host not in self._remotes:
+                self._remotes[host] = PyinfraRemote(self.hosts[host])
+            return self._remotes[host]
+
+    def _data(self, host: str) -> dict[str, Any]:
+        return dict(self.hosts[host].data)
+
+    def read_state(self, host: str) -> HostState:
+        result = self.remote(host).run(state_command(), timeout=300)
+        return parse_host_state(result.stdout)
+
+    def _check(self, host: str, command: str, what: str, timeout: float = 1800) -> str:
+        result = self.remote(host).run(command, timeout=timeout)
+        if not result.ok:
+            raise HostError(host, f"{what} failed (exit {result.rc}): {result.tail()}")
+        return result.stdout
+
+    def _unhold(self, host: str, packages: list[str]) -> None:
+        """Release holds (also of packages that are held but not installed, where
+        ``apt-mark unhold`` fails)."""
+        if packages:
+            lines = "".join(f"{p} install\\n" for p in packages)
+            self._check(host, f"printf {shlex.quote(lines)} | dpkg --set-selections", "unhold")
+
+    # -- forward steps -----------------------------------------------------------------------
+
+    def preflight(self, ctx: HostContext) -> dict[str, Any]:
+        host = ctx.host
+        try:
+            self.remote(host).connect()
+        except GpuhostError as exc:
+            raise StepFailed(f"unreachable: {exc}") from exc
+        broken = self.remote(host).run("LC_ALL=C dpkg --audit").stdout.strip()
+        if broken:
+            raise StepFailed(f"dpkg database has half-installed packages: {broken[:200]}")
+        state = self.read_state(host)
+        expect = Expectation.for_target(self.settings.target)
+        problems = validate_host(self.remote(host), expect, state)
+        if not problems:
+            raise HostIsCurrent(f"already on {self.settings.target.name}, validated")
+        errors = self._audit_errors(host)
+        if errors and not self.settings.force:
+            raise StepFailed(
+                "preflight audit has errors (pass --force to upgrade anyway): " + "; ".join(errors)
+            )
+        return {"summary": f"{len(errors)} audit error(s)" + (" (forced)" if errors else "")}
+
+    def _audit_errors(self, host: str) -> list[str]:
+        from gpuhost.audit.host import AuditSettings, audit_host
+        from gpuhost.facts.build import host_facts_from_text
+        from gpuhost.matrix.profiles import load_profiles
+        from gpuhost.probe.script import build_probe
+
+        output = self.remote(host).run(build_probe(), timeout=600).stdout
+        facts = host_facts_from_text(output)
+        report = audit_host(host, facts, self._data(host), AuditSettings(profiles=load_profiles()))
+        return [f"{f.rule}: {f.message}" for f in report.findings if f.severity == "error"]
+
+    def snapshot(self, ctx: HostContext) -> dict[str, Any]:
+        host = ctx.host
+        return self.take_snapshot(host, require_complete_cache=not self.settings.force)
+
+    def take_snapshot(self, host: str, require_complete_cache: bool = True) -> dict[str, Any]:
+        state = self.read_state(host)
+        sid = self.store.unique_id(host, new_snapshot_id())
+        doc = build_snapshot(host, state, sid)
+        label = f"gpuhost-{host}-{sid}"
+        doc["provider"] = self.provider.snapshot(host, self._data(host), label, sid)
+        fill = self.remote(host).run(package_cache.fill_command(sid, doc["packages"]), timeout=1800)
+        report = package_cache.parse_fill_output(sid, fill.stdout)
+        doc["package_cache"] = report.as_dict()
+        path = self.store.save(doc)
+        if not fill.ok and fill.rc == 3:
+            raise HostError(host, f"cannot create {report.path}: {fill.tail()}")
+        if report.missing and require_complete_cache:
+            missing = ", ".join(f"{n} ({r})" for n, r in sorted(report.missing.items()))
+            raise HostError(
+                host,
+                f"package cache incomplete, a rollback could not restore: {missing} "
+                "(snapshot kept at {path}; --force upgrades anyway)",
+            )
+        size = package_cache.human_size(report.size_bytes)
+        return {
+            "snapshot_id": sid,
+            "snapshot_path": str(path),
+            "summary": f"{sid}: {len(doc['packages'])} packages, cache {size} in {report.path}",
+        }
+
+    def drain(self, ctx: HostContext) -> dict[str, Any]:
+        reason = f"gpuhost upgrade to {self.settings.target.name}"
+        data = self.drainer.drain(self.remote(ctx.host), self._data(ctx.host), reason)
+        data["drained"] = True
+        return data
+
+    def stop_users(self, ctx: HostContext) -> dict[str, Any]:
+        return stop_gpu_users(self.remote(ctx.host), self.settings.stop_gpu_processes)
+
+    def install(self, ctx: HostContext) -> dict[str, Any]:
+        host = ctx.host
+        state = self.read_state(host)
+        held = [p for p in state.holds if COUPLED_PACKAGE_RE.search(p)]
+        self._unhold(host, held)
+        self.provision(host, self.settings.target.name)
+        return {"summary": f"unheld {len(held)}, installed {self.settings.target.name}"}
+
+    def provision(self, host: str, profile: str) -> None:
+        """Provision's packaged deploy with the given profile: pins, install, holds, marker."""
+        from gpuhost.deploys.provision import provision
+
+        entry = self.hosts[host]
+        data = dict(entry.data)
+        data[PROFILE_KEY] = profile
+        remote = PyinfraRemote(InventoryHost(entry.name, data, entry.groups))
+        remote.deploy(provision)
+
+    def restart(self, ctx: HostContext) -> dict[str, Any]:
+        remote = self.remote(ctx.host)
+        if self.settings.restart_mode == "reload" and self._reload_module(ctx.host):
+            return {"summary": "kernel module reloaded"}
+        before = remote.run(BOOT_TOKEN_COMMAND).stdout.strip()
+        if ctx.resumed_step and ctx.data.get("boot_token_before"):
+            before = str(ctx.data["boot_token_before"])
+        remote.run("nohup sh -c 'sleep 1; systemctl reboot' >/dev/null 2>&1 &")
+        remote.close()
+        time.sleep(3)
+        deadline = time.monotonic() + self.settings.reboot_timeout_s
+        while True:
+            remote.wait_for_ssh(max(1.0, deadline - time.monotonic()))
+            after = remote.run(BOOT_TOKEN_COMMAND).stdout.strip()
+            if after and after != before:
+                break
+            if time.monotonic() > deadline:
+                raise HostError(ctx.host, "SSH answers but the host did not reboot")
+            remote.close()
+            time.sleep(2)
+        remote.run("systemctl is-system-running --wait >/dev/null 2>&1 || true", timeout=300)
+        return {"summary": "rebooted, SSH back", "boot_token_before": before}
+
+    def _reload_module(self, host: str) -> bool:
+        """Unload and load the nvidia modules when nothing uses them; False when not possible."""
+        remote = self.remote(host)
+        loaded = remote.run("grep -c '^nvidia ' /proc/modules || true").stdout.strip()
+        if loaded in ("", "0"):
+            return False  # nothing loaded: a reboot decides what loads
+        result = remote.run(
+            "modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia"
+        )
+        return result.ok
+
+    def validate(self, ctx: HostContext) -> dict[str, Any]:
+        expect = Expectation.for_target(self.settings.target)
+        problems = validate_host(self.remote(ctx.host), expect, self.read_state(ctx.host))
+        errors = self._audit_errors(ctx.host)
+        problems += [f"audit: {e}" for e in errors]
+        if problems:
+            raise StepFailed("; ".join(problems))
+        return {"summary": f"on {self.settings.target.name}, holds and pins in place"}
+
+    def undrain(self, ctx: HostContext) -> dict[str, Any]:
+        self.drainer.undrain(self.remote(ctx.host), self._data(ctx.host), ctx.data)
+        return {"drained": False}
+
+    # -- failure paths -----------------------------------------------------------------------
+
+    def abort(self, ctx: HostContext) -> dict[str, Any]:
+        remote = self.remote(ctx.host)
+        units = [str(u) for u in ctx.data.get("stopped_units", [])]
+        start_units(remote, units)
+        if ctx.data.get("drained"):
+            self.drainer.undrain(remote, self._data(ctx.host), ctx.data)
+        return {"summary": f"restarted {len(units)} unit(s); undrained", "drained": False}
+
+    def _snapshot_doc(self, ctx: HostContext) -> dict[str, Any]:
+        path = ctx.data.get("snapshot_path")
+        if not path:
+            raise StepFailed("no snapshot recorded for this host; cannot roll back")
+        return load_snapshot(Path(str(path)))
+
+    def rollback(self, ctx: HostContext) -> dict[str, Any]:
+        return self.restore(ctx.host, self._snapshot_doc(ctx))
+
+    def restore(self, host: str, doc: Mapping[str, Any]) -> dict[str, Any]:
+        """Put packages (from the on-host cache), pins, holds and configs back as in ``doc``."""
+        remote = self.remote(host)
+        cache = doc.get("package_cache") or {}
+        files: dict[str, str] = dict(cache.get("files") or {})
+        wanted = {n: r["version"] for n, r in doc["packages"].items()}
+        uncached = sorted(set(wanted) - set(files))
+        state = self.read_state(host)
+        differs = [n for n in uncached if state.packages.get(n, {}).get("version") != wanted[n]]
+        if differs:
+            raise HostError(
+                host, f"cannot restore {', '.join(differs)}: not in the snapshot's package cache"
+            )
+        held = [p for p in state.holds if COUPLED_PACKAGE_RE.search(p)]
+        self._unhold(host, held)
+        restored = self._restore_files(host, doc, state)
+        if files:
+            self._check(
+                host, package_cache.install_command(str(doc["id"]), files), "install from cache"
+            )
+        added = sorted(set(self.read_state(host).packages) - set(wanted))
+        if added:
+            self._check(
+                host,
+                "DEBIAN_FRONTEND=noninteractive apt-get remove -y -q --allow-change-held-packages "
+                + " ".join(map(shlex.quote, added)),
+                "removing packages the upgrade added",
+            )
+        holds = [str(p) for p in doc.get("holds", [])]
+        installed = set(self.read_state(host).packages)
+        holds = [p for p in holds if p in installed or not COUPLED_PACKAGE_RE.search(p)]
+        if holds:
+            self._check(host, "apt-mark hold " + " ".join(map(shlex.quote, holds)), "hold")
+        remote.run("systemctl daemon-reload")
+        return {
+            "summary": f"{len(files)} package(s) from cache, {len(restored)} file(s) restored, "
+            f"{len(added)} removed, {len(holds)} held",
+            "restored_files": restored,
+        }
+
+    def _restore_files(self, host: str, doc: Mapping[str, Any], state: HostState) -> list[str]:
+        remote = self.remote(host)
+        saved: Mapping[str, Any] = doc.get("files") or {}
+        changed = []
+        for path, record in sorted(saved.items()):
+            if record.get("category") not in RESTORED_CATEGORIES:
+                continue
+            now = state.files.get(path)
+            if now is not None and now.get("sha256") == record.get("sha256"):
+                continue
+            b64 = base64.b64encode(file_bytes(record)).decode()
+            q, new = shlex.quote(path), shlex.quote(path + ".gpuhost-new")
+            mode = shlex.quote(str(record.get("mode", "644")))
+            self._check(
+                host,
+                f'mkdir -p "$(dirname {q})" && echo {shlex.quote(b64)} | base64 -d > {new}'
+                f" && chmod {mode} {new} && mv -f {new} {q}",
+                f"restoring {path}",
+            )
+            changed.append(path)
+        for path, record in sorted(state.files.items()):
+            if path in saved or record.get("category") not in RESTORED_CATEGORIES:
+                continue
+            if path.startswith(REMOVABLE_NEW_FILES):
+                remote.run(f"rm -f {shlex.quote(path)}")
+                changed.append(path)
+        return changed
+
+    def rollback_validate(self, ctx: HostContext) -> dict[str, Any]:
+        doc = self._snapshot_doc(ctx)
+        return self.validate_against(ctx.host, doc)
+
+    def validate_against(self, host: str, doc: Mapping[str, Any]) -> dict[str, Any]:
+        expect = expectation_from_snapshot(doc)
+        problems = validate_host(self.remote(host), expect, self.read_state(host))
+        if problems:
+            raise StepFailed("; ".join(problems))
+        return {"summary": f"back on snapshot {doc['id']} ({doc.get('profile') or 'no profile'})"}
+
+    def close(self) -> None:
+        for remote in self._remotes.values():
+            remote.close()
+
+
+def snapshot_summary(doc: Mapping[str, Any]) -> str:
+    cache = doc.get("package_cache") or {}
+    return json.dumps(
+        {
+            "id": doc["id"],
+            "profile": doc.get("profile"),
+            "packages": len(doc["packages"]),
+            "cache_bytes": cache.get("size_bytes"),
+        }
+    )

@@ -1,0 +1,118 @@
+"""Is a host where it should be? The upgrade's validation until the check suite (issue 7) exists.
+
+Checks, all from facts gpuhost reads anyway:
+
+- every installed coupled driver package is at the expected version (a target profile: its
+  upstream driver version; a snapshot: exactly the recorded versions) and nothing else;
+- every installed coupled package that should be held is held;
+- site validation hooks: executables in ``/etc/gpuhost/validate.d/`` on the host, run with
+  ``GPUHOST_PROFILE`` and ``GPUHOST_DRIVER_VERSION`` set; any non-zero exit is a failure, its
+  output the reason. (Hook for issue 7: the static and functional checks plug in here.)
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gpuhost.upgrade.host_state import HostState
+from gpuhost.upgrade.remote import Remote
+from gpuhost.versions import upstream_of_package_version
+
+HOOKS_DIR = "/etc/gpuhost/validate.d"
+# the packages built from the driver's source: they all carry the driver's version
+DRIVER_PACKAGES = (
+    "nvidia-smi",
+    "libnvidia-ml1",
+    "nvidia-driver",
+    "nvidia-kernel-dkms",
+    "libcuda1",
+    "nvidia-alternative",
+    "nvidia-kernel-support",
+    "nvidia-support",
+)
+
+
+class _TargetLike(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def driver_version(self) -> str: ...
+
+
+@dataclass
+class Expectation:
+    label: str
+    driver_version: str | None = None  # upstream version all driver packages must have
+    exact: dict[str, str] = field(default_factory=dict)  # package -> exact Debian version
+    holds: list[str] = field(default_factory=list)  # must be held (when installed)
+    profile: str | None = None
+
+    @classmethod
+    def for_target(cls, target: _TargetLike) -> Expectation:
+        return cls(target.name, target.driver_version, profile=target.name)
+
+
+def expectation_from_snapshot(doc: Mapping[str, Any]) -> Expectation:
+    versions = {n: str(r["version"]) for n, r in doc["packages"].items()}
+    return Expectation(
+        label=f"snapshot {doc['id']}",
+        exact=versions,
+        holds=[str(h) for h in doc.get("holds", [])],
+        profile=doc.get("profile"),
+        driver_version=None,
+    )
+
+
+def package_problems(expect: Expectation, state: HostState) -> list[str]:
+    """Pure: what differs between the host's packages/holds and the expectation."""
+    problems = []
+    installed = {n: r["version"] for n, r in state.packages.items()}
+    if expect.driver_version is not None:
+        present = [p for p in DRIVER_PACKAGES if p in installed]
+        if not present:
+            problems.append("no NVIDIA driver package installed")
+        for name in present:
+            have = upstream_of_package_version(installed[name])
+            if have != expect.driver_version:
+                problems.append(f"{name} is {installed[name]}, expected {expect.driver_version}")
+        unheld = [p for p in present if p not in state.holds]
+        if unheld:
+            problems.append(f"not held: {', '.join(unheld)}")
+    for name, version in sorted(expect.exact.items()):
+        if installed.get(name) != version:
+            problems.append(f"{name} is {installed.get(name, 'not installed')}, expected {version}")
+    for name in sorted(set(installed) - set(expect.exact)) if expect.exact else []:
+        problems.append(f"{name} {installed[name]} is installed, the snapshot did not have it")
+    missing_holds = [h for h in expect.holds if h in installed and h not in state.holds]
+    if missing_holds:
+        problems.append(f"not held: {', '.join(missing_holds)}")
+    return problems
+
+
+def hook_command(expect: Expectation) -> str:
+    env = (
+        f"GPUHOST_PROFILE={shlex.quote(expect.profile or '')} "
+        f"GPUHOST_DRIVER_VERSION={shlex.quote(expect.driver_version or '')}"
+    )
+    return (
+        f"[ -d {HOOKS_DIR} ] || exit 0; rc=0; for h in {HOOKS_DIR}/*; do "
+        '[ -x "$h" ] && [ -f "$h" ] || continue; '
+        f'out=$({env} "$h" 2>&1) || '
+        '{ rc=1; echo "$(basename "$h"): $(echo "$out" | tail -n1)"; }; '
+        "done; exit $rc"
+    )
+
+
+def validate_host(remote: Remote, expect: Expectation, state: HostState) -> list[str]:
+    """Every problem found (empty = valid)."""
+    problems = package_problems(expect, state)
+    hooks = remote.run(hook_command(expect), timeout=600)
+    if not hooks.ok:
+        problems += [f"validation hook {line}" for line in hooks.stdout.splitlines() if line]
+        if not hooks.stdout.strip():
+            problems.append(f"validation hooks failed: {hooks.tail()}")
+    return problems

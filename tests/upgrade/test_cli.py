@@ -1,0 +1,81 @@
+"""The upgrade/snapshot/rollback CLIs without hosts: --dry plans, bad input, snapshot diff."""
+
+from __future__ import annotations
+
+import json
+
+from gpuhost.cli import main
+from gpuhost.upgrade.host_state import parse_host_state
+from gpuhost.upgrade.snapshot import SnapshotStore, build_snapshot
+from upgrade.test_snapshot import host_output
+
+
+def _inventory(tmp_path, n=3):
+    path = tmp_path / "inv.py"
+    hosts = ", ".join(f"('n{i}', {{'ssh_hostname': '10.123.250.{i}'}})" for i in range(1, n + 1))
+    path.write_text(f"gpu = [{hosts}]\n")
+    return path
+
+
+def test_upgrade_dry_prints_plan_and_connects_to_nothing(tmp_path, capsys):
+    inv = _inventory(tmp_path)
+    code = main(
+        [
+            "upgrade",
+            str(inv),
+            "--to",
+            "debian12-nonfree-535-security",
+            "--dry",
+            "--canary",
+            "1",
+            "--batch",
+            "2",
+            "--state-dir",
+            str(tmp_path),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "canary 1: n1" in out and "batch 2: n2, n3" in out
+    assert "driver 535.309.01" in out
+    assert not (tmp_path / "runs").exists()
+
+
+def test_upgrade_unknown_profile_is_one_usage_error(tmp_path, capsys):
+    code = main(["upgrade", str(_inventory(tmp_path)), "--to", "nope", "--dry"])
+    err = capsys.readouterr().err
+    assert code == 2 and "unknown profile" in err and "Traceback" not in err
+
+
+def test_resume_without_a_run_is_a_usage_error(tmp_path, capsys):
+    code = main(
+        [
+            "upgrade",
+            str(_inventory(tmp_path)),
+            "--to",
+            "debian12-nonfree-535",
+            "--resume",
+            "--state-dir",
+            str(tmp_path),
+        ]
+    )
+    assert code == 2
+    assert "no interrupted upgrade run" in capsys.readouterr().err
+
+
+def test_snapshot_list_and_diff(tmp_path, capsys):
+    store = SnapshotStore(tmp_path / "snapshots")
+    store.save(build_snapshot("h1", parse_host_state(host_output()), "20250101T000000Z"))
+    newer = build_snapshot(
+        "h1", parse_host_state(host_output(version="535.309.01-0+deb12u1")), "20250102T000000Z"
+    )
+    store.save(newer)
+    assert main(["snapshot", "list", "--state-dir", str(tmp_path)]) == 0
+    assert "h1/20250101T000000Z" in capsys.readouterr().out
+    code = main(["snapshot", "diff", "h1/20250101T000000Z", "h1", "--state-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "nvidia-smi: 535.261.03-1 -> 535.309.01-0+deb12u1" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"kind": "x"}))
+    assert main(["snapshot", "diff", str(bad), "h1", "--state-dir", str(tmp_path)]) == 2
