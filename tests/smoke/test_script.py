@@ -354,3 +354,21 @@ def test_stdout_stays_one_document_when_a_framework_prints(tmp_path):
     _doc, proc = run_script("--framework", "torch", env=_env_with_path(tmp_path, site))
     assert "chatty" not in proc.stdout
     json.loads(proc.stdout)
+
+
+@needs_torch
+def test_allreduce_orchestration_runs_for_real_with_gloo_on_cpu():
+    """The NCCL check's process orchestration (file store, one process per rank, result
+    collection, bandwidth arithmetic), exercised with torch's CPU backend on this machine."""
+    check = script.allreduce_across_processes(2, 1024 * 1024, 120.0, "gloo")
+    assert check["outcome"] == "PASS", check
+    assert check["numbers"]["world_size"] == 2
+    assert check["numbers"]["busbw_gbps"] > 0
+    assert "gloo all-reduce across 2 ranks correct" in check["reason"]
+
+
+@needs_torch
+def test_allreduce_worker_failure_is_a_fail_with_its_stderr():
+    check = script.allreduce_across_processes(2, 1024 * 1024, 120.0, "nccl")  # no CUDA here
+    assert check["outcome"] == "FAIL"
+    assert "nccl worker rank 0 exited 1" in check["reason"]

@@ -679,8 +679,8 @@ def _torch_conv(torch: Any, index: int) -> dict[str, Any]:
 def _torch_autocast(torch: Any, index: int, dtype_name: str) -> dict[str, Any]:
     name = "autocast_fp16" if dtype_name == "float16" else "autocast_bf16"
     dtype = getattr(torch, dtype_name)
-    if dtype_name == "bfloat16" and not torch.cuda.is_bf16_supported():
-        major, minor = torch.cuda.get_device_capability(index)
+    major, minor = torch.cuda.get_device_capability(index)
+    if dtype_name == "bfloat16" and major < 8:  # no native bf16 before Ampere
         return make_check(
             name,
             COULD_NOT_RUN,
@@ -800,6 +800,18 @@ def _torch_nccl(torch: Any, count: int, quick: bool, deadline: float) -> dict[st
     if budget < 10:
         return make_check(name, COULD_NOT_RUN, "less than 10 s of the time budget left")
     nbytes = (16 if quick else 128) * 1024 * 1024
+    return allreduce_across_processes(count, nbytes, budget, "nccl")
+
+
+def allreduce_across_processes(
+    count: int, nbytes: int, budget: float, backend: str
+) -> dict[str, Any]:
+    """Start one worker process per rank (this script, --worker allreduce), all-reduce, judge.
+
+    ``backend`` is "nccl" on GPUs; "gloo" runs the same orchestration on CPUs (tests).
+    """
+    name = "nccl_allreduce"
+    script = os.path.abspath(__file__)
     workdir = tempfile.mkdtemp(prefix="gpuhost-nccl-")
     store = os.path.join(workdir, "store")
     env = dict(os.environ, TORCH_NCCL_ASYNC_ERROR_HANDLING="1")
@@ -810,7 +822,7 @@ def _torch_nccl(torch: Any, count: int, quick: bool, deadline: float) -> dict[st
                 sys.executable,
                 script,
                 "--worker",
-                "nccl",
+                "allreduce",
                 "--rank",
                 str(rank),
                 "--world",
@@ -821,38 +833,44 @@ def _torch_nccl(torch: Any, count: int, quick: bool, deadline: float) -> dict[st
                 str(nbytes),
                 "--timeout",
                 str(int(budget)),
+                "--backend",
+                backend,
             ]
-            procs.append(
-                subprocess.Popen(
-                    command,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    universal_newlines=True,
-                    env=env,
-                    start_new_session=True,
+            # stderr to a file: a chatty rank must not block on a full pipe while we wait
+            with open(os.path.join(workdir, f"rank{rank}.err"), "w") as err_file:
+                procs.append(
+                    subprocess.Popen(
+                        command,
+                        stdout=subprocess.PIPE,
+                        stderr=err_file,
+                        universal_newlines=True,
+                        env=env,
+                        start_new_session=True,
+                    )
                 )
-            )
         results = []
         end = time.monotonic() + budget
         for rank, proc in enumerate(procs):
             try:
-                out, err = proc.communicate(timeout=max(1.0, end - time.monotonic()))
+                out, _ = proc.communicate(timeout=max(1.0, end - time.monotonic()))
             except subprocess.TimeoutExpired:
                 for other in procs:
                     _kill_group(other)
                 return make_check(
                     name,
                     FAIL,
-                    f"all-reduce across {count} GPUs did not finish within {budget:.0f} s "
-                    f"(rank {rank} hung)",
+                    f"{backend} all-reduce across {count} ranks did not finish within "
+                    f"{budget:.0f} s (rank {rank} hung)",
                 )
             lines = [line for line in out.splitlines() if line.startswith("{")]
             if proc.returncode != 0 or not lines:
+                with open(os.path.join(workdir, f"rank{rank}.err")) as err_file:
+                    err = err_file.read().strip()[-STDERR_TAIL:]
                 return make_check(
                     name,
                     FAIL,
-                    f"NCCL worker rank {rank} exited {proc.returncode}: "
-                    f"{err.strip()[-STDERR_TAIL:]}",
+                    f"{backend} worker rank {rank} exited {proc.returncode}: "
+                    f"{err or '(no stderr)'}",
                 )
             results.append(json.loads(lines[-1]))
     finally:
@@ -879,41 +897,51 @@ def _torch_nccl(torch: Any, count: int, quick: bool, deadline: float) -> dict[st
     return make_check(
         name,
         PASS,
-        f"all-reduce across {count} GPUs correct, bus bandwidth {busbw:.1f} GB/s (measured)",
+        f"{backend} all-reduce across {count} ranks correct, bus bandwidth {busbw:.1f} GB/s "
+        "(measured)",
         value=count,
         numbers=numbers,
     )
 
 
-def nccl_worker(rank: int, world: int, store: str, nbytes: int, timeout_s: float) -> dict[str, Any]:
-    """One rank of the NCCL all-reduce (runs in its own process, one per GPU)."""
+def allreduce_worker(
+    rank: int, world: int, store: str, nbytes: int, timeout_s: float, backend: str = "nccl"
+) -> dict[str, Any]:
+    """One rank of the all-reduce (its own process; one per GPU with NCCL, CPU with gloo)."""
     torch: Any = importlib.import_module("torch")
     distributed: Any = importlib.import_module("torch.distributed")
-    torch.cuda.set_device(rank)
+    on_gpu = backend == "nccl"
+
+    def sync() -> None:
+        if on_gpu:
+            torch.cuda.synchronize(rank)
+
+    if on_gpu:
+        torch.cuda.set_device(rank)
     distributed.init_process_group(
-        "nccl",
+        backend,
         init_method="file://" + store,
         rank=rank,
         world_size=world,
         timeout=datetime.timedelta(seconds=timeout_s),
     )
     try:
-        device = f"cuda:{rank}"
+        device = f"cuda:{rank}" if on_gpu else "cpu"
         x = torch.full((1024,), float(rank + 1), device=device)
         distributed.all_reduce(x)
-        torch.cuda.synchronize(rank)
+        sync()
         expected = world * (world + 1) / 2.0
         correct = bool((x == expected).all())
         buf = torch.zeros(nbytes // 4, dtype=torch.float32, device=device)
         for _ in range(2):
             distributed.all_reduce(buf)
-        torch.cuda.synchronize(rank)
+        sync()
         distributed.barrier()
         iterations = 10
         start = time.perf_counter()
         for _ in range(iterations):
             distributed.all_reduce(buf)
-        torch.cuda.synchronize(rank)
+        sync()
         seconds = time.perf_counter() - start
         algbw = nbytes * iterations / seconds / 1e9
         return {
@@ -1191,7 +1219,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--timeout", type=float, default=600.0, help="seconds for the whole run (default 600)"
     )
-    parser.add_argument("--worker", choices=("framework", "nccl"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=("framework", "allreduce"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--backend", choices=("nccl", "gloo"), default="nccl", help=argparse.SUPPRESS
+    )
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--world", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--store", default="", help=argparse.SUPPRESS)
@@ -1205,8 +1236,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out = _claim_stdout()
-    if args.worker == "nccl":
-        result = nccl_worker(args.rank, args.world, args.store, args.bytes, args.timeout)
+    if args.worker == "allreduce":
+        result = allreduce_worker(
+            args.rank, args.world, args.store, args.bytes, args.timeout, args.backend
+        )
         out.write(json.dumps(result) + "\n")
         out.flush()
         return 0
