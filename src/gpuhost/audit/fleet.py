@@ -1,0 +1,170 @@
+"""Fleet view: hosts grouped by identical GPU stack, outliers named, and the report summary.
+
+Works on the JSON form of host entries (``HostReport.to_dict()``), so a merged report
+(``gpuhost report merge``) gets exactly the same summary as a single run. Linear in the number
+of hosts: stacks are grouped by hashing their tuple.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from gpuhost import __version__
+from gpuhost.audit.findings import SEVERITIES, VERDICT_ERROR, VERDICT_UNREACHABLE, worst_verdict
+
+# The fields that make up a host's stack, in display order.
+STACK_FIELDS = (
+    "os",
+    "kernel",
+    "gpus",
+    "driver_loaded",
+    "driver_installed",
+    "kernel_module",
+    "cuda_toolkits",
+    "cuda_default",
+    "cudnn",
+    "container_toolkit",
+    "fabric_manager",
+    "frameworks",
+)
+
+
+def _get(data: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _installed_driver(facts: Mapping[str, Any]) -> str | None:
+    from gpuhost.audit.coupled import is_coupled
+    from gpuhost.audit.rules import upstream_version
+
+    versions = sorted(
+        {
+            upstream_version(p.get("version")) or "?"
+            for p in _get(facts, "packages", "packages") or []
+            if isinstance(p, Mapping) and is_coupled(str(p.get("name")))
+        }
+    )
+    return "/".join(versions) if versions else None
+
+
+def stack_of(facts: Mapping[str, Any] | None) -> dict[str, str]:
+    """A host's stack as display strings ("-" for absent), from its JSON facts."""
+    if not facts:
+        return {name: "-" for name in STACK_FIELDS}
+    gpus = Counter(
+        str(g.get("name"))
+        for g in _get(facts, "driver", "smi", "gpus") or []
+        if isinstance(g, Mapping)
+    )
+    smi_state = _get(facts, "driver", "smi", "state")
+    gpu_text = ", ".join(f"{n}x {name}" for name, n in sorted(gpus.items()))
+    if not gpu_text:
+        gpu_text = f"none ({smi_state})" if smi_state and smi_state != "ok" else "none"
+    frameworks = []
+    for fw in _get(facts, "frameworks") or []:
+        if not isinstance(fw, Mapping):
+            continue
+        if fw.get("torch_version"):
+            frameworks.append(f"torch {fw['torch_version']}")
+        if fw.get("tensorflow_version"):
+            frameworks.append(f"tensorflow {fw['tensorflow_version']}")
+    toolkits = sorted(
+        str(t.get("version") or t.get("path"))
+        for t in _get(facts, "cuda", "toolkits") or []
+        if isinstance(t, Mapping)
+    )
+    os_text = " ".join(
+        str(v) for v in (_get(facts, "os", "id"), _get(facts, "os", "version_id")) if v
+    )
+    values = {
+        "os": os_text,
+        "kernel": _get(facts, "kernel", "running"),
+        "gpus": gpu_text,
+        "driver_loaded": _get(facts, "driver", "loaded_module", "version"),
+        "driver_installed": _installed_driver(facts),
+        "kernel_module": _get(facts, "driver", "loaded_module", "flavor"),
+        "cuda_toolkits": ", ".join(toolkits) or _get(facts, "cuda", "nvcc_version"),
+        "cuda_default": _get(facts, "cuda", "default_version"),
+        "cudnn": _get(facts, "cudnn", "version"),
+        "container_toolkit": _get(facts, "container", "toolkit_version"),
+        "fabric_manager": _get(facts, "fabric_manager", "version"),
+        "frameworks": ", ".join(sorted(set(frameworks))),
+    }
+    return {name: str(values[name]) if values[name] else "-" for name in STACK_FIELDS}
+
+
+def _stack_key(stack: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(stack[name] for name in STACK_FIELDS)
+
+
+def group_stacks(hosts: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Reachable hosts grouped by identical stack, largest group first."""
+    groups: dict[tuple[str, ...], dict[str, Any]] = {}
+    for host in hosts:
+        if not host.get("reachable"):
+            continue
+        stack = stack_of(host.get("facts"))
+        group = groups.setdefault(_stack_key(stack), {"stack": stack, "hosts": []})
+        group["hosts"].append(host["name"])
+    ordered = sorted(groups.values(), key=lambda g: (-len(g["hosts"]), g["hosts"][0]))
+    for group in ordered:
+        group["count"] = len(group["hosts"])
+        group["hosts"].sort()
+    return ordered
+
+
+def outliers(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Hosts outside the largest stack group, with how their stack differs from it."""
+    if len(groups) < 2:
+        return []
+    majority = groups[0]["stack"]
+    found = []
+    for group in groups[1:]:
+        differs = {
+            name: {"found": group["stack"][name], "majority": majority[name]}
+            for name in STACK_FIELDS
+            if group["stack"][name] != majority[name]
+        }
+        for name in group["hosts"]:
+            found.append({"host": name, "differs": differs})
+    return found
+
+
+def summarize(
+    hosts: Sequence[Mapping[str, Any]], extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The report's ``summary`` object for these host entries."""
+    verdicts = Counter(str(h.get("verdict")) for h in hosts)
+    severities: Counter[str] = Counter()
+    rules: Counter[str] = Counter()
+    for host in hosts:
+        for finding in host.get("findings") or []:
+            severities[str(finding.get("severity"))] += 1
+            rules[str(finding.get("rule"))] += 1
+    groups = group_stacks(hosts)
+    summary: dict[str, Any] = {
+        "verdict": worst_verdict(verdicts) if hosts else "ok",
+        "hosts": len(hosts),
+        "reachable": sum(1 for h in hosts if h.get("reachable")),
+        "unreachable": sum(1 for h in hosts if not h.get("reachable")),
+        "verdicts": {v: verdicts.get(v, 0) for v in ("ok", "warning", "error", "unreachable")},
+        "findings": {s: severities.get(s, 0) for s in SEVERITIES},
+        "rules": dict(sorted(rules.items())),
+        "stacks": groups,
+        "outliers": outliers(groups),
+        "gpuhost_version": __version__,
+    }
+    if extra:
+        summary.update(extra)
+    return summary
+
+
+def exit_code_for(summary: Mapping[str, Any]) -> int:
+    """0 clean or warnings only; 1 any error finding or unreachable host."""
+    return 1 if summary.get("verdict") in (VERDICT_ERROR, VERDICT_UNREACHABLE) else 0

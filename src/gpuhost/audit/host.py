@@ -1,0 +1,107 @@
+"""Audit one host: facts + expected profile → rule results → a HostReport."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuhost.audit.expected import expected_from_profile
+from gpuhost.audit.findings import ERROR, Finding, RuleResult, host_verdict, severity_rank
+from gpuhost.audit.matrix_check import matrix_results
+from gpuhost.audit.rules import AuditContext, run_rules
+from gpuhost.facts.host_facts import HostFacts
+
+PROFILE_KEY = "gpuhost_profile"
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """What every host is judged against. ``profiles`` maps profile names to profile objects."""
+
+    matrix: Any = None
+    profiles: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HostReport:
+    name: str
+    reachable: bool
+    facts: HostFacts | None
+    results: tuple[RuleResult, ...] = ()
+
+    @property
+    def findings(self) -> list[Finding]:
+        found = [f for result in self.results for f in result.findings]
+        return sorted(found, key=lambda f: (severity_rank(f.severity), f.rule))
+
+    @property
+    def verdict(self) -> str:
+        return host_verdict(self.findings, self.reachable)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The host's entry in a schema-1 JSON report (docs/audit-report.md)."""
+        return {
+            "name": self.name,
+            "reachable": self.reachable,
+            "facts": self.facts.to_dict() if self.facts is not None else None,
+            "findings": [f.to_dict() for f in self.findings],
+            "verdict": self.verdict,
+        }
+
+
+def _context(
+    facts: HostFacts,
+    host_data: Mapping[str, Any],
+    settings: AuditSettings,
+    results: tuple[RuleResult, ...],
+) -> AuditContext:
+    named = host_data.get(PROFILE_KEY)
+    source = "inventory" if named else "marker" if facts.profile_marker else None
+    name = str(named) if named else facts.profile_marker
+    if name is None:
+        return AuditContext(facts, matrix_results=results)
+    profile = settings.profiles.get(name)
+    if profile is None:
+        where = f"inventory data {PROFILE_KEY}" if source == "inventory" else "/etc/gpuhost/profile"
+        known = ", ".join(sorted(settings.profiles)) or "none"
+        error = (
+            f"profile {name!r} (from {where}) is not defined; known profiles: {known}; fix: name "
+            "a profile from gpuhost's profiles or pass --profiles FILE that defines it"
+        )
+        return AuditContext(facts, None, name, source, error, results)
+    expected = expected_from_profile(name, profile)
+    return AuditContext(facts, expected, name, source, None, results)
+
+
+def audit_host(
+    name: str, facts: HostFacts, host_data: Mapping[str, Any], settings: AuditSettings
+) -> HostReport:
+    """Judge one host's facts."""
+    if settings.matrix is not None:
+        from_matrix = matrix_results(facts, settings.matrix)
+    else:
+        from_matrix = (RuleResult("matrix", skipped="compatibility matrix not loaded"),)
+    ctx = _context(facts, host_data, settings, from_matrix)
+    return HostReport(name, True, facts, tuple(run_rules(ctx)))
+
+
+def unreachable_host(name: str, error: str) -> HostReport:
+    finding = Finding(
+        "host.unreachable",
+        ERROR,
+        f"could not audit the host: {error}; fix: check that it is up and that SSH works with "
+        "the inventory's user and key (ssh HOST true)",
+    )
+    return HostReport(name, False, None, (RuleResult("host.unreachable", (finding,)),))
+
+
+def failed_host(name: str, error: str) -> HostReport:
+    """A host that answered but whose probe failed or printed something unreadable."""
+    finding = Finding(
+        "host.probe-failed",
+        ERROR,
+        f"the host answered but the gpuhost probe failed: {error}; fix: run the probe by hand "
+        "(gpuhost audit on the host) and check that sh, and sudo where configured, work",
+    )
+    return HostReport(name, True, None, (RuleResult("host.probe-failed", (finding,)),))

@@ -1,0 +1,87 @@
+"""Every compatibility-matrix rule, judged on what the host really runs (via ``check_stack``).
+
+The matrix's findings keep their rule ids under the ``matrix.`` prefix
+(``matrix.cuda_driver_floor``) and their source URL at the end of the message. Each installed
+CUDA toolkit is judged against the running driver; findings repeated across toolkits are kept once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuhost.audit.findings import ERROR, INFO, WARNING, Finding, RuleResult
+from gpuhost.audit.rules import loaded_driver_version, userspace_driver_version
+from gpuhost.errors import GpuhostError
+from gpuhost.facts.host_facts import HostFacts
+
+RULE = "matrix"
+_SEVERITY = {"error": ERROR, "warn": WARNING, "warning": WARNING, "info": INFO}
+
+
+def stack_inputs(facts: HostFacts) -> dict[str, Any]:
+    """The values check_stack judges, read from the host (None where the host has none)."""
+    frameworks = []
+    for fw in facts.frameworks:
+        if fw.torch_version:
+            frameworks.append(f"torch=={fw.torch_version}")
+        if fw.tensorflow_version:
+            frameworks.append(f"tensorflow=={fw.tensorflow_version}")
+    return {
+        "gpus": [g.name for g in facts.driver.smi.gpus if g.name],
+        "driver": loaded_driver_version(facts) or userspace_driver_version(facts),
+        "cudnn": facts.cudnn.version,
+        "frameworks": sorted(set(frameworks)),
+        "container_toolkit": facts.container.toolkit_version,
+    }
+
+
+def _cuda_versions(facts: HostFacts) -> list[str | None]:
+    versions: list[str | None] = []
+    default = facts.cuda.default_version
+    if default:
+        versions.append(default)
+    for toolkit in facts.cuda.toolkits:
+        if toolkit.version and toolkit.version not in versions:
+            versions.append(toolkit.version)
+    if not versions and facts.cuda.nvcc_version:
+        versions.append(facts.cuda.nvcc_version)
+    return versions or [None]
+
+
+def matrix_results(facts: HostFacts, matrix: Any) -> tuple[RuleResult, ...]:
+    """One RuleResult ("matrix") with every matrix finding for this host."""
+    from gpuhost.matrix import check_stack
+
+    inputs = stack_inputs(facts)
+    if not any(inputs.values()) and not facts.cuda.toolkits and not facts.cuda.nvcc_version:
+        return (RuleResult(RULE, skipped="no GPU, driver, CUDA, cuDNN or framework to judge"),)
+    findings: list[Finding] = []
+    seen: set[tuple[str, str]] = set()
+    for index, cuda in enumerate(_cuda_versions(facts)):
+        # The first call judges the whole stack; the others only add each extra toolkit.
+        args = dict(inputs) if index == 0 else {"gpus": inputs["gpus"], "driver": inputs["driver"]}
+        try:
+            raw = check_stack(matrix, cuda=cuda, **args)
+        except GpuhostError as exc:
+            findings.append(
+                Finding(
+                    "matrix.input",
+                    WARNING,
+                    f"a version found on the host could not be judged by the matrix: {exc}",
+                )
+            )
+            continue
+        for item in raw:
+            key = (item.rule, item.message)
+            if key in seen:
+                continue
+            seen.add(key)
+            source = f" (source: {item.source})" if item.source else ""
+            findings.append(
+                Finding(
+                    f"matrix.{item.rule}",
+                    _SEVERITY.get(item.severity, WARNING),
+                    f"{item.message}{source}",
+                )
+            )
+    return (RuleResult(RULE, tuple(findings)),)

@@ -1,0 +1,1040 @@
+"""The audit's rules: HostFacts (+ the expected profile) in, findings out. Pure.
+
+Every check has a stable id (``RULES``); a check may emit findings under more specific ids that
+start with its own (``driver.state`` emits ``driver.not-loaded``, ``gpu.lost``, ...), listed in
+``RULE_IDS`` and docs/audit-report.md. A check that cannot apply to a host (no GPU visible, no
+profile named, sshd -T not readable) returns a skip with the reason instead of a pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from gpuhost.audit.coupled import is_coupled
+from gpuhost.audit.expected import ExpectedStack
+from gpuhost.audit.findings import ERROR, INFO, WARNING, Finding, RuleResult
+from gpuhost.errors import VersionError
+from gpuhost.facts.host_facts import HostFacts
+from gpuhost.parsers.nvidia_smi import GpuInfo
+from gpuhost.versions import upstream_of_package_version
+
+NVIDIA_REPO_HINT = "developer.download.nvidia.com"
+
+
+@dataclass(frozen=True)
+class AuditContext:
+    """One host's facts and what it is expected to run."""
+
+    facts: HostFacts
+    expected: ExpectedStack | None = None
+    profile_name: str | None = None
+    profile_source: str | None = None  # "inventory" or "marker"
+    profile_error: str | None = None  # the named profile does not exist
+    matrix_results: tuple[RuleResult, ...] = field(default_factory=tuple)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _ok(rule: str) -> RuleResult:
+    return RuleResult(rule)
+
+
+def _skip(rule: str, reason: str) -> RuleResult:
+    return RuleResult(rule, skipped=reason)
+
+
+def _found(rule: str, findings: Iterable[Finding]) -> RuleResult:
+    return RuleResult(rule, tuple(findings))
+
+
+def upstream_version(version: str | None) -> str | None:
+    if not version:
+        return None
+    try:
+        return upstream_of_package_version(version)
+    except VersionError:
+        return None
+
+
+def coupled_packages(facts: HostFacts) -> dict[str, str]:
+    """Installed packages coupled to the driver version → their upstream versions."""
+    found = {}
+    for package in facts.packages.packages:
+        if is_coupled(package.name):
+            upstream = upstream_version(package.version)
+            if upstream:
+                found[package.name] = upstream
+    return found
+
+
+def userspace_driver_version(facts: HostFacts) -> str | None:
+    """The installed userspace driver: the coupled packages' version (the most common one), else
+    the NVML library version nvidia-smi reports."""
+    versions = list(coupled_packages(facts).values())
+    if versions:
+        return max(set(versions), key=lambda v: (versions.count(v), v))
+    nvml = facts.driver.smi.nvml_version
+    if nvml:
+        parts = nvml.split(".")
+        # XML reports e.g. "12.535.104.05": the CUDA major, then the driver version.
+        return ".".join(parts[1:]) if len(parts) == 4 and len(parts[0]) <= 2 else nvml
+    return None
+
+
+def loaded_driver_version(facts: HostFacts) -> str | None:
+    module = facts.driver.loaded_module
+    if module is not None:
+        return module.version
+    return facts.driver.smi.driver_version if facts.driver.smi.ok else None
+
+
+def _gpu_label(gpu: GpuInfo) -> str:
+    where = gpu.pci_bus_id or (f"index {gpu.index}" if gpu.index is not None else "?")
+    return f"GPU {gpu.index if gpu.index is not None else '?'} ({gpu.name or 'unknown'}, {where})"
+
+
+def _visible_gpus(facts: HostFacts) -> list[GpuInfo] | None:
+    """GPUs nvidia-smi reported, or None when nvidia-smi could not report (rules then skip)."""
+    smi = facts.driver.smi
+    if not smi.ok or not smi.gpus:
+        return None
+    return list(smi.gpus)
+
+
+NO_GPU_REASON = "no GPU reported by nvidia-smi on this host"
+
+
+# --- driver and GPU state --------------------------------------------------------------------
+
+SMI_STATE_RULES = {
+    "driver-library-mismatch": (
+        "driver.library-mismatch",
+        "the loaded kernel module and the installed userspace driver differ (an upgrade without "
+        "a reboot)",
+        "reboot the host (or unload and reload the nvidia modules) so the module matches the "
+        "installed driver",
+    ),
+    "driver-not-loaded": (
+        "driver.not-loaded",
+        "nvidia-smi cannot communicate with the NVIDIA driver: no NVIDIA kernel module is loaded",
+        "load it (modprobe nvidia) or reboot; check that a module is built for the running kernel "
+        "(dkms status) and, with Secure Boot on, that it is signed",
+    ),
+    "no-devices": (
+        "gpu.no-devices",
+        "the driver is loaded but sees no GPU",
+        "check the GPU is seated and powered (lspci -d 10de:), that the installed driver branch "
+        "supports it, and the kernel log (dmesg | grep NVRM)",
+    ),
+    "gpu-lost": (
+        "gpu.lost",
+        "a GPU has fallen off the bus",
+        "drain the host and reboot it; if it recurs, check power, cooling and the PCIe slot "
+        "(hardware fault)",
+    ),
+    "nvml-missing": (
+        "driver.nvml-missing",
+        "nvidia-smi cannot load the NVML library (libnvidia-ml.so)",
+        "install the userspace driver package that provides libnvidia-ml.so.1 "
+        "(libnvidia-ml1 / libnvidia-compute-<branch>) at the kernel module's version",
+    ),
+    "unknown-error": (
+        "driver.smi-error",
+        "nvidia-smi failed",
+        "run nvidia-smi on the host and read the kernel log (dmesg | grep NVRM)",
+    ),
+}
+
+
+def _driver_context(facts: HostFacts) -> str:
+    """What the host shows about the driver, for messages: packages, module, dkms, kernel."""
+    parts = []
+    userspace = userspace_driver_version(facts)
+    parts.append(f"installed driver {userspace}" if userspace else "no driver package installed")
+    module = facts.driver.loaded_module
+    parts.append(
+        f"loaded module {module.version} ({module.flavor})" if module else "no nvidia module loaded"
+    )
+    builds = [e for e in facts.dkms if e.module.startswith("nvidia")]
+    if builds:
+        shown = ", ".join(
+            f"{e.module} {e.version} for {e.kernel or '?'}: {e.status}" for e in builds
+        )
+        parts.append(f"dkms: {shown}")
+    if facts.kernel.running:
+        parts.append(f"running kernel {facts.kernel.running}")
+    if facts.secure_boot.enabled:
+        parts.append("Secure Boot on")
+    return "; ".join(parts)
+
+
+def check_driver_state(ctx: AuditContext) -> RuleResult:
+    rule = "driver.state"
+    facts = ctx.facts
+    smi = facts.driver.smi
+    coupled = coupled_packages(facts)
+    pci = facts.driver.pci_gpus
+    has_driver = bool(coupled) or facts.driver.loaded_module is not None
+    if not facts.driver.smi_installed:
+        if has_driver:
+            return _found(
+                rule,
+                [
+                    Finding(
+                        "driver.smi-missing",
+                        WARNING,
+                        f"nvidia-smi is not installed ({_driver_context(facts)}), so GPU state, "
+                        "ECC, "
+                        "clocks and persistence could not be checked; expected nvidia-smi from the "
+                        "driver's packages; fix: install nvidia-smi (Debian) or "
+                        "nvidia-utils-<branch>",
+                    )
+                ],
+            )
+        if pci:
+            listed = ", ".join(f"{g.address} [10de:{g.device_id.removeprefix('0x')}]" for g in pci)
+            return _found(
+                rule,
+                [
+                    Finding(
+                        "driver.missing",
+                        ERROR,
+                        f"{len(pci)} NVIDIA GPU(s) on the PCI bus ({listed}) but no NVIDIA driver "
+                        "is "
+                        "installed; expected a driver from the host's profile; fix: gpuhost "
+                        "provision",
+                    )
+                ],
+            )
+        return _found(
+            rule,
+            [
+                Finding(
+                    "gpu.none",
+                    WARNING,
+                    "no NVIDIA GPU found: no NVIDIA display/3D controller on the PCI bus, no "
+                    "NVIDIA "
+                    "driver and no nvidia-smi installed; the GPU checks were skipped. Expected on "
+                    "a GPU "
+                    "host: a GPU visible to nvidia-smi; fix: run the audit on a GPU host, or "
+                    "provision "
+                    "this one (gpuhost provision)",
+                )
+            ],
+        )
+    if smi.state in SMI_STATE_RULES:
+        rule_id, what, fix = SMI_STATE_RULES[smi.state]
+        said = f"; nvidia-smi said: {smi.message!r}" if smi.message else ""
+        rc = f" (exit {facts.driver.smi_rc})" if facts.driver.smi_rc else ""
+        return _found(
+            rule,
+            [
+                Finding(
+                    rule_id,
+                    ERROR,
+                    f"{what}{rc}{said}; found: {_driver_context(facts)}; expected: nvidia-smi "
+                    "reports "
+                    f"every GPU; fix: {fix}",
+                )
+            ],
+        )
+    if smi.state == "absent":
+        return _found(
+            rule,
+            [
+                Finding(
+                    "driver.smi-error",
+                    ERROR,
+                    f"nvidia-smi printed nothing (exit {facts.driver.smi_rc}); found: "
+                    f"{_driver_context(facts)}; fix: run nvidia-smi on the host and read the "
+                    "kernel log",
+                )
+            ],
+        )
+    if not smi.gpus:
+        return _found(
+            rule,
+            [
+                Finding(
+                    "gpu.no-devices",
+                    ERROR,
+                    f"nvidia-smi lists no GPU (driver {smi.driver_version}); expected at least "
+                    "one; fix: "
+                    "check lspci -d 10de: and the kernel log (dmesg | grep NVRM)",
+                )
+            ],
+        )
+    if pci and len(smi.gpus) < len(pci):
+        return _found(
+            rule,
+            [
+                Finding(
+                    "gpu.missing",
+                    ERROR,
+                    f"nvidia-smi lists {len(smi.gpus)} GPU(s) but {len(pci)} NVIDIA GPU(s) are on "
+                    "the PCI "
+                    "bus; fix: check the kernel log (dmesg | grep NVRM) for GPUs the driver "
+                    "refused",
+                )
+            ],
+        )
+    return _ok(rule)
+
+
+def check_reboot_needed(ctx: AuditContext) -> RuleResult:
+    rule = "driver.reboot-needed"
+    facts = ctx.facts
+    module = facts.driver.loaded_module
+    userspace = userspace_driver_version(facts)
+    if module is None:
+        return _skip(rule, "no NVIDIA kernel module loaded")
+    if userspace is None:
+        return _skip(rule, "installed userspace driver version unknown")
+    if module.version == userspace:
+        return _ok(rule)
+    return _found(
+        rule,
+        [
+            Finding(
+                rule,
+                ERROR,
+                f"loaded kernel module {module.version} differs from the installed userspace "
+                "driver "
+                f"{userspace}; CUDA programs fail with a driver/library mismatch until the host "
+                "reboots; "
+                "fix: drain and reboot the host",
+            )
+        ],
+    )
+
+
+def check_packages_mixed(ctx: AuditContext) -> RuleResult:
+    rule = "driver.packages-mixed"
+    coupled = coupled_packages(ctx.facts)
+    if not coupled:
+        return _skip(rule, "no driver packages installed")
+    versions = sorted(set(coupled.values()))
+    if len(versions) == 1:
+        return _ok(rule)
+    by_version = {v: sorted(n for n, pv in coupled.items() if pv == v) for v in versions}
+    shown = "; ".join(f"{v}: {', '.join(names[:6])}" for v, names in by_version.items())
+    return _found(
+        rule,
+        [
+            Finding(
+                rule,
+                ERROR,
+                f"driver packages are at different versions ({shown}); expected one driver version "
+                "for "
+                "all of them; fix: install every coupled package at one version (gpuhost "
+                "provision)",
+            )
+        ],
+    )
+
+
+def check_next_boot_kernel(ctx: AuditContext) -> RuleResult:
+    rule = "kernel.next-boot-module"
+    facts = ctx.facts
+    builds = [e for e in facts.dkms if e.module.startswith("nvidia")]
+    if not builds:
+        return _skip(rule, "the NVIDIA module is not built by DKMS on this host")
+    next_boot = facts.kernel.next_boot
+    if next_boot is None:
+        return _skip(rule, "next-boot kernel unknown (no grubby, /vmlinuz link or /boot/vmlinuz-*)")
+    built = {e.kernel for e in builds if e.kernel and e.status.startswith("installed")}
+    if next_boot in built:
+        return _ok(rule)
+    have = ", ".join(sorted(k for k in built if k)) or "none"
+    return _found(
+        rule,
+        [
+            Finding(
+                rule,
+                ERROR,
+                f"the next-boot kernel {next_boot} has no NVIDIA module built by DKMS (built for: "
+                f"{have}); "
+                "the GPU will be unusable after the next reboot; fix: install its headers and run "
+                f"dkms autoinstall -k {next_boot} (or keep booting {facts.kernel.running})",
+            )
+        ],
+    )
+
+
+def check_fabric_manager(ctx: AuditContext) -> RuleResult:
+    rule = "fabricmanager"
+    fm = ctx.facts.fabric_manager
+    if not fm.installed:
+        return _skip(rule, "NVIDIA fabric manager not installed")
+    findings = []
+    driver = loaded_driver_version(ctx.facts) or userspace_driver_version(ctx.facts)
+    if fm.version and driver and fm.version != driver:
+        findings.append(
+            Finding(
+                "fabricmanager.version",
+                ERROR,
+                f"fabric manager {fm.version} differs from driver {driver}; NVSwitch systems "
+                "refuse "
+                "to start CUDA jobs until both match; fix: install nvidia-fabricmanager at the "
+                f"driver's version {driver}",
+            )
+        )
+    state = fm.service.active if fm.service else None
+    if state is not None and state != "active":
+        findings.append(
+            Finding(
+                "fabricmanager.inactive",
+                WARNING,
+                f"nvidia-fabricmanager.service is {state}; expected active on NVSwitch systems; "
+                "fix: "
+                "systemctl enable --now nvidia-fabricmanager",
+            )
+        )
+    return _found(rule, findings)
+
+
+def _origin_label(origin: str | None) -> str:
+    if not origin:
+        return "a configured repository"
+    url = origin.split()[0]
+    if NVIDIA_REPO_HINT in url:
+        return f"the NVIDIA CUDA repository ({url})"
+    return url
+
+
+def check_driver_held(ctx: AuditContext) -> RuleResult:
+    rule = "driver.held"
+    facts = ctx.facts
+    coupled = coupled_packages(facts)
+    if not coupled:
+        return _skip(rule, "no driver packages installed")
+    held = set(facts.packages.held)
+    pinned = {p.name for p in facts.packages.policy if p.pinned}
+    loose = sorted(n for n in coupled if n not in held and n not in pinned)
+    if not loose:
+        return _ok(rule)
+    pending = [p for p in facts.packages.policy if p.name in loose and p.upgrade_pending]
+    if pending:
+        shown = "; ".join(
+            f"{p.name} {p.installed} -> {p.candidate} from {_origin_label(p.candidate_origin)}"
+            for p in pending[:5]
+        )
+        more = f" (and {len(pending) - 5} more)" if len(pending) > 5 else ""
+        return _found(
+            rule,
+            [
+                Finding(
+                    "driver.upgrade-pending",
+                    ERROR,
+                    f"the next package upgrade replaces the driver: {shown}{more}; the running "
+                    "module "
+                    "then no longer matches the libraries (CUDA fails until a reboot); expected "
+                    "the "
+                    f"driver packages held or pinned; fix: apt-mark hold {' '.join(loose)} "
+                    "(or gpuhost provision, which pins the profile's version)",
+                )
+            ],
+        )
+    how = "apt-mark hold" if facts.packages.manager == "dpkg" else "dnf versionlock add"
+    return _found(
+        rule,
+        [
+            Finding(
+                "driver.unheld",
+                WARNING,
+                f"driver packages are neither held nor pinned: {', '.join(loose[:8])}"
+                f"{' ...' if len(loose) > 8 else ''}; an upgrade can replace the driver under "
+                "running "
+                f"jobs; fix: {how} {' '.join(loose)} (or gpuhost provision)",
+            )
+        ],
+    )
+
+
+def check_persistence(ctx: AuditContext) -> RuleResult:
+    rule = "gpu.persistence"
+    gpus = _visible_gpus(ctx.facts)
+    if gpus is None:
+        return _skip(rule, NO_GPU_REASON)
+    expected = ctx.expected.persistence if ctx.expected else None
+    if expected is False:
+        return _skip(
+            rule,
+            f"profile {ctx.expected.name if ctx.expected else ''} does not ask for "
+            "persistence mode",
+        )
+    off = [g for g in gpus if g.persistence_mode is False]
+    if not off:
+        return _ok(rule)
+    daemon = ctx.facts.persistenced
+    state = (
+        f"nvidia-persistenced is {daemon.active}"
+        if daemon and daemon.active
+        else ("nvidia-persistenced is not running")
+    )
+    return _found(
+        rule,
+        [
+            Finding(
+                rule,
+                ERROR if expected else WARNING,
+                f"persistence mode is off on {len(off)} of {len(gpus)} GPU(s) "
+                f"({', '.join(_gpu_label(g) for g in off[:4])}); {state}; expected on, so the "
+                "driver "
+                "stays initialised between jobs; fix: systemctl enable --now nvidia-persistenced",
+            )
+        ],
+    )
+
+
+CLOCK_FIELDS = (
+    "applications_graphics",
+    "applications_mem",
+    "max_graphics",
+    "max_mem",
+    "graphics",
+    "sm",
+    "mem",
+)
+
+
+def check_clocks(ctx: AuditContext) -> RuleResult:
+    rule = "gpu.clocks"
+    if ctx.expected is None:
+        return _skip(rule, "no profile named for this host")
+    wanted = {k: v for k, v in ctx.expected.clocks.items() if k in CLOCK_FIELDS and v is not None}
+    if not wanted:
+        return _skip(rule, f"profile {ctx.expected.name} sets no clocks")
+    gpus = _visible_gpus(ctx.facts)
+    if gpus is None:
+        return _skip(rule, NO_GPU_REASON)
+    findings = []
+    for gpu in gpus:
+        wrong = []
+        for key, value in wanted.items():
+            actual = getattr(gpu.clocks, key, None)
+            if actual is not None and int(actual) != int(value):
+                wrong.append(f"{key} {actual} MHz (expected {value} MHz)")
+        if wrong:
+            findings.append(
+                Finding(
+                    rule,
+                    WARNING,
+                    f"{_gpu_label(gpu)} clocks differ from profile {ctx.expected.name}: "
+                    f"{', '.join(wrong)}; fix: gpuhost provision (re-applies the clock settings)",
+                )
+            )
+    return _found(rule, findings)
+
+
+def check_ecc(ctx: AuditContext) -> RuleResult:
+    rule = "gpu.ecc"
+    gpus = _visible_gpus(ctx.facts)
+    if gpus is None:
+        return _skip(rule, NO_GPU_REASON)
+    findings = []
+    for gpu in gpus:
+        ecc = gpu.ecc
+        label = _gpu_label(gpu)
+        if ecc.volatile_uncorrectable or ecc.aggregate_uncorrectable:
+            findings.append(
+                Finding(
+                    "gpu.ecc-uncorrectable",
+                    ERROR,
+                    f"{label} has uncorrectable ECC errors (volatile "
+                    f"{ecc.volatile_uncorrectable or 0}, aggregate "
+                    f"{ecc.aggregate_uncorrectable or 0}); "
+                    "expected 0; fix: drain the host, reset the GPU (nvidia-smi -r) or reboot, and "
+                    "run dcgmi diag -r 3; replace the GPU if errors recur",
+                )
+            )
+        elif ecc.volatile_correctable:
+            findings.append(
+                Finding(
+                    "gpu.ecc-correctable",
+                    INFO,
+                    f"{label} corrected {ecc.volatile_correctable} ECC error(s) since the driver "
+                    "loaded; expected few; watch the rate",
+                )
+            )
+        if ecc.mode_pending is not None and ecc.mode_current != ecc.mode_pending:
+            findings.append(
+                Finding(
+                    "gpu.ecc-pending",
+                    WARNING,
+                    f"{label} ECC mode changes from {ecc.mode_current} to {ecc.mode_pending} at "
+                    "the "
+                    "next GPU reset; fix: reset the GPU or reboot",
+                )
+            )
+    return _found(rule, findings)
+
+
+def check_retired_pages(ctx: AuditContext) -> RuleResult:
+    rule = "gpu.retired-pages"
+    gpus = _visible_gpus(ctx.facts)
+    if gpus is None:
+        return _skip(rule, NO_GPU_REASON)
+    findings = []
+    for gpu in gpus:
+        pages = gpu.retired_pages
+        total = (pages.single_bit or 0) + (pages.double_bit or 0)
+        if pages.pending:
+            findings.append(
+                Finding(
+                    "gpu.retired-pages-pending",
+                    ERROR,
+                    f"{_gpu_label(gpu)} has memory pages waiting to be retired ({total} retired); "
+                    "expected none pending; fix: drain the host and reset the GPU or reboot",
+                )
+            )
+        elif total:
+            findings.append(
+                Finding(
+                    "gpu.retired-pages",
+                    WARNING,
+                    f"{_gpu_label(gpu)} has {total} retired memory page(s) (single-bit "
+                    f"{pages.single_bit or 0}, double-bit {pages.double_bit or 0}); expected 0; "
+                    "fix: "
+                    "watch the count; replace the GPU when it keeps growing",
+                )
+            )
+    return _found(rule, findings)
+
+
+def check_remapped_rows(ctx: AuditContext) -> RuleResult:
+    rule = "gpu.remapped-rows"
+    gpus = _visible_gpus(ctx.facts)
+    if gpus is None:
+        return _skip(rule, NO_GPU_REASON)
+    findings = []
+    for gpu in gpus:
+        rows = gpu.remapped_rows
+        label = _gpu_label(gpu)
+        if rows.failure:
+            findings.append(
+                Finding(
+                    "gpu.remap-failure",
+                    ERROR,
+                    f"{label} failed to remap a memory row (no spare rows left); expected none; "
+                    "fix: take the GPU out of service and replace it",
+                )
+            )
+        elif rows.pending:
+            findings.append(
+                Finding(
+                    "gpu.remap-pending",
+                    ERROR,
+                    f"{label} has a row remapping pending; expected none; fix: drain the host and "
+                    "reset the GPU (nvidia-smi -r) or reboot",
+                )
+            )
+        elif rows.uncorrectable:
+            findings.append(
+                Finding(
+                    "gpu.remapped-rows",
+                    WARNING,
+                    f"{label} has {rows.uncorrectable} row(s) remapped for uncorrectable errors "
+                    f"(correctable {rows.correctable or 0}); expected 0; fix: watch the count",
+                )
+            )
+    return _found(rule, findings)
+
+
+def check_pcie(ctx: AuditContext) -> RuleResult:
+    rule = "gpu.pcie-link"
+    gpus = _visible_gpus(ctx.facts)
+    if gpus is None:
+        return _skip(rule, NO_GPU_REASON)
+    findings = []
+    for gpu in gpus:
+        link = gpu.pcie
+        label = _gpu_label(gpu)
+        if link.width_current and link.width_max and link.width_current < link.width_max:
+            findings.append(
+                Finding(
+                    "gpu.pcie-width",
+                    WARNING,
+                    f"{label} PCIe link is x{link.width_current}, below its max x{link.width_max}; "
+                    "expected the full width; fix: reseat the GPU or check the riser/slot",
+                )
+            )
+        if link.gen_current and link.gen_max and link.gen_current < link.gen_max:
+            findings.append(
+                Finding(
+                    "gpu.pcie-gen",
+                    INFO,
+                    f"{label} PCIe link runs at gen {link.gen_current}, below its max gen "
+                    f"{link.gen_max}; normal for an idle GPU (power saving); check under load if "
+                    "transfers are slow",
+                )
+            )
+    return _found(rule, findings)
+
+
+def check_sshd(ctx: AuditContext) -> RuleResult:
+    rule = "ssh"
+    sshd = ctx.facts.sshd
+    if not sshd.available:
+        return _skip(rule, "sshd -T could not run (sshd not installed, or the audit is not root)")
+    settings = sshd.settings
+    findings = []
+    if settings.get("passwordauthentication") == "yes":
+        findings.append(
+            Finding(
+                "ssh.password-auth",
+                WARNING,
+                "sshd accepts passwords (PasswordAuthentication yes); expected public keys only; "
+                "fix: gpuhost harden (sets PasswordAuthentication no after checking key access)",
+            )
+        )
+    if (
+        settings.get(
+            "kbdinteractiveauthentication", settings.get("challengeresponseauthentication")
+        )
+        == "yes"
+        and settings.get("usepam") == "yes"
+    ):
+        findings.append(
+            Finding(
+                "ssh.keyboard-interactive",
+                WARNING,
+                "sshd accepts keyboard-interactive (PAM password) logins; expected public keys "
+                "only; "
+                "fix: gpuhost harden (KbdInteractiveAuthentication no)",
+            )
+        )
+    if settings.get("permitrootlogin") == "yes":
+        findings.append(
+            Finding(
+                "ssh.root-login",
+                WARNING,
+                "sshd lets root log in with a password (PermitRootLogin yes); expected "
+                "prohibit-password or no; fix: gpuhost harden",
+            )
+        )
+    if settings.get("permitemptypasswords") == "yes":
+        findings.append(
+            Finding(
+                "ssh.empty-passwords",
+                ERROR,
+                "sshd accepts empty passwords (PermitEmptyPasswords yes); expected no; fix: "
+                "gpuhost "
+                "harden",
+            )
+        )
+    return _found(rule, findings)
+
+
+def _matches(found: str | None, expected: str) -> bool:
+    """``found`` equals ``expected`` or extends it ("12.4.1" matches "12.4")."""
+    return found is not None and (found == expected or found.startswith(expected + "."))
+
+
+def check_profile(ctx: AuditContext) -> RuleResult:
+    rule = "profile"
+    if ctx.profile_error:
+        return _found(rule, [Finding("profile.unknown", ERROR, ctx.profile_error)])
+    expected = ctx.expected
+    if expected is None:
+        return _skip(
+            rule, "no profile named (inventory data gpuhost_profile or /etc/gpuhost/profile)"
+        )
+    facts = ctx.facts
+    findings = []
+    marker = facts.profile_marker
+    if marker and ctx.profile_source == "inventory" and marker != expected.name:
+        findings.append(
+            Finding(
+                "profile.marker",
+                WARNING,
+                f"the inventory names profile {expected.name} but the host was provisioned with "
+                f"{marker} (/etc/gpuhost/profile); fix: gpuhost provision with the intended "
+                "profile",
+            )
+        )
+    pinned = f"profile {expected.name} pins"
+    driver = loaded_driver_version(facts) or userspace_driver_version(facts)
+    if expected.driver_version and driver != expected.driver_version:
+        findings.append(
+            Finding(
+                "profile.driver",
+                ERROR,
+                f"driver {driver or 'not installed'} found, {pinned} {expected.driver_version}; "
+                "fix: "
+                "gpuhost upgrade (or gpuhost provision on a fresh host)",
+            )
+        )
+    module = facts.driver.loaded_module
+    if expected.kernel_module and module and module.flavor != expected.kernel_module:
+        findings.append(
+            Finding(
+                "profile.kernel-module",
+                ERROR,
+                f"the {module.flavor} kernel module is loaded, {pinned} the "
+                f"{expected.kernel_module} "
+                "one; fix: gpuhost provision (installs the profile's module flavour) and reboot",
+            )
+        )
+    installed_cuda = [t.version for t in facts.cuda.toolkits if t.version]
+    if facts.cuda.nvcc_version and not installed_cuda:
+        installed_cuda = [facts.cuda.nvcc_version]
+    for version in expected.cuda_versions:
+        if not any(_matches(v, version) for v in installed_cuda):
+            findings.append(
+                Finding(
+                    "profile.cuda",
+                    ERROR,
+                    f"CUDA toolkit {version} is not installed (found: "
+                    f"{', '.join(installed_cuda) or 'none'}), {pinned} it; fix: gpuhost provision",
+                )
+            )
+    default = facts.cuda.default_version
+    if expected.cuda_default and default and not _matches(default, expected.cuda_default):
+        findings.append(
+            Finding(
+                "profile.cuda-default",
+                WARNING,
+                f"/usr/local/cuda points to CUDA {default}, {pinned} {expected.cuda_default} as "
+                "the "
+                "default; fix: gpuhost provision (resets the link)",
+            )
+        )
+    if expected.cudnn and not _matches(facts.cudnn.version, expected.cudnn):
+        findings.append(
+            Finding(
+                "profile.cudnn",
+                ERROR,
+                f"cuDNN {facts.cudnn.version or 'not installed'} found, {pinned} {expected.cudnn}; "
+                "fix: gpuhost provision",
+            )
+        )
+    toolkit = facts.container.toolkit_version
+    if expected.container_toolkit and not _matches(toolkit, expected.container_toolkit):
+        findings.append(
+            Finding(
+                "profile.container-toolkit",
+                ERROR,
+                f"NVIDIA container toolkit {toolkit or 'not installed'} found, {pinned} "
+                f"{expected.container_toolkit}; fix: gpuhost provision",
+            )
+        )
+    return _found(rule, findings)
+
+
+def check_cuda_link(ctx: AuditContext) -> RuleResult:
+    rule = "cuda.default-link"
+    cuda = ctx.facts.cuda
+    if not cuda.toolkits:
+        return _skip(rule, "no CUDA toolkit under /usr/local")
+    paths = {t.path for t in cuda.toolkits}
+    if cuda.default_path is None:
+        return _found(
+            rule,
+            [
+                Finding(
+                    rule,
+                    INFO,
+                    f"CUDA toolkits {', '.join(sorted(paths))} are installed but /usr/local/cuda "
+                    "does not "
+                    "exist; tools that look there find none; fix: gpuhost provision (sets the "
+                    "link)",
+                )
+            ],
+        )
+    if cuda.default_path not in paths:
+        return _found(
+            rule,
+            [
+                Finding(
+                    rule,
+                    WARNING,
+                    f"/usr/local/cuda points to {cuda.default_path}, which is not an installed "
+                    "toolkit "
+                    f"({', '.join(sorted(paths))}); fix: point it at one (gpuhost provision)",
+                )
+            ],
+        )
+    return _ok(rule)
+
+
+def check_container_runtime(ctx: AuditContext) -> RuleResult:
+    rule = "container.nvidia-runtime"
+    container = ctx.facts.container
+    if container.toolkit_version is None:
+        if container.docker_default_runtime == "nvidia":
+            return _found(
+                rule,
+                [
+                    Finding(
+                        rule,
+                        ERROR,
+                        "Docker's default runtime is nvidia but the NVIDIA container toolkit is "
+                        "not "
+                        "installed; every container start fails; fix: install "
+                        "nvidia-container-toolkit "
+                        "or remove default-runtime from /etc/docker/daemon.json",
+                    )
+                ],
+            )
+        return _skip(rule, "NVIDIA container toolkit not installed")
+    findings = []
+    docker = "docker" in container.runtimes or "dockerd" in container.runtimes
+    if docker and not container.docker_nvidia_runtime:
+        findings.append(
+            Finding(
+                rule,
+                WARNING,
+                f"NVIDIA container toolkit {container.toolkit_version} is installed but Docker "
+                "has no nvidia runtime in /etc/docker/daemon.json; expected it configured; "
+                "fix: "
+                "nvidia-ctk runtime configure --runtime=docker && systemctl restart docker",
+            )
+        )
+    if "containerd" in container.runtimes and container.containerd_nvidia_runtime is False:
+        findings.append(
+            Finding(
+                rule,
+                WARNING,
+                f"NVIDIA container toolkit {container.toolkit_version} is installed but "
+                "containerd's "
+                "config has no nvidia runtime; fix: nvidia-ctk runtime configure "
+                "--runtime=containerd",
+            )
+        )
+    return _found(rule, findings)
+
+
+def check_frameworks(ctx: AuditContext) -> RuleResult:
+    rule = "frameworks.probe"
+    frameworks = [f for f in ctx.facts.frameworks if f.found]
+    if not frameworks:
+        return _skip(rule, "no Python interpreter named for frameworks was found on the host")
+    findings = []
+    for fw in frameworks:
+        for what, error in (
+            ("probe", fw.error),
+            ("torch", fw.torch_error),
+            ("TensorFlow", fw.tensorflow_error),
+        ):
+            if error:
+                findings.append(
+                    Finding(
+                        rule,
+                        WARNING,
+                        f"{fw.python}: reading {what} failed ({error}); its CUDA build was not "
+                        "checked; fix: run the interpreter by hand and import it",
+                    )
+                )
+        if fw.torch_cuda_initialized:
+            findings.append(
+                Finding(
+                    rule,
+                    WARNING,
+                    f"{fw.python}: importing torch initialised CUDA (a sitecustomize or plugin "
+                    "does "
+                    "GPU work at import); expected no GPU work during an audit",
+                )
+            )
+    return _found(rule, findings)
+
+
+def check_probe(ctx: AuditContext) -> RuleResult:
+    rule = "host.probe"
+    problems = ctx.facts.problems
+    if not problems:
+        return _ok(rule)
+    return _found(
+        rule,
+        [
+            Finding(
+                "host.probe-incomplete",
+                WARNING,
+                f"parts of the host could not be read: {'; '.join(problems[:5])}"
+                f"{' ...' if len(problems) > 5 else ''}; the rules that need them were skipped",
+            )
+        ],
+    )
+
+
+RuleCheck = Callable[[AuditContext], RuleResult]
+
+RULES: dict[str, RuleCheck] = {
+    "host.probe": check_probe,
+    "driver.state": check_driver_state,
+    "driver.reboot-needed": check_reboot_needed,
+    "driver.packages-mixed": check_packages_mixed,
+    "driver.held": check_driver_held,
+    "kernel.next-boot-module": check_next_boot_kernel,
+    "fabricmanager": check_fabric_manager,
+    "profile": check_profile,
+    "gpu.persistence": check_persistence,
+    "gpu.clocks": check_clocks,
+    "gpu.ecc": check_ecc,
+    "gpu.retired-pages": check_retired_pages,
+    "gpu.remapped-rows": check_remapped_rows,
+    "gpu.pcie-link": check_pcie,
+    "cuda.default-link": check_cuda_link,
+    "container.nvidia-runtime": check_container_runtime,
+    "frameworks.probe": check_frameworks,
+    "ssh": check_sshd,
+}
+
+# Every finding id a rule above can emit (docs/audit-report.md lists them with their meaning).
+RULE_IDS: tuple[str, ...] = (
+    "host.unreachable",
+    "host.probe-failed",
+    "host.probe-incomplete",
+    "gpu.none",
+    "driver.missing",
+    "driver.smi-missing",
+    "driver.not-loaded",
+    "driver.library-mismatch",
+    "driver.nvml-missing",
+    "driver.smi-error",
+    "gpu.no-devices",
+    "gpu.lost",
+    "gpu.missing",
+    "driver.reboot-needed",
+    "driver.packages-mixed",
+    "driver.upgrade-pending",
+    "driver.unheld",
+    "kernel.next-boot-module",
+    "fabricmanager.version",
+    "fabricmanager.inactive",
+    "profile.unknown",
+    "profile.marker",
+    "profile.driver",
+    "profile.kernel-module",
+    "profile.cuda",
+    "profile.cuda-default",
+    "profile.cudnn",
+    "profile.container-toolkit",
+    "gpu.persistence",
+    "gpu.clocks",
+    "gpu.ecc-uncorrectable",
+    "gpu.ecc-correctable",
+    "gpu.ecc-pending",
+    "gpu.retired-pages",
+    "gpu.retired-pages-pending",
+    "gpu.remapped-rows",
+    "gpu.remap-pending",
+    "gpu.remap-failure",
+    "gpu.pcie-width",
+    "gpu.pcie-gen",
+    "cuda.default-link",
+    "container.nvidia-runtime",
+    "frameworks.probe",
+    "ssh.password-auth",
+    "ssh.keyboard-interactive",
+    "ssh.root-login",
+    "ssh.empty-passwords",
+)
+
+
+def run_rules(ctx: AuditContext) -> list[RuleResult]:
+    """Every rule's result for one host, matrix results included, in a stable order."""
+    results = [check(ctx) for check in RULES.values()]
+    return results + list(ctx.matrix_results)

@@ -1,0 +1,192 @@
+"""``gpuhost audit [INVENTORY]``: gather every host's GPU stack in one pass and judge it.
+
+No INVENTORY audits this machine (no SSH). With a pyinfra inventory file, hosts are probed in
+parallel (one SSH command each) and reported as they finish. Exit 0 clean or warnings only,
+1 errors found or a host unreachable, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from gpuhost.audit.fleet import exit_code_for
+from gpuhost.audit.host import (
+    AuditSettings,
+    HostReport,
+    audit_host,
+    failed_host,
+    unreachable_host,
+)
+from gpuhost.audit.report import json_report, junit, prom, table
+from gpuhost.errors import ConfigError, GpuhostError
+
+PYTHONS_KEY = "gpuhost_pythons"
+
+
+def load_settings(profiles_file: str | None) -> AuditSettings:
+    """The matrix and the profiles every host is judged against."""
+    from gpuhost import matrix as matrix_pkg
+
+    matrix = matrix_pkg.load_matrix()
+    load_profiles = getattr(matrix_pkg, "load_profiles", None)
+    if load_profiles is None:
+        if profiles_file:
+            raise ConfigError(
+                f"--profiles {profiles_file}: profiles are not supported by this build"
+            )
+        return AuditSettings(matrix=matrix, profiles={})
+    return AuditSettings(matrix=matrix, profiles=load_profiles(profiles_file))
+
+
+def _write(path: str, text: str, what: str) -> None:
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--{what} {path}: cannot write ({exc.strerror or exc})") from exc
+
+
+def _outputs(
+    reports: list[HostReport],
+    extra: Mapping[str, Any],
+    json_path: str | None,
+    junit_path: str | None,
+    prom_path: str | None,
+) -> dict[str, Any]:
+    report = json_report.build_report(reports, extra)
+    if json_path:
+        _write(json_path, json_report.dumps(report), "json")
+    if junit_path:
+        _write(junit_path, junit.render(reports), "junit")
+    if prom_path:
+        _write(prom_path, prom.render(reports, report["summary"]), "prom")
+    return report
+
+
+def _audit_local(settings: AuditSettings, pythons: tuple[str, ...] | None) -> list[HostReport]:
+    from gpuhost.facts.local import gather_local
+
+    try:
+        facts = gather_local(pythons)
+    except GpuhostError as exc:
+        return [unreachable_host("localhost", str(exc))]
+    return [audit_host("localhost", facts, {}, settings)]
+
+
+def _audit_fleet(
+    inventory: str,
+    limit: str | None,
+    shard: str | None,
+    parallel: int,
+    settings: AuditSettings,
+    pythons: tuple[str, ...] | None,
+    out: IO[str],
+) -> tuple[list[HostReport], dict[str, Any]]:
+    from gpuhost import fleet
+    from gpuhost.facts.gpu_stack import GpuStack
+
+    selection = fleet.select_hosts(inventory, limit=limit, shard=shard)
+    click.echo(table.header_line(), file=out)
+
+    def fact_kwargs(data: Mapping[str, Any]) -> dict[str, Any]:
+        named = data.get(PYTHONS_KEY)
+        return {"pythons": list(pythons) if pythons else named}
+
+    reports = []
+    for result in fleet.gather(selection, GpuStack, fact_kwargs=fact_kwargs, parallel=parallel):
+        if result.ok and result.value is not None:
+            report = audit_host(result.name, result.value, result.data, settings)
+        elif result.reachable:
+            report = failed_host(result.name, result.error or "no result")
+        else:
+            report = unreachable_host(result.name, result.error or "no result")
+        reports.append(report)
+        click.echo(table.host_line(report), file=out)
+    extra = {"inventory": inventory, "limit": limit, "shard": selection.shard_label}
+    return reports, extra
+
+
+@click.command("audit")
+@click.argument("inventory", required=False)
+@click.option(
+    "--limit", metavar="HOSTS", help="Only these hosts or groups (comma separated, globs)."
+)
+@click.option("--json", "json_path", metavar="FILE|-", help="Write the JSON report (schema 1).")
+@click.option(
+    "--junit", "junit_path", metavar="FILE", help="Write JUnit XML (a case per host and rule)."
+)
+@click.option("--prom", "prom_path", metavar="FILE", help="Write a node_exporter textfile.")
+@click.option(
+    "--parallel",
+    type=click.IntRange(1, 10000),
+    default=64,
+    show_default=True,
+    help="Hosts probed at the same time.",
+)
+@click.option("--shard", metavar="K/N", help="Audit only the K-th of N slices of the inventory.")
+@click.option(
+    "--profiles",
+    "profiles_file",
+    metavar="FILE",
+    help="Extra profiles file (YAML) besides gpuhost's own.",
+)
+@click.option(
+    "--python",
+    "pythons",
+    multiple=True,
+    metavar="PATH",
+    help="Interpreter whose torch/TensorFlow to read (repeatable; default: inventory "
+    "data gpuhost_pythons, else python3).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Only the summary line and errors.")
+def command(
+    inventory: str | None,
+    limit: str | None,
+    json_path: str | None,
+    junit_path: str | None,
+    prom_path: str | None,
+    parallel: int,
+    shard: str | None,
+    profiles_file: str | None,
+    pythons: tuple[str, ...],
+    quiet: bool,
+) -> int:
+    """Audit the GPU stack of this machine, or of every host in INVENTORY (a pyinfra inventory)."""
+    if inventory is None and (limit or shard):
+        raise click.UsageError("--limit and --shard need an INVENTORY")
+    settings = load_settings(profiles_file)
+    # With the JSON report on stdout, the readable report goes to stderr.
+    out = sys.stderr if json_path == "-" else sys.stdout
+    if inventory is None:
+        reports = _audit_local(settings, pythons or None)
+        extra: dict[str, Any] = {"inventory": None}
+    else:
+        stream = open("/dev/null", "w") if quiet else out  # noqa: SIM115 - closed below
+        try:
+            reports, extra = _audit_fleet(
+                inventory, limit, shard, parallel, settings, pythons or None, stream
+            )
+        finally:
+            if quiet:
+                stream.close()
+    report = _outputs(reports, extra, json_path, junit_path, prom_path)
+    if not quiet:
+        if inventory is None:
+            click.echo(table.host_block(reports[0]), file=out)
+            click.echo("findings:" if reports[0].findings else "findings: none", file=out)
+        for host in reports:
+            text = table.findings_text(host)
+            if text:
+                if inventory is not None:
+                    click.echo(f"{host.name}:", file=out)
+                click.echo(text, file=out)
+    click.echo(table.fleet_text(report["summary"]), file=out)
+    return exit_code_for(report["summary"])

@@ -1,0 +1,246 @@
+"""Turn the probe's sections into :class:`HostFacts` (pure: text in, typed data out).
+
+Every section is read by its parser (``gpuhost.parsers`` for the tools it covers, this package's
+``probe_parsers`` for the rest). A section that cannot be read never stops the others: its part
+stays empty and ``HostFacts.problems`` names the section and what was wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TypeVar
+
+from gpuhost.errors import ParseError
+from gpuhost.facts import probe_parsers as pp
+from gpuhost.facts.host_facts import (
+    AptPolicy,
+    ContainerFacts,
+    CudaFacts,
+    CudnnFacts,
+    DriverFacts,
+    FabricManagerFacts,
+    FrameworkFacts,
+    HostFacts,
+    PackageFacts,
+    SshdFacts,
+)
+from gpuhost.parsers import container, cuda, driver, frameworks, packages
+from gpuhost.parsers.nvidia_smi import SmiReport, parse_output
+from gpuhost.parsers.packages import Package
+from gpuhost.probe.script import python_section_name
+from gpuhost.probe.sections import ProbeOutput, SectionOutput, split_sections
+
+T = TypeVar("T")
+
+
+class _Reader:
+    """Runs parsers over sections and collects the problems instead of raising."""
+
+    def __init__(self, probe: ProbeOutput) -> None:
+        self.probe = probe
+        self.problems: list[str] = [f"{name}: output cut off" for name in probe.truncated]
+
+    def section(self, name: str) -> SectionOutput | None:
+        return self.probe.get(name)
+
+    def text(self, name: str) -> str:
+        return self.probe.stdout(name)
+
+    def parse(
+        self, name: str, parser: Callable[[str], T], default: T, text: str | None = None
+    ) -> T:
+        try:
+            return parser(self.text(name) if text is None else text)
+        except ParseError as exc:
+            self.problems.append(f"{name}: {exc}")
+            return default
+
+
+def _meta(reader: _Reader) -> tuple[str | None, int | None, int | None]:
+    values = dict(pp.key_values(reader.text("meta")))
+    uid = values.get("uid", "")
+    probe = values.get("probe", "")
+    return (
+        values.get("host") or None,
+        int(probe) if probe.isdigit() else None,
+        int(uid) if uid.isdigit() else None,
+    )
+
+
+def _smi(reader: _Reader) -> tuple[SmiReport, bool, int | None, str]:
+    xml = reader.section("nvidia-smi")
+    if xml is None or xml.missing_tool:
+        return SmiReport(state="absent", source="empty"), False, None, ""
+    stderr = xml.stderr.strip()
+    if xml.timed_out:
+        reader.problems.append("nvidia-smi: timed out (a GPU or the driver hangs)")
+        report = SmiReport(state="unknown-error", source="error", message="nvidia-smi timed out")
+        return report, True, xml.rc, stderr
+    text_section = reader.section("nvidia-smi-text")
+    combined = xml.stdout if xml.stdout.strip() else stderr
+    try:
+        report = parse_output(combined)
+    except ParseError as exc:
+        if text_section is not None and text_section.stdout.strip():
+            report = reader.parse("nvidia-smi-text", parse_output, SmiReport(state="unknown-error"))
+        else:
+            reader.problems.append(f"nvidia-smi: {exc}")
+            report = SmiReport(state="unknown-error", source="error", message=str(exc)[:200])
+    if report.state == "absent" and xml.rc != 0:
+        # nvidia-smi printed nothing and failed: keep what it said on stderr.
+        message = stderr.splitlines()[0][:200] if stderr else f"nvidia-smi exited {xml.rc}"
+        report = SmiReport(state="unknown-error", source="error", message=message)
+    return report, True, xml.rc, stderr
+
+
+def _driver(reader: _Reader) -> DriverFacts:
+    report, installed, rc, stderr = _smi(reader)
+    loaded = reader.parse("proc-driver", driver.parse_proc_version, None)
+    return DriverFacts(
+        smi=report,
+        smi_installed=installed,
+        smi_rc=rc,
+        smi_stderr=stderr[:1000],
+        loaded_module=loaded,
+        modules=pp.parse_proc_modules(reader.text("modules")),
+        pci_gpus=pp.parse_pci(reader.text("pci")),
+    )
+
+
+def _packages(reader: _Reader) -> PackageFacts:
+    dpkg = reader.section("dpkg")
+    rpm = reader.section("rpm")
+    no_packages: list[Package] = []
+    if dpkg is not None and not dpkg.missing_tool:
+        listed = reader.parse("dpkg", packages.parse_dpkg_query, no_packages)
+        installed = [p for p in listed if p.installed]
+        no_holds: set[str] = set()
+        held = sorted(reader.parse("apt-holds", packages.parse_apt_mark_showhold, no_holds))
+        policy = reader.section("apt-policy")
+        known = policy is not None and policy.ok
+        no_policy: list[AptPolicy] = []
+        policies = reader.parse("apt-policy", pp.parse_apt_policy, no_policy) if known else []
+        return PackageFacts("dpkg", installed, held, policies, known)
+    if rpm is not None and not rpm.missing_tool:
+        listed = reader.parse("rpm", packages.parse_rpm_qa, no_packages)
+        rpm_held = pp.parse_versionlock(reader.text("dnf-versionlock"))
+        return PackageFacts("rpm", listed, rpm_held, [], False)
+    return PackageFacts()
+
+
+def _cuda(reader: _Reader) -> CudaFacts:
+    toolkits, default = pp.parse_cuda_dirs(reader.text("cuda"))
+    nvcc_path, nvcc_text = pp.split_nvcc(reader.text("nvcc"))
+    version = reader.parse("nvcc", cuda.parse_nvcc_version, None, text=nvcc_text)
+    return CudaFacts(toolkits, default, nvcc_path, version)
+
+
+def _cudnn(reader: _Reader, installed: PackageFacts) -> CudnnFacts:
+    header, defines, libraries = pp.split_cudnn(reader.text("cudnn"))
+    if header:
+        version = reader.parse("cudnn", cuda.parse_cudnn_header, None, text=defines)
+        if version:
+            return CudnnFacts(version, f"header {header}")
+    library = pp.cudnn_from_library(libraries)
+    if library:
+        return CudnnFacts(library, "library")
+    for package in installed.packages:
+        if package.name.startswith(("libcudnn", "cudnn")) and package.version:
+            return CudnnFacts(package.version, f"package {package.name}")
+    return CudnnFacts()
+
+
+def _container(reader: _Reader) -> ContainerFacts:
+    ctk = reader.section("nvidia-ctk")
+    version = None
+    if ctk is not None and ctk.ok:
+        version = reader.parse("nvidia-ctk", container.parse_nvidia_ctk_version, None)
+    runtimes = pp.parse_container_runtimes(reader.text("container-runtimes"))
+    return ContainerFacts(toolkit_version=version, **runtimes)
+
+
+def framework_from_probe(python: str, section: SectionOutput | None) -> FrameworkFacts:
+    """One ``python.N`` section → FrameworkFacts (torch via parse_torch_probe, TF from the line)."""
+    if section is None:
+        return FrameworkFacts(python=python, found=False, error="section missing from the probe")
+    if section.missing_tool:
+        return FrameworkFacts(python=python, found=False)
+    if section.timed_out:
+        return FrameworkFacts(python=python, error="timed out importing frameworks")
+    lines = [line for line in section.stdout.splitlines() if line.startswith("{")]
+    if section.rc != 0 or not lines:
+        detail = section.stderr.strip().splitlines()[-1:] or [f"exit {section.rc}"]
+        return FrameworkFacts(python=python, error=f"probe failed: {detail[0][:200]}")
+    try:
+        torch = frameworks.parse_torch_probe(lines[-1])
+        data = json.loads(lines[-1])
+    except (ParseError, ValueError) as exc:
+        return FrameworkFacts(python=python, error=f"unreadable probe line: {exc}")
+    tf = data.get("tensorflow") if isinstance(data.get("tensorflow"), dict) else None
+    build = tf.get("build_info") if tf and isinstance(tf.get("build_info"), dict) else {}
+    initialised = data.get("cuda_initialized")
+    return FrameworkFacts(
+        python=str(data.get("python") or python),
+        python_version=data.get("python_version"),
+        torch_version=torch.version if torch else None,
+        torch_cuda=torch.cuda if torch else None,
+        torch_cudnn=torch.cudnn if torch else None,
+        torch_arch_list=list(torch.arch_list) if torch else [],
+        torch_cuda_initialized=initialised if isinstance(initialised, bool) else None,
+        torch_error=torch.error if torch else None,
+        tensorflow_version=str(tf["version"]) if tf and tf.get("version") else None,
+        tensorflow_cuda=build.get("cuda_version"),
+        tensorflow_cudnn=build.get("cudnn_version"),
+        tensorflow_error=data.get("tensorflow_error"),
+    )
+
+
+def build_host_facts(probe: ProbeOutput) -> HostFacts:
+    """All facts from one probe output."""
+    reader = _Reader(probe)
+    hostname, probe_version, uid = _meta(reader)
+    dkms_section = reader.section("dkms")
+    dkms_installed = dkms_section is not None and not dkms_section.missing_tool
+    installed = _packages(reader)
+    services = pp.parse_services(reader.text("services"))
+    fabric = reader.section("fabricmanager")
+    sshd = reader.section("sshd")
+    sshd_settings = pp.parse_sshd_t(reader.text("sshd")) if sshd is not None else {}
+    marker = reader.section("profile-marker")
+    names = [line.strip() for line in reader.text("pythons").splitlines() if line.strip()]
+    return HostFacts(
+        hostname=hostname,
+        probe_version=probe_version,
+        uid=uid,
+        os=pp.parse_os_release(reader.text("os-release")),
+        kernel=pp.parse_kernels(reader.text("uname"), reader.text("kernels")),
+        secure_boot=pp.parse_secure_boot(reader.text("secure-boot")),
+        dkms=reader.parse("dkms", pp.parse_dkms_status, []) if dkms_installed else [],
+        dkms_installed=dkms_installed,
+        driver=_driver(reader),
+        packages=installed,
+        cuda=_cuda(reader),
+        cudnn=_cudnn(reader, installed),
+        container=_container(reader),
+        fabric_manager=FabricManagerFacts(
+            version=pp.parse_fabricmanager_version(reader.text("fabricmanager")),
+            installed=fabric is not None and not fabric.missing_tool,
+            service=services.get("nvidia-fabricmanager"),
+        ),
+        persistenced=services.get("nvidia-persistenced"),
+        frameworks=[
+            framework_from_probe(python, probe.get(python_section_name(i)))
+            for i, python in enumerate(names)
+        ],
+        sshd=SshdFacts(available=bool(sshd_settings), settings=sshd_settings),
+        profile_marker=(marker.stdout.strip() or None)
+        if marker is not None and marker.ok
+        else None,
+        problems=reader.problems,
+    )
+
+
+def host_facts_from_text(text: str) -> HostFacts:
+    """The probe's whole stdout → HostFacts (ParseError only when it is not probe output)."""
+    return build_host_facts(split_sections(text))

@@ -1,0 +1,266 @@
+"""The combined probe: ONE POSIX shell script that reads a host's whole GPU stack.
+
+An audit runs it once per host (one SSH command, no file upload, no remote Python needed except
+for the optional framework section). Every section:
+
+- runs in its own subshell with ``LC_ALL=C``, so a missing tool or a failing command never stops
+  the script; a missing tool exits 127 (the shell's own "command not found" code);
+- is framed by marker lines so :func:`gpuhost.probe.sections.split_sections` can cut the output
+  back into (stdout, stderr, exit code) per section, byte for byte;
+- is bounded: commands that can hang on a broken GPU (nvidia-smi, Python imports) run under
+  ``timeout`` where the host has it.
+
+The script always exits 0; what went wrong is in the sections. ``SECTION_NAMES`` lists what a
+complete output contains (python sections are ``python.0``, ``python.1``, ... in the order the
+interpreters were given).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuhost.errors import ConfigError
+from gpuhost.probe.framework_probe import PYTHON_PROBE
+
+PROBE_VERSION = 1
+MARK = "##GPUHOST##"
+DEFAULT_PYTHONS = ("python3",)
+SMI_TIMEOUT_S = 60
+PYTHON_TIMEOUT_S = 120
+STDERR_LIMIT_BYTES = 4096
+# Package names worth reading (dpkg and rpm): driver, CUDA, cuDNN, NCCL, TensorRT, container
+# toolkit, fabric manager, DCGM, and Debian's own names (libcuda1, firmware-nvidia-gsp, ...).
+PACKAGE_FILTER = "nvidia|cuda|cudnn|nccl|tensorrt|nvinfer|datacenter-gpu-manager|fabricmanager"
+# Installed packages whose apt policy is read: everything built from or around the driver (the
+# audit decides which of them are coupled to the driver version, from data/package_sets.yaml).
+DRIVER_PACKAGE_FILTER = (
+    r"^(nvidia-|libnvidia-|libcuda|cuda-drivers|firmware-nvidia|xserver-xorg-video-nvidia|"
+    r"libnvcuvid|libnvoptix|libegl-nvidia|libgles-nvidia|libglx-nvidia|libgl1-nvidia)"
+)
+_PYTHON_NAME_RE = re.compile(r"^[A-Za-z0-9_./+-]+$")
+
+PRELUDE = f"""\
+LC_ALL=C; LANG=C; export LC_ALL LANG
+PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"; export PATH
+_gh_e=$(mktemp 2>/dev/null) || _gh_e=/dev/null
+_gh_x=$(mktemp 2>/dev/null) || _gh_x=
+_gh_t() {{ if command -v timeout >/dev/null 2>&1; then timeout "$@"; else shift; "$@"; fi; }}
+_gh_need() {{ command -v "$1" >/dev/null 2>&1 || exit 127; }}
+_gh_begin() {{ printf '\\n{MARK} begin %s\\n' "$1"; }}
+_gh_end() {{
+  printf '\\n{MARK} stderr %s\\n' "$1"
+  [ "$_gh_e" = /dev/null ] || {{ head -c {STDERR_LIMIT_BYTES} "$_gh_e"; : >"$_gh_e"; }}
+  printf '\\n{MARK} end %s %s\\n' "$1" "$2"
+}}
+"""
+
+EPILOGUE = """\
+[ "$_gh_e" = /dev/null ] || rm -f "$_gh_e"
+[ -z "$_gh_x" ] || rm -f "$_gh_x"
+exit 0
+"""
+
+
+@dataclass(frozen=True)
+class Section:
+    """One probe section: a name and the shell code whose stdout/stderr/exit code it keeps."""
+
+    name: str
+    code: str
+
+
+def _pci_code() -> str:
+    # One grep over all vendor files instead of one cat per device (hundreds of forks).
+    return (
+        "for f in $(grep -l 0x10de /sys/bus/pci/devices/*/vendor 2>/dev/null); do "
+        'd=${f%/vendor}; echo "${d##*/} $(cat $d/class) $(cat $d/device)"; done'
+    )
+
+
+STATIC_SECTIONS: tuple[Section, ...] = (
+    Section("meta", f'echo "probe={PROBE_VERSION}"; echo "uid=$(id -u)"; echo "host=$(hostname)"'),
+    Section("os-release", "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release"),
+    Section("uname", "uname -r; uname -m"),
+    Section(
+        "kernels",
+        # next-boot kernel: grubby (RHEL family), else the /vmlinuz or /boot/vmlinuz link (Debian),
+        # else the newest /boot/vmlinuz-* (decided by the parser).
+        'command -v grubby >/dev/null 2>&1 && echo "grubby=$(grubby --default-kernel '
+        '2>/dev/null)"; '
+        'for l in /vmlinuz /boot/vmlinuz; do [ -L "$l" ] && echo "link=$(readlink "$l")"; done; '
+        'for f in /boot/vmlinuz-*; do [ -e "$f" ] && echo "boot=${f#/boot/vmlinuz-}"; done; '
+        'for d in /lib/modules/*; do [ -d "$d" ] && echo "modules=${d#/lib/modules/}"; done; true',
+    ),
+    Section(
+        "secure-boot",
+        '[ -d /sys/firmware/efi ] && echo "efi=yes" || echo "efi=no"; '
+        'if command -v mokutil >/dev/null 2>&1; then echo "mokutil=$(mokutil --sb-state 2>&1)"; '
+        "fi; "
+        "f=$(ls /sys/firmware/efi/efivars/SecureBoot-* 2>/dev/null | head -n 1); "
+        '[ -n "$f" ] && echo "efivar=$(od -An -t u1 "$f" 2>/dev/null)"; true',
+    ),
+    Section("dkms", "_gh_need dkms; dkms status"),
+    Section("pci", _pci_code()),
+    Section("modules", "grep -E '^nvidia' /proc/modules; true"),
+    Section("proc-driver", "cat /proc/driver/nvidia/version"),
+    Section(
+        "nvidia-smi",
+        # The XML is also kept in $_gh_x so the next section can tell whether it is complete.
+        f'_gh_need nvidia-smi; if [ -n "$_gh_x" ]; then '
+        f'_gh_t {SMI_TIMEOUT_S} nvidia-smi -q -x >"$_gh_x"; r=$?; cat "$_gh_x"; exit $r; '
+        f"else _gh_t {SMI_TIMEOUT_S} nvidia-smi -q -x; fi",
+    ),
+    Section(
+        # The -q text report, only where the XML is missing or incomplete (and nvidia-smi exists).
+        "nvidia-smi-text",
+        '_gh_need nvidia-smi; [ -n "$_gh_x" ] || exit 0; '
+        "grep -q '</nvidia_smi_log>' \"$_gh_x\" && exit 0; "
+        f"_gh_t {SMI_TIMEOUT_S} nvidia-smi -q",
+    ),
+    Section(
+        "dpkg",
+        "_gh_need dpkg-query; dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' "
+        f"| grep -iE '{PACKAGE_FILTER}'; true",
+    ),
+    Section(
+        "rpm",
+        "_gh_need rpm; rpm -qa --qf '%{NAME}\\t%{VERSION}-%{RELEASE}\\n' "
+        f"| grep -iE '{PACKAGE_FILTER}'; true",
+    ),
+    # The same list as `apt-mark showhold` (dpkg selections set to "hold"), one name a line, but
+    # without apt-mark's 0.5 s of cache loading.
+    Section(
+        "apt-holds",
+        "_gh_need dpkg-query; dpkg-query -W -f='${db:Status-Want} ${Package}\\n' "
+        "| awk '$1 == \"hold\" {print $2}'",
+    ),
+    Section(
+        "dnf-versionlock",
+        "cat /etc/dnf/plugins/versionlock.list /etc/yum/pluginconf.d/versionlock.list "
+        "2>/dev/null; true",
+    ),
+    Section(
+        "apt-policy",
+        "_gh_need apt-cache; _gh_need dpkg-query; "
+        "p=$(dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' 2>/dev/null "
+        f"| awk '$2 ~ /^[hi]i/ {{print $1}}' | grep -E '{DRIVER_PACKAGE_FILTER}'); "
+        '[ -z "$p" ] || apt-cache policy $p',
+    ),
+    Section(
+        "cuda",
+        "for d in /usr/local/cuda-*; do [ -d \"$d\" ] || continue; v=''; "
+        '[ -f "$d/version.json" ] && v=$(awk \'/"cuda" *:/{f=1} f&&/"version"/'
+        '{gsub(/[",]/,"",$3); print $3; exit}\' "$d/version.json"); '
+        '[ -z "$v" ] && [ -f "$d/version.txt" ] && v=$(sed -n \'s/^CUDA Version //p\' '
+        '"$d/version.txt"); echo "toolkit=$d $v"; done; '
+        "[ -e /usr/local/cuda ] || [ -L /usr/local/cuda ] && "
+        'echo "default=$(readlink -f /usr/local/cuda 2>/dev/null)"; true',
+    ),
+    Section(
+        "nvcc",
+        "n=$(command -v nvcc 2>/dev/null || true); "
+        '[ -z "$n" ] && [ -x /usr/local/cuda/bin/nvcc ] && n=/usr/local/cuda/bin/nvcc; '
+        '[ -n "$n" ] || exit 127; echo "path=$n"; "$n" --version',
+    ),
+    Section(
+        "cudnn",
+        "for f in /usr/include/cudnn_version.h /usr/include/*-linux-gnu/cudnn_version*.h "
+        "/usr/local/cuda/include/cudnn_version.h /usr/include/cudnn.h "
+        "/usr/local/cuda/include/cudnn.h; "
+        'do [ -f "$f" ] || continue; echo "header=$f"; '
+        "grep -E '^#define CUDNN_(MAJOR|MINOR|PATCHLEVEL)' \"$f\"; done; "
+        "for f in /usr/lib/*-linux-gnu/libcudnn.so.* /usr/lib64/libcudnn.so.* "
+        '/usr/local/cuda/lib64/libcudnn.so.*; do [ -e "$f" ] && echo "library=$f"; done; true',
+    ),
+    Section("nvidia-ctk", "_gh_need nvidia-ctk; nvidia-ctk --version"),
+    Section(
+        "container-runtimes",
+        'for b in docker dockerd containerd podman; do command -v "$b" >/dev/null 2>&1 '
+        '&& echo "binary=$b"; done; '
+        '[ -f /etc/docker/daemon.json ] && { echo "docker-daemon-json=present"; '
+        'head -c 65536 /etc/docker/daemon.json; echo; echo "docker-daemon-json=end"; }; '
+        "for f in /etc/containerd/config.toml /etc/containerd/conf.d/*.toml; do "
+        '[ -f "$f" ] || continue; echo "containerd-config=$f"; '
+        'grep -cE \'nvidia-container-runtime|BinaryName *= *"[^"]*nvidia\' "$f"; done; true',
+    ),
+    Section(
+        "fabricmanager",
+        "_gh_need nv-fabricmanager; nv-fabricmanager --version",
+    ),
+    Section(
+        "services",
+        "_gh_need systemctl; "
+        "for u in nvidia-persistenced nvidia-fabricmanager docker containerd; do "
+        'echo "$u $(systemctl is-active $u.service 2>/dev/null) '
+        '$(systemctl is-enabled $u.service 2>/dev/null)"; done',
+    ),
+    Section(
+        "sshd",
+        "command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || exit 127; "
+        "$(command -v sshd || echo /usr/sbin/sshd) -T 2>&1 | grep -iE "
+        "'^(passwordauthentication|kbdinteractiveauthentication|challengeresponseauthentication"
+        "|permitrootlogin|pubkeyauthentication|permitemptypasswords|ciphers|port|usepam) '",
+    ),
+    Section(
+        "profile-marker",
+        "[ -f /etc/gpuhost/profile ] || exit 1; head -c 4096 /etc/gpuhost/profile",
+    ),
+)
+
+SECTION_NAMES: tuple[str, ...] = tuple(section.name for section in STATIC_SECTIONS)
+
+
+def python_section_name(index: int) -> str:
+    return f"python.{index}"
+
+
+def check_pythons(pythons: Sequence[str] | None) -> tuple[str, ...]:
+    """Validate the interpreter names from inventory data (``gpuhost_pythons``)."""
+    if pythons is None:
+        return DEFAULT_PYTHONS
+    if isinstance(pythons, str) or not all(isinstance(p, str) for p in pythons):
+        raise ConfigError(
+            f"gpuhost_pythons: expected a list of interpreter paths, found {pythons!r}"
+        )
+    for python in pythons:
+        if not _PYTHON_NAME_RE.match(python):
+            raise ConfigError(
+                f"gpuhost_pythons: {python!r} is not a plain interpreter path "
+                "(letters, digits and ./_+- only)"
+            )
+    return tuple(pythons)
+
+
+def _python_section(index: int, python: str) -> Section:
+    quoted = shlex.quote(python)
+    code = (
+        f"_gh_need {quoted}; "
+        f"CUDA_VISIBLE_DEVICES= PYTORCH_NVML_BASED_CUDA_CHECK=1 TF_CPP_MIN_LOG_LEVEL=3 "
+        f"_gh_t {PYTHON_TIMEOUT_S} {quoted} -c {shlex.quote(PYTHON_PROBE.strip())}"
+    )
+    return Section(python_section_name(index), code)
+
+
+def sections_for(pythons: Sequence[str] | None = None) -> tuple[Section, ...]:
+    """Every section the probe runs for these interpreters (default: ``python3``).
+
+    The ``pythons`` section lists the interpreters, one a line, so the output explains itself.
+    """
+    checked = check_pythons(pythons)
+    listing = Section("pythons", "; ".join(f"echo {shlex.quote(p)}" for p in checked) or "true")
+    return (
+        STATIC_SECTIONS + (listing,) + tuple(_python_section(i, p) for i, p in enumerate(checked))
+    )
+
+
+def _wrap(section: Section) -> str:
+    return f'_gh_begin {section.name}\n( {section.code}\n) 2>"$_gh_e"\n_gh_end {section.name} $?\n'
+
+
+def build_probe(pythons: Sequence[str] | None = None) -> str:
+    """The whole probe script (POSIX sh) for these Python interpreters."""
+    body = "".join(_wrap(section) for section in sections_for(pythons))
+    return PRELUDE + body + EPILOGUE

@@ -1,0 +1,69 @@
+"""``gpuhost audit`` with no inventory audits this machine (no GPU, no nvidia-smi here): the
+report says so, exit code 0 (a warning), in every output format."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from gpuhost.cli import main
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("nvidia-smi") is not None,
+    reason="this machine has nvidia-smi; these tests describe a machine without an NVIDIA stack",
+)
+
+
+def test_local_audit_says_there_is_no_gpu_and_exits_0(capsys):
+    assert main(["audit", "--python", "/no/such/python"]) == 0
+    out = capsys.readouterr().out
+    assert "gpuhost audit: localhost" in out
+    assert "gpu.none" in out
+    assert "no NVIDIA GPU found" in out
+    assert "verdict: warning" in out
+    assert "Traceback" not in out
+
+
+def test_local_audit_json_on_stdout_is_schema_1(capsys):
+    assert main(["audit", "--python", "/no/such/python", "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)  # stdout holds only the JSON; the table went to stderr
+    assert list(report) == ["schema", "hosts", "summary"]
+    assert report["schema"] == 1
+    (host,) = report["hosts"]
+    assert list(host) == ["name", "reachable", "facts", "findings", "verdict"]
+    assert host["reachable"] is True
+    assert host["verdict"] == "warning"
+    assert [f["rule"] for f in host["findings"]] == ["gpu.none"]
+    assert all(list(f) == ["rule", "severity", "message"] for f in host["findings"])
+    assert host["facts"]["driver"]["smi"]["state"] == "absent"
+    assert report["summary"]["verdict"] == "warning"
+    assert "verdict: warning" in captured.err
+
+
+def test_local_audit_junit_and_prom_files(tmp_path):
+    junit, prom = tmp_path / "audit.xml", tmp_path / "audit.prom"
+    assert main(["audit", "-q", "--python", "/no/such/python", "--junit", str(junit),
+                 "--prom", str(prom)]) == 0
+    root = ET.parse(junit).getroot()
+    cases = root.findall(".//testcase")
+    assert {c.get("name") for c in cases} >= {"gpu.none", "driver.reboot-needed", "ssh"}
+    assert root.get("failures") == "0"
+    skipped = [c for c in cases if c.find("skipped") is not None]
+    assert skipped and all(s.find("skipped").get("message") for s in skipped)
+    text = prom.read_text()
+    assert 'gpuhost_audit_finding{host="localhost",rule="gpu.none",severity="warning"} 1' in text
+
+
+def test_unwritable_output_is_a_usage_error(capsys):
+    assert main(["audit", "-q", "--json", "/nonexistent/dir/report.json"]) == 2
+    err = capsys.readouterr().err
+    assert "--json /nonexistent/dir/report.json: cannot write" in err
+    assert "Traceback" not in err
+
+
+def test_limit_without_inventory_is_a_usage_error(capsys):
+    assert main(["audit", "--limit", "h1"]) == 2
