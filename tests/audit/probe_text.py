@@ -70,5 +70,5 @@ def shared_fixture(relative: str) -> str:
 
     path = SHARED_FIXTURES / relative
     if not path.is_file():
-        pytest.skip(f"shared fixtures not available here ({path} missing; they sit beside the repo)")
+        pytest.skip(f"shared fixtures not available ({path} missing; they sit beside the repo)")
     return path.read_text(encoding="utf-8")

@@ -131,7 +131,7 @@ def test_framework_probe_reads_torch_without_initialising_cuda():
     try:
         import torch  # noqa: F401
     except ImportError:
-        pytest.skip("torch is not installed in this interpreter (scripts/test installs a CPU build)")
+        pytest.skip("torch is not installed here (scripts/test installs a CPU build of it)")
     out = _run_with_stubs(Path("/nonexistent"), pythons=[sys.executable])
     line = split_sections(out).stdout("python.0").strip().splitlines()[-1]
     data = json.loads(line)
