@@ -1,0 +1,109 @@
+"""What the checks share: facts read once per host, and the two ways a check gives up.
+
+``need_spec`` and ``need_gpus`` fail the calling check with the host's real state (no profile,
+nvidia-smi missing, driver not loaded, no GPU): these are findings about the host, never errors
+of the suite and never skips.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+from gpuhost.checks_support import expected as expected_mod
+from gpuhost.checks_support import gpu as gpu_mod
+from gpuhost.checks_support import packages as packages_mod
+from gpuhost.checks_support.expected import Expected
+from gpuhost.deploys.spec import PackagePlan, StackSpec
+from gpuhost.errors import ParseError
+from gpuhost.parsers import (
+    parse_apt_mark_showhold,
+    parse_dpkg_query,
+    parse_output,
+    parse_proc_version,
+)
+from gpuhost.parsers.driver import KernelModule
+from gpuhost.parsers.nvidia_smi import SmiReport
+from gpuhost.parsers.packages import Package
+
+
+class HostFacts:
+    """Command outputs of one host, each read at most once per run (checks never change it)."""
+
+    def __init__(self, host: Any, name: str) -> None:
+        self.host = host
+        self.name = name
+
+    def run(self, command: str) -> str:
+        """stdout of ``command`` (checks decide what a non-zero exit means)."""
+        return str(self.host.run(command).stdout)
+
+    def has(self, command: str) -> bool:
+        return bool(self.host.exists(command))
+
+    @functools.cached_property
+    def smi_output(self) -> str:
+        return self.run(gpu_mod.SMI_COMMAND)
+
+    @functools.cached_property
+    def smi(self) -> SmiReport | None:
+        if self.smi_output.strip() == gpu_mod.NOT_FOUND:
+            return None
+        try:
+            return parse_output(self.smi_output)
+        except ParseError:
+            return None
+
+    @functools.cached_property
+    def module(self) -> KernelModule | None:
+        try:
+            return parse_proc_version(self.run(gpu_mod.MODULE_COMMAND))
+        except ParseError:
+            return None
+
+    @functools.cached_property
+    def gpu_problem(self) -> str | None:
+        return gpu_mod.unavailable_reason(self.smi_output, self.smi, self.module)
+
+    @functools.cached_property
+    def os_release(self) -> str:
+        return self.run(expected_mod.OS_RELEASE_COMMAND)
+
+    @functools.cached_property
+    def marker(self) -> expected_mod.Marker:
+        return expected_mod.parse_marker(self.run(expected_mod.MARKER_COMMAND))
+
+    @functools.cached_property
+    def holds(self) -> set[str]:
+        return parse_apt_mark_showhold(self.run(packages_mod.HOLDS_COMMAND + " 2>/dev/null"))
+
+    def packages(self, names: list[str]) -> list[Package]:
+        if not names:
+            return []
+        return parse_dpkg_query(self.run(packages_mod.dpkg_command(names)))
+
+
+def need_spec(expected: Expected) -> tuple[StackSpec, PackagePlan]:
+    """The host's resolved profile, or FAIL the check saying why there is none."""
+    __tracebackhide__ = True
+    if expected.spec is None or expected.plan is None:
+        pytest.fail(expected.problem or f"{expected.host}: no expected state", pytrace=False)
+    return expected.spec, expected.plan
+
+
+def need_gpus(facts: HostFacts) -> SmiReport:
+    """nvidia-smi's report with at least one GPU, or FAIL the check with the host's state."""
+    __tracebackhide__ = True
+    if facts.gpu_problem is not None or facts.smi is None:
+        pytest.fail(f"{facts.name}: {facts.gpu_problem}", pytrace=False)
+    return facts.smi
+
+
+def fail_with(problems: list[str], what: str, raw: str = "") -> None:
+    """FAIL listing every problem (and a tail of the raw output when given)."""
+    __tracebackhide__ = True
+    if problems:
+        tail = f"\n--- raw output (tail) ---\n{raw.strip()[-1500:]}" if raw.strip() else ""
+        pytest.fail(f"{what}:\n  " + "\n  ".join(problems) + tail, pytrace=False)

@@ -1,0 +1,170 @@
+"""gpuhost validation checks (pytest-testinfra): host selection, tiers, shared fixtures.
+
+Hosts: ``--inventory FILE`` (a pyinfra inventory; ``--limit`` names hosts or groups) becomes
+testinfra's ``--hosts`` plus an ssh_config built from the inventory's connection data;
+``--inventory @local`` or nothing checks this machine. Plain ``--hosts``/``--ssh-config`` work as
+in testinfra (then each host's profile comes from its /etc/gpuhost/profile marker).
+
+Tiers (markers): ``static`` (the default for a check without a tier marker), ``functional``,
+``stress``. ``--tier static`` runs static checks, ``--tier functional`` (default) static and
+functional, ``--tier stress`` all three.
+
+Fixtures for every check module (test_ssh.py included): ``host`` (testinfra host, reachability
+checked once), ``facts`` (checklib.HostFacts), ``inventory_data`` (the host's inventory data, {}
+without an inventory), ``expected`` (gpuhost.checks_support.expected.Expected), ``profile``
+(the profile name or None).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from checklib import HostFacts
+
+from gpuhost.checks_support import expected as expected_mod
+from gpuhost.checks_support.inventory import CheckHost, load_hosts, ssh_config
+from gpuhost.errors import GpuhostError
+
+TIERS = ("static", "functional", "stress")
+HOSTS_KEY = pytest.StashKey[dict[str, CheckHost]]()
+TMP_KEY = pytest.StashKey[str]()
+_facts: dict[str, HostFacts] = {}
+_expected: dict[str, expected_mod.Expected] = {}
+_unreachable: dict[str, str] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpuhost", "gpuhost checks")
+    group.addoption(
+        "--inventory",
+        default=None,
+        help="pyinfra inventory file, or @local for this machine (default)",
+    )
+    group.addoption(
+        "--limit", default=None, help="comma-separated host names, globs or groups of the inventory"
+    )
+    group.addoption(
+        "--tier",
+        default="functional",
+        choices=TIERS,
+        help="static | functional (static+functional, default) | stress (all)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for tier, text in (
+        ("static", "seconds: versions, holds, GPU health read from the host"),
+        ("functional", "about a minute: the GPU smoke test, container smoke run"),
+        ("stress", "opt-in, minutes: matmul burn, DCGM diag, nvbandwidth"),
+    ):
+        config.addinivalue_line("markers", f"{tier}: {text}")
+    if not hasattr(config.option, "hosts"):  # testinfra's plugin not loaded (e.g. --help)
+        return
+    if config.option.hosts and config.getoption("inventory"):
+        raise pytest.UsageError("give either --inventory or --hosts, not both")
+    if config.option.hosts:
+        return
+    try:
+        hosts = load_hosts(config.getoption("inventory"), config.getoption("limit"))
+    except GpuhostError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[HOSTS_KEY] = {h.test_id: h for h in hosts}
+    config.option.hosts = ",".join(h.spec for h in hosts)
+    if any(h.spec.startswith("ssh://") for h in hosts) and not config.option.ssh_config:
+        tmp = tempfile.mkdtemp(prefix="gpuhost-check-")
+        config.stash[TMP_KEY] = tmp
+        path = Path(tmp, "ssh_config")
+        path.write_text(ssh_config(hosts, tmp))
+        config.option.ssh_config = str(path)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    tmp = config.stash.get(TMP_KEY, None)
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _tier(item: pytest.Item) -> str:
+    for tier in reversed(TIERS):
+        if item.get_closest_marker(tier):
+            return tier
+    item.add_marker("static")
+    return "static"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    limit = TIERS.index(config.getoption("tier") or "functional")
+    keep, drop = [], []
+    for item in items:
+        (keep if TIERS.index(_tier(item)) <= limit else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def _host_id(testinfra_host: Any) -> str:
+    return str(testinfra_host.backend.get_pytest_id())
+
+
+@pytest.fixture(scope="module")
+def host(_testinfra_host: Any) -> Any:
+    """The testinfra host; a host that does not answer fails its checks at once."""
+    key = _host_id(_testinfra_host)
+    if key not in _unreachable:
+        try:
+            _testinfra_host.run("true")
+            _unreachable[key] = ""
+        except RuntimeError as exc:  # ssh exit 255: no connection
+            result = exc.args[0] if exc.args else exc
+            detail = str(getattr(result, "stderr", "") or result).strip()
+            _unreachable[key] = detail or "ssh exited 255"
+    if _unreachable[key]:
+        pytest.fail(f"{key}: host unreachable: {_unreachable[key]}", pytrace=False)
+    return _testinfra_host
+
+
+@pytest.fixture(scope="module")
+def inventory_data(request: pytest.FixtureRequest, host: Any) -> dict[str, Any]:
+    hosts = request.config.stash.get(HOSTS_KEY, {})
+    entry = hosts.get(_host_id(host))
+    return dict(entry.data) if entry else {}
+
+
+@pytest.fixture(scope="module")
+def facts(host: Any) -> HostFacts:
+    key = _host_id(host)
+    if key not in _facts:
+        _facts[key] = HostFacts(host, key)
+    return _facts[key]
+
+
+@pytest.fixture(scope="module")
+def expected(facts: HostFacts, inventory_data: dict[str, Any]) -> expected_mod.Expected:
+    if facts.name not in _expected:
+        _expected[facts.name] = expected_mod.resolve(
+            facts.name,
+            inventory_data,
+            facts.marker,
+            expected_mod.os_key(facts.os_release),
+        )
+    return _expected[facts.name]
+
+
+@pytest.fixture(scope="module")
+def profile(expected: expected_mod.Expected) -> str | None:
+    return expected.profile
+
+
+@pytest.fixture(autouse=True)
+def _name_host_in_report(request: pytest.FixtureRequest) -> Iterator[None]:
+    """JUnit: each test case carries a ``host`` property besides the id in its name."""
+    callspec = getattr(request.node, "callspec", None)
+    param = callspec.params.get("_testinfra_host") if callspec else None
+    if param is not None:
+        request.node.user_properties.append(("host", _host_id(param)))
+    yield

@@ -1,0 +1,119 @@
+"""GPU health from nvidia-smi and the kernel log: persistence, clocks, ECC, retired pages,
+remapped rows, Xid errors, PCIe link. Without a working nvidia-smi each check FAILs with the
+host's state (not installed, driver not loaded, no GPU)."""
+
+from __future__ import annotations
+
+import pytest
+from checklib import HostFacts, fail_with, need_gpus, need_spec
+
+from gpuhost.checks_support import gpu, xid
+from gpuhost.checks_support.expected import Expected
+from gpuhost.operations.clocks import UNIT_NAME as CLOCKS_UNIT
+
+
+def test_persistence_mode_on(facts: HostFacts, expected: Expected) -> None:
+    """Persistence mode is on for every GPU (when the profile asks for it)."""
+    spec, _plan = need_spec(expected)
+    if not spec.persistence:
+        pytest.skip(f"profile {spec.profile} leaves persistence mode off (persistence: false)")
+    report = need_gpus(facts)
+    fail_with(
+        gpu.persistence_problems(report),
+        f"{facts.name}: persistence mode off (fix: systemctl enable --now nvidia-persistenced)",
+    )
+
+
+def test_persistence_daemon_running(host, facts: HostFacts, expected: Expected) -> None:
+    """nvidia-persistenced is enabled and running (keeps persistence across reboots)."""
+    spec, _plan = need_spec(expected)
+    if not spec.persistence:
+        pytest.skip(f"profile {spec.profile} leaves persistence mode off (persistence: false)")
+    service = host.service("nvidia-persistenced")
+    problems = []
+    if not service.is_running:
+        problems.append(
+            "nvidia-persistenced is not running (see: systemctl status nvidia-persistenced)"
+        )
+    if not service.is_enabled:
+        problems.append("nvidia-persistenced is not enabled at boot")
+    fail_with(problems, f"{facts.name}: persistence daemon")
+
+
+def test_clocks_as_profile(host, facts: HostFacts, expected: Expected) -> None:
+    """Clocks as the profile says: application clocks read back; the clocks service (which also
+    sets locked clocks, not readable back) ran successfully."""
+    spec, _plan = need_spec(expected)
+    if spec.clocks_mode == "off":
+        pytest.skip(
+            f"profile {spec.profile} leaves clocks at the driver's defaults (clocks.policy: none)"
+        )
+    report = need_gpus(facts)
+    problems = gpu.clock_problems(report, spec)
+    service = host.service(CLOCKS_UNIT)
+    if not service.is_enabled:
+        problems.append(f"{CLOCKS_UNIT} is not enabled: clocks are lost at the next boot")
+    if not service.is_running:  # a oneshot with RemainAfterExit: active once it succeeded
+        problems.append(
+            f"{CLOCKS_UNIT} has not run successfully since boot "
+            f"(see: systemctl status {CLOCKS_UNIT})"
+        )
+    fail_with(problems, f"{facts.name}: clocks (mode {spec.clocks_mode})")
+
+
+def test_no_uncorrectable_ecc_errors(facts: HostFacts) -> None:
+    """No GPU counts uncorrectable ECC errors since the driver loaded."""
+    report = need_gpus(facts)
+    fail_with(
+        gpu.ecc_problems(report),
+        f"{facts.name}: uncorrectable ECC errors "
+        "(drain the host; reset the GPU; replace it if they come back)",
+    )
+
+
+def test_no_pending_retired_pages(facts: HostFacts) -> None:
+    """No GPU has page retirement pending (pre-Ampere GPUs)."""
+    report = need_gpus(facts)
+    fail_with(gpu.retired_page_problems(report), f"{facts.name}: retired pages pending")
+
+
+def test_no_remapped_row_failures(facts: HostFacts) -> None:
+    """No GPU has a row-remapping failure or remapped rows waiting for a reset (Ampere+)."""
+    report = need_gpus(facts)
+    fail_with(gpu.remapped_row_problems(report), f"{facts.name}: row remapping")
+
+
+def test_no_troubling_xid_since_boot(facts: HostFacts) -> None:
+    """The kernel log since boot has no Xid error that means trouble (codes and their source:
+    src/gpuhost/checks_support/xid_codes.yaml). Also fails when the log cannot be read, and when
+    no NVIDIA driver is loaded (then the log cannot show GPU faults)."""
+    raw = facts.run(xid.KERNEL_LOG_COMMAND)
+    log = xid.parse_kernel_log(raw)
+    if log.error:
+        pytest.fail(f"{facts.name}: cannot read the kernel log: {log.error}", pytrace=False)
+    table = xid.load_xid_table()
+    bad = xid.troubling(xid.xid_events(log.nvrm_lines), table)
+    if bad:
+        pytest.fail(
+            f"{facts.name}: Xid errors in the kernel log ({log.source}) since boot: "
+            f"{xid.describe(bad, table)}. Drain the host and follow the Xid catalog "
+            f"({table.sources.get('catalog')})",
+            pytrace=False,
+        )
+    if facts.module is None:
+        pytest.fail(
+            f"{facts.name}: no Xid in the kernel log ({log.source}), but the NVIDIA driver is not "
+            "loaded, so the log cannot show GPU faults",
+            pytrace=False,
+        )
+
+
+def test_pcie_link_at_max(facts: HostFacts) -> None:
+    """Every GPU's PCIe link runs at its max width, and at its max generation when busy."""
+    report = need_gpus(facts)
+    pstates = gpu.parse_pstates(facts.run(gpu.PSTATE_COMMAND))
+    fail_with(
+        gpu.pcie_problems(report, pstates),
+        f"{facts.name}: PCIe link below the GPU's max "
+        "(reseat the GPU or riser; check the slot and BIOS link settings)",
+    )

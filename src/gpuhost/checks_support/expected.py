@@ -1,0 +1,121 @@
+"""What a host must have: its profile (inventory data or the provision marker) resolved with the
+same code the deploys use (``gpuhost.deploys.guards`` and ``spec.package_plan``), so checks and
+deploys cannot disagree."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuhost.deploys.guards import PROFILE_KEY, check_profile, load_profile_table
+from gpuhost.deploys.spec import PackagePlan, StackSpec, package_plan
+from gpuhost.errors import GpuhostError
+from gpuhost.operations.marker import MARKER_PATH
+
+# Marker read without failing when it is absent: empty output means "no marker".
+MARKER_COMMAND = f"cat {MARKER_PATH} 2>/dev/null || true"
+OS_RELEASE_COMMAND = (
+    "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>/dev/null || true"
+)
+
+
+@dataclass(frozen=True)
+class Marker:
+    """``/etc/gpuhost/profile`` as read: ``profile`` None with ``problem`` when unreadable."""
+
+    present: bool
+    profile: str | None = None
+    content: dict[str, Any] = field(default_factory=dict)
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The host's expected state, or why there is none (``problem``).
+
+    ``origin`` says where the profile name came from; ``data`` is the host's inventory data.
+    """
+
+    host: str
+    profile: str | None
+    origin: str
+    spec: StackSpec | None = None
+    plan: PackagePlan | None = None
+    os_key: str | None = None
+    marker: Marker = field(default_factory=lambda: Marker(False))
+    data: dict[str, Any] = field(default_factory=dict)
+    problem: str | None = None
+
+
+def parse_marker(text: str) -> Marker:
+    if not text.strip():
+        return Marker(False)
+    try:
+        content = json.loads(text)
+    except ValueError as exc:
+        return Marker(True, problem=f"{MARKER_PATH} is not JSON ({exc})")
+    if not isinstance(content, dict) or not isinstance(content.get("profile"), str):
+        return Marker(True, problem=f"{MARKER_PATH} has no 'profile' name")
+    return Marker(True, content["profile"], content)
+
+
+def os_key(os_release: str) -> str | None:
+    """``/etc/os-release`` → ``debian-12`` / ``ubuntu-22.04`` (the deploys' OS keys)."""
+    values: dict[str, str] = {}
+    for line in os_release.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip().strip("\"'")
+    ident = values.get("ID", "").lower()
+    if not ident:
+        return None
+    version = values.get("VERSION_ID", "")
+    return f"{ident}-{version}" if version else ident
+
+
+def resolve(host: str, data: dict[str, Any], marker: Marker, os_id: str | None) -> Expected:
+    """The profile from inventory data ``gpuhost_profile``, else from the marker; resolved to
+    versions and package names. Never raises for a host's problem: ``problem`` explains."""
+    from_data = data.get(PROFILE_KEY)
+    if from_data:
+        name, origin = str(from_data), f"inventory data {PROFILE_KEY}"
+    elif marker.profile:
+        name, origin = marker.profile, f"the provision marker {MARKER_PATH}"
+    else:
+        why = marker.problem or f"{MARKER_PATH} does not exist"
+        return Expected(
+            host,
+            None,
+            "none",
+            os_key=os_id,
+            marker=marker,
+            data=data,
+            problem=(
+                f"no profile for {host}: inventory data {PROFILE_KEY} is not set and {why}; "
+                "set gpuhost_profile or provision the host (gpuhost provision)"
+            ),
+        )
+    try:
+        profiles = load_profile_table(data.get("gpuhost_profiles_file"))
+        spec = check_profile(host, {**data, PROFILE_KEY: name}, profiles)
+    except GpuhostError as exc:
+        return Expected(
+            host,
+            name,
+            origin,
+            os_key=os_id,
+            marker=marker,
+            data=data,
+            problem=f"profile {name!r} (from {origin}): {exc}",
+        )
+    plan = None
+    problem = None
+    if os_id is None:
+        problem = f"{host}: cannot tell the OS (/etc/os-release unreadable)"
+    else:
+        try:
+            plan = package_plan(spec, os_id)
+        except GpuhostError as exc:
+            problem = f"profile {name!r} on {os_id}: {exc}"
+    return Expected(host, name, origin, spec, plan, os_id, marker, data, problem)

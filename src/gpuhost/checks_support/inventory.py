@@ -1,0 +1,94 @@
+"""pyinfra inventory → the hosts testinfra checks, with their inventory data.
+
+SSH hosts become ``ssh://NAME`` with an ssh_config (written by the caller) that carries the
+inventory's connection data; ``@local`` (or no inventory) is this machine, ``local://``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuhost.errors import ConfigError
+
+LOCAL = "@local"
+SSH_KEYS = {
+    "ssh_hostname": "HostName",
+    "ssh_port": "Port",
+    "ssh_user": "User",
+    "ssh_key": "IdentityFile",
+    "ssh_known_hosts_file": "UserKnownHostsFile",
+    "ssh_strict_host_key_checking": "StrictHostKeyChecking",
+    "ssh_connect_timeout": "ConnectTimeout",
+}
+UNSUPPORTED_KEYS = ("ssh_password", "ssh_key_password", "ssh_paramiko_connect_kwargs")
+
+
+@dataclass(frozen=True)
+class CheckHost:
+    name: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def spec(self) -> str:
+        """The testinfra host spec."""
+        return "local://" if self.name == LOCAL else f"ssh://{self.name}"
+
+    @property
+    def test_id(self) -> str:
+        """What testinfra puts in test ids for this host (``local`` or ``ssh://NAME``)."""
+        return "local" if self.name == LOCAL else f"ssh://{self.name}"
+
+
+def load_hosts(inventory: str | None, limit: str | None = None) -> list[CheckHost]:
+    """The hosts of a pyinfra inventory file (``--limit`` applied), or this machine for None or
+    ``@local``. ConfigError for a bad inventory, an unknown --limit name or an unsupported host."""
+    if inventory is None or inventory == LOCAL:
+        if limit:
+            raise ConfigError(f"--limit {limit!r}: needs an inventory file (checking this machine)")
+        return [CheckHost(LOCAL)]
+    from gpuhost.fleet import select_hosts
+
+    selection = select_hosts(inventory, limit=limit)
+    hosts = []
+    for name in selection.names:
+        host = selection.inventory.get_host(name)
+        data = dict(host.data.dict()) if hasattr(host.data, "dict") else {}
+        if name.startswith("@") and name != LOCAL:
+            raise ConfigError(
+                f"{inventory}: host {name}: connector not supported by gpuhost check "
+                "(use SSH hosts or @local)"
+            )
+        for key in UNSUPPORTED_KEYS:
+            if data.get(key):
+                raise ConfigError(
+                    f"{inventory}: host {name}: {key} is not supported by gpuhost check; "
+                    "use key-based SSH (ssh_key or an ssh agent)"
+                )
+        hosts.append(CheckHost(name, data))
+    if not hosts:
+        raise ConfigError(f"{inventory}: --limit {limit!r} selects no host")
+    return hosts
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def ssh_config(hosts: list[CheckHost], control_dir: str) -> str:
+    """An ssh_config with one ``Host`` block per SSH host (connection multiplexed)."""
+    lines = ["# written by gpuhost check from the inventory; removed after the run", ""]
+    for host in hosts:
+        if host.name == LOCAL:
+            continue
+        lines.append(f"Host {host.name}")
+        for key, option in SSH_KEYS.items():
+            value = host.data.get(key)
+            if value is not None and value != "":
+                lines.append(f"    {option} {_value(value)}")
+        if host.data.get("ssh_key"):
+            lines.append("    IdentitiesOnly yes")
+        lines += ["    BatchMode yes", f"    ControlPath {control_dir}/%C", ""]
+    return "\n".join(lines)
