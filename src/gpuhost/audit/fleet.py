@@ -120,9 +120,10 @@ def group_stacks(hosts: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def outliers(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Hosts outside the largest stack group, with how their stack differs from it."""
-    if len(groups) < 2:
-        return []
+    """Hosts outside the majority stack group, with how their stack differs from it (none when
+    no group is larger than every other)."""
+    if len(groups) < 2 or groups[0]["count"] == groups[1]["count"]:
+        return []  # one stack, or no single majority stack to compare with
     majority = groups[0]["stack"]
     found = []
     for group in groups[1:]:

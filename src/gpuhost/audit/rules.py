@@ -398,10 +398,9 @@ def check_fabric_manager(ctx: AuditContext) -> RuleResult:
 def _origin_label(origin: str | None) -> str:
     if not origin:
         return "a configured repository"
-    url = origin.split()[0]
-    if NVIDIA_REPO_HINT in url:
-        return f"the NVIDIA CUDA repository ({url})"
-    return url
+    if NVIDIA_REPO_HINT in origin:
+        return f"the NVIDIA CUDA repository ({origin})"
+    return origin
 
 
 def check_driver_held(ctx: AuditContext) -> RuleResult:

@@ -89,6 +89,7 @@ def _audit_fleet(
     settings: AuditSettings,
     pythons: tuple[str, ...] | None,
     out: IO[str],
+    connect_timeout: int = 10,
 ) -> tuple[list[HostReport], dict[str, Any]]:
     from gpuhost import fleet
     from gpuhost.facts.gpu_stack import GpuStack
@@ -101,7 +102,13 @@ def _audit_fleet(
         return {"pythons": list(pythons) if pythons else named}
 
     reports = []
-    for result in fleet.gather(selection, GpuStack, fact_kwargs=fact_kwargs, parallel=parallel):
+    for result in fleet.gather(
+        selection,
+        GpuStack,
+        fact_kwargs=fact_kwargs,
+        parallel=parallel,
+        connect_timeout=connect_timeout,
+    ):
         if result.ok and result.value is not None:
             report = audit_host(result.name, result.value, result.data, settings)
         elif result.reachable:
@@ -146,6 +153,13 @@ def _audit_fleet(
     help="Interpreter whose torch/TensorFlow to read (repeatable; default: inventory "
     "data gpuhost_pythons, else python3).",
 )
+@click.option(
+    "--connect-timeout",
+    type=click.IntRange(1, 600),
+    default=10,
+    show_default=True,
+    help="Seconds to wait for a host's SSH connection before calling it unreachable.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary line and errors.")
 def command(
     inventory: str | None,
@@ -157,6 +171,7 @@ def command(
     shard: str | None,
     profiles_file: str | None,
     pythons: tuple[str, ...],
+    connect_timeout: int,
     quiet: bool,
 ) -> int:
     """Audit the GPU stack of this machine, or of every host in INVENTORY (a pyinfra inventory)."""
@@ -172,21 +187,25 @@ def command(
         stream = open("/dev/null", "w") if quiet else out  # noqa: SIM115 - closed below
         try:
             reports, extra = _audit_fleet(
-                inventory, limit, shard, parallel, settings, pythons or None, stream
+                inventory,
+                limit,
+                shard,
+                parallel,
+                settings,
+                pythons or None,
+                stream,
+                connect_timeout,
             )
         finally:
             if quiet:
                 stream.close()
     report = _outputs(reports, extra, json_path, junit_path, prom_path)
-    if not quiet:
-        if inventory is None:
-            click.echo(table.host_block(reports[0]), file=out)
-            click.echo("findings:" if reports[0].findings else "findings: none", file=out)
-        for host in reports:
-            text = table.findings_text(host)
-            if text:
-                if inventory is not None:
-                    click.echo(f"{host.name}:", file=out)
-                click.echo(text, file=out)
+    if not quiet and inventory is None:
+        click.echo(table.host_block(reports[0]), file=out)
+        text = table.findings_text(reports[0])
+        click.echo(f"findings:\n{text}" if text else "findings: none", file=out)
+    elif not quiet:
+        text = table.grouped_findings_text(reports)
+        click.echo(f"findings:\n{text}" if text else "findings: no errors or warnings", file=out)
     click.echo(table.fleet_text(report["summary"]), file=out)
     return exit_code_for(report["summary"])

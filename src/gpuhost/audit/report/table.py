@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpuhost.audit.findings import severity_rank
 from gpuhost.audit.fleet import stack_of
 from gpuhost.audit.host import HostReport
 
@@ -99,6 +100,23 @@ def findings_text(report: HostReport, show_info: bool = True) -> str:
         if finding.severity == "info" and not show_info:
             continue
         lines.append(f"  {finding.severity.upper():<8} {finding.rule}: {finding.message}")
+    return "\n".join(lines)
+
+
+def grouped_findings_text(reports: list[HostReport], show_info: bool = False) -> str:
+    """Findings of a fleet, each distinct one once with the hosts it was found on."""
+    hosts_of: dict[tuple[int, str, str, str], list[str]] = {}
+    for report in reports:
+        for finding in report.findings:
+            if finding.severity == "info" and not show_info:
+                continue
+            key = (severity_rank(finding.severity), finding.rule, finding.severity, finding.message)
+            hosts_of.setdefault(key, []).append(report.name)
+    lines = []
+    for (_, rule, severity, message), names in sorted(hosts_of.items()):
+        names.sort()
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        lines.append(f"  {severity.upper():<8} {rule} on {len(names)} host(s) ({shown}): {message}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,98 @@
+"""``gpuhost report merge A.json B.json ... -o OUT``: one fleet report from shard reports.
+
+Each input must be a schema-1 audit report (``gpuhost audit --json``). Hosts are concatenated
+(a host present in two inputs is an error: the shards overlapped) and the summary — verdicts,
+stack groups, outliers — is computed again over all of them, exactly as one run would.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpuhost.audit.fleet import exit_code_for
+from gpuhost.audit.report import json_report
+from gpuhost.audit.report.table import fleet_text
+from gpuhost.errors import ConfigError
+
+HOST_KEYS = ("name", "reachable", "facts", "findings", "verdict")
+
+
+def _read(path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except ValueError as exc:
+        raise ConfigError(
+            f"{path}: not JSON ({exc}); expected a gpuhost audit --json report"
+        ) from exc
+    if not isinstance(data, dict) or data.get("schema") != json_report.SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise ConfigError(
+            f"{path}: expected a gpuhost audit report with schema {json_report.SCHEMA}, "
+            f"found schema {found!r}"
+        )
+    hosts = data.get("hosts")
+    if not isinstance(hosts, list):
+        raise ConfigError(f"{path}: 'hosts' must be a list, found {type(hosts).__name__}")
+    for index, host in enumerate(hosts):
+        if not isinstance(host, dict) or any(key not in host for key in HOST_KEYS):
+            raise ConfigError(f"{path}: hosts[{index}] must have the keys {', '.join(HOST_KEYS)}")
+    return data
+
+
+def merge_reports(paths: list[str]) -> dict[str, Any]:
+    """One schema-1 report from several; ConfigError on bad input or overlapping hosts."""
+    seen: dict[str, str] = {}
+    hosts: list[dict[str, Any]] = []
+    shards: list[str] = []
+    for path in paths:
+        data = _read(path)
+        summary = data.get("summary")
+        if isinstance(summary, dict) and summary.get("shard"):
+            shards.append(str(summary["shard"]))
+        for host in data["hosts"]:
+            name = str(host["name"])
+            if name in seen:
+                raise ConfigError(
+                    f"{path}: host {name!r} is also in {seen[name]}; the inputs overlap (each "
+                    "host must come from exactly one shard)"
+                )
+            seen[name] = path
+            hosts.append(host)
+    hosts.sort(key=lambda h: str(h["name"]))
+    return json_report.report_from_entries(hosts, {"merged_from": list(paths), "shards": shards})
+
+
+@click.group("report")
+def command() -> None:
+    """Work with audit reports (JSON, schema 1)."""
+
+
+@command.command("merge")
+@click.argument("reports", nargs=-1, required=True)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    metavar="FILE|-",
+    help="Where to write the merged report.",
+)
+def merge(reports: tuple[str, ...], output: str) -> int:
+    """Merge the JSON reports of inventory shards (gpuhost audit --shard K/N --json ...)."""
+    merged = merge_reports(list(reports))
+    text = json_report.dumps(merged)
+    if output == "-":
+        click.echo(text, nl=False)
+    else:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"-o {output}: cannot write ({exc.strerror or exc})") from exc
+        click.echo(fleet_text(merged["summary"]))
+    return exit_code_for(merged["summary"])

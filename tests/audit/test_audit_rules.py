@@ -1,0 +1,250 @@
+"""Rules on hand-made probe outputs and on real captures from ../shared/fixtures."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from probe_text import CLEAN_DEBIAN, host_with, probe_output, shared_fixture
+
+from gpuhost.audit.host import AuditSettings, audit_host
+from gpuhost.audit.rules import RULE_IDS, RULES
+from gpuhost.facts.build import host_facts_from_text
+from gpuhost.matrix import load_matrix
+
+SETTINGS = AuditSettings(matrix=load_matrix(), profiles={})
+DRIVER_PACKAGES = (
+    "nvidia-driver\t535.261.03-1\tii \n"
+    "nvidia-smi\t535.261.03-1\tii \n"
+    "libnvidia-ml1\t535.261.03-1\tii \n"
+    "nvidia-kernel-dkms\t535.261.03-1\tii \n"
+    "nvidia-persistenced\t535.171.04-1~deb12u1\tii \n"
+)
+NOT_LOADED = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
+    "that the latest NVIDIA driver is installed and running.\n",
+    "",
+    9,
+)
+PROC_535_309 = (
+    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.309.01  Thu Jan  1 00:00:00 UTC 2026\n"
+    "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+)
+
+
+def audit(text: str, host_data: dict | None = None, settings: AuditSettings = SETTINGS):
+    return audit_host("h", host_facts_from_text(text), host_data or {}, settings)
+
+
+def rules_of(report, severity: str | None = None) -> set[str]:
+    return {f.rule for f in report.findings if severity is None or f.severity == severity}
+
+
+def test_every_finding_id_in_the_rules_is_listed_and_documented():
+    import inspect
+    import re
+    from pathlib import Path
+
+    from gpuhost.audit import host, rules
+
+    source = inspect.getsource(rules) + inspect.getsource(host)
+    literal_ids = set(re.findall(r'Finding\(\s*"([a-z.-]+)"', source))
+    literal_ids |= {rule_id for rule_id, _, _ in rules.SMI_STATE_RULES.values()}
+    # checks that emit findings under their own id (Finding(rule, ...))
+    own_ids = {
+        name
+        for name, check in RULES.items()
+        if "Finding(\n            rule," in inspect.getsource(check)
+        or "Finding(rule," in inspect.getsource(check)
+    }
+    assert literal_ids | own_ids <= set(RULE_IDS)
+    assert len(set(RULE_IDS)) == len(RULE_IDS)
+    doc = Path(__file__).resolve().parents[2] / "docs" / "audit-report.md"
+    text = doc.read_text(encoding="utf-8")
+    undocumented = [rule_id for rule_id in RULE_IDS if f"`{rule_id}`" not in text]
+    assert undocumented == []
+
+
+def test_clean_host_only_says_there_is_no_gpu():
+    report = audit(probe_output(CLEAN_DEBIAN))
+    assert rules_of(report) == {"gpu.none"}
+    assert report.verdict == "warning"
+
+
+def test_gpu_on_the_bus_without_a_driver_is_an_error():
+    report = audit(host_with(pci="0000:3b:00.0 0x030200 0x2330\n"))
+    assert rules_of(report, "error") == {"driver.missing"}
+
+
+def test_driver_installed_but_not_loaded():
+    report = audit(
+        host_with(
+            nvidia_smi=NOT_LOADED,
+            dpkg=DRIVER_PACKAGES,
+            apt_holds="nvidia-driver\nnvidia-smi\nlibnvidia-ml1\nnvidia-kernel-dkms\n",
+        )
+    )
+    assert rules_of(report, "error") == {"driver.not-loaded"}
+    message = report.findings[0].message
+    assert "installed driver 535.261.03" in message and "exit 9" in message
+
+
+def test_unheld_driver_with_a_newer_candidate_is_an_upgrade_pending_error():
+    policy = (
+        "nvidia-smi:\n  Installed: 535.261.03-1\n  Candidate: 535.309.01-0+deb12u1\n"
+        "  Version table:\n     535.309.01-0+deb12u1 500\n"
+        "        500 https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64  "
+        "Packages\n *** 535.261.03-1 500\n        100 /var/lib/dpkg/status\n"
+    )
+    report = audit(host_with(nvidia_smi=NOT_LOADED, dpkg=DRIVER_PACKAGES, apt_policy=policy))
+    assert "driver.upgrade-pending" in rules_of(report, "error")
+    message = next(f.message for f in report.findings if f.rule == "driver.upgrade-pending")
+    assert "the NVIDIA CUDA repository" in message
+    assert "apt-mark hold libnvidia-ml1 nvidia-driver nvidia-kernel-dkms nvidia-smi" in message
+
+
+def test_unheld_driver_without_candidate_change_is_a_warning_and_pins_count_as_held():
+    report = audit(host_with(nvidia_smi=NOT_LOADED, dpkg=DRIVER_PACKAGES))
+    assert "driver.unheld" in rules_of(report, "warning")
+    pinned = "".join(
+        f"{name}:\n  Installed: 535.261.03-1\n  Candidate: 535.261.03-1\n  Version table:\n"
+        " *** 535.261.03-1 1001\n        100 /var/lib/dpkg/status\n"
+        for name in ("nvidia-driver", "nvidia-smi", "libnvidia-ml1", "nvidia-kernel-dkms")
+    )
+    report = audit(host_with(nvidia_smi=NOT_LOADED, dpkg=DRIVER_PACKAGES, apt_policy=pinned))
+    assert not rules_of(report) & {"driver.unheld", "driver.upgrade-pending"}
+
+
+def test_loaded_module_older_than_installed_userspace_needs_a_reboot():
+    old = PROC_535_309.replace("535.309.01", "535.261.03")
+    newer = DRIVER_PACKAGES.replace("535.261.03-1", "535.309.01-0+deb12u1")
+    report = audit(
+        host_with(
+            proc_driver=old,
+            dpkg=newer,
+            nvidia_smi=(
+                "Failed to initialize NVML: Driver/library version mismatch\n"
+                "NVML library version: 535.309\n",
+                "",
+                18,
+            ),
+        )
+    )
+    errors = rules_of(report, "error")
+    assert {"driver.reboot-needed", "driver.library-mismatch"} <= errors
+    message = next(f.message for f in report.findings if f.rule == "driver.reboot-needed")
+    assert "535.261.03" in message and "535.309.01" in message
+
+
+def test_next_boot_kernel_without_a_dkms_module():
+    report = audit(
+        host_with(
+            dkms="nvidia-current/535.309.01, 6.1.0-56-amd64, x86_64: installed\n",
+            kernels="link=boot/vmlinuz-6.1.0-57-amd64\nboot=6.1.0-56-amd64\nboot=6.1.0-57-amd64\n",
+            dpkg=DRIVER_PACKAGES,
+            nvidia_smi=NOT_LOADED,
+        )
+    )
+    assert "kernel.next-boot-module" in rules_of(report, "error")
+    message = next(f.message for f in report.findings if f.rule == "kernel.next-boot-module")
+    assert "6.1.0-57-amd64" in message and "built for: 6.1.0-56-amd64" in message
+
+
+def test_fabric_manager_must_match_the_driver():
+    report = audit(
+        host_with(
+            proc_driver=PROC_535_309,
+            fabricmanager="Fabric Manager version is : 535.261.03\n",
+            services="nvidia-fabricmanager failed enabled\n",
+        )
+    )
+    assert "fabricmanager.version" in rules_of(report, "error")
+    assert "fabricmanager.inactive" in rules_of(report, "warning")
+
+
+def test_ssh_password_logins_are_flagged():
+    report = audit(
+        host_with(
+            sshd="passwordauthentication yes\npermitrootlogin yes\n"
+            "usepam yes\nkbdinteractiveauthentication yes\n"
+        )
+    )
+    assert {"ssh.password-auth", "ssh.root-login", "ssh.keyboard-interactive"} <= rules_of(report)
+
+
+def test_unreadable_section_is_reported_not_raised():
+    report = audit(host_with(dpkg="this is not dpkg output at all\n"))
+    assert "host.probe-incomplete" in rules_of(report, "warning")
+
+
+PROFILE = {
+    "driver": {"version": "535.309.01", "branch": "535", "kernel_module": "open"},
+    "cuda": {"versions": ["12.2"], "default": "12.2"},
+    "cudnn": "8.9.7",
+    "persistence": True,
+}
+
+
+def test_drift_from_the_pinned_profile():
+    settings = dataclasses.replace(SETTINGS, profiles={"p535": PROFILE})
+    report = audit(
+        host_with(proc_driver=PROC_535_309.replace("535.309.01", "535.261.03")),
+        {"gpuhost_profile": "p535"},
+        settings,
+    )
+    errors = rules_of(report, "error")
+    assert {"profile.driver", "profile.kernel-module", "profile.cuda", "profile.cudnn"} <= errors
+    message = next(f.message for f in report.findings if f.rule == "profile.driver")
+    assert "535.261.03" in message and "535.309.01" in message
+
+
+def test_unknown_profile_from_the_marker_file():
+    report = audit(host_with(profile_marker="no-such-profile\n"))
+    finding = next(f for f in report.findings if f.rule == "profile.unknown")
+    assert finding.severity == "error"
+    assert "/etc/gpuhost/profile" in finding.message
+
+
+def _xml_host(relative: str) -> str:
+    xml = shared_fixture(relative)
+    return host_with(nvidia_smi=xml, proc_driver=PROC_535_309, dpkg="")
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "nvidia-smi-xml/openpai__nvidia_smi_retired_pages.xml",
+        "nvidia-smi-xml/telegraf__a100-sxm4-v12.xml",
+        "nvidia-smi-xml/telegraf-pr17482__dual_a5000-v13.xml",
+    ],
+)
+def test_real_captures_are_judged_without_crashing(relative):
+    report = audit(_xml_host(relative))
+    assert report.facts is not None and report.facts.driver.smi.state == "ok"
+    assert report.facts.driver.smi.gpus
+    # Rules that need a GPU ran instead of skipping.
+    skipped = {r.rule for r in report.results if r.skipped}
+    assert not skipped & {"gpu.persistence", "gpu.ecc", "gpu.pcie-link"}
+
+
+def test_retired_pages_capture():
+    report = audit(_xml_host("nvidia-smi-xml/openpai__nvidia_smi_retired_pages.xml"))
+    gpus = report.facts.driver.smi.gpus
+    retired = [
+        g for g in gpus if (g.retired_pages.single_bit or 0) + (g.retired_pages.double_bit or 0)
+    ]
+    if not retired:
+        pytest.skip("this capture shows no retired page count")
+    assert rules_of(report) & {"gpu.retired-pages", "gpu.retired-pages-pending"}
+
+
+def test_all_shared_xml_captures_build_facts():
+    from probe_text import SHARED_FIXTURES
+
+    folder = SHARED_FIXTURES / "nvidia-smi-xml"
+    if not folder.is_dir():
+        pytest.skip(f"shared fixtures not available ({folder} missing; they sit beside the repo)")
+    for path in sorted(folder.glob("*.xml")):
+        report = audit(host_with(nvidia_smi=path.read_text(encoding="utf-8")))
+        assert report.facts is not None, path.name
+        assert report.facts.driver.smi.state in ("ok", "unknown-error"), path.name
