@@ -103,3 +103,28 @@ def judge_run(
         return SmokeOutcome(FAILED, tuple(lines))
     shown = [f"{v.outcome} {v.id}: {v.message}" for v in verdicts]
     return SmokeOutcome(PASSED, tuple(shown))
+
+
+NOT_FOUND_MARK = "#gpuhost: interpreter not found: "
+
+
+def remote_command(python: str, quick: bool, timeout: float, framework: str = "all") -> str:
+    """Shell command that writes the smoke script to a temporary file on the host, runs it with
+    ``python`` and removes the file again (the only trace a check leaves, for its run time)."""
+    import base64
+    import shlex
+
+    from gpuhost.smoke.runner import SCRIPT_PATH, script_command
+
+    payload = base64.b64encode(SCRIPT_PATH.read_bytes()).decode()
+    placeholder = "GPUHOST_SMOKE_SCRIPT"
+    argv = shlex.join(script_command(python, placeholder, framework, quick, timeout))
+    argv = argv.replace(placeholder, '"$gh_smoke"')
+    py = shlex.quote(python)
+    return (
+        f"command -v {py} >/dev/null 2>&1 || {{ echo {shlex.quote(NOT_FOUND_MARK + python)}; "
+        "exit 0; }; "
+        "gh_smoke=$(mktemp /tmp/gpuhost-smoke-XXXXXX) || exit 90; "
+        f'printf %s {payload} | base64 -d > "$gh_smoke" && {argv}; '
+        'gh_rc=$?; rm -f "$gh_smoke"; exit $gh_rc'
+    )

@@ -1,0 +1,86 @@
+"""``gpuhost check [INVENTORY]``: the validation checks (checks/, pytest-testinfra) on hosts.
+
+The same as ``pytest checks --inventory INVENTORY [--tier T] [--limit L] [--junitxml FILE]``;
+with no inventory, or ``@local``, it checks this machine. The exit code is pytest's: 0 every check
+passed (or skipped with a reason), 1 a check failed, 2 interrupted, 3 internal error, 4 pytest
+usage error, 5 no check selected. A bad inventory or --limit is found before pytest runs (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from gpuhost.checks_support.inventory import LOCAL, load_hosts
+from gpuhost.errors import ConfigError
+
+CHECKS_DIR_ENV = "GPUHOST_CHECKS_DIR"
+TIERS = ("static", "functional", "stress")
+
+
+def checks_dir() -> Path:
+    """The checks/ folder: $GPUHOST_CHECKS_DIR, else the source tree's, else ./checks."""
+    candidates = []
+    if os.environ.get(CHECKS_DIR_ENV):
+        candidates.append(Path(os.environ[CHECKS_DIR_ENV]))
+    candidates += [Path(__file__).resolve().parents[3] / "checks", Path.cwd() / "checks"]
+    for path in candidates:
+        if (path / "conftest.py").is_file():
+            return path
+    raise ConfigError(
+        f"checks: no checks/ folder with conftest.py found (looked at "
+        f"{', '.join(str(c) for c in candidates)}); set {CHECKS_DIR_ENV}"
+    )
+
+
+def pytest_argv(
+    directory: Path,
+    inventory: str,
+    tier: str,
+    limit: str | None,
+    junit: Path | None,
+    extra: tuple[str, ...] = (),
+) -> list[str]:
+    argv = [sys.executable, "-m", "pytest", str(directory), "-p", "no:cacheprovider", "-ra"]
+    argv += ["--inventory", inventory, "--tier", tier]
+    if limit:
+        argv += ["--limit", limit]
+    if junit is not None:
+        argv += [
+            f"--junitxml={junit}",
+            "-o",
+            "junit_family=xunit1",
+            "-o",
+            "junit_suite_name=gpuhost-check",
+        ]
+    return argv + list(extra)
+
+
+@click.command("check")
+@click.argument("inventory", required=False, default=LOCAL)
+@click.option(
+    "--tier",
+    type=click.Choice(TIERS),
+    default="functional",
+    show_default=True,
+    help="static; functional = static + smoke tests; stress = everything (minutes).",
+)
+@click.option("--limit", help="Only these hosts or groups of the inventory (comma-separated).")
+@click.option(
+    "--junit",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a JUnit XML report (one test case per check and host).",
+)
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+def command(
+    inventory: str, tier: str, limit: str | None, junit: Path | None, pytest_args: tuple[str, ...]
+) -> int:
+    """Validate hosts: run the checks on INVENTORY (a pyinfra inventory; default @local, this
+    machine). Arguments after -- go to pytest (e.g. -- -k driver)."""
+    load_hosts(None if inventory == LOCAL else inventory, limit)  # bad input: exit 2 here
+    argv = pytest_argv(checks_dir(), inventory, tier, limit, junit, pytest_args)
+    return subprocess.run(argv, check=False).returncode
