@@ -99,10 +99,20 @@ def load_inventory(path: str, state: Any = None) -> Any:
     except CliError as exc:
         raise ConfigError(f"{path}: cannot load inventory: {exc}") from exc
     except Exception as exc:  # the inventory is user Python; anything can go wrong in it
-        raise ConfigError(f"{path}: cannot load inventory: {type(exc).__name__}: {exc}") from exc
+        raise ConfigError(f"{path}: cannot load inventory: {_describe(exc)}") from exc
     if len(list(inventory)) == 0:
         raise ConfigError(f"{path}: the inventory has no hosts")
     return inventory
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message`` of the user's own exception (pyinfra wraps it as args[0])."""
+    inner = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else exc
+    try:
+        text = str(inner)
+    except Exception:  # some wrappers cannot print themselves
+        text = repr(inner.args)
+    return f"{type(inner).__name__}: {text}"
 
 
 def _limit(inventory: Any, names: list[str], limit: str) -> list[str]:

@@ -67,3 +67,31 @@ def test_unwritable_output_is_a_usage_error(capsys):
 
 def test_limit_without_inventory_is_a_usage_error(capsys):
     assert main(["audit", "--limit", "h1"]) == 2
+
+
+def test_prometheus_output_parses_and_escapes_labels():
+    parser = pytest.importorskip(
+        "prometheus_client.parser", reason="prometheus-client (a dev dependency) is not installed"
+    )
+    from gpuhost.audit.host import unreachable_host
+    from gpuhost.audit.report import prom
+    from gpuhost.audit.report.json_report import build_report
+
+    hosts = [unreachable_host('odd"name\\with\nnewline', "refused")]
+    text = prom.render(hosts, build_report(hosts)["summary"])
+    families = {f.name: f for f in parser.text_string_to_metric_families(text)}
+    (up,) = families["gpuhost_audit_host_up"].samples
+    assert up.labels["host"] == 'odd"name\\with\nnewline'
+    assert up.value == 0
+    assert text.endswith("\n")
+
+
+def test_junit_is_valid_xml_for_odd_messages():
+    from gpuhost.audit.host import unreachable_host
+    from gpuhost.audit.report import junit
+
+    text = junit.render([unreachable_host("h<1>&", 'said "<no>" & left')])
+    root = ET.fromstring(text.split("\n", 1)[1])
+    case = root.find(".//testcase")
+    assert case is not None and case.get("classname") == "gpuhost.audit.h<1>&"
+    assert root.get("errors") == "1"
