@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Audit speed: gpuhost audit vs Ansible gathering the same facts vs the plain-ssh floor.
+
+    tests/lab/lab --name bench up 128
+    .venv/bin/python bench/audit.py --lab bench --hosts 16,64,128 --runs 5
+
+Every tool runs the SAME probe script (gpuhost.probe.build_probe(), written to
+bench/.work/probe.sh) once per host:
+
+  gpuhost        gpuhost audit INV -q --json FILE --parallel N   (parse, judge, JSON report)
+  floor-cold     bench/ssh_floor.sh ... cold: N parallel `ssh host "$probe"`, fresh connections
+  floor-mux      the same through warm ControlMaster/ControlPersist masters
+  ansible-raw    ansible-playbook bench/ansible/audit_raw.yml     (raw module; forks = N)
+  ansible-script ansible-playbook bench/ansible/audit_script.yml  (script module)
+  ansible-shell  ansible-playbook bench/ansible/audit_shell.yml   (shell module, AnsiballZ)
+
+Tools take turns within each round (so background noise hits all of them alike); one warm-up
+round is not counted. Results: bench/results/audit.json (medians, every run, machine, versions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib import (  # noqa: E402
+    ANSIBLE_DIR,
+    BENCH,
+    GPUHOST,
+    WORK,
+    BenchError,
+    Lab,
+    Series,
+    ansible_env,
+    ansible_inventory,
+    load_lab,
+    machine,
+    need_ansible,
+    pyinfra_inventory,
+    quote,
+    save,
+    show,
+    timed,
+)
+
+TOOLS = ("gpuhost", "floor-cold", "floor-mux", "ansible-raw", "ansible-script", "ansible-shell")
+DEFAULT_TOOLS = ("gpuhost", "floor-cold", "floor-mux", "ansible-raw", "ansible-shell")
+
+
+def write_probe() -> Path:
+    from gpuhost.probe.script import build_probe
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    path = WORK / "probe.sh"
+    path.write_text(build_probe())
+    return path
+
+
+def command_for(tool: str, lab: Lab, count: int, probe: Path) -> tuple[list[str], dict | None]:
+    names = [h["name"] for h in lab.hosts[:count]]
+    if tool == "gpuhost":
+        inventory = pyinfra_inventory(lab, count)
+        return [str(GPUHOST), "audit", str(inventory), "-q", "--parallel", str(count),
+                "--json", str(WORK / f"gpuhost-{count}.json")], None
+    if tool.startswith("floor-"):
+        mode = tool.split("-", 1)[1]
+        return [str(BENCH / "ssh_floor.sh"), str(lab.ssh_config), str(probe),
+                str(WORK / f"floor-{count}"), mode, *names], None
+    if tool.startswith("ansible-"):
+        playbook = ANSIBLE_DIR / f"audit_{tool.split('-', 1)[1]}.yml"
+        argv = [str(need_ansible()), "-i", str(ansible_inventory(lab, count)), str(playbook),
+                "-e", f"probe_file={probe}"]
+        return argv, ansible_env(lab, count)
+    raise BenchError(f"unknown tool {tool!r} (known: {', '.join(TOOLS)})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lab", default=None, help="lab name (default $GPUHOST_LAB or bench)")
+    parser.add_argument("--hosts", default="16,64,128", help="host counts, comma separated")
+    parser.add_argument("--runs", type=int, default=5, help="timed rounds per host count")
+    parser.add_argument("--tools", default=",".join(DEFAULT_TOOLS), help=", ".join(TOOLS))
+    parser.add_argument("--out", default="audit", help="results name (bench/results/NAME.json)")
+    args = parser.parse_args(argv)
+    counts = [int(c) for c in args.hosts.split(",")]
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    try:
+        lab = load_lab(args.lab, max(counts))
+        probe = write_probe()
+        payload = {"bench": "audit", "lab": lab.name, "machine": machine(), "series": []}
+        for count in counts:
+            print(f"{count} hosts", flush=True)
+            commands = {tool: command_for(tool, lab, count, probe) for tool in tools}
+            series = {tool: Series(tool, count, quote(commands[tool][0])) for tool in tools}
+            for round_ in range(args.runs + 1):
+                for tool in tools:
+                    shutil.rmtree(WORK / "ansible-tree", ignore_errors=True)
+                    argv_, env = commands[tool]
+                    sample = timed(argv_, env=env, stdout=WORK / f"{tool}-{count}.out")
+                    if sample.rc not in (0, 1):
+                        raise BenchError(f"{tool} failed (rc {sample.rc}) on {count} hosts; "
+                                         f"output in {WORK / f'{tool}-{count}.out'}")
+                    if round_ > 0:  # round 0 warms caches and ssh masters
+                        series[tool].samples.append(sample)
+            for tool in tools:
+                show(series[tool])
+                payload["series"].append(series[tool].as_dict())
+            save(args.out, payload)  # keep what is done if a later count fails
+        print(f"results: {save(args.out, payload)}")
+    except BenchError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

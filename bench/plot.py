@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""docs/benchmarks-audit.png (time vs host count per tool) and Markdown tables from bench/results.
+
+    bench/.venv-ansible/bin/python bench/plot.py      (matplotlib lives in the bench venv only)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+RESULTS = BENCH / "results"
+PNG = BENCH.parent / "docs" / "benchmarks-audit.png"
+LABELS = {
+    "gpuhost": "gpuhost audit",
+    "floor-cold": "ssh floor (fresh connections)",
+    "floor-mux": "ssh floor (warm ControlMaster)",
+    "ansible-raw": "Ansible raw (probe)",
+    "ansible-script": "Ansible script (probe)",
+    "ansible-shell": "Ansible shell (probe)",
+}
+
+
+def by_tool(series: list[dict]) -> dict[str, dict[int, dict]]:
+    tools: dict[str, dict[int, dict]] = {}
+    for row in series:
+        tools.setdefault(row["tool"], {})[row["hosts"]] = row
+    return tools
+
+
+def table(tools: dict[str, dict[int, dict]]) -> str:
+    counts = sorted({n for rows in tools.values() for n in rows})
+    lines = ["| tool | " + " | ".join(f"{n} hosts" for n in counts) + " |",
+             "|---|" + "---:|" * len(counts)]
+    for tool, rows in tools.items():
+        cells = []
+        for n in counts:
+            row = rows.get(n)
+            cells.append(f"**{row['median_s']:.2f} s** ({row['min_s']:.2f}-{row['max_s']:.2f})"
+                         if row else "-")
+        lines.append(f"| {LABELS.get(tool, tool)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def ratios(tools: dict[str, dict[int, dict]]) -> str:
+    lines = ["| hosts | gpuhost / floor (fresh) | gpuhost / floor (mux) | Ansible raw / gpuhost "
+             "| Ansible shell / gpuhost |", "|---:|---:|---:|---:|---:|"]
+    for n, row in sorted(tools.get("gpuhost", {}).items()):
+        g = row["median_s"]
+
+        def cell(tool: str, inverse: bool = False, n: int = n, g: float = g) -> str:
+            other = tools.get(tool, {}).get(n)
+            if not other:
+                return "-"
+            return f"{(other['median_s'] / g) if inverse else (g / other['median_s']):.2f}x"
+
+        lines.append(f"| {n} | {cell('floor-cold')} | {cell('floor-mux')} | "
+                     f"{cell('ansible-raw', True)} | {cell('ansible-shell', True)} |")
+    return "\n".join(lines)
+
+
+def plot(tools: dict[str, dict[int, dict]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    for tool, rows in tools.items():
+        counts = sorted(rows)
+        ax.plot(counts, [rows[n]["median_s"] for n in counts], marker="o",
+                label=LABELS.get(tool, tool), linewidth=2.4 if tool == "gpuhost" else 1.4)
+    ax.set_xlabel("hosts")
+    ax.set_ylabel("wall time, median (s)")
+    ax.set_title("Audit of N lab hosts (same probe script; 2 shared cores)")
+    ax.set_xticks(sorted({n for rows in tools.values() for n in rows}))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(PNG)
+
+
+def main() -> int:
+    path = RESULTS / "audit.json"
+    if not path.exists():
+        print(f"plot: {path} missing: run bench/audit.py first", file=sys.stderr)
+        return 2
+    tools = by_tool(json.loads(path.read_text())["series"])
+    plot(tools)
+    print(f"wrote {PNG}\n\n{table(tools)}\n\n{ratios(tools)}")
+    for name in ("provision", "memory"):
+        extra = RESULTS / f"{name}.json"
+        if extra.exists():
+            data = json.loads(extra.read_text())
+            print(f"\n{name}:")
+            for row in data["series"]:
+                keys = {k: v for k, v in row.items() if k not in ("runs", "command")}
+                print(f"  {keys}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
