@@ -10,7 +10,7 @@ from probe_text import CLEAN_DEBIAN, host_with, probe_output, shared_fixture
 from gpuhost.audit.host import AuditSettings, audit_host
 from gpuhost.audit.rules import RULE_IDS, RULES
 from gpuhost.facts.build import host_facts_from_text
-from gpuhost.matrix import load_matrix
+from gpuhost.matrix import load_matrix, load_profiles
 
 SETTINGS = AuditSettings(matrix=load_matrix(), profiles={})
 DRIVER_PACKAGES = (
@@ -177,25 +177,54 @@ def test_unreadable_section_is_reported_not_raised():
     assert "host.probe-incomplete" in rules_of(report, "warning")
 
 
-PROFILE = {
-    "driver": {"version": "535.309.01", "branch": "535", "kernel_module": "open"},
-    "cuda": {"versions": ["12.2"], "default": "12.2"},
-    "cudnn": "8.9.7",
-    "persistence": True,
-}
+PROFILES = load_profiles()
 
 
 def test_drift_from_the_pinned_profile():
-    settings = dataclasses.replace(SETTINGS, profiles={"p535": PROFILE})
+    settings = dataclasses.replace(SETTINGS, profiles=PROFILES)
+    loaded_535_261 = PROC_535_309.replace("535.309.01", "535.261.03")
     report = audit(
-        host_with(proc_driver=PROC_535_309.replace("535.309.01", "535.261.03")),
-        {"gpuhost_profile": "p535"},
+        host_with(proc_driver=loaded_535_261),
+        {"gpuhost_profile": "nvidia-repo-580-cuda13.0"},
         settings,
     )
     errors = rules_of(report, "error")
-    assert {"profile.driver", "profile.kernel-module", "profile.cuda", "profile.cudnn"} <= errors
+    assert {
+        "profile.driver",
+        "profile.kernel-module",
+        "profile.cuda",
+        "profile.cudnn",
+        "profile.container-toolkit",
+    } <= errors
     message = next(f.message for f in report.findings if f.rule == "profile.driver")
-    assert "535.261.03" in message and "535.309.01" in message
+    assert "535.261.03" in message and "580.95.05" in message
+
+
+def test_host_matching_its_profile_has_no_profile_finding():
+    settings = dataclasses.replace(SETTINGS, profiles=PROFILES)
+    nvcc = "path=/usr/bin/nvcc\nCuda compilation tools, release 11.8, V11.8.89\n"
+    report = audit(
+        host_with(
+            proc_driver=PROC_535_309, nvcc=nvcc, profile_marker="debian12-nonfree-535-security\n"
+        ),
+        {},
+        settings,
+    )
+    assert not {r for r in rules_of(report) if r.startswith("profile.")}
+    assert report.results and any(r.rule == "profile" and not r.skipped for r in report.results)
+
+
+def test_clocks_at_max_when_the_profile_says_so():
+    xml = shared_fixture("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml")
+    settings = dataclasses.replace(SETTINGS, profiles=PROFILES)
+    report = audit(
+        host_with(nvidia_smi=xml), {"gpuhost_profile": "nvidia-repo-550-cuda12.4"}, settings
+    )
+    result = next(r for r in report.results if r.rule == "gpu.clocks")
+    gpu = report.facts.driver.smi.gpus[0]
+    at_max = gpu.clocks.applications_graphics == gpu.clocks.max_graphics
+    assert result.skipped is None
+    assert bool(result.findings) != at_max or gpu.clocks.applications_clocks_supported is False
 
 
 def test_unknown_profile_from_the_marker_file():

@@ -488,41 +488,43 @@ def check_persistence(ctx: AuditContext) -> RuleResult:
     )
 
 
-CLOCK_FIELDS = (
-    "applications_graphics",
-    "applications_mem",
-    "max_graphics",
-    "max_mem",
-    "graphics",
-    "sm",
-    "mem",
-)
+def _wanted_clocks(expected: ExpectedStack, gpu: GpuInfo) -> dict[str, int | None]:
+    """Application clocks (MHz) the profile asks for on this GPU."""
+    if expected.clock_policy == "explicit":
+        return {"graphics": expected.graphics_mhz, "memory": expected.memory_mhz}
+    # "max": application clocks at the GPU's maximum
+    return {"graphics": gpu.clocks.max_graphics, "memory": gpu.clocks.max_mem}
 
 
 def check_clocks(ctx: AuditContext) -> RuleResult:
     rule = "gpu.clocks"
-    if ctx.expected is None:
+    expected = ctx.expected
+    if expected is None:
         return _skip(rule, "no profile named for this host")
-    wanted = {k: v for k, v in ctx.expected.clocks.items() if k in CLOCK_FIELDS and v is not None}
-    if not wanted:
-        return _skip(rule, f"profile {ctx.expected.name} sets no clocks")
+    if expected.clock_policy not in ("max", "explicit"):
+        return _skip(rule, f"profile {expected.name} leaves the clocks alone")
     gpus = _visible_gpus(ctx.facts)
     if gpus is None:
         return _skip(rule, NO_GPU_REASON)
     findings = []
     for gpu in gpus:
-        wrong = []
-        for key, value in wanted.items():
-            actual = getattr(gpu.clocks, key, None)
-            if actual is not None and int(actual) != int(value):
-                wrong.append(f"{key} {actual} MHz (expected {value} MHz)")
+        clocks = gpu.clocks
+        if clocks.applications_clocks_supported is False:
+            continue  # the GPU does not let anyone set application clocks
+        found = {"graphics": clocks.applications_graphics, "memory": clocks.applications_mem}
+        wrong = [
+            f"application {kind} clock {found[kind]} MHz (expected {want} MHz)"
+            for kind, want in _wanted_clocks(expected, gpu).items()
+            if want is not None and found[kind] is not None and found[kind] != want
+        ]
         if wrong:
             findings.append(
                 Finding(
                     rule,
                     WARNING,
-                    f"{_gpu_label(gpu)} clocks differ from profile {ctx.expected.name}: "
-                    f"{', '.join(wrong)}; fix: gpuhost provision (re-applies the clock settings)",
+                    f"{_gpu_label(gpu)} clocks differ from profile {expected.name} "
+                    f"({expected.clock_policy}): {', '.join(wrong)}; fix: gpuhost provision "
+                    "(re-applies the clock settings)",
                 )
             )
     return _found(rule, findings)
