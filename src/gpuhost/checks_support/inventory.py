@@ -6,6 +6,7 @@ inventory's connection data; ``@local`` (or no inventory) is this machine, ``loc
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,9 +48,11 @@ def load_hosts(inventory: str | None, limit: str | None = None) -> list[CheckHos
         if limit:
             raise ConfigError(f"--limit {limit!r}: needs an inventory file (checking this machine)")
         return [CheckHost(LOCAL)]
-    from gpuhost.fleet import select_hosts
+    with warnings.catch_warnings():  # pyinfra_cli patches gevent late; harmless here
+        warnings.simplefilter("ignore")
+        from gpuhost.fleet import select_hosts
 
-    selection = select_hosts(inventory, limit=limit)
+        selection = select_hosts(inventory, limit=limit)
     hosts = []
     for name in selection.names:
         host = selection.inventory.get_host(name)

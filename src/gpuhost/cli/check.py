@@ -46,9 +46,10 @@ def pytest_argv(
     extra: tuple[str, ...] = (),
 ) -> list[str]:
     argv = [sys.executable, "-m", "pytest", str(directory), "-p", "no:cacheprovider", "-ra"]
-    argv += ["--inventory", inventory, "--tier", tier]
+    # "--opt=value": pytest reads an argument starting with "@" as a file of arguments
+    argv += [f"--inventory={inventory}", f"--tier={tier}"]
     if limit:
-        argv += ["--limit", limit]
+        argv += [f"--limit={limit}"]
     if junit is not None:
         argv += [
             f"--junitxml={junit}",

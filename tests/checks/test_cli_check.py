@@ -1,0 +1,71 @@
+"""``gpuhost check`` on this machine (@local): exit codes, JUnit XML, tiers, the smoke test with
+this machine's real CPU-only PyTorch. This machine has no GPU: GPU checks must FAIL with why."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from gpuhost.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def _check(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("gpuhost")
+    return subprocess.run(
+        [str(exe), "check", *args], capture_output=True, text=True, timeout=600, cwd=cwd
+    )
+
+
+def test_bad_inventory_and_limit_exit_2(tmp_path: Path) -> None:
+    assert main(["check", str(tmp_path / "missing.py")]) == 2
+    inv = tmp_path / "inv.py"
+    inv.write_text("hosts = [('@local', {})]\n")
+    assert main(["check", str(inv), "--limit", "nosuch"]) == 2
+
+
+def test_static_tier_on_this_machine_fails_with_reasons_and_valid_junit(tmp_path: Path) -> None:
+    junit = tmp_path / "report.xml"
+    proc = _check(["--tier", "static", "--junit", str(junit)])
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    assert "the NVIDIA kernel module is not loaded" in out
+    assert "nvidia-smi is not installed" in out or "nvidia-smi reports" in out
+    root = ET.parse(junit).getroot()
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("name") == "gpuhost-check"
+    cases = suite.findall("testcase")
+    assert cases and int(suite.get("tests", "0")) == len(cases)
+    for case in cases:
+        assert case.get("name", "").endswith("[local]"), case.get("name")
+        prop = case.find("properties/property[@name='host']")
+        assert prop is not None and prop.get("value") == "local"
+    names = {c.get("name") for c in cases}
+    assert "test_driver_loaded[local]" in names
+    assert not any("smoke" in n for n in names)  # functional checks deselected
+    failed = {c.get("name") for c in cases if c.find("failure") is not None}
+    assert "test_driver_loaded[local]" in failed
+    assert all(c.find("error") is None for c in cases)  # host state is a FAIL, not an error
+
+
+def test_functional_smoke_with_cpu_torch_fails_on_gpu_host(tmp_path: Path) -> None:
+    """The smoke script runs for real with this venv's CPU-only torch; on a host gpuhost checks,
+    torch without a usable GPU is a failure."""
+    pytest.importorskip("torch", reason="this environment has no PyTorch to smoke-test")
+    inv = tmp_path / "local.py"
+    data = {"gpuhost_pythons": [sys.executable], "gpuhost_profile": "debian12-nonfree-535"}
+    inv.write_text(f"hosts = [('@local', {data!r})]\n")
+    proc = _check([str(inv), "--", "-k", "smoke_python_envs"])
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    assert "torch.cuda_available (could not run on a GPU host)" in out
+
+
+def test_no_check_selected_exits_5() -> None:
+    proc = _check(["@local", "--tier", "static", "--", "-k", "no_such_check_name"])
+    assert proc.returncode == 5, proc.stdout[-2000:]

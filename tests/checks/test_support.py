@@ -1,0 +1,352 @@
+"""The pure helpers behind checks/: judged on real nvidia-smi captures and hand-made inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from smoke.documents import find_check, gpu_document
+
+from gpuhost.checks_support import expected, gpu, packages, pci, smoke, stress, xid
+from gpuhost.checks_support.inventory import CheckHost, load_hosts, ssh_config
+from gpuhost.errors import ConfigError, ParseError
+from gpuhost.parsers import parse_output, parse_proc_version, parse_xml
+from gpuhost.parsers.packages import Package
+from gpuhost.smoke import Expectations, judge
+from gpuhost.smoke.script import COULD_NOT_RUN, make_check
+
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
+OWN = Path(__file__).resolve().parents[1] / "fixtures" / "parsers"
+
+
+def shared(rel: str) -> str:
+    path = SHARED / rel
+    if not path.is_file():
+        pytest.skip(f"{path} is not here (the shared fixtures live beside the repository)")
+    return path.read_text()
+
+
+# --------------------------------------------------------------------------- GPU health
+
+
+def test_retired_pages_pending_and_ecc_found_on_real_v100_capture() -> None:
+    report = parse_xml(shared("nvidia-smi-xml/openpai__nvidia_smi_retired_pages.xml"))
+    pages = gpu.retired_page_problems(report)
+    assert pages and "page retirement pending" in pages[0] and "Tesla V100" in pages[0]
+    assert any("uncorrectable ECC" in p for p in gpu.ecc_problems(report))
+
+
+def test_healthy_h100_capture_has_no_health_problem() -> None:
+    from gpuhost.parsers import parse_query_text
+
+    report = parse_query_text(shared("nvidia-smi-q-text/thamada-gls__H100SXMx8__565.57.01.txt"))
+    assert len(report.gpus) == 8
+    busy = {g.index: "P0" for g in report.gpus if g.index is not None}
+    assert gpu.ecc_problems(report) == []
+    assert gpu.retired_page_problems(report) == []
+    assert gpu.remapped_row_problems(report) == []
+    assert gpu.persistence_problems(report) == []
+    assert gpu.pcie_problems(report, busy) == []
+
+
+def test_pcie_width_always_judged_generation_only_when_busy() -> None:
+    report = parse_xml(shared("nvidia-smi-xml/telegraf-pr17482__dual_2070-v13.xml"))
+    idle = gpu.pcie_problems(report, {0: "P8", 1: "P8"})
+    assert len(idle) == 2 and all("x8, the GPU supports x16" in p for p in idle)
+    busy = gpu.pcie_problems(report, gpu.parse_pstates("0, P0\n1, P0\n"))
+    assert sum("PCIe gen 1 while busy" in p for p in busy) == 2
+
+
+def test_persistence_off_is_named_per_gpu() -> None:
+    report = parse_xml(shared("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml"))
+    problems = gpu.persistence_problems(report)
+    assert len(problems) == 1
+    assert "NVIDIA A100-SXM4-80GB" in problems[0] and problems[0].endswith(
+        "persistence mode is off"
+    )
+
+
+def test_remapped_row_failure_and_pending() -> None:
+    from dataclasses import replace
+
+    from gpuhost.parsers.nvidia_smi import RemappedRows, SmiReport
+
+    base = parse_xml(shared("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml")).gpus[0]
+    failed = replace(base, remapped_rows=RemappedRows(0, 3, False, True))
+    pending = replace(base, remapped_rows=RemappedRows(0, 1, True, False))
+    problems = gpu.remapped_row_problems(SmiReport(gpus=[failed, pending]))
+    assert "FAILED" in problems[0] and "pending" in problems[1]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "said"),
+    [
+        ("nvidia-smi-errors/gpu-is-lost__linux.txt", "gpu-lost"),
+        ("nvidia-smi-errors/no-devices-were-found__rtx5090.txt", "no-devices"),
+        (
+            "nvidia-smi-errors/nvml-driver-library-mismatch__nvml-570.124.txt",
+            "driver-library-mismatch",
+        ),
+    ],
+)
+def test_unavailable_reason_names_the_real_state(fixture: str, said: str) -> None:
+    text = shared(fixture)
+    reason = gpu.unavailable_reason(text, parse_output(text), None)
+    assert reason is not None and said in reason and "kernel module is not loaded" in reason
+
+
+def test_unavailable_reason_missing_tool_and_ok() -> None:
+    missing = gpu.unavailable_reason(gpu.NOT_FOUND, None, None)
+    assert missing is not None and missing.startswith("nvidia-smi is not installed")
+    text = shared("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml")
+    module = parse_proc_version(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.261.03  Release Build\n"
+    )
+    assert gpu.unavailable_reason(text, parse_xml(text), module) is None
+
+
+# --------------------------------------------------------------------------- Xid
+
+
+def test_xid_table_has_sources_and_application_codes() -> None:
+    table = xid.load_xid_table()
+    assert table.sources["catalog"].startswith("NVIDIA Xid catalog")
+    assert not table.is_trouble(13) and table.is_trouble(79) and table.is_trouble(999)
+    assert table.name(79) == "GPU has fallen off the bus"
+
+
+def test_xid_events_judged() -> None:
+    log = xid.parse_kernel_log(
+        "#gpuhost-kernel-log source=journal rc=0\n"
+        "Nov 22 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
+        "Nov 22 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
+        "Nov 22 kernel: NVRM: Xid (0000:01:00): 13, Graphics SM Warp Exception\n"
+        "Nov 22 kernel: NVRM: GPU at PCI:0000:3b:00: GPU-abc\n"
+    )
+    assert log.error is None and log.source == "journal"
+    events = xid.xid_events(log.nvrm_lines)
+    assert [e.code for e in events] == [79, 79, 13]
+    table = xid.load_xid_table()
+    bad = xid.troubling(events, table)
+    assert xid.describe(bad, table) == "Xid 79 (GPU has fallen off the bus) on 0000:3b:00 x2"
+
+
+def test_real_syslog_without_xid_and_unreadable_log() -> None:
+    lines = shared("nvidia-smi-errors/no-devices-were-found__rtx5090__syslog-NVRM.txt")
+    nvrm = "\n".join(line for line in lines.splitlines() if "NVRM:" in line)
+    assert all(e.code >= 0 for e in xid.xid_events(nvrm))
+    broken = xid.parse_kernel_log(
+        "#gpuhost-kernel-log source=dmesg rc=1\ndmesg: read kernel buffer failed: "
+        "Operation not permitted\n"
+    )
+    assert broken.error == (
+        "dmesg failed: dmesg: read kernel buffer failed: Operation not permitted"
+    )
+    assert xid.parse_kernel_log("junk").error is not None
+
+
+# --------------------------------------------------------------------------- expected state
+
+
+MARKER = json.dumps({"schema": 1, "profile": "debian12-nonfree-535"})
+DEBIAN = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n'
+
+
+def test_profile_from_inventory_resolves_like_the_deploys() -> None:
+    got = expected.resolve(
+        "h1",
+        {"gpuhost_profile": "debian12-nonfree-535"},
+        expected.Marker(False),
+        expected.os_key(DEBIAN),
+    )
+    assert got.problem is None and got.spec is not None and got.plan is not None
+    assert got.os_key == "debian-12" and got.spec.driver_version == "535.261.03"
+    assert "nvidia-driver" in got.plan.coupled and "nvidia-persistenced" in got.plan.companions
+    assert got.origin == "inventory data gpuhost_profile"
+
+
+def test_profile_from_marker_and_problems() -> None:
+    marker = expected.parse_marker(MARKER)
+    got = expected.resolve("h1", {}, marker, "debian-12")
+    assert got.profile == "debian12-nonfree-535" and got.origin.startswith("the provision marker")
+    none = expected.resolve("h2", {}, expected.parse_marker(""), "debian-12")
+    assert none.spec is None and "gpuhost_profile is not set" in (none.problem or "")
+    unknown = expected.resolve("h3", {"gpuhost_profile": "nope"}, marker, "debian-12")
+    assert unknown.spec is None and "'nope' is not a known profile" in (unknown.problem or "")
+    other_os = expected.resolve(
+        "h4", {"gpuhost_profile": "debian12-nonfree-535"}, marker, "ubuntu-22.04"
+    )
+    assert other_os.plan is None and "no package names" in (other_os.problem or "")
+    assert expected.parse_marker("{not json").problem is not None
+
+
+# --------------------------------------------------------------------------- packages
+
+
+def test_package_judges() -> None:
+    found = [
+        Package("nvidia-driver", "535.261.03-1", "hi"),
+        Package("nvidia-smi", "535.309.01-0+deb12u1", "ii"),
+        Package("libcuda1", None, "un"),
+    ]
+    names = ["nvidia-driver", "nvidia-smi", "libcuda1"]
+    assert packages.missing(found, names) == ["libcuda1"]
+    assert packages.off_version(found, names, "535.261.03") == ["nvidia-smi 535.309.01-0+deb12u1"]
+    assert packages.not_held(found, {"nvidia-driver"}, names) == ["nvidia-smi"]
+    assert "'nvidia-smi'" not in packages.dpkg_command(["nvidia-smi"])
+
+
+def test_nvswitch_detection() -> None:
+    listing = (
+        "0000:3b:00.0 0x10de 0x030200\n0000:05:00.0 0x10de 0x068000\n0000:00:1f.0 0x8086 0x060100\n"
+    )
+    assert pci.nvswitches(listing) == ["0000:05:00.0"]
+    assert pci.nvswitches("") == []
+
+
+# --------------------------------------------------------------------------- smoke policy
+
+
+def _cpu_torch_document() -> dict:
+    doc = gpu_document(count=0)
+    doc["nvidia_smi"] = {
+        "available": False,
+        "reason": "nvidia-smi is not installed",
+        "driver_version": None,
+        "cuda_version": None,
+    }
+    doc["gpus"] = []
+    torch = doc["frameworks"]["torch"]
+    torch["checks"] = [
+        make_check("import", "PASS", "torch 2.13.0+cpu imported", value="2.13.0+cpu"),
+        make_check("cuda_available", COULD_NOT_RUN, "torch.cuda.is_available() is False"),
+    ]
+    torch["cuda"], torch["devices"] = None, []
+    return doc
+
+
+def test_smoke_policy_gpu_host_without_usable_gpu_fails() -> None:
+    verdicts = judge(_cpu_torch_document(), Expectations())
+    out = smoke.judge_run("python3", verdicts, set(), explicit=False)
+    assert out.outcome == smoke.FAILED
+    assert "torch.cuda_available (could not run on a GPU host)" in out.message
+
+
+def test_smoke_policy_missing_frameworks() -> None:
+    doc = _cpu_torch_document()
+    for name in ("torch", "tensorflow"):
+        doc["frameworks"][name] = {
+            "installed": False,
+            "reason": f"{name} is not installed",
+            "version": None,
+            "cuda": None,
+            "cudnn": None,
+            "arch_list": [],
+            "devices": [],
+            "checks": [make_check("import", COULD_NOT_RUN, f"{name} is not installed")],
+        }
+    verdicts = judge(doc, Expectations())
+    assert smoke.judge_run("python3", verdicts, set(), explicit=False).outcome == smoke.SKIPPED
+    named = smoke.judge_run("/opt/venv/bin/python", verdicts, set(), explicit=True)
+    assert named.outcome == smoke.FAILED and "named in gpuhost_pythons" in named.message
+    pinned = smoke.judge_run("python3", verdicts, {"torch"}, explicit=False)
+    assert pinned.outcome == smoke.FAILED and "torch is expected" in pinned.message
+
+
+def test_smoke_policy_healthy_and_wrong_result() -> None:
+    doc = gpu_document()
+    ok = smoke.judge_run("python3", judge(doc, Expectations(gpu_count=2)), {"torch"}, True)
+    assert ok.outcome == smoke.PASSED
+    find_check(doc, "matmul_correct", 1)["numbers"]["max_rel_error"] = 0.5
+    bad = smoke.judge_run("python3", judge(doc, Expectations(gpu_count=2)), {"torch"}, True)
+    assert bad.outcome == smoke.FAILED and "matmul_correct[gpu1]" in bad.message
+
+
+def test_expected_frameworks_from_pins() -> None:
+    assert smoke.expected_frameworks(["torch==2.5.1+cu124"], ["tensorflow"]) == {
+        "torch",
+        "tensorflow",
+    }
+    assert smoke.expected_frameworks([], []) == set()
+
+
+def test_remote_command_cleans_up_and_checks_interpreter() -> None:
+    command = smoke.remote_command("/opt/venv/bin/python", quick=True, timeout=60)
+    assert command.startswith("command -v /opt/venv/bin/python")
+    assert '"$gh_smoke" --framework all --timeout 60 --quick' in command
+    assert command.endswith('rm -f "$gh_smoke"; exit $gh_rc')
+
+
+# --------------------------------------------------------------------------- stress readers
+
+
+def test_dcgm_outcomes_and_failures() -> None:
+    doc = {
+        "DCGM GPU Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Hardware",
+                    "tests": [
+                        {
+                            "name": "GPU Memory",
+                            "results": [
+                                {"gpu_id": "0", "status": "Pass"},
+                                {
+                                    "gpu_id": "1",
+                                    "status": "Fail",
+                                    "warnings": [{"warning": "DBE detected", "error_id": 12}],
+                                },
+                            ],
+                        },
+                        {"name": "Diagnostic", "results": [{"gpu_id": "0", "status": "Skip"}]},
+                    ],
+                }
+            ]
+        }
+    }
+    outcomes = stress.dcgm_outcomes("Running...\n" + json.dumps(doc))
+    assert len(outcomes) == 3
+    failed = stress.dcgm_failures(outcomes)
+    assert [f.line() for f in failed] == ["GPU Memory on GPU 1: Fail (DBE detected)"]
+    with pytest.raises(ParseError):
+        stress.dcgm_outcomes("Error: unable to connect to host engine")
+
+
+def test_nvbandwidth_outcomes() -> None:
+    doc = {
+        "nvbandwidth": {
+            "testcases": [
+                {"name": "host_to_device_memcpy_ce", "status": "Passed", "sum": 52.1},
+                {"name": "device_to_device_memcpy_read_ce", "status": "Waived"},
+                {"name": "all_to_host_memcpy_ce", "status": "Error", "error": "CUDA error"},
+            ]
+        }
+    }
+    failed = stress.nvbandwidth_failures(stress.nvbandwidth_outcomes(json.dumps(doc)))
+    assert [f.line() for f in failed] == ["all_to_host_memcpy_ce: Error (CUDA error)"]
+
+
+# --------------------------------------------------------------------------- inventory
+
+
+def test_inventory_hosts_and_ssh_config(tmp_path: Path) -> None:
+    inv = tmp_path / "inv.py"
+    inv.write_text(
+        "gpu = [('n1', {'ssh_hostname': '10.123.9.9', 'ssh_user': 'root', 'ssh_port': 2222,\n"
+        "               'ssh_key': '/k', 'gpuhost_profile': 'p'}), ('n2', {})]\n"
+    )
+    hosts = load_hosts(str(inv))
+    assert [h.spec for h in hosts] == ["ssh://n1", "ssh://n2"]
+    assert hosts[0].data["gpuhost_profile"] == "p"
+    text = ssh_config(hosts, "/tmp/ctl")
+    assert "Host n1\n    HostName 10.123.9.9\n    Port 2222\n    User root\n" in text
+    assert "IdentityFile /k" in text and "ControlPath /tmp/ctl/%C" in text
+    assert [h.name for h in load_hosts(str(inv), limit="n2")] == ["n2"]
+    assert load_hosts(None) == [CheckHost("@local")]
+    with pytest.raises(ConfigError, match="--limit 'nope'"):
+        load_hosts(str(inv), limit="nope")
+    bad = tmp_path / "pw.py"
+    bad.write_text("hosts = [('n1', {'ssh_password': 'x'})]\n")
+    with pytest.raises(ConfigError, match="ssh_password is not supported"):
+        load_hosts(str(bad))
