@@ -64,6 +64,17 @@ REQUIRED_TOOLS = ["systemd-nspawn", "debootstrap", "apt-cacher-ng", "zstd", "ip"
                   "ssh-keygen", "dpkg-deb", "apt-ftparchive", "gpg", "nsenter"]
 REPO_KEY_ON_HOST = "/usr/share/keyrings/gpuhost-lab-repo.gpg"
 BOOT_TIMEOUT_S = 60.0
+# Runs systemd-nspawn again while it exits 133 (the container rebooted), as systemd-nspawn@.service
+# does with RestartForceExitStatus=133: same overlay root, same netns.  nspawn.pid always holds
+# the current nspawn's PID, so stopping a host (SIGTERM to it, exit != 133) ends the loop too.
+# $1 pid file, $2 machine name (its nspawn runtime dirs are removed between boots), $3... nspawn.
+NSPAWN_LOOP = (
+    'pidfile=$1 machine=$2; shift 2; '
+    'while :; do "$@" & echo $! > "$pidfile"; wait $!; rc=$?; '
+    '[ $rc -eq 133 ] || exit $rc; echo "lab: container rebooted (nspawn exit 133), booting again"; '
+    'rm -rf "/run/systemd/nspawn/propagate/$machine" "/run/systemd/nspawn/unix-export/$machine"; '
+    'done'
+)
 
 
 def log(msg: str) -> None:
@@ -328,16 +339,21 @@ class LabManager:
         run(["ip", "-n", ns, "link", "set", "eth0", "up"])
         run(["ip", "-n", ns, "link", "set", "lo", "up"])
         cg = f"{self.names.cgroup}/{h['name']}"
+        pidfile = hd / "nspawn.pid"
+        pidfile.unlink(missing_ok=True)
         with open(hd / "console.log", "wb") as out:
-            proc = subprocess.Popen(
-                ["systemd-nspawn", "--boot", "--quiet", "-D", str(root), "-M", h["machine"],
+            subprocess.Popen(
+                ["sh", "-c", NSPAWN_LOOP, "nspawn-loop", str(pidfile), h["machine"],
+                 "systemd-nspawn", "--boot", "--quiet", "-D", str(root), "-M", h["machine"],
                  f"--hostname={h['name']}", f"--uuid={h['machine_id']}", "--register=no",
                  "--keep-unit", "--console=pipe", "--resolv-conf=off", "--timezone=off",
                  "--link-journal=no", f"--network-namespace-path=/run/netns/{ns}"],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=lambda: cgroup_enter(cg),
             )
-        (hd / "nspawn.pid").write_text(f"{proc.pid}\n")
+        deadline = time.monotonic() + 10
+        while read_pid(pidfile) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def _write_host_files(self, state: dict[str, Any], h: dict[str, Any], root: Path) -> None:
         hd = self.names.host_dir(h["index"])
