@@ -21,6 +21,7 @@ round is not counted. Results: bench/results/audit.json (medians, every run, mac
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ from benchlib import (  # noqa: E402
     ANSIBLE_DIR,
     BENCH,
     GPUHOST,
+    RESULTS,
     WORK,
     BenchError,
     Lab,
@@ -78,6 +80,19 @@ def command_for(tool: str, lab: Lab, count: int, probe: Path) -> tuple[list[str]
     raise BenchError(f"unknown tool {tool!r} (known: {', '.join(TOOLS)})")
 
 
+def load_previous(name: str, lab: str) -> dict:
+    """Earlier results of this bench: a run for some counts/tools replaces only those series."""
+    path = RESULTS / f"{name}.json"
+    machine_now = machine()
+    if path.exists():
+        payload = json.loads(path.read_text())
+        payload.setdefault("machines", [payload.pop("machine")] if "machine" in payload else [])
+    else:
+        payload = {"bench": "audit", "lab": lab, "machines": [], "series": []}
+    payload["machines"].append(machine_now)
+    return payload
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lab", default=None, help="lab name (default $GPUHOST_LAB or bench)")
@@ -91,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lab = load_lab(args.lab, max(counts))
         probe = write_probe()
-        payload = {"bench": "audit", "lab": lab.name, "machine": machine(), "series": []}
+        payload = load_previous(args.out, lab.name)
         for count in counts:
             print(f"{count} hosts", flush=True)
             commands = {tool: command_for(tool, lab, count, probe) for tool in tools}
@@ -108,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                         series[tool].samples.append(sample)
             for tool in tools:
                 show(series[tool])
+                payload["series"] = [row for row in payload["series"]
+                                     if (row["tool"], row["hosts"]) != (tool, count)]
                 payload["series"].append(series[tool].as_dict())
             save(args.out, payload)  # keep what is done if a later count fails
         print(f"results: {save(args.out, payload)}")
