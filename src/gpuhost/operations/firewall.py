@@ -92,7 +92,8 @@ def render_ruleset(
         '        iifname "lo" accept',
         "        ip protocol icmp icmp type { echo-request, destination-unreachable, "
         "time-exceeded, parameter-problem } accept",
-        "        meta l4proto ipv6-icmp accept",
+        # ICMPv6 by number: nft resolves names through /etc/protocols, absent without netbase
+        "        meta l4proto 58 accept",
     ]
     if ssh_rate_limit:
         lines += [
@@ -138,7 +139,8 @@ def apply_script(revert_seconds: int = DEFAULT_REVERT_SECONDS) -> str:
             f"{LISTING} 2>/dev/null || true; }} > {REVERT_FILE}",
             f"nft -c -f {REVERT_FILE}",
             _stop_timer(),
-            f"systemd-run --quiet --unit={REVERT_UNIT} --on-active={int(revert_seconds)} "
+            f"systemd-run --quiet --unit={REVERT_UNIT} --timer-property=AccuracySec=1s "
+            f"--on-active={int(revert_seconds)} "
             f'"$(command -v nft)" -f {REVERT_FILE}',
             f"if ! nft -f {CANDIDATE}; then {_stop_timer()}; "
             "echo 'gpuhost: loading the new ruleset failed; the previous one is still live' >&2; "

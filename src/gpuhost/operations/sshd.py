@@ -190,7 +190,8 @@ def apply_script(
         f'if [ -f {DROPIN_PATH} ]; then cp -p {DROPIN_PATH} "$B/dropin.previous"; '
         'else rm -f "$B/dropin.previous"; fi',
         _stop_timer(REVERT_UNIT),
-        f"systemd-run --quiet --unit={REVERT_UNIT} --on-active={int(revert_seconds)} "
+        f"systemd-run --quiet --unit={REVERT_UNIT} --timer-property=AccuracySec=1s "
+        f"--on-active={int(revert_seconds)} "
         f"/bin/sh {REVERT_SCRIPT_PATH}",
         f"mkdir -p {DROPIN_DIR}",
         f"install -m 0644 {CANDIDATE} {DROPIN_PATH}.gpuhost-new && "
