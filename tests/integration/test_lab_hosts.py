@@ -56,3 +56,22 @@ def test_testinfra_sees_real_systemd_units(lab_hosts) -> None:
     assert not ti.service("apt-daily.timer").is_running
     assert ti.system_info.codename == "bookworm"
     assert ti.run("systemctl is-active nonexistent-unit.service").rc != 0
+
+
+def test_a_disconnected_host_is_unreachable_until_reconnected(fresh_host) -> None:
+    fresh_host.disconnect()
+    try:
+        proc = fresh_host.run("true", timeout=30)
+        assert proc.returncode == 255
+        # the host itself still runs: only its network is cut
+        assert fresh_host.exec("systemctl is-system-running").stdout.strip() == "running"
+    finally:
+        fresh_host.reconnect()
+    assert fresh_host.run("true").returncode == 0
+
+
+def test_stopping_sshd_refuses_connections(fresh_host) -> None:
+    fresh_host.stop_sshd()
+    proc = fresh_host.run("true", timeout=30)
+    assert proc.returncode == 255
+    assert "refused" in proc.stderr.lower()

@@ -3,7 +3,7 @@
   lab [--name NAME] up N       boot hosts h1..hN (exactly N), print where the inventory is
   lab [--name NAME] down       remove everything the lab made (safe to repeat)
   lab [--name NAME] status     list hosts and their health (exit 1 when one is unhealthy)
-  lab [--name NAME] reset hI   re-create one host from the base image
+  lab [--name NAME] reset hI.. re-create hosts from the base image
   lab [--name NAME] env        print shell variables for the lab's files and URLs
   lab build [--rebuild]        build (or rebuild) the cached base image only
 
@@ -30,8 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("count", type=int)
     sub.add_parser("down", help="remove everything of the lab")
     sub.add_parser("status", help="hosts and their health")
-    reset = sub.add_parser("reset", help="re-create one host, e.g. h2")
-    reset.add_argument("host")
+    reset = sub.add_parser("reset", help="re-create hosts, e.g. h2 h3")
+    reset.add_argument("hosts", nargs="+")
     sub.add_parser("env", help="shell variables for the lab's files")
     build = sub.add_parser("build", help="build the cached base image")
     build.add_argument("--rebuild", action="store_true")
@@ -74,9 +74,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if ok else 1
         if args.cmd == "reset":
             preflight()
-            if not args.host.startswith("h") or not args.host[1:].isdigit():
-                raise LabConfigError(f"host {args.host!r}: expected h<number>, e.g. h2")
-            lab.reset(int(args.host[1:]))
+            bad = [h for h in args.hosts if not h.startswith("h") or not h[1:].isdigit()]
+            if bad:
+                raise LabConfigError(f"host {bad[0]!r}: expected h<number>, e.g. h2")
+            lab.reset(*(int(h[1:]) for h in args.hosts))
             return 0
         if args.cmd == "env":
             state = lab.load()

@@ -266,6 +266,9 @@ class LabManager:
             "SupportDir: /usr/lib/apt-cacher-ng\n"
             f"BindAddress: {gw}\nPort: {PROXY_PORT}\nSocketPath: {acng / 'socket'}\n"
             f"PidFile: {acng / 'pid'}\nForeGround: 1\nExThreshold: 4\n"
+            # index files younger than this are served without asking upstream: fewer refreshes
+            # racing each other when many hosts run apt update at once
+            "FreshIndexMaxAge: 300\n"
             "Remap-secdeb: security.debian.org deb.debian.org/debian-security ; "
             "deb.debian.org/debian-security\n"
         )
@@ -333,7 +336,11 @@ class LabManager:
         if link_exists(veth):
             run(["ip", "link", "del", veth], check=False)
         run(["ip", "netns", "add", ns])
-        run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
+        # a stable MAC per host: a re-created host keeps its address and MAC, so the machine's
+        # neighbour cache stays right (otherwise SSH hangs until the stale entry expires)
+        run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns,
+             "address", _mac(self.names.tag, h["index"])])
+        run(["ip", "neigh", "flush", "to", h["address"], "dev", self.names.bridge], check=False)
         run(["ip", "link", "set", veth, "master", self.names.bridge, "up"])
         run(["ip", "-n", ns, "addr", "add", f"{h['address']}/24", "dev", "eth0"])
         run(["ip", "-n", ns, "link", "set", "eth0", "up"])
@@ -380,6 +387,8 @@ class LabManager:
             f'Acquire::http::Proxy "{state["proxy_url"]}";\n'
             f'Acquire::http::Proxy::{state["gateway"]} "DIRECT";\n'
             'Acquire::http::Proxy::lab-gateway "DIRECT";\n'
+            # a stuck proxy connection becomes a retry instead of a hung deploy
+            'Acquire::http::Timeout "30";\nAcquire::Retries "3";\n'
         )
 
     def _host_alive(self, h: dict[str, Any]) -> bool:
@@ -467,20 +476,25 @@ class LabManager:
         """Cut (or restore) a host's network: its bridge port goes down, SSH stops answering."""
         run(["ip", "link", "set", h["veth"], "up" if up else "down"])
 
-    def reset(self, index: int) -> dict[str, Any]:
-        """Re-create host h<index> from the base: fresh overlay, same address and host key."""
+    def reset(self, *indices: int) -> list[dict[str, Any]]:
+        """Re-create hosts h<index> from the base: fresh overlay, same address and host key."""
         with lab_lock(self.names):
             state = self.load()
             if state is None:
                 raise LabError(f"lab {self.name!r} is not up")
-            h = next((x for x in state["hosts"] if x["index"] == index), None)
-            if h is None:
-                raise LabError(f"lab {self.name!r} has no host h{index}")
-            self._host_stop(h)
-            self._ssh_close(h)
-            self._host_start(state, h, image.ensure_base())
-            self._wait_ready(state, [h])
-            return h
+            by_index = {h["index"]: h for h in state["hosts"]}
+            missing = [f"h{i}" for i in indices if i not in by_index]
+            if missing:
+                raise LabError(f"lab {self.name!r} has no host {', '.join(missing)}")
+            hosts = [by_index[i] for i in indices]
+            for h in hosts:
+                self._host_stop(h)
+                self._ssh_close(h)
+            base = image.ensure_base()
+            for h in hosts:
+                self._host_start(state, h, base)
+            self._wait_ready(state, hosts)
+            return hosts
 
     # ---------------------------------------------------------------- down
 
@@ -569,6 +583,12 @@ class LabManager:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _mac(tag: str, index: int) -> str:
+    octets = [0x02, int(tag[0:2], 16), int(tag[2:4], 16), int(tag[4:6], 16), index >> 8,
+              index & 0xFF]
+    return ":".join(f"{o:02x}" for o in octets)
 
 
 def _comm(pid: int) -> str:

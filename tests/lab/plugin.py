@@ -15,7 +15,8 @@ Fixtures
 
 ``Lab``: ``.name``, ``.hosts``, ``.host("h2")``, ``.inventory_path``, ``.ssh_config_path``,
 ``.known_hosts_path``, ``.key_path``, ``.proxy_url``, ``.repo_url``, ``.repo_key_path`` (on this
-machine), ``.repo_key_path_on_host``, ``.repo_key_url``, ``.gateway``, ``.reset(host) -> Host``.
+machine), ``.repo_key_path_on_host``, ``.repo_key_url``, ``.gateway``,
+``.reset(*hosts) -> list[Host]`` (all of the view's hosts when none are given).
 
 ``Host``: ``.name``, ``.address``, ``.ssh_args`` (argv prefix: ``[*host.ssh_args, "uname -a"]``),
 ``.run(cmd, timeout=120) -> CompletedProcess[str]`` over SSH, ``.testinfra()`` (a testinfra Host
@@ -127,12 +128,16 @@ class Lab:
                 return h
         raise KeyError(f"lab {self.name!r} has no host {name!r} in this view")
 
-    def reset(self, host: Host | str) -> Host:
-        """Re-create a host from the base image (fresh overlay, same address and host key)."""
-        h = self.host(host) if isinstance(host, str) else host
-        self.manager.set_link(h.record, up=True)
-        h.record = self.manager.reset(int(h.record["index"]))
-        return h
+    def reset(self, *hosts: Host | str) -> list[Host]:
+        """Re-create hosts from the base image (fresh overlay, same address and host key);
+        all of this view's hosts when none are named."""
+        chosen = [self.host(h) if isinstance(h, str) else h for h in hosts] or self.hosts
+        for h in chosen:
+            self.manager.set_link(h.record, up=True)
+        records = self.manager.reset(*(int(h.record["index"]) for h in chosen))
+        for h, record in zip(chosen, records, strict=True):
+            h.record = record
+        return chosen
 
 
 class LabSession:
@@ -210,7 +215,7 @@ def lab_hosts(lab: LabFactory, request: pytest.FixtureRequest) -> list[Host]:
 @pytest.fixture
 def fresh_host(lab: LabFactory) -> Iterator[Host]:
     view = lab(max(1, lab.count))
-    host = view.reset(view.hosts[-1])
+    host = view.reset(view.hosts[-1])[0]
     try:
         yield host
     finally:

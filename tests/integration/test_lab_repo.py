@@ -1,0 +1,80 @@
+"""The lab's NVIDIA-layout APT repository: signed, trusted via signed-by, pinnable, upgradable.
+
+Its packages are EMPTY STAND-INS (names, versions and relations of NVIDIA's packages only).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.lab
+
+
+def _sh(host, cmd: str, timeout: float = 180):
+    proc = host.run(cmd, timeout=timeout)
+    assert proc.returncode == 0, f"{cmd}\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
+    return proc.stdout
+
+
+def _add_repo(host, lab, signed_by: str) -> None:
+    _sh(host, f"echo 'deb [signed-by={signed_by}] {lab.repo_url} /' "
+              "> /etc/apt/sources.list.d/cuda.list")
+
+
+def _version(host, pkg: str) -> str:
+    return _sh(host, f"dpkg-query -W -f='${{Version}}' {pkg}").strip()
+
+
+def test_repository_is_signed_and_rejected_without_its_key(fresh_host, lab) -> None:
+    view = lab(1)
+    _add_repo(fresh_host, view, "/usr/share/keyrings/debian-archive-keyring.gpg")
+    proc = fresh_host.run("apt-get update")
+    assert "NO_PUBKEY" in proc.stdout + proc.stderr or "not signed" in proc.stdout + proc.stderr
+    _add_repo(fresh_host, view, view.repo_key_path_on_host)
+    out = _sh(fresh_host, "apt-get update 2>&1")
+    assert view.repo_url.rstrip("/").split("//")[1] in out
+    assert "Err:" not in out and "W: " not in out
+
+
+def test_exact_driver_pin_pulls_matching_driver_and_fabricmanager(fresh_host, lab) -> None:
+    view = lab(1)
+    _add_repo(fresh_host, view, view.repo_key_path_on_host)
+    _sh(fresh_host, "apt-get update -qq")
+    policy = _sh(fresh_host, "apt-cache policy cuda-drivers-550")
+    for v in ("550.54.14-1", "550.54.15-1", "550.127.05-1"):
+        assert v in policy
+    # like NVIDIA's repository: the exact Depends is not resolved to an older driver by itself
+    proc = fresh_host.run("apt-get install -y -qq cuda-drivers-550=550.54.14-1")
+    assert proc.returncode == 100 and "held broken packages" in proc.stderr
+    _sh(fresh_host, "apt-get install -y -qq cuda-drivers-550=550.54.14-1 "
+                    "nvidia-driver-550=550.54.14-1 nvidia-fabricmanager-550=550.54.14-1")
+    assert _version(fresh_host, "nvidia-driver-550") == "550.54.14-1"
+    assert _sh(fresh_host, "cat /usr/share/gpuhost-lab/nvidia-driver-550.version").strip() \
+        == "550.54.14-1"
+    # holding the driver keeps it back; the fabric manager's exact Depends follows it
+    _sh(fresh_host, "apt-mark hold cuda-drivers-550 nvidia-driver-550 nvidia-fabricmanager-550")
+    upgrade = _sh(fresh_host, "apt-get -s upgrade")
+    assert "kept back" in upgrade and "Inst nvidia-driver-550" not in upgrade
+    _sh(fresh_host, "apt-mark unhold cuda-drivers-550 nvidia-driver-550 nvidia-fabricmanager-550")
+    _sh(fresh_host, "apt-get install -y -qq cuda-drivers-550=550.54.15-1 "
+                    "nvidia-driver-550=550.54.15-1 nvidia-fabricmanager-550=550.54.15-1")
+    assert _version(fresh_host, "nvidia-driver-550") == "550.54.15-1"
+    assert _version(fresh_host, "nvidia-fabricmanager-550") == "550.54.15-1"
+
+
+def test_cuda_metapackage_drags_in_the_newest_driver_branch(fresh_host, lab) -> None:
+    view = lab(1)
+    _add_repo(fresh_host, view, view.repo_key_path_on_host)
+    _sh(fresh_host, "apt-get update -qq")
+    sim = _sh(fresh_host, "apt-get -s install cuda")
+    assert "Inst nvidia-driver-560" in sim and "Inst nvidia-driver-550" not in sim
+    # a branch pin keeps 560 out even for upgrades that ask for "cuda-drivers"
+    _sh(fresh_host, "printf 'Package: nvidia-driver-560 cuda-drivers-560 cuda-drivers\\n"
+                    "Pin: version *\\nPin-Priority: -1\\n' > /etc/apt/preferences.d/no-560")
+    proc = fresh_host.run("apt-get -s install cuda")
+    assert proc.returncode != 0 and "Inst nvidia-driver-560" not in proc.stdout
+    for pkg, versions in {"cuda-toolkit-12-4": ("12.4.0-1", "12.4.1-1"),
+                          "libcudnn9-cuda-12": ("9.1.0.70-1", "9.3.0.75-1"),
+                          "nvidia-container-toolkit": ("1.16.2-1", "1.17.0-1")}.items():
+        policy = _sh(fresh_host, f"apt-cache policy {pkg}")
+        assert all(v in policy for v in versions), policy
