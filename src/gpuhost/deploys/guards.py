@@ -1,6 +1,6 @@
 """Checks that stop a host before any change: unknown profile, impossible version set,
-unsupported OS, Secure Boot without a signing key. Each raises one DeployError naming the host,
-the field, what was found and the accepted values."""
+unsupported OS, Secure Boot without a signing key, a bad ``gpuhost_harden``. Each raises one
+DeployError naming the host, the field, what was found and the accepted values."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from gpuhost.errors import DeployError, GpuhostError
 from gpuhost.matrix.profiles import Profile, load_profiles, verify_profile
 
 PROFILE_KEY = "gpuhost_profile"
+HARDEN_KEY = "gpuhost_harden"
 
 
 CLOCK_MODES = {"none": "off", "max": "auto", "explicit": "auto"}
@@ -104,3 +105,14 @@ def check_secure_boot(host: str, secure_boot: dict[str, bool], signing_key: str 
             "signed with a key enrolled in MOK; set gpuhost_module_signing_key (path of the key "
             "on the host) or disable Secure Boot",
         )
+
+
+def check_harden(host: str, data: dict[str, Any]) -> bool:
+    """Does provision harden SSH and the firewall here? Inventory data ``gpuhost_harden``
+    (default true; false opts out)."""
+    value = data.get(HARDEN_KEY)
+    if value is None:
+        return True
+    if not isinstance(value, bool):
+        raise DeployError(host, f"{HARDEN_KEY}: {value!r} is not a boolean; accepted: true, false")
+    return value

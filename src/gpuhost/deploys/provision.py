@@ -1,4 +1,9 @@
-"""``provision``: the whole pinned stack on one host, guards first."""
+"""``provision``: the whole pinned stack on one host, guards first, SSH hardened too.
+
+Every guard runs before any operation is added for the host: profile, OS, Secure Boot, CUDA
+repository data, then (unless inventory data ``gpuhost_harden`` is false) the SSH lockout checks of
+``gpuhost.deploys.harden``. A host that fails one is refused unchanged.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from pyinfra.facts.server import LinuxDistribution
 
 from gpuhost.deploys import guards
 from gpuhost.deploys.gpu import configure_environment, configure_gpu_clocks, configure_persistence
+from gpuhost.deploys.harden import harden
 from gpuhost.deploys.nvidia import (
     install_container_toolkit,
     install_cuda,
@@ -18,17 +24,21 @@ from gpuhost.deploys.nvidia import (
     install_driver,
 )
 from gpuhost.deploys.spec import PackagePlan, StackSpec, package_plan
-from gpuhost.errors import ConfigError, DeployError
+from gpuhost.errors import ConfigError, DeployError, GpuhostError
 from gpuhost.facts.kernel import SecureBoot
 from gpuhost.operations import marker
 
 GUARD_REPORT_ENV = "GPUHOST_GUARD_REPORT"
 
 
+def _host_data() -> dict[str, Any]:
+    return host.data.dict() if hasattr(host.data, "dict") else dict(host.data)
+
+
 def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[StackSpec, PackagePlan]:
     """Run every guard for the current host; DeployError before any change when one fails."""
     name = host.name
-    data = host.data.dict() if hasattr(host.data, "dict") else dict(host.data)
+    data = _host_data()
     if profiles is None:
         profiles = guards.load_profile_table(data.get("gpuhost_profiles_file"))
     spec = guards.check_profile(name, data, profiles)
@@ -58,8 +68,15 @@ def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[StackSpec, Pac
 
 @deploy("gpuhost provision")
 def provision(profiles: dict[str, Any] | None = None) -> None:
-    """Driver, CUDA, cuDNN, container toolkit, persistence, clocks, environment, marker."""
+    """SSH hardening and firewall, driver, CUDA, cuDNN, container toolkit, persistence, clocks,
+    environment, marker (written last: it exists only after a complete run).
+
+    ``harden()`` comes first: its lockout checks run before any operation of this host is added,
+    so a host whose deploy user has no authorized key stops before the driver is touched.
+    """
     spec, plan = resolve_host(profiles)
+    if guards.check_harden(host.name, _host_data()):
+        harden()
     install_driver(spec=spec, plan=plan)
     install_cuda(spec=spec, plan=plan)
     install_cudnn(spec=spec, plan=plan)
@@ -75,7 +92,7 @@ def provision_or_stop() -> None:
     and is recorded for ``gpuhost provision`` (exit code 2); other hosts carry on."""
     try:
         provision()
-    except DeployError as exc:
+    except GpuhostError as exc:  # a guard (DeployError) or bad hardening data (ConfigError)
         print(f"gpuhost: error: {exc}", flush=True)
         report = os.environ.get(GUARD_REPORT_ENV)
         if report:

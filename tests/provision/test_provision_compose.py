@@ -1,0 +1,80 @@
+"""``provision`` composes ``harden``: the order of the packaged deploys and the opt-out, with each
+deploy replaced by a recorder (what each one does is tested in tests/provision and tests/harden,
+the whole run on real lab hosts in tests/integration/test_provision_harden_lab.py)."""
+
+from __future__ import annotations
+
+import importlib
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from pyinfra.context import ctx_host
+
+from gpuhost.deploys import guards
+from gpuhost.errors import DeployError
+
+# the package re-exports the deploy function under the module's name
+provision_module = importlib.import_module("gpuhost.deploys.provision")
+
+STEPS = (
+    "harden",
+    "install_driver",
+    "install_cuda",
+    "install_cudnn",
+    "install_container_toolkit",
+    "configure_persistence",
+    "configure_gpu_clocks",
+    "configure_environment",
+)
+
+
+class _Data(dict):
+    def dict(self) -> dict[str, Any]:
+        return dict(self)
+
+
+def _run(monkeypatch, data: dict[str, Any], harden_error: str | None = None) -> list[str]:
+    calls: list[str] = []
+
+    def recorder(step: str):
+        def record(**_kwargs: Any) -> None:
+            if step == "harden" and harden_error:
+                raise DeployError("gpu1", harden_error)
+            calls.append(step)
+
+        return record
+
+    monkeypatch.setattr(
+        provision_module, "resolve_host", lambda profiles: (SimpleNamespace(marker=dict), "plan")
+    )
+    for step in STEPS:
+        monkeypatch.setattr(provision_module, step, recorder(step))
+    marker = SimpleNamespace(written=lambda **_kw: calls.append("marker"))
+    monkeypatch.setattr(provision_module, "marker", marker)
+    with ctx_host.use(SimpleNamespace(name="gpu1", data=_Data(data))):
+        provision_module.provision._inner()  # type: ignore[attr-defined]
+    return calls
+
+
+def test_hardening_comes_first_and_the_marker_last(monkeypatch) -> None:
+    assert _run(monkeypatch, {}) == [*STEPS, "marker"]
+    assert _run(monkeypatch, {"gpuhost_harden": True}) == [*STEPS, "marker"]
+
+
+def test_gpuhost_harden_false_opts_out(monkeypatch) -> None:
+    assert _run(monkeypatch, {"gpuhost_harden": False}) == [*STEPS[1:], "marker"]
+
+
+def test_a_lockout_refusal_stops_the_host_before_the_driver(monkeypatch) -> None:
+    with pytest.raises(DeployError, match="refusing to harden"):
+        _run(monkeypatch, {}, harden_error="refusing to harden, nothing was changed: ...")
+
+
+@pytest.mark.parametrize("value", ["no", 0, "false", [False]])
+def test_gpuhost_harden_must_be_a_boolean(value) -> None:
+    with pytest.raises(DeployError) as info:
+        guards.check_harden("gpu1", {"gpuhost_harden": value})
+    assert str(info.value) == (
+        f"gpu1: gpuhost_harden: {value!r} is not a boolean; accepted: true, false"
+    )
