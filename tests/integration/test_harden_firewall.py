@@ -77,7 +77,7 @@ def test_failed_fresh_connection_puts_previous_table_back(nft_host):
     assert rc == 0, f"{line}\n{err[-3000:]}"
     before = host.exec("nft -s -t list table inet gpuhost").stdout
     proc = run_python(
-        "from gpuhost.cli.harden import run_deploy\n"
+        "from gpuhost.deploy_runner import run_deploy\n"
         "from gpuhost.operations import firewall\n"
         "def deploy():\n"
         f"    firewall.ruleset(name='blocks new SSH', content={_blocking_ruleset()!r})\n"

@@ -130,7 +130,7 @@ def test_failed_fresh_connection_puts_previous_sshd_config_back(unhardened):
     assert rc == 0, f"{line}\n{err[-3000:]}"
     before = tree_digest(host)
     proc = run_python(
-        "from gpuhost.cli.harden import run_deploy\n"
+        "from gpuhost.deploy_runner import run_deploy\n"
         "from gpuhost.operations import sshd\n"
         "def deploy():\n"
         "    sshd.dropin(name='locks everyone out', content='AllowUsers nobody-at-all\\n')\n"

@@ -1,0 +1,261 @@
+"""Run a packaged pyinfra deploy on an inventory's hosts, in this process: the one runner behind
+``gpuhost provision`` and ``gpuhost harden``.
+
+.. code:: python
+
+    outcomes = run_deploy("inventories/fleet.py", harden, limit=["gpu_*"], dry=False)
+    for line in outcome_lines(outcomes, dry=False):
+        print(line)                      # h1: ok, 3 changed, 2 unchanged
+
+What it does: load the inventory exactly as the pyinfra CLI does (group_data/ beside it, optional
+override data like ``pyinfra --data``), keep the hosts ``--limit`` names (host or group names,
+globs, comma lists), connect to them in parallel, call the deploy function once per connected host
+(pyinfra's prepare stage: facts are read, operations are added, nothing changes), then execute
+unless ``dry``. Every host ends as one ``HostOutcome``:
+
+- ``ok``           with counts of operations that changed (or, dry, would change) and did not;
+- ``refused``      the deploy raised ``DeployError`` while preparing (a guard: nothing was changed);
+- ``bad-data``     the deploy raised ``ConfigError`` (inventory data of that host);
+- ``failed``       another gpuhost/pyinfra error while preparing, or an operation failed;
+- ``unreachable``  no connection.
+
+One host's problem never stops the others. Inventory problems (missing file, bad Python,
+``--limit`` matching nothing) raise ConfigError before any host is contacted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+from pyinfra.api import Config, State
+from pyinfra.api.connect import disconnect_all
+from pyinfra.api.exceptions import NoGroupError, PyinfraError
+from pyinfra.api.host import Host
+from pyinfra.api.inventory import Inventory
+from pyinfra.api.operations import run_ops
+from pyinfra.api.state import StateStage
+from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
+
+from gpuhost.errors import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    EXIT_USAGE,
+    ConfigError,
+    DeployError,
+    GpuhostError,
+)
+
+STATUSES = ("ok", "refused", "bad-data", "failed", "unreachable")
+
+
+@dataclass
+class HostOutcome:
+    """What one run did on one host (read from pyinfra's per-operation results)."""
+
+    name: str
+    status: str = "ok"  # one of STATUSES
+    changed: int = 0
+    unchanged: int = 0
+    message: str = ""
+    changed_operations: list[str] = field(default_factory=list)
+
+    def line(self, dry: bool) -> str:
+        if self.status == "ok":
+            verb = "would change" if dry else "changed"
+            return f"{self.name}: ok, {self.changed} {verb}, {self.unchanged} unchanged"
+        if self.status == "unreachable":
+            return f"{self.name}: unreachable{': ' + self.message if self.message else ''}"
+        return f"{self.name}: failed: {self.message}"
+
+
+def outcome_lines(outcomes: Iterable[HostOutcome], dry: bool) -> list[str]:
+    """One summary line per host; with ``dry``, the operations that would change come first
+    (``  h1: would change: Install NVIDIA driver | NVIDIA driver 535.261.03``)."""
+    lines: list[str] = []
+    for outcome in outcomes:
+        if dry and outcome.status == "ok":
+            lines += [f"  {outcome.name}: would change: {op}" for op in outcome.changed_operations]
+        lines.append(outcome.line(dry))
+    return lines
+
+
+def exit_code(outcomes: Iterable[HostOutcome], refused_is_usage: bool) -> int:
+    """2 when a host had bad data (or, with ``refused_is_usage``, was refused by a guard);
+    else 1 when any host is not ok; else 0."""
+    statuses = {o.status for o in outcomes}
+    if "bad-data" in statuses or (refused_is_usage and "refused" in statuses):
+        return EXIT_USAGE
+    if statuses - {"ok"}:
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def _quiet_gevent_warning() -> None:
+    # pyinfra_cli patches the stdlib for gevent on import; ssl was imported before (requests),
+    # which gevent warns about. gpuhost's pyinfra runs use paramiko sockets, not ssl.
+    warnings.filterwarnings("ignore", message="Monkey-patching ssl after ssl")
+
+
+def setup_logging(verbose: bool) -> None:
+    """pyinfra's own progress output (operations, per-host results) on stderr."""
+    _quiet_gevent_warning()
+    from pyinfra_cli.log import setup_logging as pyinfra_setup_logging
+
+    pyinfra_setup_logging(logging.DEBUG if verbose else logging.INFO)
+
+
+def load_inventory(
+    path: str, state: State, override_data: Mapping[str, Any] | None = None
+) -> Inventory:
+    """Load a pyinfra inventory file exactly as the pyinfra CLI does (groups, group_data/)."""
+    _quiet_gevent_warning()
+    from pyinfra_cli.inventory import make_inventory
+
+    if not Path(path).is_file():
+        raise ConfigError(f"{path}: inventory file not found (expected a pyinfra inventory .py)")
+    try:
+        with ctx_state.use(state):  # pyinfra's exec_file records the file on the current state
+            return make_inventory(path, override_data=dict(override_data or {}), cwd=os.getcwd())
+    except Exception as exc:  # pyinfra raises several kinds; each is one bad-inventory message
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"{path}: cannot load the pyinfra inventory: {first}") from exc
+
+
+def limit_hosts(inventory: Inventory, patterns: Iterable[str]) -> list[Host] | None:
+    """Hosts named by ``--limit`` patterns (group names, host names, globs; ``a,b`` lists), in
+    the order given; None when there is no limit; ConfigError when nothing matches."""
+    patterns = [p.strip() for item in patterns for p in item.split(",") if p.strip()]
+    if not patterns:
+        return None
+    hosts: list[Host] = []
+    for pattern in patterns:
+        try:
+            matched = list(inventory.get_group(pattern))
+        except NoGroupError:
+            matched = [h for h in inventory if fnmatch(h.name, pattern)]
+        hosts.extend(h for h in matched if h not in hosts)
+    if not hosts:
+        raise ConfigError(
+            f"--limit {' '.join(patterns)}: matches no host or group of the inventory "
+            f"(hosts: {', '.join(h.name for h in inventory)})"
+        )
+    return hosts
+
+
+def _fail(state: State, target: Host) -> None:
+    # "No hosts remaining!" when every host failed, which the outcomes already say
+    with contextlib.suppress(PyinfraError):
+        state.fail_hosts({target})
+
+
+def _connect(state: State, targets: list[Host], outcomes: dict[str, HostOutcome]) -> None:
+    """Connect to every target in parallel; a host that fails is reported, never raised."""
+
+    def connect(target: Host) -> str | None:
+        try:
+            target.connect(raise_exceptions=True)
+        except Exception as exc:  # bad connector data, refused, auth failure: all one line
+            text = str(exc).strip().splitlines()
+            return text[0] if text else type(exc).__name__
+        return None
+
+    greenlets = {target: state.pool.spawn(connect, target) for target in targets}
+    for target, greenlet in greenlets.items():
+        error = greenlet.get()
+        if error is None and target.connected:
+            state.activate_host(target)
+        else:
+            outcomes[target.name].status = "unreachable"
+            outcomes[target.name].message = error or "could not connect"
+
+
+def _prepare(
+    state: State, target: Host, deploy_func: Callable[[], Any], outcome: HostOutcome
+) -> None:
+    """Call the deploy for one host; a raised gpuhost/pyinfra error takes the host out."""
+    with ctx_host.use(target):
+        try:
+            deploy_func()
+        except GpuhostError as exc:
+            outcome.status = (
+                "bad-data"
+                if isinstance(exc, ConfigError)
+                else "refused"
+                if isinstance(exc, DeployError)
+                else "failed"
+            )
+            outcome.message = str(exc).removeprefix(f"{target.name}: ")
+            _fail(state, target)
+        except PyinfraError as exc:
+            outcome.status = "failed"
+            outcome.message = str(exc).removeprefix(f"{target.name}: ")
+            _fail(state, target)
+
+
+def run_deploy(
+    inventory_path: str,
+    deploy_func: Callable[[], Any],
+    limit: Sequence[str] = (),
+    dry: bool = False,
+    override_data: Mapping[str, Any] | None = None,
+) -> list[HostOutcome]:
+    """Run ``deploy_func`` on the inventory's hosts with pyinfra; one outcome per host, in
+    inventory order. ``override_data`` is set on every host (like ``pyinfra --data``)."""
+    config = Config()
+    state = State(check_for_changes=True)
+    inventory = load_inventory(inventory_path, state, override_data)
+    outcomes: dict[str, HostOutcome] = {h.name: HostOutcome(h.name) for h in inventory}
+    with ctx_state.use(state), ctx_config.use(config), ctx_inventory.use(inventory):
+        state.init(inventory, config, initial_limit=limit_hosts(inventory, limit))
+        targets = [h for h in inventory if state.is_host_in_limit(h)]
+        outcomes = {h.name: outcomes[h.name] for h in targets}
+        state.set_stage(StateStage.Connect)
+        _connect(state, targets, outcomes)
+        try:
+            for target in targets:
+                if target in state.active_hosts:
+                    state.set_stage(StateStage.Prepare)
+                    _prepare(state, target, deploy_func, outcomes[target.name])
+            if not dry and state.active_hosts:
+                state.set_stage(StateStage.Execute)
+                # "No hosts remaining!" once every host failed: the outcomes say which and why
+                with contextlib.suppress(PyinfraError):
+                    run_ops(state)
+        finally:
+            state.set_stage(StateStage.Disconnect)
+            disconnect_all(state)
+        _count_results(state, outcomes, dry)
+    return list(outcomes.values())
+
+
+def _count_results(state: State, outcomes: dict[str, HostOutcome], dry: bool) -> None:
+    for target, operations in state.ops.items():
+        outcome = outcomes.get(target.name)
+        if outcome is None or outcome.status != "ok":
+            continue
+        for op_hash, op_data in operations.items():
+            meta = op_data.operation_meta
+            name = ", ".join(sorted(state.op_meta[op_hash].names)) or op_hash
+            if dry:
+                changed = bool(meta._maybe_is_change)
+            elif not meta.is_complete():
+                continue
+            elif meta.did_error():
+                outcome.status = "failed"
+                outcome.message = outcome.message or f"operation failed: {name} (see output above)"
+                continue
+            else:
+                changed = meta.did_change()
+            if changed:
+                outcome.changed += 1
+                outcome.changed_operations.append(name)
+            else:
+                outcome.unchanged += 1

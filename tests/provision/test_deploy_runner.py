@@ -1,0 +1,113 @@
+"""``gpuhost.deploy_runner`` on this machine's ``@local`` host: statuses, counts, dry mode, limit.
+
+The deploys here only run ``true`` / ``test`` (nothing on this machine changes); an unreachable
+host is a chroot connector pointed at a directory that does not exist.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pyinfra.operations import server
+
+from gpuhost.deploy_runner import exit_code, outcome_lines, run_deploy
+from gpuhost.errors import ConfigError, DeployError
+
+
+def _inventory(tmp_path, hosts: str) -> str:
+    path = tmp_path / "inventory.py"
+    path.write_text(hosts)
+    return str(path)
+
+
+def _two_commands() -> None:
+    server.shell(name="say true", commands=["true"])
+    server.shell(name="test a directory", commands=["test -d /"])
+
+
+def test_operations_run_and_are_counted(tmp_path) -> None:
+    inventory = _inventory(tmp_path, 'hosts = ["@local"]\n')
+    [outcome] = run_deploy(inventory, _two_commands)
+    assert (outcome.status, outcome.changed, outcome.unchanged) == ("ok", 2, 0)
+    assert outcome.line(dry=False) == "@local: ok, 2 changed, 0 unchanged"
+    assert exit_code([outcome], refused_is_usage=True) == 0
+
+
+def test_dry_lists_the_plan_and_executes_nothing(tmp_path) -> None:
+    marker = tmp_path / "touched"
+    inventory = _inventory(tmp_path, 'hosts = ["@local"]\n')
+
+    def deploy() -> None:
+        server.shell(name="touch a file", commands=[f"touch {marker}"])
+
+    [outcome] = run_deploy(inventory, deploy, dry=True)
+    assert not marker.exists()
+    assert outcome_lines([outcome], dry=True) == [
+        "  @local: would change: touch a file",
+        "@local: ok, 1 would change, 0 unchanged",
+    ]
+
+
+def test_a_failing_operation_fails_that_host(tmp_path) -> None:
+    inventory = _inventory(tmp_path, 'hosts = ["@local"]\n')
+
+    def deploy() -> None:
+        server.shell(name="exit 3", commands=["exit 3"])
+
+    [outcome] = run_deploy(inventory, deploy)
+    assert outcome.status == "failed" and "exit 3" in outcome.message
+    assert exit_code([outcome], refused_is_usage=True) == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "usage_exit"),
+    [
+        (DeployError("@local", "refusing: no key"), "refused", (2, 1)),
+        (ConfigError("inventory data of host @local: gpuhost_x: bad"), "bad-data", (2, 2)),
+    ],
+)
+def test_errors_while_preparing_are_outcomes(tmp_path, error, status, usage_exit) -> None:
+    inventory = _inventory(tmp_path, 'hosts = ["@local"]\n')
+
+    def deploy() -> None:
+        server.shell(name="never runs", commands=["true"])
+        raise error
+
+    [outcome] = run_deploy(inventory, deploy)
+    assert outcome.status == status and outcome.changed == 0
+    assert outcome.line(dry=False) == f"@local: failed: {str(error).removeprefix('@local: ')}"
+    assert exit_code([outcome], refused_is_usage=True) == usage_exit[0]
+    assert exit_code([outcome], refused_is_usage=False) == usage_exit[1]
+
+
+def test_unreachable_host_does_not_stop_the_others(tmp_path) -> None:
+    inventory = _inventory(tmp_path, f'hosts = ["@chroot/{tmp_path}/no-such-root", "@local"]\n')
+    outcomes = {o.name: o for o in run_deploy(inventory, _two_commands)}
+    assert outcomes[f"@chroot/{tmp_path}/no-such-root"].status == "unreachable"
+    assert outcomes["@local"].status == "ok" and outcomes["@local"].changed == 2
+
+
+def test_limit_takes_groups_globs_and_comma_lists(tmp_path) -> None:
+    inventory = _inventory(
+        tmp_path,
+        f'gpu = ["@local"]\nother = ["@chroot/{tmp_path}/a", "@chroot/{tmp_path}/b"]\n',
+    )
+    assert [o.name for o in run_deploy(inventory, _two_commands, limit=["gpu"], dry=True)] == [
+        "@local"
+    ]
+    names = [o.name for o in run_deploy(inventory, _two_commands, limit=["@l*,other"], dry=True)]
+    assert sorted(names) == sorted(["@local", f"@chroot/{tmp_path}/a", f"@chroot/{tmp_path}/b"])
+    with pytest.raises(ConfigError, match="--limit nope: matches no host or group"):
+        run_deploy(inventory, _two_commands, limit=["nope"])
+
+
+def test_override_data_reaches_every_host(tmp_path) -> None:
+    inventory = _inventory(tmp_path, 'hosts = [("@local", {"gpuhost_x": "inventory"})]\n')
+    seen: list[str] = []
+
+    def deploy() -> None:
+        from pyinfra import host
+
+        seen.append(host.data.get("gpuhost_x"))
+
+    run_deploy(inventory, deploy, dry=True, override_data={"gpuhost_x": "override"})
+    assert seen == ["override"]
