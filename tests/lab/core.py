@@ -354,7 +354,8 @@ class LabManager:
                  "systemd-nspawn", "--boot", "--quiet", "-D", str(root), "-M", h["machine"],
                  f"--hostname={h['name']}", f"--uuid={h['machine_id']}", "--register=no",
                  "--keep-unit", "--console=pipe", "--resolv-conf=off", "--timezone=off",
-                 "--link-journal=no", f"--network-namespace-path=/run/netns/{ns}"],
+                 "--link-journal=no", f"--network-namespace-path=/run/netns/{ns}",
+                 "--capability=CAP_NET_ADMIN"],  # nftables, inside the host's own netns
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=lambda: cgroup_enter(cg),
             )
