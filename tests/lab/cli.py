@@ -80,17 +80,17 @@ def main(argv: list[str] | None = None) -> int:
             lab.reset(*(int(h[1:]) for h in args.hosts))
             return 0
         if args.cmd == "env":
-            state = lab.load()
-            if state is None:
+            current = lab.load()
+            if current is None:
                 raise LabError(f"lab {lab.name!r} is down")
             for key, value in {
                 "GPUHOST_LAB": lab.name,
                 "LAB_INVENTORY": lab.sd / "inventory.py",
                 "LAB_SSH_CONFIG": lab.sd / "ssh_config",
                 "LAB_KNOWN_HOSTS": lab.sd / "known_hosts",
-                "LAB_PROXY_URL": state["proxy_url"],
-                "LAB_REPO_URL": state["repo_url"],
-                "LAB_REPO_KEY": state["repo_key_path"],
+                "LAB_PROXY_URL": current["proxy_url"],
+                "LAB_REPO_URL": current["repo_url"],
+                "LAB_REPO_KEY": current["repo_key_path"],
             }.items():
                 print(f"export {key}={shlex.quote(str(value))}")
             return 0

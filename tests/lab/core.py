@@ -550,8 +550,8 @@ class LabManager:
             cgroup_remove(n.cgroup)
             for h in state["hosts"]:
                 _remove_nspawn_runtime(h["machine"])
-            for p in Path("/run/systemd/nspawn/propagate").glob(f"gl-{self.name}-h*"):
-                shutil.rmtree(p, ignore_errors=True)
+            for runtime in Path("/run/systemd/nspawn/propagate").glob(f"gl-{self.name}-h*"):
+                shutil.rmtree(runtime, ignore_errors=True)
             left = self._leftovers()
             if not left:
                 if self.sd.exists():
