@@ -1,9 +1,14 @@
 """``gpuhost audit`` against real lab hosts, in all four output formats.
 
 - h1: a clean Debian host (no NVIDIA software)
-- h2: Debian's ``nvidia-driver`` installed for real (DKMS builds the module for Debian's kernel
-  headers; no GPU, so nvidia-smi exits 9: "couldn't communicate with the NVIDIA driver") and every
-  driver package held — the honest version of a driver host without a GPU, at ~100 s of install
+- h2: Debian's ``nvidia-driver`` and ``nvidia-smi`` really installed (the whole driver
+  package set and the DKMS package), every driver package held. No GPU: nvidia-smi exits 9,
+  "couldn't communicate with the NVIDIA driver" - the real state. Installed without Recommends,
+  i.e. without kernel headers, so DKMS registers the module but does not compile it: the compile
+  is for a kernel the lab's containers never run (they share the machine's kernel), and it took
+  15-40 minutes on the shared 2-core machine here. The full install with the DKMS-built module
+  is covered offline by a probe output captured from a lab host (tests/audit/data/,
+  test_audit_lab_captures.py).
 - h3: ``nvidia-smi`` + ``libnvidia-ml1`` at bookworm's 535.261.03, not held, while
   bookworm-security offers 535.309.01: the next ``apt upgrade`` would replace the driver
 - h4: unreachable (its network is cut)
@@ -30,7 +35,8 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 DRIVER_INSTALL = (
     "export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && "
-    "apt-get install -y -qq nvidia-driver >/tmp/install.log 2>&1 && "
+    "apt-get install -y -qq --no-install-recommends nvidia-driver nvidia-smi "
+    ">/tmp/install.log 2>&1 && "
     "apt-mark hold $(dpkg-query -W -f='${Package}\\n' | grep -E "
     "'^(nvidia-|libnvidia-|libcuda|firmware-nvidia|libgl1-nvidia|libegl-nvidia|libgles-nvidia|"
     "libglx-nvidia|libnvcuvid|libnvoptix|xserver-xorg-video-nvidia)')"
@@ -137,10 +143,10 @@ def test_json_debian_driver_host_without_gpu(full_run):
     assert facts["driver"]["smi"]["state"] == "driver-not-loaded"
     assert facts["driver"]["loaded_module"] is None
     builds = [e for e in facts["dkms"] if e["module"].startswith("nvidia")]
-    assert builds and builds[0]["status"].startswith("installed"), facts["dkms"]
+    assert builds and builds[0]["version"] == "535.309.01", facts["dkms"]
     assert "driver.not-loaded" in _rules(h2, "error")
     message = next(f["message"] for f in h2["findings"] if f["rule"] == "driver.not-loaded")
-    assert "couldn't communicate" in message and "dkms:" in message
+    assert "couldn't communicate" in message and "dkms: nvidia-current 535.309.01" in message
     # Every driver package is held: no unheld / pending-upgrade finding.
     assert not _rules(h2) & {"driver.unheld", "driver.upgrade-pending"}
     assert "nvidia-driver" in facts["packages"]["held"]
