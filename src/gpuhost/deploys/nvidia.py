@@ -8,7 +8,15 @@ from pyinfra.api import deploy
 from pyinfra.operations import apt
 
 from gpuhost.deploys.spec import PackagePlan, StackSpec
-from gpuhost.operations import apt_pin, container_runtime, env, kernel, nvidia_repo
+from gpuhost.operations import (
+    apt_pin,
+    container_runtime,
+    debian_sources,
+    env,
+    kernel,
+    nvidia_repo,
+    unattended,
+)
 
 APT_CACHE_S = 3600
 
@@ -26,6 +34,12 @@ def install_driver(spec: StackSpec, plan: PackagePlan) -> None:
             key_sha256=host.data.get("gpuhost_cuda_repo_key_sha256"),
         )
         apt.update(name="apt update after a repository change", _if=repo.did_change)
+    if plan.apt_components:
+        sources = debian_sources.components(
+            name=f"Debian sources carry {' '.join(plan.apt_components)}",
+            components=plan.apt_components,
+        )
+        apt.update(name="apt update after a sources change", _if=sources.did_change)
     apt_pin.preferences(
         name="Pin the coupled package set",
         pins=plan.pins,
@@ -43,6 +57,9 @@ def install_driver(spec: StackSpec, plan: PackagePlan) -> None:
     if spec.persistence and plan.persistenced:
         apt_pin.installed(name="NVIDIA persistence daemon", packages=[plan.persistenced])
     apt_pin.held(name="Hold the driver packages", packages=plan.coupled + plan.companions)
+    unattended.excluded(
+        name="NVIDIA packages excluded from unattended-upgrades", packages=plan.never_upgraded
+    )
     apt_pin.verified(
         name=f"Every coupled package at {spec.driver_version}",
         packages=plan.coupled + plan.fabric_manager,

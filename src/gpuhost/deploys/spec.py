@@ -76,6 +76,14 @@ class PackagePlan:
     container_toolkit: list[str]
     fabric_manager: list[str]
     pins: dict[str, list[str]] = field(default_factory=dict)  # upstream version -> packages
+    apt_components: list[str] = field(default_factory=list)  # Debian archive components needed
+
+    @property
+    def never_upgraded(self) -> list[str]:
+        """Every package the plan pins or holds (kept away from unattended-upgrades)."""
+        names = self.coupled + self.companions + self.fabric_manager + self.cuda_toolkit
+        names += self.cudnn + self.container_toolkit
+        return list(dict.fromkeys(names))
 
 
 @lru_cache(maxsize=1)
@@ -156,4 +164,5 @@ def package_plan(spec: StackSpec, os_key: str) -> PackagePlan:
         container_toolkit=container,
         fabric_manager=fabric,
         pins=pins,
+        apt_components=[str(c) for c in entry.get("apt_components") or []],
     )
