@@ -2,8 +2,9 @@
 
 nftables needs CAP_NET_ADMIN inside the host. systemd-nspawn keeps it only for its own private
 network options; a host booted with --network-namespace-path (as the lab does) has it dropped from
-its bounding set and every nft call fails with "Operation not permitted". These tests skip, saying
-so, until the lab passes --capability=CAP_NET_ADMIN (scoped to the host's own network namespace).
+its bounding set and every nft call fails with "Operation not permitted", so the lab passes
+--capability=CAP_NET_ADMIN (scoped to the host's own network namespace). A host without it is a
+lab regression: the tests fail and say so.
 """
 
 from __future__ import annotations
@@ -33,12 +34,10 @@ LISTENERS = (
 
 @pytest.fixture
 def nft_host(fresh_host, lab, tmp_path):
-    if not has_cap_net_admin(fresh_host):
-        pytest.skip(
-            "the lab host has no CAP_NET_ADMIN (systemd-nspawn drops it with "
-            "--network-namespace-path); nft cannot work there until the lab adds "
-            "--capability=CAP_NET_ADMIN"
-        )
+    assert has_cap_net_admin(fresh_host), (
+        "the lab host has no CAP_NET_ADMIN: tests/lab/core.py must boot hosts with "
+        "systemd-nspawn --capability=CAP_NET_ADMIN (it drops it with --network-namespace-path)"
+    )
     view = lab(lab.count)
     inventory = write_inventory(
         tmp_path, view.inventory_path, fresh_host.name, gpuhost_firewall_allow_tcp=[9100]
