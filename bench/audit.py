@@ -13,6 +13,8 @@ bench/.work/probe.sh) once per host:
   ansible-raw    ansible-playbook bench/ansible/audit_raw.yml     (raw module; forks = N)
   ansible-script ansible-playbook bench/ansible/audit_script.yml  (script module)
   ansible-shell  ansible-playbook bench/ansible/audit_shell.yml   (shell module, AnsiballZ)
+  *-null         the same tools with `true` instead of the probe (transport cost only;
+                 gpuhost-null is bench/fleet_null.py: gpuhost.fleet.gather with a `true` fact)
 
 Tools take turns within each round (so background noise hits all of them alike); one warm-up
 round is not counted. Results: bench/results/audit.json (medians, every run, machine, versions).
@@ -49,7 +51,8 @@ from benchlib import (  # noqa: E402
     timed,
 )
 
-TOOLS = ("gpuhost", "floor-cold", "floor-mux", "ansible-raw", "ansible-script", "ansible-shell")
+TOOLS = ("gpuhost", "floor-cold", "floor-mux", "ansible-raw", "ansible-script", "ansible-shell",
+         "gpuhost-null", "floor-cold-null", "floor-mux-null", "ansible-raw-null")
 DEFAULT_TOOLS = ("gpuhost", "floor-cold", "floor-mux", "ansible-raw", "ansible-shell")
 
 
@@ -64,6 +67,13 @@ def write_probe() -> Path:
 
 def command_for(tool: str, lab: Lab, count: int, probe: Path) -> tuple[list[str], dict | None]:
     names = [h["name"] for h in lab.hosts[:count]]
+    if tool.endswith("-null"):  # transport only: `true` instead of the probe
+        tool = tool[: -len("-null")]
+        probe = WORK / "null.sh"
+        probe.write_text("true\n")
+        if tool == "gpuhost":
+            return [sys.executable, str(BENCH / "fleet_null.py"),
+                    str(pyinfra_inventory(lab, count)), str(count)], None
     if tool == "gpuhost":
         inventory = pyinfra_inventory(lab, count)
         return [str(GPUHOST), "audit", str(inventory), "-q", "--parallel", str(count),

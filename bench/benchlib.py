@@ -129,7 +129,7 @@ def ansible_env(lab: Lab, forks: int) -> dict[str, str]:
     env.update({
         "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
         "ANSIBLE_FORKS": str(forks),
-        "ANSIBLE_SSH_ARGS": f"-F {lab.ssh_config} -o ControlMaster=auto -o ControlPersist=120s",
+        "ANSIBLE_SSH_ARGS": f"-F {lab.ssh_config} -o ControlMaster=auto -o ControlPersist=600s",
         "ANSIBLE_LOCAL_TEMP": str(WORK / "ansible-tmp"),
         "ANSIBLE_HOME": str(WORK / "ansible-home"),
         "PATH": f"{ANSIBLE_VENV / 'bin'}:{env.get('PATH', '')}",

@@ -20,6 +20,10 @@ LABELS = {
     "ansible-raw": "Ansible raw (probe)",
     "ansible-script": "Ansible script (probe)",
     "ansible-shell": "Ansible shell (probe)",
+    "gpuhost-null": "gpuhost fleet runner, `true` only",
+    "floor-cold-null": "ssh floor (fresh), `true` only",
+    "floor-mux-null": "ssh floor (mux), `true` only",
+    "ansible-raw-null": "Ansible raw, `true` only",
 }
 
 
@@ -71,7 +75,8 @@ def plot(tools: dict[str, dict[int, dict]]) -> None:
     for tool, rows in tools.items():
         counts = sorted(rows)
         ax.plot(counts, [rows[n]["median_s"] for n in counts], marker="o",
-                label=LABELS.get(tool, tool), linewidth=2.4 if tool == "gpuhost" else 1.4)
+                label=LABELS.get(tool, tool), linewidth=2.4 if tool == "gpuhost" else 1.4,
+                linestyle="--" if tool.endswith("-null") else "-")
     ax.set_xlabel("hosts")
     ax.set_ylabel("wall time, median (s)")
     ax.set_title("Audit of N lab hosts (same probe script; 2 shared cores)")

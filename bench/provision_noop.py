@@ -8,8 +8,9 @@
    lab-nvidia-repo-550 (the lab's stand-in NVIDIA repository: driver 550.54.15, CUDA 12.4,
    cuDNN 9.1.0.70, container toolkit 1.16.2, pinned and held). The files gpuhost wrote are read
    back from the first host into bench/.work/provision-files/ so that bench/ansible/provision.yml
-   manages the very same bytes and the same pinned package set. python3-apt (needed by Ansible's
-   apt module) is pre-baked with one raw apt-get, then the playbook runs once.
+   manages the very same bytes and the same pinned package set. Before either tool runs, every
+   host gets python3-apt pre-baked and only the lab repository as apt source (prepare_hosts).
+   Then the playbook runs once (hosts already converged: it must find nothing to do).
 2. Timed re-runs, tools taking turns: both must change nothing (gpuhost: no "Success" (=changed)
    operation line; Ansible: changed=0 in every recap line). Results: bench/results/provision.json.
 ``--skip-converge`` re-uses hosts converged by an earlier invocation.
@@ -18,9 +19,11 @@
 from __future__ import annotations
 
 import argparse
+import io
 import re
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import yaml
@@ -67,6 +70,53 @@ def ssh(lab: Lab, host: str, command: str) -> bytes:
     if proc.returncode != 0:
         raise BenchError(f"{host}: {command!r} failed: {proc.stderr.decode(errors='replace')}")
     return proc.stdout
+
+
+def prepare_hosts(lab: Lab, count: int) -> None:
+    """The same starting point for both tools, before either runs.
+
+    - python3-apt pre-baked (Ansible's apt module needs it and would otherwise install it itself
+      on its first run): the three .debs are fetched once through the lab's proxy on the first
+      host and installed with dpkg -i everywhere;
+    - apt sources: only what the profile adds (the lab's stand-in NVIDIA repository). Debian's
+      own indexes cost ~130 MB of RAM per host on the lab's tmpfs (8 GB at 64 hosts) and are not
+      needed by this profile; both tools see the same sources.
+    """
+    first = lab.hosts[0]["name"]
+    debs = ("python3-apt", "python-apt-common", "distro-info-data")
+    ssh(lab, first, "mkdir -p /root/bench-debs && cd /root/bench-debs && "
+        "{ [ -f /etc/apt/sources.list.d/debian.sources ] || "
+        "cp /root/debian.sources.off /etc/apt/sources.list.d/debian.sources; } && "
+        "apt-get update -qq && apt-get download -qq " + " ".join(debs))
+    names = ssh(lab, first, "ls /root/bench-debs").decode().split()
+    local = WORK / "debs"
+    local.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (local / name).write_bytes(ssh(lab, first, f"cat /root/bench-debs/{name}"))
+    script = ("set -e; mkdir -p /root/bench-debs; "
+              "[ ! -f /etc/apt/sources.list.d/debian.sources ] || "
+              "mv /etc/apt/sources.list.d/debian.sources /root/debian.sources.off; "
+              "rm -rf /var/lib/apt/lists/*; apt-get clean; "
+              "tar -x -C /root/bench-debs; dpkg -i /root/bench-debs/*.deb >/dev/null")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name in names:
+            tar.add(local / name, arcname=name)
+    procs = [subprocess.Popen(["ssh", "-F", str(lab.ssh_config), h["name"], script],
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE) for h in lab.hosts[:count]]
+    for proc in procs:  # all hosts at once: feed every ssh first, then wait
+        assert proc.stdin is not None
+        proc.stdin.write(buffer.getvalue())
+        proc.stdin.close()
+    failed = []
+    for host, proc in zip(lab.hosts[:count], procs, strict=True):
+        proc.wait(timeout=900)
+        err = proc.stderr.read() if proc.stderr else b""
+        if proc.returncode != 0:
+            failed.append(f"{host['name']}: {err.decode(errors='replace').strip()[-200:]}")
+    if failed:
+        raise BenchError("preparing hosts failed: " + "; ".join(failed[:3]))
 
 
 def reference_state(lab: Lab, host: str) -> Path:
@@ -128,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                          "machine": machine(), "first_runs": {}, "series": []}
         first = lab.hosts[0]["name"]
         if not args.skip_converge:
+            print(f"preparing {count} hosts (python3-apt, lab repository only) ...", flush=True)
+            prepare_hosts(lab, count)
             print(f"converging {count} hosts with gpuhost provision ...", flush=True)
             sample = timed(gpuhost_argv, stdout=WORK / "provision-gpuhost-first.out", timeout=3600)
             if sample.rc != 0:
@@ -136,11 +188,6 @@ def main(argv: list[str] | None = None) -> int:
             payload["first_runs"]["gpuhost"] = sample.seconds
             print(f"  gpuhost first run {sample.seconds:.1f} s", flush=True)
             reference_state(lab, first)
-            prebake = [str(need_ansible().parent / "ansible"), "-i",
-                       str(ansible_inventory(lab, count)), "lab", "-m", "raw", "-a",
-                       "DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
-                       "--no-install-recommends python3-apt"]
-            timed(prebake, env=env, stdout=WORK / "provision-prebake.out", timeout=3600)
             sample = timed(ansible_argv, env=env, stdout=WORK / "provision-ansible-first.out",
                            timeout=3600)
             payload["first_runs"]["ansible_after_gpuhost"] = sample.seconds
