@@ -33,8 +33,21 @@ PROFILES_FILE_KEY = "gpuhost_profiles_file"
     help="Extra profiles YAML merged over the built-in ones.",
 )
 @click.option("--verbose", "-v", is_flag=True, help="Debug output from pyinfra.")
+@click.option(
+    "--reboot",
+    is_flag=True,
+    help="Then reboot the hosts that came out ok whose loaded nvidia module is not the installed "
+    "driver, wait for them and check again (exit 1 when it still differs).",
+)
+@click.option("--reboot-timeout", default=900, show_default=True, type=float, help="Seconds.")
 def command(
-    inventory: str, dry: bool, limit: tuple[str, ...], profiles: str | None, verbose: bool
+    inventory: str,
+    dry: bool,
+    limit: tuple[str, ...],
+    profiles: str | None,
+    verbose: bool,
+    reboot: bool,
+    reboot_timeout: float,
 ) -> int:
     """Install and pin driver, CUDA, cuDNN and container toolkit to each host's profile, and
     harden SSH and the firewall (inventory data ``gpuhost_harden: false`` opts out)."""
@@ -48,4 +61,11 @@ def command(
     outcomes = run_deploy(inventory, provision, limit=limit, dry=dry, override_data=override)
     for line in outcome_lines(outcomes, dry):
         click.echo(line)
-    return exit_code(outcomes, refused_is_usage=True)
+    code = exit_code(outcomes, refused_is_usage=True)
+    if reboot and not dry:
+        from gpuhost.reboot import reboot_fleet
+
+        done = [o.name for o in outcomes if o.status == "ok"]
+        if reboot_fleet(inventory, done, reboot_timeout, click.echo):
+            code = max(code, 1)
+    return code

@@ -1,13 +1,15 @@
 """``gpuhost rollback INVENTORY [--snapshot ID]``: put hosts back as a snapshot recorded them.
 
-Per host: packages from the on-host cache (works when the repository no longer offers them),
-apt preferences, sources, modprobe.d, gpuhost files and units as in the snapshot, holds, then a
-reboot and validation against the snapshot. The node's scheduler state is not touched.
+Per host (``--parallel`` hosts at a time): packages from the on-host cache (works when the
+repository no longer offers them), apt preferences, sources, modprobe.d, gpuhost files and units
+as in the snapshot, holds, then a reboot and validation against the snapshot. The node's
+scheduler state is not touched.
 Exit: 0 every host restored and valid, 1 a host failed, 2 bad input.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import click
@@ -23,12 +25,24 @@ from gpuhost.upgrade.snapshot import SnapshotStore, load_snapshot
 @click.option("--snapshot", "snapshot_id", help="Snapshot id (default: each host's latest).")
 @click.option("--no-reboot", is_flag=True, help="Restore without rebooting (not validated live).")
 @click.option("--reboot-timeout", default=900, show_default=True, type=float)
+@click.option(
+    "--parallel",
+    default=8,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Hosts rolled back at the same time.",
+)
 @state_option
 def command(
-    inventory: str, snapshot_id: str | None, no_reboot: bool, reboot_timeout: float, state_dir: Path
+    inventory: str,
+    snapshot_id: str | None,
+    no_reboot: bool,
+    reboot_timeout: float,
+    parallel: int,
+    state_dir: Path,
 ) -> int:
     """Roll INVENTORY's hosts back to a snapshot."""
-    from gpuhost.upgrade.connect import load_inventory
+    from gpuhost.upgrade.connect import InventoryHost, load_inventory
     from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, Target
 
     hosts = load_inventory(inventory)
@@ -42,8 +56,8 @@ def command(
             raise GpuhostError(f"{entry.name}: no snapshot under {store.root / entry.name}")
     settings = StepSettings(Target("-", "-"), store.root, reboot_timeout_s=reboot_timeout)
     steps = HostSteps({h.name: h for h in hosts}, settings)
-    failed = 0
-    for entry in hosts:
+
+    def one(entry: InventoryHost) -> bool:
         ref = refs[entry.name]
         assert ref is not None
         doc = load_snapshot(ref.path)
@@ -55,9 +69,13 @@ def command(
                 steps.restart(ctx)
                 click.echo(f"{entry.name}: rebooted")
             click.echo(f"{entry.name}: {steps.validate_against(entry.name, doc)['summary']}")
+            return True
         except (GpuhostError, StepFailed) as exc:
-            failed += 1
             click.echo(f"{entry.name}: rollback failed: {exc}")
+            return False
         finally:
             steps.remote(entry.name).close()
+
+    with ThreadPoolExecutor(max_workers=min(parallel, len(hosts))) as pool:
+        failed = sum(1 for ok in pool.map(one, hosts) if not ok)
     return EXIT_FINDINGS if failed else EXIT_OK

@@ -44,7 +44,19 @@ from gpuhost.upgrade.settings import load_provider_config, runs_dir, snapshots_d
 @click.option("--drain-timeout", default=3600, show_default=True, type=float, help="Seconds.")
 @click.option("--resume", is_flag=True, help="Continue the interrupted run of this inventory.")
 @click.option("--dry", is_flag=True, help="Print the plan; connect to nothing, change nothing.")
-@click.option("--force", is_flag=True, help="Upgrade hosts whose preflight audit has errors.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Upgrade hosts whose preflight audit has errors (validation then fails only on new ones).",
+)
+@click.option(
+    "--accept-audit",
+    "accept_audit",
+    multiple=True,
+    metavar="RULE",
+    help="Audit rule id whose errors are a known condition here (e.g. driver.not-loaded on a host "
+    "without a GPU): they neither refuse a host nor fail validation. Repeatable.",
+)
 @click.option(
     "--stop-gpu-processes",
     is_flag=True,
@@ -76,6 +88,7 @@ def command(
     resume: bool,
     dry: bool,
     force: bool,
+    accept_audit: tuple[str, ...],
     stop_gpu_processes: bool,
     restart_mode: str,
     reboot_timeout: float,
@@ -130,6 +143,7 @@ def command(
         restart_mode=restart_mode,
         reboot_timeout_s=reboot_timeout,
         force=force,
+        accept_audit=tuple(accept_audit),
     )
     if journal is None:
         option_record = {
@@ -138,6 +152,7 @@ def command(
             "max_failures": max_failures,
             "drain": drain_mode,
             "force": force,
+            "accept_audit": list(accept_audit),
         }
         journal = Journal.create(
             runs_dir(state_dir), str(Path(inventory).resolve()), target, names, option_record

@@ -7,19 +7,23 @@ host's steps, reconnects after a reboot and deploys never touch another host's s
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import os
+import re
 import shlex
+import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pyinfra.api import Config, State
 from pyinfra.api.connect import connect_all
-from pyinfra.api.deploy import add_deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.inventory import Inventory
-from pyinfra.api.operations import run_ops
 from pyinfra.api.state import StateStage
 
 from gpuhost.errors import HostError
@@ -87,7 +91,10 @@ class PyinfraRemote:
     def connect(self) -> None:
         logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
         state = self._new_state()
-        connect_all(state)
+        try:
+            connect_all(state)
+        except PyinfraError as exc:  # "No hosts remaining!" when the one host failed
+            raise HostError(self.host, f"unreachable over SSH ({exc})") from exc
         host = state.inventory.get_host(self.host)
         if not host.connected:
             raise HostError(self.host, "unreachable over SSH")
@@ -129,27 +136,6 @@ class PyinfraRemote:
             )
         return Result(rc, stdout, output.stderr)
 
-    def deploy(self, deploy_func: Callable[..., Any], **kwargs: Any) -> None:
-        """Run a packaged pyinfra deploy on this host; HostError naming the failed operation."""
-        self.close()  # a fresh state: facts from before a change must not be reused
-        state = self._new_state()
-        connect_all(state)
-        host = state.inventory.get_host(self.host)
-        if not host.connected:
-            raise HostError(self.host, "unreachable over SSH")
-        state.current_stage = StateStage.Prepare
-        try:
-            add_deploy(state, deploy_func, **kwargs)
-            state.current_stage = StateStage.Execute
-            run_ops(state)
-        except PyinfraError as exc:
-            raise HostError(self.host, f"deploy failed: {exc}") from exc
-        finally:
-            with contextlib.suppress(Exception):
-                host.disconnect()
-        if host in state.failed_hosts:
-            raise HostError(self.host, "deploy failed at an operation (pyinfra output above)")
-
     def wait_for_ssh(self, timeout_s: float, poll_s: float = 2.0) -> None:
         """Reconnect until SSH answers again (after a reboot)."""
         deadline = time.monotonic() + timeout_s
@@ -168,3 +154,61 @@ class PyinfraRemote:
 
 def quote(value: str) -> str:
     return shlex.quote(value)
+
+
+def run_deploy_file(
+    entry: InventoryHost, deploy_file: str, log_path: Path, timeout_s: float = 3600
+) -> None:
+    """Run an on-disk pyinfra deploy on one host in its own ``pyinfra`` process (as ``gpuhost
+    provision`` does): operations see the host as earlier operations left it, and parallel hosts
+    never share pyinfra's process-wide state. Output goes to ``log_path``; HostError names the
+    failed operation(s) and the log."""
+    from gpuhost.deploys.provision import GUARD_REPORT_ENV
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    data = json.dumps(dict(entry.data), default=str)
+    with tempfile.TemporaryDirectory(prefix="gpuhost-deploy-") as tmp:
+        inventory = Path(tmp) / "inventory.py"
+        inventory.write_text(f"import json\n\nhosts = [({entry.name!r}, json.loads({data!r}))]\n")
+        report = Path(tmp) / "guards.txt"
+        env = dict(os.environ, **{GUARD_REPORT_ENV: str(report)})
+        argv = [sys.executable, "-m", "pyinfra", str(inventory), deploy_file, "-y"]
+        with log_path.open("w") as out:
+            try:
+                proc = subprocess.run(
+                    argv,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    timeout=timeout_s,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired as exc:
+                raise HostError(
+                    entry.name, f"deploy did not finish in {timeout_s:g}s (log {log_path})"
+                ) from exc
+        refused = report.read_text().strip() if report.exists() else ""
+    if refused:
+        raise HostError(entry.name, f"deploy refused: {refused} (log {log_path})")
+    if proc.returncode != 0:
+        raise HostError(
+            entry.name, f"deploy failed: {deploy_errors(log_path.read_text())} (log {log_path})"
+        )
+
+
+def deploy_errors(output: str) -> str:
+    """The failed operation and pyinfra's error lines from a pyinfra run's output (pure)."""
+    lines = [line.strip() for line in output.splitlines()]
+    picked = []
+    operation = ""
+    for line in lines:
+        if line.startswith("--> Starting operation:"):
+            operation = line.removeprefix("--> Starting operation:").strip()
+        elif "error" in line.lower() or re.sub(r"^\[[^]]*\] ", "", line).startswith("E: "):
+            if operation and operation not in picked:
+                picked.append(operation)
+            picked.append(line)
+    if not picked:
+        picked = [line for line in lines if line][-3:]
+    return " | ".join(picked[:8])[:1500]

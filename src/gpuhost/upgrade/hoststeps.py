@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuhost.errors import ConfigError, GpuhostError, HostError
+from gpuhost.reboot import reboot_and_wait
 from gpuhost.upgrade import package_cache
-from gpuhost.upgrade.connect import InventoryHost, PyinfraRemote
+from gpuhost.upgrade.connect import InventoryHost, PyinfraRemote, run_deploy_file
 from gpuhost.upgrade.drain import make_drainer
 from gpuhost.upgrade.host_state import (
     COUPLED_PACKAGE_RE,
@@ -39,11 +40,21 @@ from gpuhost.upgrade.validate import (
 )
 
 PROFILE_KEY = "gpuhost_profile"
+# The upgrade moves the GPU stack only: SSH/firewall hardening (part of provision's deploy) is not
+# in the snapshot, so a rollback could not undo it; ``gpuhost provision`` owns it.
+HARDEN_KEY = "gpuhost_harden"
 # Files a rollback puts back exactly as the snapshot had them; files in these folders that the
 # snapshot did not have and whose name says gpuhost wrote them are removed.
 RESTORED_CATEGORIES = ("apt_preferences", "apt_sources", "modprobe", "gpuhost", "units")
 REMOVABLE_NEW_FILES = ("/etc/apt/preferences.d/gpuhost", "/etc/modprobe.d/gpuhost", "/etc/gpuhost/")
-BOOT_TOKEN_COMMAND = "cat /proc/sys/kernel/random/boot_id; cut -d' ' -f22 /proc/1/stat"
+# Before changing packages: wait (up to 10 min) until no apt/dpkg runs (a controller killed
+# mid-install leaves one behind on the host), then finish what an interrupted dpkg left.
+SETTLE_DPKG_COMMAND = (
+    "i=0; while pgrep -x 'apt-get|apt|dpkg' >/dev/null; do i=$((i+1)); "
+    '[ $i -gt 300 ] && { echo "apt/dpkg still running after 600s" >&2; exit 1; }; sleep 2; done; '
+    '[ -z "$(dpkg --audit 2>/dev/null)" ] || DEBIAN_FRONTEND=noninteractive dpkg --configure -a '
+    "--force-confdef --force-confold >/dev/null 2>&1 || true"
+)
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,9 @@ class StepSettings:
     restart_mode: str = "reboot"
     reboot_timeout_s: float = 900
     force: bool = False
+    # audit rule ids whose error findings neither refuse a host nor fail its validation (a known
+    # site condition, e.g. driver.not-loaded on a host without a GPU)
+    accept_audit: tuple[str, ...] = ()
 
 
 class HostSteps:
@@ -160,13 +174,29 @@ class HostSteps:
         if not problems:
             raise HostIsCurrent(f"already on {self.settings.target.name}, validated")
         errors = self._audit_errors(host)
-        if errors and not self.settings.force:
+        blocking = [f"{rule}: {msg}" for rule, msg in errors if rule not in self.accepted(ctx)]
+        if blocking and not self.settings.force:
             raise StepFailed(
-                "preflight audit has errors (pass --force to upgrade anyway): " + "; ".join(errors)
+                "preflight audit has errors (pass --force to upgrade anyway, or --accept-audit "
+                "RULE for a known condition): " + "; ".join(blocking)
             )
-        return {"summary": f"{len(errors)} audit error(s)" + (" (forced)" if errors else "")}
+        return {
+            "summary": f"{len(errors)} audit error(s)"
+            + (f", {len(blocking)} not accepted (forced)" if blocking else ""),
+            "preflight_audit_rules": sorted({rule for rule, _ in errors}),
+        }
 
-    def _audit_errors(self, host: str) -> list[str]:
+    def accepted(self, ctx: HostContext) -> set[str]:
+        """Audit rules whose errors do not count: --accept-audit, and with --force the rules
+        that already failed at preflight (the upgrade must not add new ones)."""
+        rules = set(self.settings.accept_audit)
+        if self.settings.force:
+            rules |= {str(r) for r in ctx.data.get("preflight_audit_rules", [])}
+        return rules
+
+    def _audit_errors(self, host: str, profile: str | None = None) -> list[tuple[str, str]]:
+        """(rule, message) of the audit's error findings; ``profile`` replaces the inventory's
+        profile (after an upgrade the host is judged against the target)."""
         from gpuhost.audit.host import AuditSettings, audit_host
         from gpuhost.facts.build import host_facts_from_text
         from gpuhost.matrix.profiles import load_profiles
@@ -174,8 +204,11 @@ class HostSteps:
 
         output = self.remote(host).run(build_probe(), timeout=600).stdout
         facts = host_facts_from_text(output)
-        report = audit_host(host, facts, self._data(host), AuditSettings(profiles=load_profiles()))
-        return [f"{f.rule}: {f.message}" for f in report.findings if f.severity == "error"]
+        data = self._data(host)
+        if profile is not None:
+            data[PROFILE_KEY] = profile
+        report = audit_host(host, facts, data, AuditSettings(profiles=load_profiles()))
+        return [(f.rule, f.message) for f in report.findings if f.severity == "error"]
 
     def snapshot(self, ctx: HostContext) -> dict[str, Any]:
         host = ctx.host
@@ -218,6 +251,8 @@ class HostSteps:
 
     def install(self, ctx: HostContext) -> dict[str, Any]:
         host = ctx.host
+        if ctx.resumed_step == "install":
+            self._check(host, SETTLE_DPKG_COMMAND, "waiting for the interrupted install", 900)
         state = self.read_state(host)
         held = [p for p in state.holds if COUPLED_PACKAGE_RE.search(p)]
         self._unhold(host, held)
@@ -226,35 +261,22 @@ class HostSteps:
 
     def provision(self, host: str, profile: str) -> None:
         """Provision's packaged deploy with the given profile: pins, install, holds, marker."""
-        from gpuhost.deploys.provision import provision
+        from importlib import resources
 
         entry = self.hosts[host]
         data = dict(entry.data)
         data[PROFILE_KEY] = profile
-        remote = PyinfraRemote(InventoryHost(entry.name, data, entry.groups))
-        remote.deploy(provision)
+        data[HARDEN_KEY] = False
+        deploy_file = str(resources.files("gpuhost.deploys") / "run_provision.py")
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        log = self.settings.snapshots.parent / "logs" / f"{host}-{stamp}-{profile}.log"
+        run_deploy_file(InventoryHost(entry.name, data, entry.groups), deploy_file, log)
 
     def restart(self, ctx: HostContext) -> dict[str, Any]:
         remote = self.remote(ctx.host)
         if self.settings.restart_mode == "reload" and self._reload_module(ctx.host):
             return {"summary": "kernel module reloaded"}
-        before = remote.run(BOOT_TOKEN_COMMAND).stdout.strip()
-        if ctx.resumed_step and ctx.data.get("boot_token_before"):
-            before = str(ctx.data["boot_token_before"])
-        remote.run("nohup sh -c 'sleep 1; systemctl reboot' >/dev/null 2>&1 &")
-        remote.close()
-        time.sleep(3)
-        deadline = time.monotonic() + self.settings.reboot_timeout_s
-        while True:
-            remote.wait_for_ssh(max(1.0, deadline - time.monotonic()))
-            after = remote.run(BOOT_TOKEN_COMMAND).stdout.strip()
-            if after and after != before:
-                break
-            if time.monotonic() > deadline:
-                raise HostError(ctx.host, "SSH answers but the host did not reboot")
-            remote.close()
-            time.sleep(2)
-        remote.run("systemctl is-system-running --wait >/dev/null 2>&1 || true", timeout=300)
+        before = reboot_and_wait(remote, self.settings.reboot_timeout_s)
         return {"summary": "rebooted, SSH back", "boot_token_before": before}
 
     def _reload_module(self, host: str) -> bool:
@@ -271,8 +293,9 @@ class HostSteps:
     def validate(self, ctx: HostContext) -> dict[str, Any]:
         expect = Expectation.for_target(self.settings.target)
         problems = validate_host(self.remote(ctx.host), expect, self.read_state(ctx.host))
-        errors = self._audit_errors(ctx.host)
-        problems += [f"audit: {e}" for e in errors]
+        errors = self._audit_errors(ctx.host, self.settings.target.name)
+        accepted = self.accepted(ctx)
+        problems += [f"audit: {rule}: {msg}" for rule, msg in errors if rule not in accepted]
         if problems:
             raise StepFailed("; ".join(problems))
         return {"summary": f"on {self.settings.target.name}, holds and pins in place"}
@@ -303,6 +326,7 @@ class HostSteps:
     def restore(self, host: str, doc: Mapping[str, Any]) -> dict[str, Any]:
         """Put packages (from the on-host cache), pins, holds and configs back as in ``doc``."""
         remote = self.remote(host)
+        self._check(host, SETTLE_DPKG_COMMAND, "waiting for apt/dpkg to finish", 900)
         cache = doc.get("package_cache") or {}
         files: dict[str, str] = dict(cache.get("files") or {})
         wanted = {n: r["version"] for n, r in doc["packages"].items()}

@@ -105,7 +105,7 @@ def install_command(snapshot_id: str, files: Mapping[str, str]) -> str:
     paths = " ".join(shlex.quote(f"{folder}/{f}") for f in sorted(files.values()))
     return (
         "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
-        "--allow-downgrades --allow-change-held-packages "
+        "--allow-downgrades --allow-change-held-packages -o DPkg::Lock::Timeout=600 "
         "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "
         f"{paths}"
     )

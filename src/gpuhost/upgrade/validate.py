@@ -31,7 +31,6 @@ DRIVER_PACKAGES = (
     "libcuda1",
     "nvidia-alternative",
     "nvidia-kernel-support",
-    "nvidia-support",
 )
 
 

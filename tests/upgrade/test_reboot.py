@@ -1,0 +1,88 @@
+"""Reboot-and-wait against a scripted host whose boot token changes (or never does), and the
+pure driver-reboot decision used by ``gpuhost provision --reboot``."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhost.errors import HostError
+from gpuhost.reboot import (
+    BOOT_TOKEN_COMMAND,
+    REBOOT_COMMAND,
+    parse_driver_state,
+    reboot_and_wait,
+    reboot_reason,
+)
+from tests.upgrade.fakes import ScriptedRemote, ok
+
+
+class RebootingHost(ScriptedRemote):
+    """Boot token ``boot-N``; the reboot command bumps N unless ``stuck``; SSH is down for
+    ``down_polls`` polls after it."""
+
+    def __init__(self, stuck: bool = False, down_polls: int = 2) -> None:
+        super().__init__("h1")
+        self.boot = 1
+        self.stuck = stuck
+        self.down = 0
+        self.down_polls = down_polls
+        self.polls = 0
+        self.on(BOOT_TOKEN_COMMAND, lambda _: ok(f"boot-{self.boot}\n100\n"))
+        self.on(REBOOT_COMMAND, self._reboot)
+
+    def _reboot(self, _: str):
+        if not self.stuck:
+            self.boot += 1
+        self.down = self.down_polls
+        return ok()
+
+    def close(self) -> None:
+        pass
+
+    def wait_for_ssh(self, timeout_s: float, poll_s: float = 2.0) -> None:
+        while self.down:
+            self.down -= 1
+            self.polls += 1
+        if timeout_s <= 1.0 and self.stuck:
+            raise HostError(self.host, "did not come back over SSH")
+
+
+def test_reboot_waits_for_a_new_boot_token(monkeypatch) -> None:
+    monkeypatch.setattr("gpuhost.reboot.time.sleep", lambda s: None)
+    host = RebootingHost()
+    before = reboot_and_wait(host, timeout_s=60, settle_s=0)
+    assert before == "boot-1\n100"
+    assert host.boot == 2 and host.polls == 2
+    assert host.commands.count(REBOOT_COMMAND) == 1
+    assert "is-system-running --wait" in host.commands[-1]
+
+
+def test_a_host_that_answers_without_rebooting_is_an_error(monkeypatch) -> None:
+    clock = iter(range(0, 10_000, 50))
+    monkeypatch.setattr("gpuhost.reboot.time.sleep", lambda s: None)
+    monkeypatch.setattr("gpuhost.reboot.time.monotonic", lambda: next(clock))
+    host = RebootingHost(stuck=True, down_polls=0)
+    with pytest.raises(HostError, match="did not reboot|did not come back"):
+        reboot_and_wait(host, timeout_s=120, settle_s=0)
+
+
+@pytest.mark.parametrize(
+    ("stdout", "expected"),
+    [
+        ("535.309.01\n535.309.01-0+deb12u1\n", ("535.309.01", "535.309.01")),
+        ("-\n535.261.03-1\n", (None, "535.261.03")),
+        ("535.261.03\n-\n", ("535.261.03", None)),
+        ("-\n-\n", (None, None)),
+        ("", (None, None)),
+    ],
+)
+def test_parse_driver_state(stdout: str, expected: tuple[str | None, str | None]) -> None:
+    assert parse_driver_state(stdout) == expected
+
+
+def test_reboot_reason() -> None:
+    assert reboot_reason("535.309.01", "535.309.01") is None
+    assert reboot_reason(None, None) is None
+    assert reboot_reason("535.309.01", None) is None  # nothing installed: nothing to load
+    assert "differs" in (reboot_reason("535.261.03", "535.309.01") or "")
+    assert "no nvidia module loaded" in (reboot_reason(None, "535.309.01") or "")
