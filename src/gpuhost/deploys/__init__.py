@@ -1,6 +1,7 @@
 """Packaged pyinfra deploys: call them from your own deploy files.
 
-``provision`` composes them all; each takes the host's resolved ``StackSpec`` and ``PackagePlan``
+``provision`` composes them all (and ``gpuhost.deploys.harden.harden``, first, unless
+``gpuhost_harden: false``); each takes the host's resolved ``StackSpec`` and ``PackagePlan``
 (``gpuhost.deploys.provision.resolve_host()``).
 """
 
