@@ -2,36 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 from pyinfra.api import FactBase
 from typing_extensions import override
 
-_POLICY_PACKAGE_RE = re.compile(r"^(\S+):$")
-_POLICY_CANDIDATE_RE = re.compile(r"^\s+Candidate:\s+(\S+)$")
-_POLICY_INSTALLED_RE = re.compile(r"^\s+Installed:\s+(\S+)$")
-
-
-def parse_policy(lines: list[str]) -> dict[str, dict[str, str | None]]:
-    """``apt-cache policy PKG...`` → {package: {"installed": v|None, "candidate": v|None}}."""
-    result: dict[str, dict[str, str | None]] = {}
-    current: dict[str, str | None] | None = None
-    for line in lines:
-        match = _POLICY_PACKAGE_RE.match(line)
-        if match:
-            current = result.setdefault(match.group(1), {"installed": None, "candidate": None})
-            continue
-        if current is None:
-            continue
-        for key, regex in (
-            ("installed", _POLICY_INSTALLED_RE),
-            ("candidate", _POLICY_CANDIDATE_RE),
-        ):
-            match = regex.match(line)
-            if match:
-                value = match.group(1)
-                current[key] = None if value == "(none)" else value
-    return result
+from gpuhost.parsers.packages import parse_apt_policy
 
 
 class AptHolds(FactBase[list[str]]):
@@ -56,7 +30,8 @@ class AptHolds(FactBase[list[str]]):
 
 
 class AptPolicy(FactBase[dict[str, dict[str, str | None]]]):
-    """Installed and candidate version of each package, as apt's pins resolve them:
+    """Installed and candidate version of each package, as apt's pins resolve them
+    (parsed by :func:`gpuhost.parsers.packages.parse_apt_policy`; "(none)" is None):
 
     .. code:: python
 
@@ -78,7 +53,10 @@ class AptPolicy(FactBase[dict[str, dict[str, str | None]]]):
 
     @override
     def process(self, output: list[str]) -> dict[str, dict[str, str | None]]:
-        return parse_policy(output)
+        return {
+            policy.name: {"installed": policy.installed, "candidate": policy.candidate}
+            for policy in parse_apt_policy("\n".join(output))
+        }
 
 
 class DnfVersionLocks(FactBase[list[str]]):

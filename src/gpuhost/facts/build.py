@@ -14,7 +14,6 @@ from typing import TypeVar
 from gpuhost.errors import ParseError
 from gpuhost.facts import probe_parsers as pp
 from gpuhost.facts.host_facts import (
-    AptPolicy,
     ContainerFacts,
     CudaFacts,
     CudnnFacts,
@@ -27,7 +26,7 @@ from gpuhost.facts.host_facts import (
 )
 from gpuhost.parsers import container, cuda, driver, frameworks, packages
 from gpuhost.parsers.nvidia_smi import SmiReport, parse_output
-from gpuhost.parsers.packages import Package
+from gpuhost.parsers.packages import AptPolicy, Package
 from gpuhost.probe.script import python_section_name
 from gpuhost.probe.sections import ProbeOutput, SectionOutput, split_sections
 
@@ -120,7 +119,7 @@ def _packages(reader: _Reader) -> PackageFacts:
         policy = reader.section("apt-policy")
         known = policy is not None and policy.ok
         no_policy: list[AptPolicy] = []
-        policies = reader.parse("apt-policy", pp.parse_apt_policy, no_policy) if known else []
+        policies = reader.parse("apt-policy", packages.parse_apt_policy, no_policy) if known else []
         return PackageFacts("dpkg", installed, held, policies, known)
     if rpm is not None and not rpm.missing_tool:
         listed = reader.parse("rpm", packages.parse_rpm_qa, no_packages)

@@ -13,7 +13,7 @@ from typing import Any
 
 from gpuhost.parsers.driver import KernelModule
 from gpuhost.parsers.nvidia_smi import SmiReport
-from gpuhost.parsers.packages import Package
+from gpuhost.parsers.packages import AptPolicy, Package
 
 
 @dataclass(frozen=True)
@@ -72,29 +72,6 @@ class DriverFacts:
     loaded_module: KernelModule | None = None
     modules: list[str] = field(default_factory=list)  # nvidia* names in /proc/modules
     pci_gpus: list[PciGpu] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class AptPolicy:
-    """``apt-cache policy`` of one installed driver package.
-
-    ``candidate_origin`` is the archive line of the candidate (e.g. an NVIDIA CUDA repository);
-    ``installed_priority`` is the pin priority of the installed version (>= 1000: pinned).
-    """
-
-    name: str
-    installed: str | None
-    candidate: str | None
-    candidate_origin: str | None = None
-    installed_priority: int | None = None
-
-    @property
-    def upgrade_pending(self) -> bool:
-        return bool(self.installed and self.candidate and self.installed != self.candidate)
-
-    @property
-    def pinned(self) -> bool:
-        return self.installed_priority is not None and self.installed_priority >= 1000
 
 
 @dataclass(frozen=True)

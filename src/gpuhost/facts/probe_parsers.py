@@ -1,10 +1,10 @@
 """Pure parsers for the probe sections that :mod:`gpuhost.parsers` does not cover.
 
-os-release, the kernel list, Secure Boot, ``dkms status``, NVIDIA PCI devices, ``apt-cache policy``
-(with the candidate's origin), dnf's versionlock list, the CUDA directory listing, the cuDNN
-section, container runtime configs, ``nv-fabricmanager --version``, ``systemctl`` states and
-``sshd -T``. Each takes the section's text and returns plain data; unreadable input raises
-ParseError naming the section.
+os-release, the kernel list, Secure Boot, ``dkms status``, NVIDIA PCI devices, dnf's versionlock
+list, the CUDA directory listing, the cuDNN section, container runtime configs,
+``nv-fabricmanager --version``, ``systemctl`` states and ``sshd -T``. Each takes the section's
+text and returns plain data; unreadable input raises ParseError naming the section.
+``apt-cache policy`` is read by :func:`gpuhost.parsers.packages.parse_apt_policy`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import Any
 
 from gpuhost.errors import ParseError
 from gpuhost.facts.host_facts import (
-    AptPolicy,
     CudaToolkit,
     DkmsEntry,
     KernelInfo,
@@ -29,10 +28,6 @@ DKMS_RE = re.compile(
     r"^(?P<module>[^,/\s:]+)[/,]\s*(?P<version>[^,:\s]+)"
     r"(?:,\s*(?P<kernel>[^,:\s]+))?(?:,\s*(?P<arch>[^,:\s]+))?:\s*(?P<status>.+?)\s*$"
 )
-POLICY_PACKAGE_RE = re.compile(r"^(\S+):$")
-POLICY_FIELD_RE = re.compile(r"^\s+(Installed|Candidate):\s+(\S+)\s*$")
-POLICY_VERSION_RE = re.compile(r"^\s+(?:\*\*\*\s+)?(\S+)\s+-?\d+\s*$")
-POLICY_SOURCE_RE = re.compile(r"^\s+-?\d+\s+(\S+)(?:\s+(\S+))?")
 FABRIC_VERSION_RE = re.compile(r"version\s*(?:is)?\s*:?\s*(\d+(?:\.\d+)+)", re.I)
 VERSIONLOCK_RE = re.compile(
     r"^(?:\d+:)?(?P<name>[A-Za-z0-9_+.-]+?)-(?P<version>\d[^-]*)-(?P<rel>[^-]+)$"
@@ -166,52 +161,6 @@ def parse_pci(text: str) -> list[PciGpu]:
 
 def parse_proc_modules(text: str) -> list[str]:
     return [line.split()[0] for line in text.splitlines() if line.strip()]
-
-
-def parse_apt_policy(text: str) -> list[AptPolicy]:
-    """``apt-cache policy PKG...`` → one AptPolicy per package (installed, candidate, pins)."""
-    blocks: list[dict[str, Any]] = []
-    current: dict[str, Any] | None = None
-    for line in text.splitlines():
-        package = POLICY_PACKAGE_RE.match(line)
-        if package:
-            current = {"name": package.group(1), "table": [], "installed": None, "candidate": None}
-            blocks.append(current)
-            continue
-        if current is None:
-            continue
-        field_match = POLICY_FIELD_RE.match(line)
-        if field_match:
-            value = field_match.group(2)
-            current[field_match.group(1).lower()] = None if value == "(none)" else value
-            continue
-        version = POLICY_VERSION_RE.match(line)
-        if version:
-            priority = int(line.split()[-1])
-            current["table"].append(
-                {"version": version.group(1), "priority": priority, "origin": None}
-            )
-            continue
-        source = POLICY_SOURCE_RE.match(line)
-        if source and current["table"] and current["table"][-1]["origin"] is None:
-            suite = source.group(2)
-            origin = f"{source.group(1)} {suite}" if suite else source.group(1)
-            current["table"][-1]["origin"] = origin
-    policies = []
-    for block in blocks:
-        by_version = {row["version"]: row for row in block["table"]}
-        candidate = by_version.get(block["candidate"] or "")
-        installed = by_version.get(block["installed"] or "")
-        policies.append(
-            AptPolicy(
-                name=block["name"],
-                installed=block["installed"],
-                candidate=block["candidate"],
-                candidate_origin=candidate["origin"] if candidate else None,
-                installed_priority=installed["priority"] if installed else None,
-            )
-        )
-    return policies
 
 
 def parse_versionlock(text: str) -> list[str]:

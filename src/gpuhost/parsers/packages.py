@@ -1,4 +1,5 @@
-"""Parse package listings: ``dpkg-query -W``, ``dpkg -l``, ``apt-mark showhold``, ``rpm -qa``.
+"""Parse package-manager output: ``dpkg-query -W``, ``dpkg -l``, ``apt-mark showhold``,
+``apt-cache policy``, ``rpm -qa``.
 
 ``parse_dpkg_query`` reads the probe's format
 ``dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'`` and also human
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from gpuhost.errors import ParseError
 from gpuhost.parsers._common import is_blank, require_text
@@ -24,6 +26,10 @@ DPKG_TABLE_ROW_RE = re.compile(
 DPKG_TABLE_HEADER_RE = re.compile(r"^(Desired=|\| Status=|\|/ Err\?|\|\|/ Name|\+\+\+-)")
 ARCH_RE = re.compile(r"[a-z0-9]+")
 RPM_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_+.\-]*$")
+POLICY_PACKAGE_RE = re.compile(r"^(\S+):$")
+POLICY_FIELD_RE = re.compile(r"^\s+(Installed|Candidate):\s+(\S+)\s*$")
+POLICY_VERSION_RE = re.compile(r"^\s+(?:\*\*\*\s+)?(\S+)\s+-?\d+\s*$")
+POLICY_SOURCE_RE = re.compile(r"^\s+-?\d+\s+(\S+)(?:\s+(\S+))?")
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,29 @@ class Package(_ToDict):
     @property
     def held(self) -> bool:
         return self.status[:1] == "h"
+
+
+@dataclass(frozen=True)
+class AptPolicy:
+    """``apt-cache policy`` of one package.
+
+    ``candidate_origin`` is the archive line of the candidate (e.g. an NVIDIA CUDA repository);
+    ``installed_priority`` is the pin priority of the installed version (>= 1000: pinned).
+    """
+
+    name: str
+    installed: str | None
+    candidate: str | None
+    candidate_origin: str | None = None
+    installed_priority: int | None = None
+
+    @property
+    def upgrade_pending(self) -> bool:
+        return bool(self.installed and self.candidate and self.installed != self.candidate)
+
+    @property
+    def pinned(self) -> bool:
+        return self.installed_priority is not None and self.installed_priority >= 1000
 
 
 def _split_arch(name: str) -> tuple[str, str | None]:
@@ -122,6 +151,56 @@ def parse_rpm_qa(text: str) -> list[Package]:
             raise ParseError(f"expected {RPM_EXPECTED}, found on line {number}: {line[:100]!r}")
         packages.append(Package(cells[0], cells[1].strip(), status="ii"))
     return packages
+
+
+def parse_apt_policy(text: str) -> list[AptPolicy]:
+    """``apt-cache policy PKG...`` → one AptPolicy per package block, in output order.
+
+    "(none)" becomes None. Lines apt prints for unknown packages ("N: Unable to locate ...") and
+    anything before the first ``name:`` line are ignored.
+    """
+    blocks: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    for line in text.splitlines():
+        package = POLICY_PACKAGE_RE.match(line)
+        if package:
+            current = {"name": package.group(1), "table": [], "installed": None, "candidate": None}
+            blocks.append(current)
+            continue
+        if current is None:
+            continue
+        field_match = POLICY_FIELD_RE.match(line)
+        if field_match:
+            value = field_match.group(2)
+            current[field_match.group(1).lower()] = None if value == "(none)" else value
+            continue
+        version = POLICY_VERSION_RE.match(line)
+        if version:
+            priority = int(line.split()[-1])
+            current["table"].append(
+                {"version": version.group(1), "priority": priority, "origin": None}
+            )
+            continue
+        source = POLICY_SOURCE_RE.match(line)
+        if source and current["table"] and current["table"][-1]["origin"] is None:
+            suite = source.group(2)
+            origin = f"{source.group(1)} {suite}" if suite else source.group(1)
+            current["table"][-1]["origin"] = origin
+    policies = []
+    for block in blocks:
+        by_version = {row["version"]: row for row in block["table"]}
+        candidate = by_version.get(block["candidate"] or "")
+        installed = by_version.get(block["installed"] or "")
+        policies.append(
+            AptPolicy(
+                name=block["name"],
+                installed=block["installed"],
+                candidate=block["candidate"],
+                candidate_origin=candidate["origin"] if candidate else None,
+                installed_priority=installed["priority"] if installed else None,
+            )
+        )
+    return policies
 
 
 def is_blank_listing(text: str) -> bool:
