@@ -1,7 +1,8 @@
 """SSH hardening and firewall checks (what ``gpuhost harden`` sets up), read from the live host.
 
 sshd's effective configuration comes from ``sshd -T`` (after Include and first-match), parsed by
-``gpuhost.facts.sshd.parse_sshd_t``; the algorithm lists come from ``gpuhost/data/ssh_policy.yaml``.
+``gpuhost.parsers.sshd.parse_sshd_t``; the algorithm lists come from
+``gpuhost/data/ssh_policy.yaml``.
 Needs root (``sshd -T`` and ``nft`` read root-only state). Uses only the ``host`` fixture; the
 host's inventory data (``inventory_data`` from checks/conftest.py, when present) says whether the
 firewall is managed and which ports it opens.
@@ -15,15 +16,14 @@ import pytest
 
 from gpuhost.deploys.harden import DEFAULTS
 from gpuhost.facts.firewall import INCLUDE_LINE, NFTABLES_CONF, RULESET_PATH
-from gpuhost.facts.sshd import (
-    SSHD_CONFIG,
-    include_precedes_settings,
+from gpuhost.facts.sshd import SSHD_CONFIG, include_precedes_settings
+from gpuhost.operations.sshd import load_policy
+from gpuhost.parsers.sshd import (
     parse_sshd_t,
     password_login_allowed,
     permit_root_login,
     sshd_value,
 )
-from gpuhost.operations.sshd import load_policy
 
 POLICY = load_policy()
 #: substrings that mark a weak algorithm wherever they appear

@@ -21,14 +21,16 @@ from gpuhost.facts.sshd import (
     parse_authorized_keys,
     parse_ssh_session,
     parse_sshd_files,
-    parse_sshd_t,
     parse_user_keys,
+)
+from gpuhost.operations.firewall import render_ruleset
+from gpuhost.operations.sshd import load_policy, render_dropin
+from gpuhost.parsers.sshd import (
+    parse_sshd_t,
     password_login_allowed,
     permit_root_login,
     sshd_value,
 )
-from gpuhost.operations.firewall import render_ruleset
-from gpuhost.operations.sshd import load_policy, render_dropin
 
 DATA = Path(__file__).parent / "data"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKq0bHXJ0bHXJ0bHXJ0bHXJ0bHXJ0bHXJ0bHXJ0bHXJ ops@laptop"

@@ -17,6 +17,12 @@ from gpuhost.audit.findings import ERROR, INFO, WARNING, Finding, RuleResult
 from gpuhost.errors import VersionError
 from gpuhost.facts.host_facts import HostFacts
 from gpuhost.parsers.nvidia_smi import GpuInfo
+from gpuhost.parsers.sshd import (
+    keyboard_interactive_password,
+    password_authentication,
+    permit_root_login,
+    sshd_value,
+)
 from gpuhost.versions import upstream_of_package_version
 
 NVIDIA_REPO_HINT = "developer.download.nvidia.com"
@@ -680,9 +686,9 @@ def check_sshd(ctx: AuditContext) -> RuleResult:
     sshd = ctx.facts.sshd
     if not sshd.available:
         return _skip(rule, "sshd -T could not run (sshd not installed, or the audit is not root)")
-    settings = sshd.settings
+    config = sshd.config
     findings = []
-    if settings.get("passwordauthentication") == "yes":
+    if password_authentication(config):
         findings.append(
             Finding(
                 "ssh.password-auth",
@@ -691,13 +697,7 @@ def check_sshd(ctx: AuditContext) -> RuleResult:
                 "fix: gpuhost harden (sets PasswordAuthentication no after checking key access)",
             )
         )
-    if (
-        settings.get(
-            "kbdinteractiveauthentication", settings.get("challengeresponseauthentication")
-        )
-        == "yes"
-        and settings.get("usepam") == "yes"
-    ):
+    if keyboard_interactive_password(config):
         findings.append(
             Finding(
                 "ssh.keyboard-interactive",
@@ -707,7 +707,7 @@ def check_sshd(ctx: AuditContext) -> RuleResult:
                 "fix: gpuhost harden (KbdInteractiveAuthentication no)",
             )
         )
-    if settings.get("permitrootlogin") == "yes":
+    if permit_root_login(config) == "yes":
         findings.append(
             Finding(
                 "ssh.root-login",
@@ -716,7 +716,7 @@ def check_sshd(ctx: AuditContext) -> RuleResult:
                 "prohibit-password or no; fix: gpuhost harden",
             )
         )
-    if settings.get("permitemptypasswords") == "yes":
+    if sshd_value(config, "permitemptypasswords") == "yes":
         findings.append(
             Finding(
                 "ssh.empty-passwords",

@@ -27,6 +27,7 @@ from gpuhost.facts.host_facts import (
 from gpuhost.parsers import container, cuda, driver, frameworks, packages
 from gpuhost.parsers.nvidia_smi import SmiReport, parse_output
 from gpuhost.parsers.packages import AptPolicy, Package
+from gpuhost.parsers.sshd import audit_settings, parse_sshd_t
 from gpuhost.probe.script import python_section_name
 from gpuhost.probe.sections import ProbeOutput, SectionOutput, split_sections
 
@@ -205,7 +206,9 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
     services = pp.parse_services(reader.text("services"))
     fabric = reader.section("fabricmanager")
     sshd = reader.section("sshd")
-    sshd_settings = pp.parse_sshd_t(reader.text("sshd")) if sshd is not None else {}
+    sshd_settings = (
+        audit_settings(parse_sshd_t(reader.text("sshd").splitlines())) if sshd is not None else {}
+    )
     marker = reader.section("profile-marker")
     names = [line.strip() for line in reader.text("pythons").splitlines() if line.strip()]
     return HostFacts(

@@ -156,11 +156,16 @@ class FrameworkFacts:
 
 @dataclass(frozen=True)
 class SshdFacts:
-    """``sshd -T`` settings the audit reads (lower-case keys); ``available`` False when sshd -T
-    could not run (not installed, or not root)."""
+    """``sshd -T`` settings the audit reads (``gpuhost.parsers.sshd.AUDIT_KEYWORDS``, lower-case);
+    ``available`` False when sshd -T could not run (not installed, or not root)."""
 
     available: bool = False
     settings: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def config(self) -> dict[str, list[str]]:
+        """``settings`` in ``parse_sshd_t``'s shape, for the predicates of gpuhost.parsers.sshd."""
+        return {key: [value] for key, value in self.settings.items()}
 
 
 @dataclass(frozen=True)

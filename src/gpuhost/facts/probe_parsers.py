@@ -2,9 +2,9 @@
 
 os-release, the kernel list, Secure Boot, ``dkms status``, NVIDIA PCI devices, dnf's versionlock
 list, the CUDA directory listing, the cuDNN section, container runtime configs,
-``nv-fabricmanager --version``, ``systemctl`` states and ``sshd -T``. Each takes the section's
-text and returns plain data; unreadable input raises ParseError naming the section.
-``apt-cache policy`` is read by :func:`gpuhost.parsers.packages.parse_apt_policy`.
+``nv-fabricmanager --version`` and ``systemctl`` states. Each takes the section's text and returns
+plain data; unreadable input raises ParseError naming the section. ``apt-cache policy`` and
+``sshd -T`` are read by :mod:`gpuhost.parsers.packages` and :mod:`gpuhost.parsers.sshd`.
 """
 
 from __future__ import annotations
@@ -33,17 +33,6 @@ VERSIONLOCK_RE = re.compile(
     r"^(?:\d+:)?(?P<name>[A-Za-z0-9_+.-]+?)-(?P<version>\d[^-]*)-(?P<rel>[^-]+)$"
 )
 KERNEL_NAME_RE = re.compile(r"^[0-9][\w.+~-]*$")
-SSHD_KEYS = (
-    "passwordauthentication",
-    "kbdinteractiveauthentication",
-    "challengeresponseauthentication",
-    "permitrootlogin",
-    "pubkeyauthentication",
-    "permitemptypasswords",
-    "ciphers",
-    "port",
-    "usepam",
-)
 
 
 def key_values(text: str) -> list[tuple[str, str]]:
@@ -310,12 +299,3 @@ def parse_services(text: str) -> dict[str, ServiceState]:
             enabled=cells[2] if len(cells) > 2 else None,
         )
     return states
-
-
-def parse_sshd_t(text: str) -> dict[str, str]:
-    settings = {}
-    for line in text.splitlines():
-        key, _, value = line.strip().partition(" ")
-        if key.lower() in SSHD_KEYS:
-            settings[key.lower()] = value.strip()
-    return settings

@@ -1,8 +1,9 @@
 """Facts about the SSH server: its effective config, gpuhost's drop-in, users' authorized keys.
 
-Each fact is a command plus a pure parser; the parsers (``parse_*``) are reused by ``checks/``
-and by ``gpuhost audit``. The effective configuration comes from ``sshd -T`` (what sshd would
-really use, after Include and first-match), never from reading the files.
+Each fact is a command plus a pure parser; the parsers (``parse_*``) are reused by ``checks/``.
+The effective configuration comes from ``sshd -T`` (what sshd would really use, after Include
+and first-match), never from reading the files; it is read by :mod:`gpuhost.parsers.sshd`,
+which ``gpuhost audit`` uses too.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import TypedDict
 
 from pyinfra.api import FactBase
 from typing_extensions import override
+
+from gpuhost.parsers.sshd import parse_sshd_t
 
 SSHD_CONFIG = "/etc/ssh/sshd_config"
 DROPIN_DIR = "/etc/ssh/sshd_config.d"
@@ -47,52 +50,6 @@ _BASE64_RE = re.compile(r"^[A-Za-z0-9+/]+={0,3}$")
 
 
 # --- sshd -T ------------------------------------------------------------------------------------
-
-
-def parse_sshd_t(lines: list[str]) -> dict[str, list[str]]:
-    """``sshd -T`` output → {lower-case keyword: [value of each line]}.
-
-    Keywords that sshd prints once give a one-item list (``{"passwordauthentication": ["no"]}``);
-    repeated ones (``port``, ``hostkey``, ``listenaddress``, ``subsystem``) keep every line in
-    order.
-    Lines that are not ``keyword value`` pairs (warnings) are ignored.
-    """
-    config: dict[str, list[str]] = {}
-    for raw in lines:
-        line = raw.strip()
-        if not line or " " not in line:
-            continue
-        keyword, value = line.split(" ", 1)
-        if not re.fullmatch(r"[a-z0-9]+", keyword):
-            continue
-        config.setdefault(keyword, []).append(value.strip())
-    return config
-
-
-def sshd_value(config: dict[str, list[str]], keyword: str, default: str = "") -> str:
-    """The first value of ``keyword`` (lower-case) in a parsed ``sshd -T``, or ``default``."""
-    values = config.get(keyword.lower())
-    return values[0] if values else default
-
-
-def permit_root_login(config: dict[str, list[str]]) -> str:
-    """PermitRootLogin of a parsed ``sshd -T``, with sshd's old spelling normalised.
-
-    OpenSSH 9.2's ``sshd -T`` prints ``without-password`` for ``prohibit-password``.
-    """
-    value = sshd_value(config, "permitrootlogin", "prohibit-password")
-    return "prohibit-password" if value == "without-password" else value
-
-
-def password_login_allowed(config: dict[str, list[str]]) -> bool:
-    """Can anyone log in with a password? (PasswordAuthentication or keyboard-interactive on.)
-
-    Keyboard-interactive goes through PAM, which on Debian asks for the account password.
-    """
-    return (
-        sshd_value(config, "passwordauthentication") == "yes"
-        or sshd_value(config, "kbdinteractiveauthentication") == "yes"
-    )
 
 
 class SshdEffectiveConfig(FactBase[dict[str, list[str]]]):
