@@ -13,7 +13,7 @@ from typing import TypedDict
 from pyinfra.api import FactBase
 from typing_extensions import override
 
-from gpuhost.facts.sshd import MARK, split_sections
+from gpuhost.parsers.marked import MISSING, SECTION, cat_section, section_text, split_sections
 
 TABLE_FAMILY = "inet"
 TABLE_NAME = "gpuhost"
@@ -24,8 +24,6 @@ STATE_DIR = "/var/lib/gpuhost/firewall"
 #: ``nft -s -t list table inet gpuhost`` saved right after the last confirmed apply
 APPLIED_LISTING = f"{STATE_DIR}/applied.listing"
 INCLUDE_LINE = f'include "{RULESET_PATH}"'
-
-_MISSING = f"{MARK} missing"
 
 
 class FirewallDict(TypedDict):
@@ -43,13 +41,6 @@ class FirewallDict(TypedDict):
     service_enabled: bool
 
 
-def _section(sections: dict[str, list[str]], name: str) -> str | None:
-    body = sections.get(name)
-    if body is None or body == [_MISSING]:
-        return None
-    return "\n".join(body)
-
-
 def conf_includes(conf_lines: list[str], include_line: str = INCLUDE_LINE) -> bool:
     """True when an uncommented line of nftables.conf is exactly ``include_line``."""
     return any(line.strip() == include_line for line in conf_lines)
@@ -58,15 +49,15 @@ def conf_includes(conf_lines: list[str], include_line: str = INCLUDE_LINE) -> bo
 def parse_firewall(lines: list[str]) -> FirewallDict:
     """Parse the output of ``FirewallState``'s command (sections started by ``##GPUHOST``)."""
     sections = split_sections(lines)
-    conf = sections.get("conf", [_MISSING])
-    enabled = (_section(sections, "enabled") or "").strip()
+    conf = sections.get("conf", [MISSING])
+    enabled = (section_text(sections, "enabled") or "").strip()
     return {
-        "nft_present": (_section(sections, "nft") or "").strip() == "yes",
-        "ruleset_file": _section(sections, "ruleset"),
-        "live_table": _section(sections, "live"),
-        "applied_listing": _section(sections, "applied"),
-        "conf_present": conf != [_MISSING],
-        "conf_includes_ruleset": conf != [_MISSING] and conf_includes(conf),
+        "nft_present": (section_text(sections, "nft") or "").strip() == "yes",
+        "ruleset_file": section_text(sections, "ruleset"),
+        "live_table": section_text(sections, "live"),
+        "applied_listing": section_text(sections, "applied"),
+        "conf_present": conf != [MISSING],
+        "conf_includes_ruleset": conf != [MISSING] and conf_includes(conf),
         "service_enabled": enabled == "enabled",
     }
 
@@ -83,20 +74,16 @@ class FirewallState(FactBase[FirewallDict]):
 
     @override
     def command(self) -> str:
-        def cat(name: str, path: str) -> str:
-            return f"echo '{MARK} section {name}'; cat {path} 2>/dev/null || echo '{_MISSING}'"
-
         return "; ".join(
             [
-                f"echo '{MARK} section nft'",
+                f"echo '{SECTION}nft'",
                 "if command -v nft >/dev/null 2>&1; then echo yes; else echo no; fi",
-                cat("ruleset", RULESET_PATH),
-                f"echo '{MARK} section live'",
-                f"nft -s -t list table {TABLE_FAMILY} {TABLE_NAME} 2>/dev/null "
-                f"|| echo '{_MISSING}'",
-                cat("applied", APPLIED_LISTING),
-                cat("conf", NFTABLES_CONF),
-                f"echo '{MARK} section enabled'",
+                cat_section("ruleset", RULESET_PATH),
+                f"echo '{SECTION}live'",
+                f"nft -s -t list table {TABLE_FAMILY} {TABLE_NAME} 2>/dev/null || echo '{MISSING}'",
+                cat_section("applied", APPLIED_LISTING),
+                cat_section("conf", NFTABLES_CONF),
+                f"echo '{SECTION}enabled'",
                 "systemctl is-enabled nftables.service 2>/dev/null || true",
             ]
         )

@@ -15,6 +15,7 @@ from typing import TypedDict
 from pyinfra.api import FactBase
 from typing_extensions import override
 
+from gpuhost.parsers.marked import MARK, MISSING, cat_section, section_text, split_sections
 from gpuhost.parsers.sshd import parse_sshd_t
 
 SSHD_CONFIG = "/etc/ssh/sshd_config"
@@ -23,8 +24,6 @@ DROPIN_DIR = "/etc/ssh/sshd_config.d"
 DROPIN_PATH = f"{DROPIN_DIR}/00-gpuhost.conf"
 DROPIN_GLOBS = (f"{DROPIN_DIR}/*.conf", "sshd_config.d/*.conf")
 
-MARK = "##GPUHOST"
-_MISSING = f"{MARK} missing"
 
 #: key types that may start an authorized_keys entry (``ssh-keygen -l`` and sshd(8) AUTHORIZED_KEYS)
 KEY_TYPES = frozenset(
@@ -105,29 +104,15 @@ def include_precedes_settings(main_lines: list[str]) -> bool:
     return False
 
 
-def split_sections(lines: list[str]) -> dict[str, list[str]]:
-    """Split output made of ``##GPUHOST section NAME`` headers and their lines, by NAME."""
-    sections: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in lines:
-        if line.startswith(f"{MARK} section "):
-            current = sections.setdefault(line.split()[-1], [])
-            continue
-        if current is not None:
-            current.append(line)
-    return sections
-
-
 def parse_sshd_files(lines: list[str]) -> SshdFilesDict:
     """Parse the output of ``SshdConfigFiles``'s command (sections started by ``##GPUHOST``)."""
     sections = split_sections(lines)
-    main = sections.get("main", [_MISSING])
-    dropin = sections.get("dropin", [_MISSING])
-    main_present = main != [_MISSING]
+    main = sections.get("main", [MISSING])
+    main_present = main != [MISSING]
     return {
         "main_present": main_present,
         "includes_dropins_first": main_present and include_precedes_settings(main),
-        "dropin": None if dropin == [_MISSING] else "\n".join(dropin),
+        "dropin": section_text(sections, "dropin"),
     }
 
 
@@ -141,12 +126,7 @@ class SshdConfigFiles(FactBase[SshdFilesDict]):
 
     @override
     def command(self) -> str:
-        parts = []
-        for name, path in (("main", SSHD_CONFIG), ("dropin", DROPIN_PATH)):
-            parts.append(
-                f"echo '{MARK} section {name}'; cat {path} 2>/dev/null || echo '{_MISSING}'"
-            )
-        return "; ".join(parts)
+        return f"{cat_section('main', SSHD_CONFIG)}; {cat_section('dropin', DROPIN_PATH)}"
 
     @override
     def process(self, output: list[str]) -> SshdFilesDict:
