@@ -11,9 +11,9 @@
 from __future__ import annotations
 
 from gpuhost.errors import ParseError
-from gpuhost.parsers._common import first_line, is_blank, require_text
+from gpuhost.parsers._common import first_line
 from gpuhost.parsers.smi_csv import parse_query_csv
-from gpuhost.parsers.smi_errors import classify_error
+from gpuhost.parsers.smi_errors import absent_or_error, classify_error
 from gpuhost.parsers.smi_model import (
     ERROR_STATES,
     STATE_ABSENT,
@@ -30,7 +30,7 @@ from gpuhost.parsers.smi_model import (
 )
 from gpuhost.parsers.smi_table import looks_like_table, parse_table
 from gpuhost.parsers.smi_text import looks_like_query_text, parse_query_text
-from gpuhost.parsers.smi_xml import error_report, parse_xml
+from gpuhost.parsers.smi_xml import parse_xml
 
 __all__ = [
     "ERROR_STATES",
@@ -59,12 +59,9 @@ def parse_output(text: str) -> SmiReport:
 
     Empty output → state "absent". Unrecognised text → ParseError.
     """
-    text = require_text(text, "nvidia-smi output")
-    if is_blank(text):
-        return SmiReport(state=STATE_ABSENT, source="empty")
-    state = classify_error(text)
-    if state is not None:
-        return error_report(text, state)
+    text, early = absent_or_error(text, "nvidia-smi output")
+    if early is not None:
+        return early
     stripped = text.lstrip()
     if stripped.startswith("<"):
         return parse_xml(text)

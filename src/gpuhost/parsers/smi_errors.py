@@ -1,14 +1,16 @@
 """Recognise nvidia-smi's error outputs and turn them into states.
 
 ``classify_error(text)`` returns one of ``smi_model.ERROR_STATES`` or None when the text is not an
-nvidia-smi error message (for example a normal report).
+nvidia-smi error message (for example a normal report). ``absent_or_error`` is the common start
+of every nvidia-smi report parser: empty output → "absent", an error message → its error state.
 """
 
 from __future__ import annotations
 
 import re
 
-from gpuhost.parsers._common import first_line, require_text
+from gpuhost.parsers._common import first_line, is_blank, require_text
+from gpuhost.parsers.smi_model import STATE_ABSENT, SmiReport
 
 # (state, pattern) in priority order; patterns are matched case-insensitively per line.
 ERROR_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -70,3 +72,25 @@ def nvml_version_in_error(text: str) -> str | None:
 
 def error_message(text: str) -> str:
     return first_line(text, limit=200)
+
+
+def error_report(text: str, state: str, source: str = "error") -> SmiReport:
+    return SmiReport(
+        state=state,
+        source=source,
+        nvml_version=nvml_version_in_error(text),
+        message=error_message(text),
+    )
+
+
+def absent_or_error(text: object, expected: str) -> tuple[str, SmiReport | None]:
+    """Check ``text`` (ParseError when it is not text) and return it with the report that empty
+    output (state "absent") or an nvidia-smi error message (its error state) stands for; None
+    when the text is something to parse."""
+    checked = require_text(text, expected)
+    if is_blank(checked):
+        return checked, SmiReport(state=STATE_ABSENT, source="empty")
+    state = classify_error(checked)
+    if state is not None:
+        return checked, error_report(checked, state)
+    return checked, None

@@ -12,22 +12,18 @@ from gpuhost.errors import ParseError
 from gpuhost.parsers._common import (
     clean,
     first_line,
-    is_blank,
-    require_text,
     to_bool,
     to_int,
     to_number,
 )
-from gpuhost.parsers.smi_errors import classify_error
+from gpuhost.parsers.smi_errors import absent_or_error
 from gpuhost.parsers.smi_model import (
-    STATE_ABSENT,
     Ecc,
     GpuInfo,
     MigMode,
     PowerLimits,
     SmiReport,
 )
-from gpuhost.parsers.smi_xml import error_report
 
 EXPECTED = "the nvidia-smi table"
 TABLE_HEADER_RE = re.compile(
@@ -107,12 +103,9 @@ def parse_table(text: str) -> SmiReport:
     Empty output gives state "absent"; a known nvidia-smi error message gives its error state;
     text without the "NVIDIA-SMI ... Driver Version:" header raises ParseError.
     """
-    text = require_text(text, EXPECTED)
-    if is_blank(text):
-        return SmiReport(state=STATE_ABSENT, source="empty")
-    state = classify_error(text)
-    if state is not None:
-        return error_report(text, state)
+    text, early = absent_or_error(text, EXPECTED)
+    if early is not None:
+        return early
     header = TABLE_HEADER_RE.search(text)
     if header is None:
         raise ParseError(

@@ -14,17 +14,14 @@ from gpuhost.errors import ParseError
 from gpuhost.parsers._common import (
     clean,
     first_line,
-    is_blank,
-    require_text,
     sum_known,
     to_bool,
     to_int,
     to_number,
     version_value,
 )
-from gpuhost.parsers.smi_errors import classify_error
+from gpuhost.parsers.smi_errors import absent_or_error
 from gpuhost.parsers.smi_model import (
-    STATE_ABSENT,
     Clocks,
     Ecc,
     GpuInfo,
@@ -35,7 +32,7 @@ from gpuhost.parsers.smi_model import (
     RetiredPages,
     SmiReport,
 )
-from gpuhost.parsers.smi_xml import applications_clocks_supported, error_report
+from gpuhost.parsers.smi_xml import applications_clocks_supported
 
 EXPECTED = "nvidia-smi -q text (an NVSMI LOG)"
 HEADER_RE = re.compile(r"^=+\s*NVSMI LOG\s*=+\s*$", re.M)
@@ -233,12 +230,9 @@ def parse_query_text(text: str) -> SmiReport:
     Empty output gives state "absent"; a known nvidia-smi error message gives its error state;
     other text that is not an NVSMI log raises ParseError.
     """
-    text = require_text(text, EXPECTED)
-    if is_blank(text):
-        return SmiReport(state=STATE_ABSENT, source="empty")
-    state = classify_error(text)
-    if state is not None:
-        return error_report(text, state)
+    text, early = absent_or_error(text, EXPECTED)
+    if early is not None:
+        return early
     if not looks_like_query_text(text):
         raise ParseError(f"expected {EXPECTED}, found: {first_line(text)!r}")
     root = read_outline(text)

@@ -13,17 +13,14 @@ from gpuhost.errors import ParseError
 from gpuhost.parsers._common import (
     clean,
     first_line,
-    is_blank,
-    require_text,
     sum_known,
     to_bool,
     to_int,
     to_number,
     version_value,
 )
-from gpuhost.parsers.smi_errors import classify_error, error_message, nvml_version_in_error
+from gpuhost.parsers.smi_errors import absent_or_error
 from gpuhost.parsers.smi_model import (
-    STATE_ABSENT,
     Clocks,
     Ecc,
     GpuInfo,
@@ -191,27 +188,15 @@ def _gpu(gpu: ET.Element, index: int) -> GpuInfo:
     )
 
 
-def error_report(text: str, state: str, source: str = "error") -> SmiReport:
-    return SmiReport(
-        state=state,
-        source=source,
-        nvml_version=nvml_version_in_error(text),
-        message=error_message(text),
-    )
-
-
 def parse_xml(text: str) -> SmiReport:
     """Parse ``nvidia-smi -q -x`` output.
 
     Empty output gives state "absent"; a known nvidia-smi error message gives its error state;
     anything else that is not well-formed nvidia_smi_log XML raises ParseError.
     """
-    text = require_text(text, EXPECTED)
-    if is_blank(text):
-        return SmiReport(state=STATE_ABSENT, source="empty")
-    state = classify_error(text)
-    if state is not None:
-        return error_report(text, state)
+    text, early = absent_or_error(text, EXPECTED)
+    if early is not None:
+        return early
     if UNSAFE_DTD_RE.search(text):
         raise ParseError(f"expected {EXPECTED}, found a DTD with entity declarations (refused)")
     try:
