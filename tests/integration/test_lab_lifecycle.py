@@ -122,3 +122,18 @@ def test_a_host_that_cannot_boot_is_reported_with_its_console(scratch_lab, monke
     assert "host h2" in message and "failed to boot" in message
     assert "--- console" in message and "--- journal tail ---" in message
     assert "host h1" not in message
+
+
+def test_a_name_held_by_another_checkout_is_refused_not_torn_down(
+    scratch_lab, monkeypatch, tmp_path
+) -> None:
+    state = scratch_lab.up(1)
+    monkeypatch.setenv("GPUHOST_LAB_STATE", str(tmp_path / "other-checkout" / ".lab"))
+    intruder = LabManager(scratch_lab.name)
+    assert intruder.sd != scratch_lab.sd
+    with pytest.raises(LabError, match="belongs to"):
+        intruder.down()
+    with pytest.raises(LabError, match="belongs to|in use"):
+        intruder.up(1)
+    monkeypatch.delenv("GPUHOST_LAB_STATE")
+    assert scratch_lab.ssh(state["hosts"][0], "true").returncode == 0

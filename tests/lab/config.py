@@ -88,7 +88,9 @@ class LabNames:
 
     @property
     def lock_path(self) -> Path:
-        return state_root() / f".{self.name}.lock"
+        # machine-wide, like the netns/bridge/cgroup names: two checkouts of the repository
+        # (e.g. /work/main and a CI clone) must never drive the same lab name at once
+        return RUN_DIR / "locks" / f"{self.name}.lock"
 
     @property
     def hosts_dir(self) -> Path:

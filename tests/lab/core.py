@@ -530,6 +530,12 @@ class LabManager:
         """Remove everything of this lab; safe to repeat.  Returns what was left (normally [])."""
         with lab_lock(self.names):
             n = self.names
+            other = registry.owner(self.name)
+            if other is not None and other != self.sd:
+                raise LabError(
+                    f"lab {self.name!r} belongs to {other} (another checkout); run its "
+                    f"'tests/lab/lab --name {self.name} down' there, or use another lab name"
+                )
             self._ssh_close()
             state = self.load() or {"hosts": []}
             nspawn = [p for p in cgroup_pids(n.cgroup) if _comm(p) == "systemd-nspawn"]

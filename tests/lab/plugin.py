@@ -40,6 +40,7 @@ from typing import Any
 
 import pytest
 
+from . import registry
 from .config import LabConfigError
 from .core import LabManager, lab_lock, preflight
 from .system import LabError
@@ -132,8 +133,6 @@ class Lab:
         """Re-create hosts from the base image (fresh overlay, same address and host key);
         all of this view's hosts when none are named."""
         chosen = [self.host(h) if isinstance(h, str) else h for h in hosts] or self.hosts
-        for h in chosen:
-            self.manager.set_link(h.record, up=True)
         records = self.manager.reset(*(int(h.record["index"]) for h in chosen))
         for h, record in zip(chosen, records, strict=True):
             h.record = record
@@ -156,11 +155,18 @@ class LabSession:
         errors = []
         for name in names:
             mgr = LabManager(name)
+            attempt = contextlib.ExitStack()
             try:
-                self.stack.enter_context(lab_lock(mgr.names, wait=False))
+                attempt.enter_context(lab_lock(mgr.names, wait=False))
             except LabError as exc:
                 errors.append(str(exc))
                 continue
+            other = registry.owner(name)
+            if other is not None and other != mgr.sd:
+                attempt.close()
+                errors.append(f"lab {name!r} belongs to {other}")
+                continue
+            self.stack.enter_context(attempt)
             if not os.environ.get("GPUHOST_LAB_KEEP"):
                 self.stack.callback(mgr.down)
             return mgr

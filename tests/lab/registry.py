@@ -97,6 +97,16 @@ def acquire(name: str, state_dir: Path) -> int:
         return int(entry["index"])
 
 
+def owner(name: str) -> Path | None:
+    """State dir of the checkout that registered ``name``, if that lab still has its state."""
+    with _locked() as data:
+        entry = data["labs"].get(name)
+    if entry is None:
+        return None
+    path = Path(entry["state_dir"])
+    return path if (path / "lab.json").exists() else None
+
+
 def lookup(name: str) -> int | None:
     with _locked() as data:
         entry = data["labs"].get(name)
