@@ -86,9 +86,14 @@ def ssh_data(lab: Lab, host: dict[str, Any]) -> dict[str, Any]:
 
 
 def provision_data(lab: Lab) -> dict[str, Any]:
-    """Inventory data for the lab-repository profile (the stand-in NVIDIA repository)."""
+    """Inventory data for the lab-repository profile (the stand-in NVIDIA repository).
+
+    SSH hardening and the firewall (part of provision since the harden work landed) are off: the
+    comparison is the pinned GPU stack, which bench/ansible/provision.yml reproduces.
+    """
     key = Path(lab.info["repo_key_path"])
     return {
+        "gpuhost_harden": False,
         "gpuhost_profile": LAB_PROFILE,
         "gpuhost_profiles_file": str(LAB_PROFILES),
         "gpuhost_cuda_repo_url": lab.info["repo_url"],

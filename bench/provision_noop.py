@@ -11,8 +11,9 @@
    manages the very same bytes and the same pinned package set. Before either tool runs, every
    host gets python3-apt pre-baked and only the lab repository as apt source (prepare_hosts).
    Then the playbook runs once (hosts already converged: it must find nothing to do).
-2. Timed re-runs, tools taking turns: both must change nothing (gpuhost: no "Success" (=changed)
-   operation line; Ansible: changed=0 in every recap line). Results: bench/results/provision.json.
+2. Timed re-runs, tools taking turns: both must change nothing (gpuhost: "0 changed" on every
+   host's summary line; Ansible: changed=0 in every recap line).
+   Results: bench/results/provision.json.
 ``--skip-converge`` re-uses hosts converged by an earlier invocation.
 """
 
@@ -143,8 +144,13 @@ def reference_state(lab: Lab, host: str) -> Path:
 
 
 def gpuhost_changes(output: str) -> int:
-    """Operations pyinfra reported as changed ("[hN] Success"; unchanged ones say "No changes")."""
-    return len(re.findall(r"^\s*\[[^\]]+\] Success", output, re.MULTILINE))
+    """Changed operations in gpuhost provision's per-host summary lines ("h1: ok, 2 changed, ...").
+
+    Also counts pyinfra's own "[h1] Success" lines (the on-disk deploy's output format).
+    """
+    lines = re.findall(r"^\S+: \w[\w-]*, (\d+) changed", output, re.MULTILINE)
+    summary = sum(int(n) for n in lines)
+    return summary + len(re.findall(r"^\s*\[[^\]]+\] Success", output, re.MULTILINE))
 
 
 def ansible_changes(output: str, count: int) -> int:
