@@ -113,3 +113,29 @@ def test_accepted_audit_rules_come_from_the_option_and_with_force_from_preflight
     assert steps(accept_audit=("driver.not-loaded",)).accepted(ctx) == {"driver.not-loaded"}
     # --force: what was already wrong before the upgrade does not fail it; anything new does
     assert steps(force=True).accepted(ctx) == {"gpu.ecc-uncorrectable", "driver.not-loaded"}
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="gpuhost-check">
+<testcase classname="checks.test_driver" name="test_driver_loaded[ssh://h1]">
+<failure message="AssertionError: no nvidia module loaded&#10;assert 0">t</failure></testcase>
+<testcase classname="checks.test_packages" name="test_packages_held[ssh://h1]">
+<failure message="AssertionError: nvidia-smi not held">trace</failure></testcase>
+<testcase classname="checks.test_profile" name="test_marker[ssh://h1]"/>
+<testcase classname="checks.test_cuda" name="test_cuda[ssh://h1]"><skipped message="no toolkit"/>
+</testcase>
+<testcase classname="checks.test_x" name="test_broken_fixture[ssh://h1]"><error message="">E</error>
+</testcase></testsuite></testsuites>"""
+
+
+def test_check_failures_from_junit_with_accepted_checks() -> None:
+    from gpuhost.upgrade.validate import check_problems, junit_failures
+
+    failures = junit_failures(JUNIT)
+    assert failures == [
+        ("test_driver_loaded[ssh://h1]", "AssertionError: no nvidia module loaded"),
+        ("test_packages_held[ssh://h1]", "AssertionError: nvidia-smi not held"),
+        ("test_broken_fixture[ssh://h1]", "E"),
+    ]
+    assert check_problems(failures, {"test_driver_loaded", "test_broken_fixture"}) == [
+        "check test_packages_held[ssh://h1]: AssertionError: nvidia-smi not held"
+    ]

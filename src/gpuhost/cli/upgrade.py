@@ -58,6 +58,21 @@ from gpuhost.upgrade.settings import load_provider_config, runs_dir, snapshots_d
     "without a GPU): they neither refuse a host nor fail validation. Repeatable.",
 )
 @click.option(
+    "--checks",
+    type=click.Choice(["none", "static", "functional"]),
+    default="none",
+    show_default=True,
+    help="Also run the check suite (gpuhost check) on each upgraded host at validation.",
+)
+@click.option(
+    "--accept-check",
+    "accept_checks",
+    multiple=True,
+    metavar="NAME",
+    help="Check (function name, e.g. test_driver_loaded) whose failure is a known condition "
+    "here: it does not fail validation. Repeatable.",
+)
+@click.option(
     "--stop-gpu-processes",
     is_flag=True,
     help="Stop processes other than known GPU services that hold /dev/nvidia*.",
@@ -89,6 +104,8 @@ def command(
     dry: bool,
     force: bool,
     accept_audit: tuple[str, ...],
+    checks: str,
+    accept_checks: tuple[str, ...],
     stop_gpu_processes: bool,
     restart_mode: str,
     reboot_timeout: float,
@@ -144,6 +161,8 @@ def command(
         reboot_timeout_s=reboot_timeout,
         force=force,
         accept_audit=tuple(accept_audit),
+        checks=checks,
+        accept_checks=tuple(accept_checks),
     )
     if journal is None:
         option_record = {
@@ -153,6 +172,8 @@ def command(
             "drain": drain_mode,
             "force": force,
             "accept_audit": list(accept_audit),
+            "checks": checks,
+            "accept_checks": list(accept_checks),
         }
         journal = Journal.create(
             runs_dir(state_dir), str(Path(inventory).resolve()), target, names, option_record

@@ -156,6 +156,42 @@ def quote(value: str) -> str:
     return shlex.quote(value)
 
 
+def write_host_inventory(entry: InventoryHost, path: Path) -> Path:
+    """A pyinfra inventory file of this one host with its (merged) data."""
+    data = json.dumps(dict(entry.data), default=str)
+    path.write_text(f"import json\n\nhosts = [({entry.name!r}, json.loads({data!r}))]\n")
+    return path
+
+
+def run_checks(entry: InventoryHost, tier: str, log_path: Path, timeout_s: float = 3600) -> str:
+    """The check suite (``checks/``, what ``gpuhost check`` runs) on one host, from the
+    controller; returns the JUnit XML text. HostError when pytest could not run the checks."""
+    from gpuhost.cli.check import checks_dir, pytest_argv
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gpuhost-checks-") as tmp:
+        inventory = write_host_inventory(entry, Path(tmp) / "inventory.py")
+        junit = Path(tmp) / "junit.xml"
+        argv = pytest_argv(checks_dir(), str(inventory), tier, entry.name, junit)
+        with log_path.open("w") as out:
+            try:
+                proc = subprocess.run(
+                    argv,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    timeout=timeout_s,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired as exc:
+                raise HostError(entry.name, f"checks did not finish in {timeout_s:g}s") from exc
+        if proc.returncode not in (0, 1) or not junit.exists():
+            raise HostError(
+                entry.name, f"checks could not run (pytest exit {proc.returncode}; log {log_path})"
+            )
+        return junit.read_text()
+
+
 def run_deploy_file(
     entry: InventoryHost, deploy_file: str, log_path: Path, timeout_s: float = 3600
 ) -> None:
@@ -166,10 +202,8 @@ def run_deploy_file(
     from gpuhost.deploys.provision import GUARD_REPORT_ENV
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps(dict(entry.data), default=str)
     with tempfile.TemporaryDirectory(prefix="gpuhost-deploy-") as tmp:
-        inventory = Path(tmp) / "inventory.py"
-        inventory.write_text(f"import json\n\nhosts = [({entry.name!r}, json.loads({data!r}))]\n")
+        inventory = write_host_inventory(entry, Path(tmp) / "inventory.py")
         report = Path(tmp) / "guards.txt"
         env = dict(os.environ, **{GUARD_REPORT_ENV: str(report)})
         argv = [sys.executable, "-m", "pyinfra", str(inventory), deploy_file, "-y"]

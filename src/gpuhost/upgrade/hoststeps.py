@@ -20,7 +20,7 @@ from typing import Any
 from gpuhost.errors import ConfigError, GpuhostError, HostError
 from gpuhost.reboot import reboot_and_wait
 from gpuhost.upgrade import package_cache
-from gpuhost.upgrade.connect import InventoryHost, PyinfraRemote, run_deploy_file
+from gpuhost.upgrade.connect import InventoryHost, PyinfraRemote, run_checks, run_deploy_file
 from gpuhost.upgrade.drain import make_drainer
 from gpuhost.upgrade.host_state import (
     COUPLED_PACKAGE_RE,
@@ -35,7 +35,9 @@ from gpuhost.upgrade.snapshot import SnapshotStore, build_snapshot, load_snapsho
 from gpuhost.upgrade.stop_users import start_units, stop_gpu_users
 from gpuhost.upgrade.validate import (
     Expectation,
+    check_problems,
     expectation_from_snapshot,
+    junit_failures,
     validate_host,
 )
 
@@ -99,6 +101,10 @@ class StepSettings:
     # audit rule ids whose error findings neither refuse a host nor fail its validation (a known
     # site condition, e.g. driver.not-loaded on a host without a GPU)
     accept_audit: tuple[str, ...] = ()
+    # the check suite (checks/, issue 7) run from the controller at validation: "none", "static",
+    # "functional"; failures of checks named in accept_checks (function names) do not count
+    checks: str = "none"
+    accept_checks: tuple[str, ...] = ()
 
 
 class HostSteps:
@@ -296,9 +302,21 @@ class HostSteps:
         errors = self._audit_errors(ctx.host, self.settings.target.name)
         accepted = self.accepted(ctx)
         problems += [f"audit: {rule}: {msg}" for rule, msg in errors if rule not in accepted]
+        problems += self._check_problems(ctx.host, self.settings.target.name)
         if problems:
             raise StepFailed("; ".join(problems))
         return {"summary": f"on {self.settings.target.name}, holds and pins in place"}
+
+    def _check_problems(self, host: str, profile: str) -> list[str]:
+        if self.settings.checks == "none":
+            return []
+        entry = self.hosts[host]
+        data = dict(entry.data)
+        data[PROFILE_KEY] = profile
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        log = self.settings.snapshots.parent / "logs" / f"{host}-{stamp}-checks.log"
+        xml = run_checks(InventoryHost(entry.name, data, entry.groups), self.settings.checks, log)
+        return check_problems(junit_failures(xml), set(self.settings.accept_checks))
 
     def undrain(self, ctx: HostContext) -> dict[str, Any]:
         self.drainer.undrain(self.remote(ctx.host), self._data(ctx.host), ctx.data)

@@ -43,7 +43,8 @@ def fill_command(snapshot_id: str, packages: Mapping[str, Mapping[str, str]]) ->
         lines.append(
             f"f={q(file)}; "
             f'if [ ! -s "$f" ] && [ -s /var/cache/apt/archives/"$f" ]; then '
-            f'cp /var/cache/apt/archives/"$f" .; fi; '
+            # a hard link costs no space or time (apt replaces files, never rewrites them)
+            f'a=/var/cache/apt/archives/"$f"; ln -f "$a" . 2>/dev/null || cp "$a" .; fi; '
             f'if [ ! -s "$f" ]; then '
             f"apt-get download -q {q(spec)} >/dev/null 2>.err || true; fi; "
             f'if [ -s "$f" ] && [ "$(dpkg-deb -f "$f" Package Version 2>/dev/null | tr "\\n" " ")" '

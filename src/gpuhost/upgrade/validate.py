@@ -115,3 +115,29 @@ def validate_host(remote: Remote, expect: Expectation, state: HostState) -> list
         if not hooks.stdout.strip():
             problems.append(f"validation hooks failed: {hooks.tail()}")
     return problems
+
+
+def junit_failures(xml_text: str) -> list[tuple[str, str]]:
+    """(test name, first line of the message) of every failed or errored case in a pytest
+    JUnit report (pure). Skipped cases are not failures: the checks skip with a reason."""
+    import xml.etree.ElementTree as ET
+
+    failures = []
+    for case in ET.fromstring(xml_text).iter("testcase"):
+        for tag in ("failure", "error"):
+            node = case.find(tag)
+            if node is not None:
+                message = (node.get("message") or node.text or tag).strip().splitlines()
+                failures.append((case.get("name", "?"), message[0][:300] if message else tag))
+                break
+    return failures
+
+
+def check_problems(failures: list[tuple[str, str]], accepted: set[str]) -> list[str]:
+    """Problems from failed checks; a check whose function name (``test_x`` of
+    ``test_x[ssh://h1]``) is in ``accepted`` does not count (pure)."""
+    return [
+        f"check {name}: {message}"
+        for name, message in failures
+        if name.split("[", 1)[0] not in accepted
+    ]
