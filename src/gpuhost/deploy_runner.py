@@ -9,9 +9,10 @@
 
 What it does: load the inventory exactly as the pyinfra CLI does (group_data/ beside it, optional
 override data like ``pyinfra --data``), keep the hosts ``--limit`` names (host or group names,
-globs, comma lists), connect to them in parallel, call the deploy function once per connected host
-(pyinfra's prepare stage: facts are read, operations are added, nothing changes), then execute
-unless ``dry``. Every host ends as one ``HostOutcome``:
+globs, comma lists), connect to them in parallel, call the deploy function once per connected host,
+all hosts at once in greenlets (pyinfra's prepare stage: facts are read, operations are added,
+nothing changes), then execute unless ``dry``. ``parallel`` bounds all three phases. Every host
+ends as one ``HostOutcome``:
 
 - ``ok``           with counts of operations that changed (or, dry, would change) and did not;
 - ``refused``      the deploy raised ``DeployError`` while preparing (a guard: nothing was changed);
@@ -35,6 +36,8 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
+import click
+import gevent
 from pyinfra.api import Config, State
 from pyinfra.api.connect import disconnect_all
 from pyinfra.api.exceptions import NoGroupError, PyinfraError
@@ -102,6 +105,15 @@ def _quiet_gevent_warning() -> None:
     # pyinfra_cli patches the stdlib for gevent on import; ssl was imported before (requests),
     # which gevent warns about. gpuhost's pyinfra runs use paramiko sockets, not ssl.
     warnings.filterwarnings("ignore", message="Monkey-patching ssl after ssl")
+
+
+parallel_option = click.option(
+    "--parallel",
+    type=click.IntRange(min=1),
+    help="Hosts connected, prepared and changed at the same time "
+    "[default: 20 per CPU core, at most the number of hosts, as pyinfra].",
+)
+"""``--parallel N`` for the commands that run a deploy (passed on as ``run_deploy(parallel=)``)."""
 
 
 def setup_logging(verbose: bool) -> None:
@@ -179,25 +191,52 @@ def _connect(state: State, targets: list[Host], outcomes: dict[str, HostOutcome]
 
 def _prepare(
     state: State, target: Host, deploy_func: Callable[[], Any], outcome: HostOutcome
-) -> None:
-    """Call the deploy for one host; a raised gpuhost/pyinfra error takes the host out."""
-    with ctx_host.use(target):
-        try:
+) -> BaseException | None:
+    """Call the deploy for one host (in its own greenlet, with its own copy of the config, as
+    pyinfra's CLI does); a raised gpuhost/pyinfra error takes the host out. Anything else is
+    returned for ``_prepare_all`` to raise once every host is done."""
+    try:
+        with ctx_config.use(state.config.copy()), ctx_host.use(target):
             deploy_func()
-        except GpuhostError as exc:
-            outcome.status = (
-                "bad-data"
-                if isinstance(exc, ConfigError)
-                else "refused"
-                if isinstance(exc, DeployError)
-                else "failed"
-            )
-            outcome.message = str(exc).removeprefix(f"{target.name}: ")
-            _fail(state, target)
-        except PyinfraError as exc:
-            outcome.status = "failed"
-            outcome.message = str(exc).removeprefix(f"{target.name}: ")
-            _fail(state, target)
+    except GpuhostError as exc:
+        outcome.status = (
+            "bad-data"
+            if isinstance(exc, ConfigError)
+            else "refused"
+            if isinstance(exc, DeployError)
+            else "failed"
+        )
+        outcome.message = str(exc).removeprefix(f"{target.name}: ")
+        _fail(state, target)
+    except PyinfraError as exc:
+        outcome.status = "failed"
+        outcome.message = str(exc).removeprefix(f"{target.name}: ")
+        _fail(state, target)
+    except Exception as exc:  # a bug, not a host problem: raised by _prepare_all, as before
+        return exc
+    return None
+
+
+def _prepare_all(
+    state: State,
+    targets: list[Host],
+    deploy_func: Callable[[], Any],
+    outcomes: dict[str, HostOutcome],
+) -> None:
+    """Prepare every connected target at once, one greenlet per host from ``state.pool`` (at
+    most ``Config.PARALLEL`` at a time), like ``pyinfra_cli.util._parallel_load_hosts``: each
+    host waits for its own facts, not for the hosts before it. One host's error is its outcome
+    and never stops the others; an unexpected exception is raised after all hosts finished."""
+    greenlets = [
+        state.pool.spawn(_prepare, state, target, deploy_func, outcomes[target.name])
+        for target in targets
+        if target in state.active_hosts
+    ]
+    gevent.joinall(greenlets)
+    for greenlet in greenlets:
+        error = greenlet.get()
+        if error is not None:
+            raise error
 
 
 def run_deploy(
@@ -206,10 +245,13 @@ def run_deploy(
     limit: Sequence[str] = (),
     dry: bool = False,
     override_data: Mapping[str, Any] | None = None,
+    parallel: int | None = None,
 ) -> list[HostOutcome]:
     """Run ``deploy_func`` on the inventory's hosts with pyinfra; one outcome per host, in
-    inventory order. ``override_data`` is set on every host (like ``pyinfra --data``)."""
-    config = Config()
+    inventory order. ``override_data`` is set on every host (like ``pyinfra --data``);
+    ``parallel`` bounds how many hosts connect, prepare and execute at once (None: pyinfra's
+    default, 20 per CPU core, at most the number of hosts)."""
+    config = Config(PARALLEL=parallel or 0)
     state = State(check_for_changes=True)
     inventory = load_inventory(inventory_path, state, override_data)
     outcomes: dict[str, HostOutcome] = {h.name: HostOutcome(h.name) for h in inventory}
@@ -220,10 +262,8 @@ def run_deploy(
         state.set_stage(StateStage.Connect)
         _connect(state, targets, outcomes)
         try:
-            for target in targets:
-                if target in state.active_hosts:
-                    state.set_stage(StateStage.Prepare)
-                    _prepare(state, target, deploy_func, outcomes[target.name])
+            state.set_stage(StateStage.Prepare)
+            _prepare_all(state, targets, deploy_func, outcomes)
             if not dry and state.active_hosts:
                 state.set_stage(StateStage.Execute)
                 # "No hosts remaining!" once every host failed: the outcomes say which and why

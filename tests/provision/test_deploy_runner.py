@@ -6,6 +6,9 @@ host is a chroot connector pointed at a directory that does not exist.
 
 from __future__ import annotations
 
+import os
+
+import gevent.event
 import pytest
 from pyinfra.operations import server
 
@@ -111,3 +114,77 @@ def test_override_data_reaches_every_host(tmp_path) -> None:
 
     run_deploy(inventory, deploy, dry=True, override_data={"gpuhost_x": "override"})
     assert seen == ["override"]
+
+
+# Two reachable hosts on this machine: @local and a chroot connector on "/" (chroot needs root).
+_needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="the second local host is `chroot /`, which needs root"
+)
+_TWO_HOSTS = 'hosts = ["@chroot//", "@local"]\n'
+
+
+@_needs_root
+def test_a_refused_host_does_not_stop_the_others_preparation(tmp_path) -> None:
+    inventory = _inventory(tmp_path, _TWO_HOSTS)
+    prepared: list[str] = []
+
+    def deploy() -> None:
+        from pyinfra import host
+
+        if host.name == "@chroot//":  # the first host of the inventory is refused
+            raise DeployError(host.name, "refusing: no key")
+        prepared.append(host.name)
+        _two_commands()
+
+    outcomes = {o.name: o for o in run_deploy(inventory, deploy)}
+    assert outcomes["@chroot//"].status == "refused" and outcomes["@chroot//"].changed == 0
+    assert prepared == ["@local"]
+    assert (outcomes["@local"].status, outcomes["@local"].changed) == ("ok", 2)
+
+
+@_needs_root
+def test_hosts_are_prepared_at_the_same_time(tmp_path) -> None:
+    # The first host's deploy waits for the second one's: prepared one after another, the
+    # first would give up (refused) before the second started.
+    inventory = _inventory(tmp_path, _TWO_HOSTS)
+    second_started = gevent.event.Event()
+
+    def deploy() -> None:
+        from pyinfra import host
+
+        if host.name == "@local":
+            second_started.set()
+        elif not second_started.wait(timeout=20):
+            raise DeployError(host.name, "the other host was not being prepared meanwhile")
+        _two_commands()
+
+    outcomes = run_deploy(inventory, deploy, dry=True)
+    assert [(o.name, o.status, o.changed) for o in outcomes] == [
+        ("@chroot//", "ok", 2),
+        ("@local", "ok", 2),
+    ]
+
+
+@_needs_root
+def test_each_host_gets_its_own_config_and_parallel_bounds_the_pool(tmp_path) -> None:
+    inventory = _inventory(tmp_path, _TWO_HOSTS)
+    seen: list[tuple[str, bool, int]] = []
+
+    def deploy() -> None:
+        from pyinfra import config, host, state
+
+        seen.append((host.name, config.SUDO, state.pool.size))
+        config.SUDO = True  # a deploy changing its config changes only its own host's
+
+    run_deploy(inventory, deploy, dry=True, parallel=1)
+    assert sorted(seen) == [("@chroot//", False, 1), ("@local", False, 1)]
+
+
+def test_an_unexpected_exception_still_propagates(tmp_path) -> None:
+    inventory = _inventory(tmp_path, 'hosts = ["@local"]\n')
+
+    def deploy() -> None:
+        raise RuntimeError("a bug in a deploy")
+
+    with pytest.raises(RuntimeError, match="a bug in a deploy"):
+        run_deploy(inventory, deploy)

@@ -16,7 +16,13 @@ from __future__ import annotations
 
 import click
 
-from gpuhost.deploy_runner import exit_code, outcome_lines, run_deploy, setup_logging
+from gpuhost.deploy_runner import (
+    exit_code,
+    outcome_lines,
+    parallel_option,
+    run_deploy,
+    setup_logging,
+)
 
 
 @click.command("harden")
@@ -24,7 +30,10 @@ from gpuhost.deploy_runner import exit_code, outcome_lines, run_deploy, setup_lo
 @click.option("--dry", is_flag=True, help="Show what would change; change nothing.")
 @click.option("--limit", multiple=True, help="Only these hosts or groups (glob; repeatable).")
 @click.option("--verbose", "-v", is_flag=True, help="Debug output from pyinfra.")
-def command(inventory: str, dry: bool, limit: tuple[str, ...], verbose: bool) -> int:
+@parallel_option
+def command(
+    inventory: str, dry: bool, limit: tuple[str, ...], verbose: bool, parallel: int | None
+) -> int:
     """Harden SSH (keys only, modern algorithms) and add a default-deny nftables firewall.
 
     Every lockout check runs before anything changes; see docs/harden.md for the inventory data.
@@ -32,7 +41,7 @@ def command(inventory: str, dry: bool, limit: tuple[str, ...], verbose: bool) ->
     from gpuhost.deploys.harden import harden
 
     setup_logging(verbose)
-    outcomes = run_deploy(inventory, harden, limit=limit, dry=dry)
+    outcomes = run_deploy(inventory, harden, limit=limit, dry=dry, parallel=parallel)
     for line in outcome_lines(outcomes, dry):
         click.echo(line)
     return exit_code(outcomes, refused_is_usage=False)

@@ -16,7 +16,13 @@ from __future__ import annotations
 
 import click
 
-from gpuhost.deploy_runner import exit_code, outcome_lines, run_deploy, setup_logging
+from gpuhost.deploy_runner import (
+    exit_code,
+    outcome_lines,
+    parallel_option,
+    run_deploy,
+    setup_logging,
+)
 from gpuhost.matrix.profiles import load_profiles
 
 PROFILES_FILE_KEY = "gpuhost_profiles_file"
@@ -33,6 +39,7 @@ PROFILES_FILE_KEY = "gpuhost_profiles_file"
     help="Extra profiles YAML merged over the built-in ones.",
 )
 @click.option("--verbose", "-v", is_flag=True, help="Debug output from pyinfra.")
+@parallel_option
 @click.option(
     "--reboot",
     is_flag=True,
@@ -48,6 +55,7 @@ def command(
     verbose: bool,
     reboot: bool,
     reboot_timeout: float,
+    parallel: int | None,
 ) -> int:
     """Install and pin driver, CUDA, cuDNN and container toolkit to each host's profile, and
     harden SSH and the firewall (inventory data ``gpuhost_harden: false`` opts out)."""
@@ -58,7 +66,9 @@ def command(
         load_profiles(profiles)  # a bad profiles file is one clear error before any host is touched
         override[PROFILES_FILE_KEY] = profiles
     setup_logging(verbose)
-    outcomes = run_deploy(inventory, provision, limit=limit, dry=dry, override_data=override)
+    outcomes = run_deploy(
+        inventory, provision, limit=limit, dry=dry, override_data=override, parallel=parallel
+    )
     for line in outcome_lines(outcomes, dry):
         click.echo(line)
     code = exit_code(outcomes, refused_is_usage=True)
