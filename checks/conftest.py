@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +101,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep, drop = [], []
     for item in items:
         (keep if TIERS.index(_tier(item)) <= limit else drop).append(item)
+        # JUnit: each case names its host in a ``host`` property, set here at collection so a
+        # case whose module-scoped fixture errors still carries it.
+        callspec = getattr(item, "callspec", None)
+        param = callspec.params.get("_testinfra_host") if callspec else None
+        if param is not None:
+            item.user_properties.append(("host", _host_id(param)))
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -158,13 +163,3 @@ def expected(facts: HostFacts, inventory_data: dict[str, Any]) -> expected_mod.E
 @pytest.fixture(scope="module")
 def profile(expected: expected_mod.Expected) -> str | None:
     return expected.profile
-
-
-@pytest.fixture(autouse=True)
-def _name_host_in_report(request: pytest.FixtureRequest) -> Iterator[None]:
-    """JUnit: each test case carries a ``host`` property besides the id in its name."""
-    callspec = getattr(request.node, "callspec", None)
-    param = callspec.params.get("_testinfra_host") if callspec else None
-    if param is not None:
-        request.node.user_properties.append(("host", _host_id(param)))
-    yield
