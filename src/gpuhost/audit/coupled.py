@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from gpuhost.datafiles import load_yaml
 from gpuhost.errors import ConfigError
 
 PACKAGE_SETS = "package_sets.yaml"
@@ -37,7 +38,7 @@ def coupled_pattern() -> re.Pattern[str]:
     """One regex matching every coupled package name of every source in the data."""
     try:
         text = resources.files("gpuhost.data").joinpath(PACKAGE_SETS).read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"gpuhost/data/{PACKAGE_SETS}: cannot read package sets: {exc}") from exc
     names: set[str] = set()

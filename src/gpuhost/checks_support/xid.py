@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import yaml
-
+from gpuhost.datafiles import load_yaml
 from gpuhost.errors import ConfigError
 from gpuhost.parsers.driver import parse_nvrm_log
 
@@ -69,7 +68,7 @@ def _codes(data: Any, key: str) -> dict[int, str]:
 @functools.lru_cache(maxsize=1)
 def load_xid_table() -> XidTable:
     text = resources.files("gpuhost.checks_support").joinpath(XID_FILE).read_text()
-    data = yaml.safe_load(text)
+    data = load_yaml(text)
     if not isinstance(data, dict) or data.get("schema") != 1:
         raise ConfigError(f"{XID_FILE}: expected 'schema: 1'")
     sources = data.get("sources")

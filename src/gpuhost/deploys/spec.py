@@ -8,8 +8,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
+from gpuhost.datafiles import load_yaml
 from gpuhost.errors import ConfigError
 
 PACKAGE_SETS = "package_sets.yaml"
@@ -89,7 +88,7 @@ class PackagePlan:
 @lru_cache(maxsize=1)
 def package_sets() -> dict[str, Any]:
     text = resources.files("gpuhost.data").joinpath(PACKAGE_SETS).read_text()
-    data = yaml.safe_load(text)
+    data = load_yaml(text)
     if not isinstance(data, dict) or data.get("schema") != 1 or "sources" not in data:
         raise ConfigError(f"{PACKAGE_SETS}: expected 'schema: 1' and 'sources'")
     return data

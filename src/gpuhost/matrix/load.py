@@ -1,6 +1,6 @@
 """Load and validate the compatibility matrix YAML.
 
-:func:`load_matrix` reads the file with ``yaml.safe_load``, checks every field and the
+:func:`load_matrix` reads the file with ``datafiles.load_yaml``, checks every field and the
 consistency of the tables, and raises one :class:`gpuhost.errors.MatrixError` listing every
 problem, each starting with the dotted path of the bad field, e.g.
 ``cuda.12.4.min_driver: "55O.54" is not a version``.
@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from gpuhost.datafiles import load_yaml
 from gpuhost.errors import MatrixError, VersionError
 from gpuhost.matrix.model import (
     Architecture,
@@ -152,7 +153,7 @@ def _load_file(path: str) -> Matrix:
             path, [f"cannot read the file ({exc.__class__.__name__}: {exc})"]
         ) from exc
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "file"

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import yaml
 
+from gpuhost.datafiles import load_yaml
 from gpuhost.errors import ConfigError, UnknownNameError, VersionError
 from gpuhost.matrix.findings import Finding
 from gpuhost.matrix.gpus import gpu_info
@@ -94,7 +95,7 @@ def _builtin() -> dict[str, Profile]:
 
 def _load_file(path: str) -> dict[str, Profile]:
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = load_yaml(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the profiles file ({exc})") from exc
     except yaml.YAMLError as exc:

@@ -19,7 +19,6 @@ from io import StringIO
 from typing import Any
 
 import gevent
-import yaml
 from pyinfra import host, logger
 from pyinfra.api import FileUploadCommand, FunctionCommand, OperationValueError, operation
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
@@ -27,6 +26,7 @@ from pyinfra.api.host import Host
 from pyinfra.api.state import State
 from pyinfra.connectors.ssh import SSHConnector
 
+from gpuhost.datafiles import load_yaml
 from gpuhost.errors import ConfigError
 from gpuhost.facts.sshd import (
     DROPIN_DIR,
@@ -65,7 +65,7 @@ def load_policy(text: str | None = None) -> dict[str, Any]:
     source = f"gpuhost/data/{POLICY_FILE}"
     if text is None:
         text = resources.files("gpuhost.data").joinpath(POLICY_FILE).read_text()
-    data = yaml.safe_load(text)
+    data = load_yaml(text)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping, found {type(data).__name__}")
     problems = []
