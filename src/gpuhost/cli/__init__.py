@@ -1,8 +1,9 @@
 """Command-line entry point.
 
 Subcommands live in modules of this package; each module defines ``command`` (a click command or
-group) and is found automatically, so adding a capability never edits this file. This is the one
-place where gpuhost errors become messages and exit codes.
+group) named like the module and is found automatically, so adding a capability never edits this
+file; only the invoked command's module is imported. This is the one place where gpuhost errors
+become messages and exit codes.
 """
 
 from __future__ import annotations
@@ -17,23 +18,36 @@ from gpuhost import __version__
 from gpuhost.errors import EXIT_USAGE, GpuhostError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _ModuleCommands(click.Group):
+    """The subcommands are this package's modules: ``audit.py`` is ``gpuhost audit``
+    (``foo_bar.py`` would be ``gpuhost foo-bar``). They are listed from the package without
+    importing them, and only the invoked one is imported, so a command pays only for its own
+    imports (``gpuhost --help`` imports them all for their short help)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(_command_modules()))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        module = _command_modules().get(cmd_name)
+        if command is None and module is not None:
+            command = getattr(importlib.import_module(f"{__name__}.{module}"), "command", None)
+        return command if isinstance(command, click.Command) else None
+
+
+def _command_modules() -> dict[str, str]:
+    """Command name -> module name, for every public module of this package (none imported)."""
+    return {
+        info.name.replace("_", "-"): info.name
+        for info in pkgutil.iter_modules(__path__)
+        if not info.name.startswith("_")
+    }
+
+
+@click.group(cls=_ModuleCommands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpuhost")
 def cli() -> None:
     """Pinned, validated NVIDIA GPU servers: provision, audit, upgrade and check fleets."""
-
-
-def _register_subcommands() -> None:
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        command = getattr(module, "command", None)
-        if isinstance(command, click.Command):
-            cli.add_command(command)
-
-
-_register_subcommands()
 
 
 def main(argv: list[str] | None = None) -> int:
