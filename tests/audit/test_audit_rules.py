@@ -155,7 +155,8 @@ def test_fabric_manager_must_match_the_driver():
         host_with(
             proc_driver=PROC_535_309,
             fabricmanager="Fabric Manager version is : 535.261.03\n",
-            services="nvidia-fabricmanager failed enabled\n",
+            services="Id=nvidia-fabricmanager.service\nLoadState=loaded\nActiveState=failed\n"
+            "SubState=failed\nUnitFileState=enabled\n",
         )
     )
     assert "fabricmanager.version" in rules_of(report, "error")

@@ -22,6 +22,7 @@ from gpuhost.facts.host_facts import (
     FrameworkFacts,
     HostFacts,
     PackageFacts,
+    ServiceState,
     SshdFacts,
 )
 from gpuhost.parsers import container, cuda, driver, frameworks, packages
@@ -203,7 +204,7 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
     dkms_section = reader.section("dkms")
     dkms_installed = dkms_section is not None and not dkms_section.missing_tool
     installed = _packages(reader)
-    services = pp.parse_services(reader.text("services"))
+    services = reader.parse("services", pp.parse_services, dict[str, ServiceState]())
     fabric = reader.section("fabricmanager")
     sshd = reader.section("sshd")
     sshd_settings = (

@@ -2,9 +2,10 @@
 
 os-release, the kernel list, Secure Boot, ``dkms status``, NVIDIA PCI devices, dnf's versionlock
 list, the CUDA directory listing, the cuDNN section, container runtime configs,
-``nv-fabricmanager --version`` and ``systemctl`` states. Each takes the section's text and returns
-plain data; unreadable input raises ParseError naming the section. ``apt-cache policy`` and
-``sshd -T`` are read by :mod:`gpuhost.parsers.packages` and :mod:`gpuhost.parsers.sshd`.
+``nv-fabricmanager --version`` and the services' states. Each takes the section's text and returns
+plain data; unreadable input raises ParseError naming the section. ``apt-cache policy``, ``sshd -T``
+and ``systemctl show`` are read by :mod:`gpuhost.parsers.packages`, :mod:`gpuhost.parsers.sshd`
+and :mod:`gpuhost.parsers.systemd`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from gpuhost.facts.host_facts import (
     SecureBoot,
     ServiceState,
 )
+from gpuhost.parsers.systemd import parse_systemctl_show
 
 DKMS_RE = re.compile(
     r"^(?P<module>[^,/\s:]+)[/,]\s*(?P<version>[^,:\s]+)"
@@ -284,18 +286,10 @@ def parse_fabricmanager_version(text: str) -> str | None:
 
 
 def parse_services(text: str) -> dict[str, ServiceState]:
-    """``<unit> <is-active word> <is-enabled word>`` lines."""
-    states = {}
-    for line in text.splitlines():
-        cells = line.split()
-        if not cells:
-            continue
-        name = cells[0]
-        if len(cells) == 1:
-            continue  # systemctl could not tell (no systemd as PID 1)
-        states[name] = ServiceState(
-            name=name,
-            active=cells[1] if len(cells) > 1 else None,
-            enabled=cells[2] if len(cells) > 2 else None,
+    """The probe's ``systemctl show`` of its units -> {name without .service: ServiceState}."""
+    return {
+        unit.id.removesuffix(".service"): ServiceState(
+            name=unit.id.removesuffix(".service"), active=unit.active, enabled=unit.unit_file
         )
-    return states
+        for unit in parse_systemctl_show(text).values()
+    }

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuhost.errors import ConfigError
+from gpuhost.parsers.systemd import show_command
 from gpuhost.probe.framework_probe import PYTHON_PROBE
 
 PROBE_VERSION = 1
@@ -39,6 +40,13 @@ PACKAGE_FILTER = "nvidia|cuda|cudnn|nccl|tensorrt|nvinfer|datacenter-gpu-manager
 DRIVER_PACKAGE_FILTER = (
     r"^(nvidia-|libnvidia-|libcuda|cuda-drivers|firmware-nvidia|xserver-xorg-video-nvidia|"
     r"libnvcuvid|libnvoptix|libegl-nvidia|libgles-nvidia|libglx-nvidia|libgl1-nvidia)"
+)
+# Units whose states the audit reads, with one ``systemctl show`` (not two systemctl per unit).
+SERVICE_UNITS = (
+    "nvidia-persistenced.service",
+    "nvidia-fabricmanager.service",
+    "docker.service",
+    "containerd.service",
 )
 _PYTHON_NAME_RE = re.compile(r"^[A-Za-z0-9_./+-]+$")
 
@@ -190,13 +198,7 @@ STATIC_SECTIONS: tuple[Section, ...] = (
         "fabricmanager",
         "_gh_need nv-fabricmanager; nv-fabricmanager --version",
     ),
-    Section(
-        "services",
-        "_gh_need systemctl; "
-        "for u in nvidia-persistenced nvidia-fabricmanager docker containerd; do "
-        'echo "$u $(systemctl is-active $u.service 2>/dev/null) '
-        '$(systemctl is-enabled $u.service 2>/dev/null)"; done',
-    ),
+    Section("services", "_gh_need systemctl; " + show_command(SERVICE_UNITS)),
     Section(
         "sshd",
         "command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || exit 127; "
