@@ -1,0 +1,423 @@
+"""``gpuhost upgrade`` end to end on lab hosts with Debian's real NVIDIA packages.
+
+Four lab hosts are provisioned once at ``debian12-nonfree-535`` (driver 535.261.03 from bookworm,
+pinned and held; ~70 s per host, all in parallel) and shared by every test of this module; each
+test leaves them back at 535.261.03. Targets: ``debian12-nonfree-535-security`` (535.309.01 from
+bookworm-security). Drain is ``none`` (no scheduler in these tests).
+
+1. One run over h1..h3 with a failure injected on each (in parallel, ``--batch 3``):
+   h1 a site validation hook rejects 535.309.01; h2 DKMS fails for 535.309.01 so the install
+   stops midway (packages unpacked, nvidia-kernel-dkms half-configured); h3 has lost bookworm
+   from its sources (only bookworm-security remains, 535.261.03 cannot be downloaded) and its
+   validation fails. Every host must come back to 535.261.03, held, with its pin file and marker
+   as before, left drained (no undrain).
+2. A 4-host rolling upgrade (canary h1, then batches of 2) whose controller is SIGKILLed during
+   the install of the first batch; ``--resume`` finishes it without touching h1 again; every
+   host ends at 535.309.01, held, its snapshot holding the old set, and ``gpuhost audit`` has no
+   error findings other than the lab's no-GPU state.
+
+Audit findings accepted in the lab (``--accept-audit``), with their reason:
+  driver.not-loaded  no GPU in a lab host: nvidia-smi exits 9, the module never loads
+  profile.cuda       the CUDA toolkit is left out (gpuhost_install_cuda = False: 1.6 GB download)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuhost.upgrade.journal import Journal, read_records
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+BASE, TARGET = "debian12-nonfree-535", "debian12-nonfree-535-security"
+OLD, NEW = "535.261.03", "535.309.01"
+LAB_ACCEPTED = ("driver.not-loaded", "profile.cuda")
+ACCEPT = [arg for rule in LAB_ACCEPTED for arg in ("--accept-audit", rule)]
+GPUHOST = str(Path(sys.executable).with_name("gpuhost"))
+DRIVER_PACKAGES = ("nvidia-smi", "libnvidia-ml1", "nvidia-driver", "nvidia-kernel-dkms", "libcuda1")
+WATCHED_FILES = ("/etc/apt/preferences.d/gpuhost-nvidia", "/etc/gpuhost/profile",
+                 "/etc/apt/sources.list.d/debian.sources")
+
+SITE_HOOK = """#!/bin/sh
+# site check: our jobs break with 535.309.01
+v=$(dpkg-query -W -f='${Version}' nvidia-smi)
+case "$v" in 535.309.01*) %s echo "jobs fail with nvidia-smi $v"; exit 1;; esac
+exit 0
+"""
+FAILING_DKMS = """#!/bin/sh
+# injected: the DKMS module of 535.309.01 does not build
+if [ "$1" = add ] && echo "$*" | grep -q 535.309.01; then
+    echo "dkms: injected build failure for 535.309.01" >&2; exit 1
+fi
+exec /usr/sbin/dkms.gpuhost-test "$@"
+"""
+
+
+def _inventory(path: Path, lab: Any, hosts: list[Any], profile: str) -> Path:
+    data = {
+        "ssh_user": "root",
+        "ssh_key": str(lab.key_path),
+        "ssh_known_hosts_file": str(lab.known_hosts_path),
+        "ssh_strict_host_key_checking": "yes",
+        "gpuhost_profile": profile,
+        "gpuhost_install_cuda": False,  # nvidia-cuda-toolkit: 1.6 GB download
+        "gpuhost_harden": False,  # lab hosts have no CAP_NET_ADMIN for nftables
+    }
+    entries = [(h.name, {"ssh_hostname": h.address, **data}) for h in hosts]
+    path.write_text(f"gpu_nodes = {entries!r}\n")
+    return path
+
+
+def _gpuhost(*args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([GPUHOST, *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def _packages(host: Any) -> dict[str, str]:
+    """{name: "VERSION STATUS"} of the installed driver packages."""
+    out = host.run("dpkg-query -W -f='${Package}|${Version}|${db:Status-Abbrev}\\n' "
+                   + " ".join(DRIVER_PACKAGES)).stdout
+    rows = [line.split("|") for line in out.splitlines() if line.count("|") == 2]
+    return {n: f"{v} {s.strip()}" for n, v, s in rows if v}
+
+
+def _host_state(host: Any) -> dict[str, Any]:
+    files = host.run("sha256sum " + " ".join(WATCHED_FILES) + " 2>&1").stdout
+    return {
+        "packages": _packages(host),
+        "holds": sorted(host.run("apt-mark showhold").stdout.split()),
+        "files": files,
+        "dpkg_audit": host.run("dpkg --audit").stdout.strip(),
+    }
+
+
+def _at(state: dict[str, Any], version: str) -> bool:
+    return bool(state["packages"]) and all(
+        v.startswith(version) and v.endswith(" hi") for v in state["packages"].values()
+    )
+
+
+def _journal(state_dir: Path) -> Path:
+    runs = sorted((state_dir / "runs").glob("*.jsonl"))
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+@pytest.fixture(scope="module")
+def fleet(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Four lab hosts re-created from the base image and provisioned at BASE in parallel."""
+    view = lab(4)
+    for host in view.hosts:  # other tests of the session may have changed them
+        view.reset(host)
+        # one host after the other fills the lab's apt proxy: four identical index requests at
+        # once can leave one apt-get update hanging on a truncated answer
+        update = host.run("apt-get update -qq", timeout=300)
+        assert update.returncode == 0, (host.name, update.stderr)
+    tmp = tmp_path_factory.mktemp("upgrade")
+    inventory = _inventory(tmp / "all.py", view, view.hosts, BASE)
+    proc = _gpuhost("provision", str(inventory))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for host in view.hosts:
+        state = _host_state(host)
+        assert _at(state, OLD), (host.name, state)
+    return {"lab": view, "hosts": view.hosts, "tmp": tmp}
+
+
+@pytest.fixture(scope="module")
+def failure_run(fleet: dict[str, Any]) -> dict[str, Any]:
+    """One upgrade of h1..h3, a different failure injected on each; returns what the tests
+    check, then removes the injections again (hosts stay at 535.261.03)."""
+    h1, h2, h3 = fleet["hosts"][:3]
+    tmp: Path = fleet["tmp"]
+    before = {h.name: _host_state(h) for h in (h1, h2, h3)}
+    hook = ("mkdir -p /etc/gpuhost/validate.d && cat > /etc/gpuhost/validate.d/50-site-check "
+            "<<'EOF'\n{}EOF\nchmod 755 /etc/gpuhost/validate.d/50-site-check")
+    assert h1.run(hook.format(SITE_HOOK % "")).returncode == 0
+    assert h2.run(
+        "dpkg-divert --local --rename --divert /usr/sbin/dkms.gpuhost-test --add /usr/sbin/dkms "
+        f"&& cat > /usr/sbin/dkms <<'EOF'\n{FAILING_DKMS}EOF\nchmod 755 /usr/sbin/dkms"
+    ).returncode == 0
+    sources = h3.run("cat /etc/apt/sources.list.d/debian.sources").stdout
+    assert "Suites: bookworm bookworm-updates" in sources
+    cut = h3.run("sed -i 's/^Suites: bookworm bookworm-updates$/Suites: bookworm-updates/' "
+                 "/etc/apt/sources.list.d/debian.sources && apt-get update -qq", timeout=300)
+    assert cut.returncode == 0, cut.stderr
+    gone = h3.run(f"cd /tmp && apt-get download nvidia-smi={OLD}-1")
+    assert gone.returncode != 0, "the repository must no longer offer the old version"
+    # the validation hook also empties apt's own archive cache: only gpuhost's cache is left
+    assert h3.run(hook.format(SITE_HOOK % "apt-get clean;")).returncode == 0
+
+    state_dir = tmp / "state-failures"
+    inventory = _inventory(tmp / "failures.py", fleet["lab"], [h1, h2, h3], BASE)
+    proc = _gpuhost("upgrade", str(inventory), "--to", TARGET, "--canary", "0", "--batch", "3",
+                    "--max-failures", "3", "--state-dir", str(state_dir), *ACCEPT)
+    progress = Journal.open(_journal(state_dir)).progress()
+    after = {h.name: _host_state(h) for h in (h1, h2, h3)}
+    h3_extra = {
+        "download": h3.run(f"cd /tmp && apt-get download nvidia-smi={OLD}-1").returncode,
+        "history": h3.run("tail -n 40 /var/log/apt/history.log").stdout,
+    }
+    # remove the injections; the hosts stay at 535.261.03 for the next test
+    h1.run("rm -f /etc/gpuhost/validate.d/50-site-check")
+    h2.run("rm -f /usr/sbin/dkms && dpkg-divert --local --rename --remove /usr/sbin/dkms")
+    h3.run("rm -f /etc/gpuhost/validate.d/50-site-check && sed -i "
+           "'s/^Suites: bookworm-updates$/Suites: bookworm bookworm-updates/' "
+           "/etc/apt/sources.list.d/debian.sources && apt-get update -qq", timeout=300)
+    return {"proc": proc, "progress": progress, "before": before, "after": after,
+            "h3": h3_extra}
+
+
+def _assert_rolled_back(run: dict[str, Any], host: str, step: str, why: str) -> None:
+    proc, progress = run["proc"], run["progress"]
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    p = progress[host]
+    assert p.outcome == "rolled_back", (p.outcome, p.failure, proc.stdout[-3000:])
+    assert p.failed == step, (p.failed, p.failure)
+    assert why in p.failure, p.failure
+    assert "undrain" not in p.done  # left drained for a human
+    assert [s for s in ("rollback", "rollback_restart", "rollback_validate") if s in p.done] == [
+        "rollback", "rollback_restart", "rollback_validate"]
+    before, after = run["before"][host], run["after"][host]
+    assert _at(after, OLD), after
+    assert after["packages"] == before["packages"]
+    assert after["holds"] == before["holds"]
+    assert after["dpkg_audit"] == ""
+
+
+def test_failed_validation_rolls_back_with_holds_and_configs(failure_run) -> None:
+    _assert_rolled_back(failure_run, "h1", "validate",
+                        "validation hook 50-site-check: jobs fail with nvidia-smi 535.309.01")
+    assert failure_run["after"]["h1"]["files"] == failure_run["before"]["h1"]["files"]
+
+
+def test_install_failing_midway_rolls_back(failure_run) -> None:
+    _assert_rolled_back(failure_run, "h2", "install", "deploy failed")
+    assert failure_run["after"]["h2"]["files"] == failure_run["before"]["h2"]["files"]
+
+
+def test_rollback_installs_from_the_cache_when_the_repository_lost_the_old_version(
+    failure_run,
+) -> None:
+    _assert_rolled_back(failure_run, "h3", "validate", "validation hook 50-site-check")
+    assert failure_run["h3"]["download"] != 0  # no repository offers 535.261.03 any more
+    assert "/var/cache/gpuhost/packages/" in failure_run["h3"]["history"]
+
+
+def test_killed_rolling_upgrade_resumes_without_redoing_finished_hosts(
+    fleet: dict[str, Any], failure_run: dict[str, Any]
+) -> None:
+    hosts, tmp = fleet["hosts"], fleet["tmp"]
+    for host in hosts:
+        assert _at(_host_state(host), OLD), host.name
+    state_dir = tmp / "state-rolling"
+    inventory = _inventory(tmp / "rolling.py", fleet["lab"], hosts, BASE)
+    args = ["upgrade", str(inventory), "--to", TARGET, "--canary", "1", "--batch", "2",
+            "--state-dir", str(state_dir), *ACCEPT]
+    log = (tmp / "rolling-first.log").open("w")
+    controller = subprocess.Popen([GPUHOST, *args], stdout=log, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 900
+    journal = None
+    try:
+        while time.monotonic() < deadline and controller.poll() is None:
+            runs = list((state_dir / "runs").glob("*.jsonl"))
+            if runs:
+                journal = runs[0]
+                records = read_records(journal)
+                if any(r.get("host") == "h2" and r.get("step") == "install"
+                       and r.get("status") == "started" for r in records):
+                    break
+            time.sleep(1)
+        time.sleep(15)  # apt is unpacking on h2 and h3 now
+        assert controller.poll() is None, (tmp / "rolling-first.log").read_text()[-3000:]
+    finally:
+        os.killpg(controller.pid, signal.SIGKILL)  # the controller machine dies: all its processes
+        controller.wait()
+        log.close()
+    assert journal is not None
+    killed = Journal.open(journal).progress()
+    assert killed["h1"].outcome == "upgraded"
+    assert killed["h2"].current == "install" and killed["h2"].outcome is None
+    assert not killed["h4"].started
+    seen = len(read_records(journal))
+
+    proc = _gpuhost("upgrade", *args[1:], "--resume")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    records = read_records(journal)
+    later = records[seen:]
+    assert not [r for r in later if r.get("host") == "h1"]  # a finished host is not touched
+    resumed = [r for r in later if r.get("host") == "h2" and r.get("status") == "started"]
+    assert resumed[0]["step"] == "install" and resumed[0]["detail"] == "resumed"
+    snapshotted = {h for h in ("h2", "h3") if "snapshot" in killed[h].done}
+    assert "h2" in snapshotted
+    # a snapshot is never retaken once taken (packages may have changed since)
+    assert not [r for r in later if r.get("step") == "snapshot" and r.get("host") in snapshotted]
+    final = Journal.open(journal).progress()
+    assert {h: p.outcome for h, p in final.items()} == {h.name: "upgraded" for h in hosts}
+
+    for host in hosts:
+        state = _host_state(host)
+        assert _at(state, NEW), (host.name, state)  # every driver package new and held
+        marker = json.loads(host.run("cat /etc/gpuhost/profile").stdout)
+        assert marker["profile"] == TARGET and marker["driver"]["version"] == NEW
+        # the snapshot shows the old set
+        snap = Path(final[host.name].data["snapshot_path"])
+        doc = json.loads(snap.read_text())
+        assert doc["packages"]["nvidia-smi"]["version"] == f"{OLD}-1"
+        assert "nvidia-smi" in doc["holds"]
+
+    # the audit, with the inventory now naming the new profile, finds no errors beyond the lab's
+    new_inventory = _inventory(tmp / "rolling-new.py", fleet["lab"], hosts, TARGET)
+    audit = _gpuhost("audit", str(new_inventory), "--json", str(tmp / "audit.json"), "-q")
+    report = json.loads((tmp / "audit.json").read_text())
+    errors = {(h["name"], f["rule"]) for h in report["hosts"] for f in h["findings"]
+              if f["severity"] == "error" and f["rule"] not in LAB_ACCEPTED}
+    assert not errors, audit.stdout
+    assert all(h["reachable"] for h in report["hosts"])
+
+
+SLURM_CONF = """ClusterName=gpuhost-lab
+SlurmctldHost={ctld}({ctld_addr})
+AuthType=auth/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmUser=slurm
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+SlurmdSpoolDir=/var/lib/slurm/slurmd
+StateSaveLocation=/var/lib/slurm/slurmctld
+ReturnToService=2
+MinJobAge=3600
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+{nodes}
+PartitionName=gpu Nodes={names} Default=YES MaxTime=INFINITE State=UP
+"""
+SLURM_INSTALL = ("export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y "
+                 "-qq --no-install-recommends munge slurm-client {daemon} >/tmp/slurm.log 2>&1")
+
+
+def _slurm_node(ctld: Any, node: str) -> dict[str, str]:
+    out = ctld.run(f"scontrol -o show node {node}").stdout.strip()
+    return dict(f.split("=", 1) for f in re.split(r" (?=[A-Za-z]+=)", out) if "=" in f)
+
+
+def _slurm_cluster(ctld: Any, nodes: list[Any]) -> None:
+    """Debian's Slurm 22.05: slurmctld on ``ctld``, slurmd on ``nodes``, one munge key."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(ctld, "slurmctld")] + [(n, "slurmd") for n in nodes]
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        done = list(pool.map(lambda j: j[0].run(SLURM_INSTALL.format(daemon=j[1]), 900), jobs))
+    assert all(p.returncode == 0 for p in done), [p.stderr for p in done]
+    conf = SLURM_CONF.format(
+        ctld=ctld.name, ctld_addr=ctld.address, names=",".join(n.name for n in nodes),
+        nodes="\n".join(f"NodeName={n.name} NodeAddr={n.address} CPUs=1" for n in nodes))
+    key = ctld.run("base64 -w0 /etc/munge/munge.key").stdout.strip()
+    for host, daemon in jobs:
+        setup = host.run(
+            f"echo {key} | base64 -d > /etc/munge/munge.key && chmod 400 /etc/munge/munge.key "
+            f"&& chown munge:munge /etc/munge/munge.key && systemctl restart munge "
+            f"&& mkdir -p /var/log/slurm && chown slurm /var/log/slurm "
+            f"&& cat > /etc/slurm/slurm.conf <<'EOF'\n{conf}EOF\n"
+            f"systemctl enable -q {daemon} && systemctl restart {daemon}")
+        assert setup.returncode == 0, (host.name, setup.stderr)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        states = {n.name: _slurm_node(ctld, n.name).get("State") for n in nodes}
+        if all(s == "IDLE" for s in states.values()):
+            return
+        time.sleep(2)
+    raise AssertionError(f"slurm nodes not idle: {states}")
+
+
+def test_slurm_drain_waits_for_jobs_resumes_after_validation_and_stays_drained_on_rollback(
+    lab: Any, fleet: dict[str, Any], failure_run: dict[str, Any]
+) -> None:
+    """A real Slurm (Debian's slurmctld on h5, slurmd on h2 and h3, both at 535.309.01 after the
+    rolling upgrade) and a move to the BASE profile: h2's running job finishes before anything
+    changes, h2 is drained while it changes and resumed once validated; h3 (its validation
+    fails) is rolled back and stays drained for a human."""
+    h2, h3 = fleet["hosts"][1], fleet["hosts"][2]
+    ctld = lab(5).host("h5")
+    _slurm_cluster(ctld, [h2, h3])
+    hook = ("mkdir -p /etc/gpuhost/validate.d && cat > /etc/gpuhost/validate.d/50-site-check "
+            "<<'EOF'\n#!/bin/sh\ndpkg-query -W -f='${Version}' nvidia-smi | grep -q '^535.261' "
+            "&& { echo 'jobs fail with 535.261'; exit 1; }; exit 0\nEOF\n"
+            "chmod 755 /etc/gpuhost/validate.d/50-site-check")
+    assert h3.run(hook).returncode == 0
+    job = ctld.run("sbatch --parsable -w h2 -o /dev/null --wrap 'sleep 25'").stdout.strip()
+    assert job.isdigit(), job
+    time.sleep(3)
+    assert _slurm_node(ctld, "h2")["State"] in ("ALLOCATED", "MIXED")
+
+    tmp = fleet["tmp"]
+    state_dir = tmp / "state-slurm"
+    inventory = _inventory(tmp / "slurm.py", fleet["lab"], [h2, h3], TARGET)
+    log = tmp / "slurm-upgrade.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [GPUHOST, "upgrade", str(inventory), "--to", BASE, "--drain", "slurm", "--canary",
+             "0", "--batch", "2", "--max-failures", "2", "--state-dir", str(state_dir), *ACCEPT],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        seen: dict[str, set[str]] = {"h2": set(), "h3": set()}
+        while proc.poll() is None:  # what Slurm says about the nodes while they are upgraded
+            for node in seen:
+                seen[node].add(_slurm_node(ctld, node).get("State", "?"))
+            time.sleep(2)
+    output = log.read_text()
+    try:
+        assert proc.returncode == 1, output[-4000:]
+        progress = Journal.open(_journal(state_dir)).progress()
+        assert progress["h2"].outcome == "upgraded", output[-4000:]
+        assert progress["h3"].outcome == "rolled_back", output[-4000:]
+        records = read_records(_journal(state_dir))
+        install_h2 = next(r["ts"] for r in records if r.get("host") == "h2"
+                          and r.get("step") == "install" and r.get("status") == "started")
+        job_info = ctld.run(f"scontrol -o show job {job}").stdout
+        assert "JobState=COMPLETED" in job_info, job_info
+        end = re.search(r"EndTime=(\S+)", job_info)
+        assert end and end.group(1) + "Z" <= install_h2  # the job ended before any change
+        assert any("DRAIN" in state for state in seen["h2"]), seen  # drained while changed
+        after_h2, after_h3 = _slurm_node(ctld, "h2"), _slurm_node(ctld, "h3")
+        assert after_h2["State"] == "IDLE", after_h2
+        assert "DRAIN" in after_h3["State"], after_h3
+        assert after_h3.get("Reason", "").startswith("gpuhost"), after_h3
+        assert _at(_host_state(h2), OLD)
+        assert _at(_host_state(h3), NEW)  # rolled back to what it had: 535.309.01
+    finally:
+        h3.run("rm -f /etc/gpuhost/validate.d/50-site-check")
+
+
+def test_provision_reboot_reboots_when_the_loaded_module_is_not_the_installed_driver(
+    fleet: dict[str, Any],
+) -> None:
+    """After the upgrade, h4 has 535.309.01 installed and no module loaded (no GPU), so
+    ``provision --reboot`` reboots it, waits, checks again and says honestly that the module
+    still is not loaded (exit 1): on a GPU server the reboot loads the new module."""
+    h4 = fleet["hosts"][3]
+    before = h4.run("cat /proc/sys/kernel/random/boot_id").stdout.strip()
+    # the profile h4 is on (TARGET after the rolling upgrade): provision itself changes nothing
+    profile = json.loads(h4.run("cat /etc/gpuhost/profile").stdout)["profile"]
+    inventory = _inventory(fleet["tmp"] / "reboot.py", fleet["lab"], [h4], profile)
+    proc = _gpuhost("provision", str(inventory), "--reboot", "--reboot-timeout", "300")
+    after = h4.run("cat /proc/sys/kernel/random/boot_id").stdout.strip()
+    assert after and after != before, proc.stdout
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    version = r"535\.\d+\.\d+"  # NEW after the rolling upgrade, OLD when run on its own
+    assert re.search(rf"h4: rebooted \(driver {version} installed, no nvidia module loaded\); "
+                     rf"after the reboot: driver {version} installed, no nvidia module loaded",
+                     proc.stdout), proc.stdout
