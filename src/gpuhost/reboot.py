@@ -8,12 +8,12 @@ stay). Also the pure decision whether a driver change needs a reboot.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gpuhost.errors import HostError
+from gpuhost.errors import HostError, ParseError
+from gpuhost.parsers.profile_marker import MARKER_PATH, parse_profile_marker
 from gpuhost.versions import upstream_of_package_version
 
 BOOT_TOKEN_COMMAND = "cat /proc/sys/kernel/random/boot_id; cut -d' ' -f22 /proc/1/stat"
@@ -23,7 +23,7 @@ DRIVER_STATE_COMMAND = (
     "cat /sys/module/nvidia/version 2>/dev/null || echo -; "
     "dpkg-query -W -f='${Version}\\n' nvidia-kernel-dkms nvidia-open-kernel-dkms "
     "'nvidia-dkms-*' 'nvidia-kernel-source-*' 2>/dev/null | grep . | head -n1 | grep . || echo -; "
-    "cat /etc/gpuhost/profile 2>/dev/null"
+    f"cat {MARKER_PATH} 2>/dev/null"
 )
 
 
@@ -85,10 +85,10 @@ def parse_driver_state(stdout: str) -> tuple[str | None, str | None]:
         installed = upstream_of_package_version(head[1])
     if installed is None:
         try:
-            marker = json.loads("\n".join(lines[2:]))
-            installed = str(marker["driver"]["version"]) or None
-        except (ValueError, KeyError, TypeError):
-            installed = None
+            marker = parse_profile_marker("\n".join(lines[2:]))
+        except ParseError:
+            marker = None
+        installed = marker.driver_version if marker else None
     return loaded, installed
 
 

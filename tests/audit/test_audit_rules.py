@@ -278,3 +278,87 @@ def test_all_shared_xml_captures_build_facts():
         report = audit(host_with(nvidia_smi=path.read_text(encoding="utf-8")))
         assert report.facts is not None, path.name
         assert report.facts.driver.smi.state in ("ok", "unknown-error"), path.name
+
+
+def _marker_json(profile: str, **changes: object) -> str:
+    """The marker provision writes for ``profile`` (gpuhost.deploys: StackSpec.marker())."""
+    from gpuhost.deploys.guards import spec_from_profile
+    from gpuhost.operations.marker import render_marker
+
+    spec = dataclasses.replace(spec_from_profile(PROFILES[profile], []), **changes)
+    return render_marker(spec.marker())
+
+
+def test_json_marker_of_the_inventory_profile_is_no_drift():
+    settings = dataclasses.replace(SETTINGS, profiles=PROFILES)
+    nvcc = "path=/usr/bin/nvcc\nCuda compilation tools, release 11.8, V11.8.89\n"
+    name = "debian12-nonfree-535-security"
+    report = audit(
+        host_with(proc_driver=PROC_535_309, nvcc=nvcc, profile_marker=_marker_json(name)),
+        {"gpuhost_profile": name},
+        settings,
+    )
+    assert report.facts.profile_marker == name
+    assert report.facts.provision_marker.driver_version == "535.309.01"
+    assert not {r for r in rules_of(report) if r.startswith("profile.")}
+    assert "host.probe-incomplete" not in rules_of(report)
+
+
+def test_json_marker_alone_names_the_profile():
+    settings = dataclasses.replace(SETTINGS, profiles=PROFILES)
+    report = audit(
+        host_with(proc_driver=PROC_535_309, profile_marker=_marker_json("debian12-nonfree-535")),
+        {},
+        settings,
+    )
+    assert "profile.unknown" not in rules_of(report)
+    message = next(f.message for f in report.findings if f.rule == "profile.driver")
+    assert "535.309.01 found, profile debian12-nonfree-535 pins 535.261.03" in message
+
+
+def test_json_marker_of_another_profile_warns():
+    settings = dataclasses.replace(SETTINGS, profiles=PROFILES)
+    report = audit(
+        host_with(profile_marker=_marker_json("debian12-nonfree-535")),
+        {"gpuhost_profile": "debian12-nonfree-535-security"},
+        settings,
+    )
+    message = next(f.message for f in report.findings if f.rule == "profile.marker")
+    assert "provisioned with debian12-nonfree-535 (/etc/gpuhost/profile)" in message
+
+
+def test_marker_recording_an_older_pin_of_the_same_profile_warns():
+    settings = dataclasses.replace(SETTINGS, profiles=PROFILES)
+    name = "debian12-nonfree-535-security"
+    report = audit(
+        host_with(
+            proc_driver=PROC_535_309,
+            profile_marker=_marker_json(name, driver_version="535.261.03"),
+        ),
+        {"gpuhost_profile": name},
+        settings,
+    )
+    finding = next(f for f in report.findings if f.rule == "profile.marker")
+    assert finding.severity == "warning"
+    assert "at driver 535.261.03" in finding.message and "now pins 535.309.01" in finding.message
+
+
+def test_kernel_module_auto_is_judged_by_the_flavour_the_marker_recorded():
+    settings = dataclasses.replace(SETTINGS, profiles=PROFILES)
+    name = "nvidia-repo-550-cuda12.4"
+    host = {"gpuhost_profile": name}
+    open_marker = host_with(
+        proc_driver=PROC_535_309, profile_marker=_marker_json(name, kernel_module="open")
+    )
+    assert "profile.kernel-module" in rules_of(audit(open_marker, host, settings))
+    proprietary = host_with(
+        proc_driver=PROC_535_309, profile_marker=_marker_json(name, kernel_module="proprietary")
+    )
+    assert "profile.kernel-module" not in rules_of(audit(proprietary, host, settings))
+
+
+def test_unreadable_marker_is_a_probe_problem_not_a_profile_name():
+    report = audit(host_with(profile_marker='{"schema": 1, "profile": 5}\n'))
+    assert report.facts.profile_marker is None
+    assert "host.probe-incomplete" in rules_of(report)
+    assert "profile.unknown" not in rules_of(report)

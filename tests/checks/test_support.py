@@ -181,6 +181,18 @@ def test_profile_from_marker_and_problems() -> None:
     assert expected.parse_marker("{not json").problem is not None
 
 
+def test_marker_read_like_the_audit_reads_it() -> None:
+    legacy = expected.parse_marker("debian12-nonfree-535\n")
+    assert legacy.present and legacy.problem is None and legacy.profile == "debian12-nonfree-535"
+    assert expected.resolve("h1", {}, legacy, "debian-12").spec is not None
+    full = expected.parse_marker(
+        json.dumps({"schema": 1, "profile": "p", "driver": {"version": "535.261.03"}})
+    )
+    assert full.recorded is not None and full.recorded.driver_version == "535.261.03"
+    wrong = expected.parse_marker('{"schema": 1, "profile": "p", "cuda": {"versions": 11}}')
+    assert wrong.profile is None and "cuda.versions: found 11" in (wrong.problem or "")
+
+
 # --------------------------------------------------------------------------- packages
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from gpuhost.errors import ParseError
 from gpuhost.parsers import container, cuda, detect, driver, frameworks, packages, smi_misc, topo
 from gpuhost.parsers import nvidia_smi as smi
+from gpuhost.parsers.profile_marker import parse_profile_marker
 
 PARSERS: dict[str, Callable[[str], Any]] = {
     "parse_xml": smi.parse_xml,
@@ -40,6 +41,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "parse_nvlink_status": smi_misc.parse_nvlink_status,
     "detect_kind": detect.detect_kind,
     "parse_any": detect.parse_any,
+    "parse_profile_marker": parse_profile_marker,
 }
 
 OWN = Path(__file__).resolve().parents[1] / "fixtures" / "parsers"

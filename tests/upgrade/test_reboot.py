@@ -74,6 +74,11 @@ def test_a_host_that_answers_without_rebooting_is_an_error(monkeypatch) -> None:
         ("535.261.03\n-\n", ("535.261.03", None)),
         ("-\n-\n", (None, None)),
         ("", (None, None)),
+        (
+            '-\n-\n{"schema": 1, "profile": "p", "driver": {"version": "535.261.03"}}',
+            (None, "535.261.03"),
+        ),
+        ("-\n-\ndebian12-nonfree-535\n", (None, None)),
     ],
 )
 def test_parse_driver_state(stdout: str, expected: tuple[str | None, str | None]) -> None:

@@ -7,8 +7,10 @@ marker file ``/etc/gpuhost/profile`` (written by ``gpuhost provision``). Profile
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from gpuhost.parsers.profile_marker import ProfileMarker
 
 
 @dataclass(frozen=True)
@@ -63,3 +65,13 @@ def expected_from_profile(name: str, profile: Any) -> ExpectedStack:
         graphics_mhz=clock("graphics_mhz") if clocks is not None else None,
         memory_mhz=clock("memory_mhz") if clocks is not None else None,
     )
+
+
+def with_marker_resolution(expected: ExpectedStack, marker: ProfileMarker | None) -> ExpectedStack:
+    """Fill in what the profile leaves to provision-time resolution from the host's marker, when
+    the marker records this profile: ``kernel_module: auto`` → the flavour provision installed."""
+    if marker is None or marker.legacy or marker.profile != expected.name:
+        return expected
+    if expected.kernel_module is None and marker.kernel_module in ("open", "proprietary"):
+        return replace(expected, kernel_module=marker.kernel_module)
+    return expected

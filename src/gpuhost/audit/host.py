@@ -6,11 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuhost.audit.expected import expected_from_profile
+from gpuhost.audit.expected import expected_from_profile, with_marker_resolution
 from gpuhost.audit.findings import ERROR, Finding, RuleResult, host_verdict, severity_rank
 from gpuhost.audit.matrix_check import matrix_results
 from gpuhost.audit.rules import AuditContext, run_rules
 from gpuhost.facts.host_facts import HostFacts
+from gpuhost.parsers.profile_marker import MARKER_PATH
 
 PROFILE_KEY = "gpuhost_profile"
 
@@ -63,14 +64,14 @@ def _context(
         return AuditContext(facts, matrix_results=results)
     profile = settings.profiles.get(name)
     if profile is None:
-        where = f"inventory data {PROFILE_KEY}" if source == "inventory" else "/etc/gpuhost/profile"
+        where = f"inventory data {PROFILE_KEY}" if source == "inventory" else MARKER_PATH
         known = ", ".join(sorted(settings.profiles)) or "none"
         error = (
             f"profile {name!r} (from {where}) is not defined; known profiles: {known}; fix: name "
             "a profile from gpuhost's profiles or pass --profiles FILE that defines it"
         )
         return AuditContext(facts, None, name, source, error, results)
-    expected = expected_from_profile(name, profile)
+    expected = with_marker_resolution(expected_from_profile(name, profile), facts.provision_marker)
     return AuditContext(facts, expected, name, source, None, results)
 
 

@@ -17,6 +17,7 @@ from gpuhost.audit.findings import ERROR, INFO, WARNING, Finding, RuleResult
 from gpuhost.errors import VersionError
 from gpuhost.facts.host_facts import HostFacts
 from gpuhost.parsers.nvidia_smi import GpuInfo
+from gpuhost.parsers.profile_marker import MARKER_PATH
 from gpuhost.parsers.sshd import (
     keyboard_interactive_password,
     password_authentication,
@@ -745,15 +746,31 @@ def check_profile(ctx: AuditContext) -> RuleResult:
         )
     facts = ctx.facts
     findings = []
-    marker = facts.profile_marker
-    if marker and ctx.profile_source == "inventory" and marker != expected.name:
+    marker = facts.provision_marker
+    if marker and ctx.profile_source == "inventory" and marker.profile != expected.name:
         findings.append(
             Finding(
                 "profile.marker",
                 WARNING,
                 f"the inventory names profile {expected.name} but the host was provisioned with "
-                f"{marker} (/etc/gpuhost/profile); fix: gpuhost provision with the intended "
+                f"{marker.profile} ({MARKER_PATH}); fix: gpuhost provision with the intended "
                 "profile",
+            )
+        )
+    elif (
+        marker
+        and marker.profile == expected.name
+        and marker.driver_version
+        and expected.driver_version
+        and marker.driver_version != expected.driver_version
+    ):
+        findings.append(
+            Finding(
+                "profile.marker",
+                WARNING,
+                f"the host was provisioned with profile {expected.name} at driver "
+                f"{marker.driver_version} ({MARKER_PATH}), the profile now pins "
+                f"{expected.driver_version}; fix: gpuhost upgrade to the profile's versions",
             )
         )
     pinned = f"profile {expected.name} pins"

@@ -4,14 +4,13 @@ deploys cannot disagree."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhost.deploys.guards import PROFILE_KEY, check_profile, load_profile_table
 from gpuhost.deploys.spec import PackagePlan, StackSpec, package_plan
-from gpuhost.errors import GpuhostError
-from gpuhost.operations.marker import MARKER_PATH
+from gpuhost.errors import GpuhostError, ParseError
+from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker
 
 # Marker read without failing when it is absent: empty output means "no marker".
 MARKER_COMMAND = f"cat {MARKER_PATH} 2>/dev/null || true"
@@ -22,11 +21,12 @@ OS_RELEASE_COMMAND = (
 
 @dataclass(frozen=True)
 class Marker:
-    """``/etc/gpuhost/profile`` as read: ``profile`` None with ``problem`` when unreadable."""
+    """``/etc/gpuhost/profile`` as read: ``profile`` None with ``problem`` when unreadable;
+    ``recorded`` is everything it says (``gpuhost.parsers.profile_marker``)."""
 
     present: bool
     profile: str | None = None
-    content: dict[str, Any] = field(default_factory=dict)
+    recorded: ProfileMarker | None = None
     problem: str | None = None
 
 
@@ -49,15 +49,14 @@ class Expected:
 
 
 def parse_marker(text: str) -> Marker:
-    if not text.strip():
-        return Marker(False)
+    """The marker command's output (JSON schema 1, or a legacy plain profile name)."""
     try:
-        content = json.loads(text)
-    except ValueError as exc:
-        return Marker(True, problem=f"{MARKER_PATH} is not JSON ({exc})")
-    if not isinstance(content, dict) or not isinstance(content.get("profile"), str):
-        return Marker(True, problem=f"{MARKER_PATH} has no 'profile' name")
-    return Marker(True, content["profile"], content)
+        recorded = parse_profile_marker(text)
+    except ParseError as exc:
+        return Marker(True, problem=str(exc))
+    if recorded is None:
+        return Marker(False)
+    return Marker(True, recorded.profile, recorded)
 
 
 def os_key(os_release: str) -> str | None:

@@ -28,6 +28,7 @@ from gpuhost.facts.host_facts import (
 from gpuhost.parsers import container, cuda, driver, frameworks, packages
 from gpuhost.parsers.nvidia_smi import SmiReport, parse_output
 from gpuhost.parsers.packages import AptPolicy, Package
+from gpuhost.parsers.profile_marker import parse_profile_marker
 from gpuhost.parsers.sshd import audit_settings, parse_sshd_t
 from gpuhost.probe.script import python_section_name
 from gpuhost.probe.sections import ProbeOutput, SectionOutput, split_sections
@@ -211,6 +212,11 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
         audit_settings(parse_sshd_t(reader.text("sshd").splitlines())) if sshd is not None else {}
     )
     marker = reader.section("profile-marker")
+    provision_marker = (
+        reader.parse("profile-marker", parse_profile_marker, None)
+        if marker is not None and marker.ok
+        else None
+    )
     names = [line.strip() for line in reader.text("pythons").splitlines() if line.strip()]
     return HostFacts(
         hostname=hostname,
@@ -237,9 +243,8 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
             for i, python in enumerate(names)
         ],
         sshd=SshdFacts(available=bool(sshd_settings), settings=sshd_settings),
-        profile_marker=(marker.stdout.strip() or None)
-        if marker is not None and marker.ok
-        else None,
+        profile_marker=provision_marker.profile if provision_marker else None,
+        provision_marker=provision_marker,
         problems=reader.problems,
     )
 

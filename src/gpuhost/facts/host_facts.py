@@ -14,6 +14,7 @@ from typing import Any
 from gpuhost.parsers.driver import KernelModule
 from gpuhost.parsers.nvidia_smi import SmiReport
 from gpuhost.parsers.packages import AptPolicy, Package
+from gpuhost.parsers.profile_marker import ProfileMarker
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,8 @@ class HostFacts:
     persistenced: ServiceState | None = None
     frameworks: list[FrameworkFacts] = field(default_factory=list)
     sshd: SshdFacts = field(default_factory=SshdFacts)
-    profile_marker: str | None = None
+    profile_marker: str | None = None  # the profile name /etc/gpuhost/profile records
+    provision_marker: ProfileMarker | None = None  # all it records (versions: schema 1 only)
     problems: list[str] = field(default_factory=list)  # sections that could not be read
 
     def to_dict(self) -> dict[str, Any]:

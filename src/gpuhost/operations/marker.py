@@ -11,8 +11,9 @@ from pyinfra import host
 from pyinfra.api import operation
 
 from gpuhost.operations._files import put_text
+from gpuhost.parsers.profile_marker import MARKER_PATH
 
-MARKER_PATH = "/etc/gpuhost/profile"
+__all__ = ["MARKER_PATH", "render_marker", "written"]
 
 
 def render_marker(marker: dict[str, Any]) -> str:

@@ -20,12 +20,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gpuhost.errors import ConfigError
+from gpuhost.errors import ConfigError, ParseError
+from gpuhost.parsers.profile_marker import MARKER_PATH, parse_profile_marker
 from gpuhost.upgrade.host_state import HostState, file_bytes
 
 SNAPSHOT_SCHEMA = 1
 SNAPSHOT_KIND = "gpuhost.snapshot"
-PROFILE_FILE = "/etc/gpuhost/profile"
+PROFILE_FILE = MARKER_PATH
 ID_RE = re.compile(r"^\d{8}T\d{6}Z(-\d+)?$")
 
 
@@ -34,31 +35,16 @@ def new_snapshot_id(now: datetime | None = None) -> str:
 
 
 def profile_from_files(files: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """The profile name gpuhost wrote to /etc/gpuhost/profile: the ``profile`` key of its JSON
-    marker (docs/provision.md); for hand-written files the value of a ``profile`` key or the
-    first word of the first non-comment line. None when absent."""
+    """The profile name recorded in /etc/gpuhost/profile (``gpuhost.parsers.profile_marker``:
+    the JSON marker provision writes, or a legacy plain name). None when absent or unreadable."""
     record = files.get(PROFILE_FILE)
     if record is None or "content" not in record:
         return None
-    text = str(record["content"])
     try:
-        marker = json.loads(text)
-    except ValueError:
-        marker = None
-    if isinstance(marker, dict):
-        name = marker.get("profile")
-        return str(name) if name else None
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        for sep in ("=", ":"):
-            key, found, value = line.partition(sep)
-            if found and key.strip() in ("profile", "name"):
-                return value.strip().strip("\"'") or None
-        if "=" not in line and ":" not in line:
-            return line.split()[0]
-    return None
+        marker = parse_profile_marker(str(record["content"]))
+    except ParseError:
+        return None
+    return marker.profile if marker else None
 
 
 def smi_summary(output: str, rc: int | None) -> dict[str, Any]:
