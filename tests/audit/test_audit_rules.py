@@ -362,3 +362,13 @@ def test_unreadable_marker_is_a_probe_problem_not_a_profile_name():
     assert report.facts.profile_marker is None
     assert "host.probe-incomplete" in rules_of(report)
     assert "profile.unknown" not in rules_of(report)
+
+
+def test_no_cuda_drift_when_the_host_data_leaves_cuda_out():
+    settings = dataclasses.replace(SETTINGS, profiles=PROFILES)
+    name = "debian12-nonfree-535-security"
+    driver_only = {"gpuhost_profile": name, "gpuhost_install_cuda": False}
+    report = audit(host_with(proc_driver=PROC_535_309), driver_only, settings)
+    assert not {"profile.cuda", "profile.cuda-default"} & rules_of(report)
+    default = audit(host_with(proc_driver=PROC_535_309), {"gpuhost_profile": name}, settings)
+    assert "profile.cuda" in rules_of(default)

@@ -75,3 +75,11 @@ def with_marker_resolution(expected: ExpectedStack, marker: ProfileMarker | None
     if expected.kernel_module is None and marker.kernel_module in ("open", "proprietary"):
         return replace(expected, kernel_module=marker.kernel_module)
     return expected
+
+
+def without_unmanaged(expected: ExpectedStack, host_data: Any) -> ExpectedStack:
+    """Drop what the host's inventory data tells provision to leave out, so the audit reports no
+    drift for it: ``gpuhost_install_cuda: false`` (no CUDA toolkit installed by gpuhost)."""
+    if host_data.get("gpuhost_install_cuda") is False:
+        return replace(expected, cuda_versions=(), cuda_default=None)
+    return expected

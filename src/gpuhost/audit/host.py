@@ -6,7 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuhost.audit.expected import expected_from_profile, with_marker_resolution
+from gpuhost.audit.expected import (
+    expected_from_profile,
+    with_marker_resolution,
+    without_unmanaged,
+)
 from gpuhost.audit.findings import ERROR, Finding, RuleResult, host_verdict, severity_rank
 from gpuhost.audit.matrix_check import matrix_results
 from gpuhost.audit.rules import AuditContext, run_rules
@@ -72,6 +76,7 @@ def _context(
         )
         return AuditContext(facts, None, name, source, error, results)
     expected = with_marker_resolution(expected_from_profile(name, profile), facts.provision_marker)
+    expected = without_unmanaged(expected, host_data)
     return AuditContext(facts, expected, name, source, None, results)
 
 
