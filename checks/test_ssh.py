@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from gpuhost.checks_support.harden import firewall_skip_reason, ssh_skip_reason
 from gpuhost.deploys.harden import DEFAULTS
 from gpuhost.facts.firewall import INCLUDE_LINE, NFTABLES_CONF, RULESET_PATH
 from gpuhost.facts.sshd import SSHD_CONFIG, include_precedes_settings
@@ -54,13 +55,28 @@ def sshd(host: Any) -> dict[str, list[str]]:
     return parse_sshd_t(result.stdout.splitlines())
 
 
-@pytest.fixture
-def harden_data(request: pytest.FixtureRequest) -> dict[str, Any]:
+def _inventory_data(request: pytest.FixtureRequest) -> dict[str, Any]:
     try:
-        data = request.getfixturevalue("inventory_data")
+        data: dict[str, Any] = request.getfixturevalue("inventory_data")
     except pytest.FixtureLookupError:
         data = {}
+    return data
+
+
+@pytest.fixture
+def harden_data(request: pytest.FixtureRequest) -> dict[str, Any]:
+    data = _inventory_data(request)
     return {key: data.get(key, default) for key, default in DEFAULTS.items()}
+
+
+@pytest.fixture(autouse=True)
+def _applies_to_host(request: pytest.FixtureRequest) -> None:
+    """Hosts whose inventory data opts out of gpuhost's hardening (or firewall) skip, with why."""
+    data = _inventory_data(request)
+    is_firewall = request.node.name.startswith("test_firewall")
+    reason = firewall_skip_reason(data) if is_firewall else ssh_skip_reason(data)
+    if reason is not None:
+        pytest.skip(reason)
 
 
 def test_ssh_password_login_off(sshd):
@@ -129,8 +145,6 @@ def test_ssh_no_revert_timer_left(host):
 def test_firewall_default_deny_inbound(host, harden_data):
     """Table inet gpuhost drops inbound by default, keeps established traffic, opens SSH and
     exactly the ports inventory data lists."""
-    if not harden_data["gpuhost_firewall_enabled"]:
-        pytest.skip("gpuhost_firewall_enabled is false for this host")
     with _as_root(host):
         listing = host.check_output("nft -s list table inet gpuhost")
     assert "type filter hook input priority filter; policy drop;" in listing
@@ -140,8 +154,6 @@ def test_firewall_default_deny_inbound(host, harden_data):
 
 
 def test_firewall_loaded_at_boot(host, harden_data):
-    if not harden_data["gpuhost_firewall_enabled"]:
-        pytest.skip("gpuhost_firewall_enabled is false for this host")
     with _as_root(host):
         conf = host.file(NFTABLES_CONF).content_string
         assert host.file(RULESET_PATH).exists

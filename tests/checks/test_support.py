@@ -362,3 +362,18 @@ def test_inventory_hosts_and_ssh_config(tmp_path: Path) -> None:
     bad.write_text("hosts = [('n1', {'ssh_password': 'x'})]\n")
     with pytest.raises(ConfigError, match="ssh_password is not supported"):
         load_hosts(str(bad))
+
+
+def test_hardening_checks_skip_only_where_the_host_opts_out() -> None:
+    from gpuhost.checks_support.harden import firewall_skip_reason, ssh_skip_reason
+
+    assert ssh_skip_reason({}) is None
+    assert firewall_skip_reason({}) is None
+    assert ssh_skip_reason({"gpuhost_harden": True}) is None
+    reason = ssh_skip_reason({"gpuhost_harden": False})
+    assert reason is not None and "gpuhost_harden is false" in reason
+    fw = firewall_skip_reason({"gpuhost_harden": False})
+    assert fw is not None and "firewall" in fw
+    fw_only = firewall_skip_reason({"gpuhost_firewall_enabled": False})
+    assert fw_only is not None and "gpuhost_firewall_enabled is false" in fw_only
+    assert ssh_skip_reason({"gpuhost_firewall_enabled": False}) is None

@@ -1,0 +1,28 @@
+"""Which hardening checks apply to a host, from its inventory data (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+HARDEN_KEY = "gpuhost_harden"
+FIREWALL_KEY = "gpuhost_firewall_enabled"
+
+
+def ssh_skip_reason(data: Mapping[str, Any]) -> str | None:
+    """Why the SSH checks do not apply to this host, or None when they do.
+
+    A host whose data says ``gpuhost_harden: false`` is deliberately not hardened by gpuhost."""
+    if data.get(HARDEN_KEY) is False:
+        return f"{HARDEN_KEY} is false for this host: SSH hardening is not managed by gpuhost"
+    return None
+
+
+def firewall_skip_reason(data: Mapping[str, Any]) -> str | None:
+    """Why the firewall checks do not apply to this host, or None when they do."""
+    reason = ssh_skip_reason(data)
+    if reason is not None:
+        return reason.replace("SSH hardening", "the firewall")
+    if data.get(FIREWALL_KEY) is False:
+        return f"{FIREWALL_KEY} is false for this host: no gpuhost firewall to check"
+    return None
