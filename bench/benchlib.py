@@ -156,6 +156,8 @@ class Sample:
     rc: int
     peak_rss_mb: float | None = None  # largest single process (ru_maxrss of the direct child)
     tree_pss_mb: float | None = None  # peak of the summed PSS of the whole process tree
+    load1_start: float | None = None  # 1-minute load average when the run started
+    load1_end: float | None = None  # ... and when it ended (the machine is shared)
 
 
 @dataclass
@@ -234,6 +236,7 @@ def timed(argv: Sequence[str], *, env: dict[str, str] | None = None, stdout: Pat
     import resource
 
     out = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    load1_start = os.getloadavg()[0]
     try:
         start = time.perf_counter()
         proc = subprocess.Popen(list(argv), env=env, stdout=out, stderr=subprocess.PIPE,
@@ -246,7 +249,8 @@ def timed(argv: Sequence[str], *, env: dict[str, str] | None = None, stdout: Pat
     finally:
         if stdout:
             out.close()  # type: ignore[union-attr]
-    sample = Sample(round(seconds, 4), proc.returncode)
+    sample = Sample(round(seconds, 4), proc.returncode, load1_start=round(load1_start, 2),
+                    load1_end=round(os.getloadavg()[0], 2))
     if sampler:
         sampler.stop.set()
         sampler.join()
@@ -296,8 +300,9 @@ def save(bench: str, payload: dict[str, Any]) -> Path:
 
 def show(series: Series) -> None:
     runs = " ".join(f"{s.seconds:.2f}" for s in series.samples)
-    print(f"  {series.tool:18} {series.hosts:4} hosts  median {series.median:6.2f} s  [{runs}]",
-          flush=True)
+    loads = " ".join(f"{s.load1_start}" for s in series.samples)
+    print(f"  {series.tool:18} {series.hosts:4} hosts  median {series.median:6.2f} s  [{runs}]"
+          f"  load1 at start [{loads}]", flush=True)
 
 
 def quote(argv: Sequence[str]) -> str:

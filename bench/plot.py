@@ -65,37 +65,53 @@ def ratios(tools: dict[str, dict[int, dict]]) -> str:
     return "\n".join(lines)
 
 
-def plot(tools: dict[str, dict[int, dict]]) -> None:
+def plot(panels: list[tuple[str, dict[str, dict[int, dict]]]]) -> None:
+    """One panel per results file (e.g. before and after the speed fixes), same y scale."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
-    for tool, rows in tools.items():
-        counts = sorted(rows)
-        ax.plot(counts, [rows[n]["median_s"] for n in counts], marker="o",
-                label=LABELS.get(tool, tool), linewidth=2.4 if tool == "gpuhost" else 1.4,
-                linestyle="--" if tool.endswith("-null") else "-")
-    ax.set_xlabel("hosts")
-    ax.set_ylabel("wall time, median (s)")
-    ax.set_title("Audit of N lab hosts (same probe script; 2 shared cores)")
-    ax.set_xticks(sorted({n for rows in tools.values() for n in rows}))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.5), dpi=110,
+                             sharey=True, squeeze=False)
+    for ax, (title, tools) in zip(axes[0], panels, strict=True):
+        for tool, rows in tools.items():
+            counts = sorted(rows)
+            ax.plot(counts, [rows[n]["median_s"] for n in counts], marker="o",
+                    label=LABELS.get(tool, tool), linewidth=2.4 if tool == "gpuhost" else 1.4,
+                    linestyle="--" if tool.endswith("-null") else "-")
+        ax.set_xlabel("hosts")
+        ax.set_title(title, fontsize=9)
+        ax.set_xticks(sorted({n for rows in tools.values() for n in rows}))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("wall time, median (s)")
+    fig.suptitle("Audit of N lab hosts (same probe script; hosts share the controller's 2 cores)",
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(PNG)
 
 
+def _load_avg(series: list[dict]) -> str:
+    loads = [r["load1_start"] for row in series for r in row["runs"] if r.get("load1_start")]
+    return f"load avg {min(loads):.0f}-{max(loads):.0f}" if loads else "load avg 25-92"
+
+
 def main() -> int:
-    path = RESULTS / "audit.json"
-    if not path.exists():
-        print(f"plot: {path} missing: run bench/audit.py first", file=sys.stderr)
+    panels = []
+    for name, title in (("audit", "before the fixes"), ("audit-after", "after the fixes")):
+        path = RESULTS / f"{name}.json"
+        if path.exists():
+            series = json.loads(path.read_text())["series"]
+            tools = by_tool(series)
+            panels.append((f"{title} ({_load_avg(series)})", tools))
+            print(f"{name}:\n\n{table(tools)}\n\n{ratios(tools)}\n")
+    if not panels:
+        print(f"plot: no {RESULTS}/audit*.json: run bench/audit.py first", file=sys.stderr)
         return 2
-    tools = by_tool(json.loads(path.read_text())["series"])
-    plot(tools)
-    print(f"wrote {PNG}\n\n{table(tools)}\n\n{ratios(tools)}")
-    for name in ("provision", "memory"):
+    plot(panels)
+    print(f"wrote {PNG}")
+    for name in ("provision", "provision-after", "memory"):
         extra = RESULTS / f"{name}.json"
         if extra.exists():
             data = json.loads(extra.read_text())

@@ -175,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lab = load_lab(args.lab, count)
         inventory = pyinfra_inventory(lab, count, provision_data(lab))
-        gpuhost_argv = [str(GPUHOST), "provision", str(inventory)]
+        # --parallel = hosts, like Ansible's forks (gpuhost's default is 20 per CPU core)
+        gpuhost_argv = [str(GPUHOST), "provision", str(inventory), "--parallel", str(count)]
         ansible_argv = [str(need_ansible()), "-i", str(ansible_inventory(lab, count)),
                         str(ANSIBLE_DIR / "provision.yml"), "-e",
                         f"@{WORK / 'provision-vars.yml'}"]
