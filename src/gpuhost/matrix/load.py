@@ -444,6 +444,8 @@ def _cudnn(p: _Problems, raw: Any, src: Src, conf: Src) -> tuple[CudnnRelease, .
                 for i, v in enumerate(p.seq(pk.get("cuda"), f"{ppath}.cuda") or [])
                 if p.version(v, f"{ppath}.cuda[{i}]")
             )
+            if pk.get("cuda") == []:
+                p.add(f"{ppath}.cuda", "lists no CUDA release; give at least one, e.g. [\"12.4\"]")
             drv = pk.get("min_driver")
             if drv is not None:
                 drv = p.version(drv, f"{ppath}.min_driver")
