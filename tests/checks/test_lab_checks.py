@@ -52,7 +52,7 @@ def _check(inventory: Path, junit: Path, *args: str) -> tuple[int, str, dict[str
 @pytest.fixture(scope="module")
 def lab_setup(lab, tmp_path_factory):
     view = lab(2)
-    view.reset("h2")
+    view.reset("h1", "h2")  # the session lab is shared with other modules: start clean
     work = tmp_path_factory.mktemp("checks")
     good = _inventory(
         work / "inv.py",
@@ -74,7 +74,8 @@ def lab_setup(lab, tmp_path_factory):
         timeout=1800,
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    return view, work, good
+    yield view, work, good
+    view.reset("h1", "h2")  # leave clean hosts to the modules that run after this one
 
 
 APPLYING_STATIC = [

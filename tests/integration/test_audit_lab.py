@@ -71,6 +71,8 @@ def _inventory(path: Path, lab: Any, hosts: list[Any]) -> Path:
 def audit_lab(lab, tmp_path_factory):
     lb = lab(4)
     h1, h2, h3, h4 = lb.hosts[:4]
+    # the session lab is shared with other modules: start from four clean hosts
+    lb.reset(h1, h2, h3, h4)
     errors: list[str] = []
     threads = [
         threading.Thread(target=_install, args=(h2, DRIVER_INSTALL, errors)),
