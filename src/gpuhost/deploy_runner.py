@@ -55,6 +55,7 @@ from gpuhost.errors import (
     DeployError,
     GpuhostError,
 )
+from gpuhost.fleet import forget_cached_host_keys
 
 STATUSES = ("ok", "refused", "bad-data", "failed", "unreachable")
 
@@ -251,6 +252,7 @@ def run_deploy(
     inventory order. ``override_data`` is set on every host (like ``pyinfra --data``);
     ``parallel`` bounds how many hosts connect, prepare and execute at once (None: pyinfra's
     default, 20 per CPU core, at most the number of hosts)."""
+    forget_cached_host_keys()
     config = Config(PARALLEL=parallel or 0)
     state = State(check_for_changes=True)
     inventory = load_inventory(inventory_path, state, override_data)

@@ -53,6 +53,17 @@ def ensure_gevent() -> None:
     logging.getLogger("pyinfra").propagate = False
 
 
+def forget_cached_host_keys() -> None:
+    """pyinfra memoizes each known_hosts file for the life of the process; a long-lived process
+    (a rolling upgrade, a test session) must re-read it so hosts added or re-keyed since are
+    checked against the file as it is now, not as it was at the first connection."""
+    from pyinfra.connectors.sshuserclient import client
+
+    cache = getattr(client.get_host_keys, "cache", None)
+    if isinstance(cache, dict):
+        cache.clear()
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     """``"3/10"`` → (3, 10); ConfigError for anything else (K must be in 1..N)."""
     match = SHARD_RE.match(text or "")
@@ -231,6 +242,7 @@ def gather(
     if parallel < 1:
         raise ConfigError(f"--parallel {parallel}: must be at least 1")
     ensure_gevent()
+    forget_cached_host_keys()
     from gevent.pool import Pool
     from pyinfra.api import Config, State
 

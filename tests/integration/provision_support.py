@@ -13,6 +13,7 @@ from pyinfra.api.deploy import add_deploy
 from pyinfra.api.operations import run_ops
 
 from gpuhost.deploys import provision
+from gpuhost.fleet import forget_cached_host_keys
 
 LAB_PROFILES = str(Path(__file__).parent / "data" / "lab_repo_profiles.yaml")
 
@@ -39,6 +40,7 @@ def repo_data(lab: Any) -> dict[str, Any]:
 
 def run_provision(hosts: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, bool]]:
     """{host: {operation name: changed}} after one provision run; raises on a failed host."""
+    forget_cached_host_keys()  # lab hosts are re-keyed by resets during this test session
     state = State(Inventory((hosts, {})), Config())
     connect_all(state)
     add_deploy(state, provision)
