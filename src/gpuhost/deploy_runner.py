@@ -11,8 +11,22 @@ What it does: load the inventory exactly as the pyinfra CLI does (group_data/ be
 override data like ``pyinfra --data``), keep the hosts ``--limit`` names (host or group names,
 globs, comma lists), connect to them in parallel, call the deploy function once per connected host,
 all hosts at once in greenlets (pyinfra's prepare stage: facts are read, operations are added,
-nothing changes), then execute unless ``dry``. ``parallel`` bounds all three phases. Every host
-ends as one ``HostOutcome``:
+nothing changes), then execute unless ``dry``. ``parallel`` bounds all three phases.
+
+The execute stage is bounded by what the prepare stage found (issue 9):
+
+- a host none of whose prepared operations would change anything is not executed at all: its
+  operations are not evaluated a second time, so a no-op re-run costs one fact-gathering pass
+  (prepare evaluates every operation against the host's facts; gpuhost's operations decide from
+  facts alone, and a plan without a change cannot start changing unless the host itself changes
+  between the two stages, which a re-run then corrects). An operation with pyinfra's ``_if``
+  (decided only at execute time) keeps its host in the execute stage.
+- every other host runs its own operations in order, each re-evaluated against the host as the
+  earlier ones left it (pyinfra's execute semantics), without waiting for the other hosts after
+  each operation (gpuhost's deploys have no cross-host ordering: harden's revert/confirm steps
+  act on their own host only). A failed operation stops that host; the others carry on.
+
+Every host ends as one ``HostOutcome``:
 
 - ``ok``           with counts of operations that changed (or, dry, would change) and did not;
 - ``refused``      the deploy raised ``DeployError`` while preparing (a guard: nothing was changed);
@@ -43,7 +57,8 @@ from pyinfra.api.connect import disconnect_all
 from pyinfra.api.exceptions import NoGroupError, PyinfraError
 from pyinfra.api.host import Host
 from pyinfra.api.inventory import Inventory
-from pyinfra.api.operations import run_ops
+from pyinfra.api.operations import run_host_op
+from pyinfra.api.output import format_text
 from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 
@@ -56,6 +71,8 @@ from gpuhost.errors import (
     GpuhostError,
 )
 from gpuhost.fleet import forget_cached_host_keys
+
+logger = logging.getLogger("pyinfra")
 
 STATUSES = ("ok", "refused", "bad-data", "failed", "unreachable")
 
@@ -70,6 +87,7 @@ class HostOutcome:
     unchanged: int = 0
     message: str = ""
     changed_operations: list[str] = field(default_factory=list)
+    executed: int = 0  # operations run at the execute stage (0: the plan changed nothing)
 
     def line(self, dry: bool) -> str:
         if self.status == "ok":
@@ -240,6 +258,52 @@ def _prepare_all(
             raise error
 
 
+def plan_changes_nothing(state: State, target: Host) -> bool:
+    """True when no operation prepared for ``target`` would change anything: pyinfra evaluated
+    every one at the prepare stage (``State(check_for_changes=True)``) and none yielded a command.
+    An operation with ``_if`` is decided only at execute time, so it counts as a change."""
+    for op_data in state.ops.get(target, {}).values():
+        if op_data.global_arguments.get("_if"):
+            return False
+        if op_data.operation_meta._maybe_is_change is not False:
+            return False
+    return True
+
+
+def _run_host(state: State, target: Host) -> bool:
+    """Run ``target``'s operations in order (each evaluated again against the host as the earlier
+    ones left it); stop at the first that fails. False when one failed."""
+    for op_hash in state.get_op_order():
+        if op_hash not in state.ops[target]:
+            continue
+        names = ", ".join(sorted(state.op_meta[op_hash].names)) or op_hash
+        logger.info(f"{target.print_prefix}{format_text('Starting operation:', 'blue')} {names}")
+        with ctx_host.use(target):
+            if run_host_op(state, target, op_hash) is False:
+                return False
+    return True
+
+
+def _execute(state: State, hosts: list[Host]) -> None:
+    """The execute stage: hosts whose plan changes nothing are left out; every other host runs
+    its own operations in its own greenlet from ``state.pool`` without per-operation barriers
+    (pyinfra's ``no_wait``, minus its traceback when a host fails). Failed hosts are marked."""
+    busy = []
+    for target in hosts:
+        if plan_changes_nothing(state, target):
+            logger.info(f"{target.print_prefix}{format_text('No changes planned', 'cyan')}")
+        else:
+            busy.append(target)
+    if not busy:
+        return
+    state.is_executing = True
+    greenlets = {target: state.pool.spawn(_run_host, state, target) for target in busy}
+    gevent.joinall(list(greenlets.values()))
+    for target, greenlet in greenlets.items():
+        if not greenlet.get():
+            _fail(state, target)
+
+
 def run_deploy(
     inventory_path: str,
     deploy_func: Callable[[], Any],
@@ -251,7 +315,8 @@ def run_deploy(
     """Run ``deploy_func`` on the inventory's hosts with pyinfra; one outcome per host, in
     inventory order. ``override_data`` is set on every host (like ``pyinfra --data``);
     ``parallel`` bounds how many hosts connect, prepare and execute at once (None: pyinfra's
-    default, 20 per CPU core, at most the number of hosts)."""
+    default, 20 per CPU core, at most the number of hosts). Hosts whose plan changes nothing are
+    not executed (``HostOutcome.executed`` stays 0)."""
     forget_cached_host_keys()
     config = Config(PARALLEL=parallel or 0)
     state = State(check_for_changes=True)
@@ -268,9 +333,7 @@ def run_deploy(
             _prepare_all(state, targets, deploy_func, outcomes)
             if not dry and state.active_hosts:
                 state.set_stage(StateStage.Execute)
-                # "No hosts remaining!" once every host failed: the outcomes say which and why
-                with contextlib.suppress(PyinfraError):
-                    run_ops(state)
+                _execute(state, [h for h in targets if h in state.active_hosts])
         finally:
             state.set_stage(StateStage.Disconnect)
             disconnect_all(state)
@@ -279,14 +342,19 @@ def run_deploy(
 
 
 def _count_results(state: State, outcomes: dict[str, HostOutcome], dry: bool) -> None:
+    """Counts per host from pyinfra's per-operation results: dry, and for hosts whose plan
+    changed nothing (not executed), what prepare found; else what the execute stage did."""
     for target, operations in state.ops.items():
         outcome = outcomes.get(target.name)
         if outcome is None or outcome.status != "ok":
             continue
+        planned_only = dry or plan_changes_nothing(state, target)
         for op_hash, op_data in operations.items():
             meta = op_data.operation_meta
             name = ", ".join(sorted(state.op_meta[op_hash].names)) or op_hash
-            if dry:
+            if meta.is_complete():
+                outcome.executed += 1
+            if planned_only:
                 changed = bool(meta._maybe_is_change)
             elif not meta.is_complete():
                 continue

@@ -10,7 +10,8 @@ import os
 
 import gevent.event
 import pytest
-from pyinfra.operations import server
+from pyinfra.api import operation
+from pyinfra.operations import python, server
 
 from gpuhost.deploy_runner import exit_code, outcome_lines, run_deploy
 from gpuhost.errors import ConfigError, DeployError
@@ -188,3 +189,111 @@ def test_an_unexpected_exception_still_propagates(tmp_path) -> None:
 
     with pytest.raises(RuntimeError, match="a bug in a deploy"):
         run_deploy(inventory, deploy)
+
+
+# --- the execute stage: bounded by the plan (issue 9) -------------------------------------------
+
+_evaluations: list[tuple[str, str]] = []
+
+
+@operation()
+def _counted(label: str, change: bool):
+    """Records each evaluation (prepare, and execute when the host is executed)."""
+    from pyinfra import host
+
+    _evaluations.append((host.name, label))
+    if change:
+        yield "true"
+    else:
+        host.noop(f"{label}: nothing to do")
+
+
+def _run_counted(tmp_path, second_changes: bool):
+    inventory = _inventory(tmp_path, 'hosts = ["@local"]\n')
+    _evaluations.clear()
+
+    def deploy() -> None:
+        _counted(name="a", label="a", change=False)
+        _counted(name="b", label="b", change=second_changes)
+
+    [outcome] = run_deploy(inventory, deploy)
+    return outcome
+
+
+def test_a_host_whose_plan_changes_nothing_is_not_executed(tmp_path) -> None:
+    outcome = _run_counted(tmp_path, second_changes=False)
+    assert _evaluations == [("@local", "a"), ("@local", "b")]  # prepare only
+    assert (outcome.status, outcome.changed, outcome.unchanged, outcome.executed) == (
+        "ok",
+        0,
+        2,
+        0,
+    )
+
+
+def test_a_host_with_one_change_runs_every_operation_again(tmp_path) -> None:
+    outcome = _run_counted(tmp_path, second_changes=True)
+    # prepare evaluates a, b; execute evaluates both again, in order
+    assert _evaluations == [("@local", "a"), ("@local", "b")] * 2
+    assert (outcome.changed, outcome.unchanged, outcome.executed) == (1, 1, 2)
+
+
+def test_an_operation_with_if_keeps_its_host_in_the_execute_stage(tmp_path) -> None:
+    inventory = _inventory(tmp_path, 'hosts = ["@local"]\n')
+    marker = tmp_path / "touched"
+
+    def deploy() -> None:
+        first = _counted(name="a", label="a", change=False)
+        server.shell(name="touch", commands=[f"touch {marker}"], _if=first.did_not_change)
+
+    [outcome] = run_deploy(inventory, deploy)
+    assert marker.exists() and outcome.executed == 2 and outcome.changed == 1
+
+
+@_needs_root
+def test_hosts_execute_without_waiting_for_each_other_after_each_operation(tmp_path) -> None:
+    # @chroot//'s first operation waits for @local's *second* one: with a barrier after every
+    # operation @local could not start its second before @chroot// finished its first.
+    inventory = _inventory(tmp_path, _TWO_HOSTS)
+    second_done = gevent.event.Event()
+
+    def wait_for_second(state, host) -> bool:
+        return bool(second_done.wait(timeout=20))
+
+    def mark_second(state, host) -> bool:
+        second_done.set()
+        return True
+
+    def deploy() -> None:
+        from pyinfra import host
+
+        if host.name == "@chroot//":
+            python.call(name="first", function=wait_for_second)
+            server.shell(name="second", commands=["true"])
+        else:
+            server.shell(name="first", commands=["true"])
+            python.call(name="second", function=mark_second)
+
+    outcomes = {o.name: o for o in run_deploy(inventory, deploy)}
+    assert [(o.status, o.changed) for o in outcomes.values()] == [("ok", 2), ("ok", 2)]
+
+
+@_needs_root
+def test_a_failed_operation_stops_its_host_only(tmp_path) -> None:
+    inventory = _inventory(tmp_path, _TWO_HOSTS)
+    marker = tmp_path / "after-failure"
+
+    def deploy() -> None:
+        from pyinfra import host
+
+        if host.name == "@chroot//":
+            server.shell(name="fails", commands=["exit 3"])
+            server.shell(name="never", commands=[f"touch {marker}"])
+        else:
+            server.shell(name="one", commands=["true"])
+            server.shell(name="two", commands=["true"])
+
+    outcomes = {o.name: o for o in run_deploy(inventory, deploy)}
+    assert outcomes["@chroot//"].status == "failed" and not marker.exists()
+    assert outcomes["@chroot//"].executed == 1
+    assert (outcomes["@local"].status, outcomes["@local"].changed) == ("ok", 2)

@@ -27,19 +27,17 @@ def install_driver(spec: StackSpec, plan: PackagePlan) -> None:
     kernel.headers(name="Kernel headers for the running and next-boot kernels")
     kernel.nouveau_blacklisted(name="Blacklist nouveau (initramfs rebuilt on change)")
     if spec.source == "nvidia-cuda-repo":
-        repo = nvidia_repo.repository(
-            name="NVIDIA CUDA repository with a verified key",
+        nvidia_repo.repository(
+            name="NVIDIA CUDA repository with a verified key (apt update on change)",
             url=host.data.get("gpuhost_cuda_repo_url"),
             key_src=host.data.get("gpuhost_cuda_repo_key"),
             key_sha256=host.data.get("gpuhost_cuda_repo_key_sha256"),
         )
-        apt.update(name="apt update after a repository change", _if=repo.did_change)
     if plan.apt_components:
-        sources = debian_sources.components(
-            name=f"Debian sources carry {' '.join(plan.apt_components)}",
+        debian_sources.components(
+            name=f"Debian sources carry {' '.join(plan.apt_components)} (apt update on change)",
             components=plan.apt_components,
         )
-        apt.update(name="apt update after a sources change", _if=sources.did_change)
     apt_pin.preferences(
         name="Pin the coupled package set",
         pins=plan.pins,

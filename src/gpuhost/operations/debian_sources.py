@@ -135,10 +135,14 @@ def _source_files() -> dict[str, str]:
     return files
 
 
+APT_UPDATE = "apt-get update"
+
+
 @operation()
 def components(components: list[str]) -> Generator:
-    """Append ``components`` to every Debian archive entry of the host's release (backup first);
-    fails when the host has no enabled Debian archive entry for its release at all."""
+    """Append ``components`` to every Debian archive entry of the host's release (backup first),
+    then ``apt-get update`` (only after a change); fails when the host has no enabled Debian
+    archive entry for its release at all."""
     distro: Any = host.get_fact(LinuxDistribution)
     codename = str((distro.get("release_meta") or {}).get("VERSION_CODENAME") or "")
     if not codename:
@@ -158,3 +162,4 @@ def components(components: list[str]) -> Generator:
         yield StringCommand(f"cp -p {quoted} {quoted}.gpuhost.bak")
         yield FileUploadCommand(StringIO(text), path)
         yield StringCommand(f"chmod 644 {quoted}")
+    yield StringCommand(APT_UPDATE)  # only after a change: apt sees the new components now

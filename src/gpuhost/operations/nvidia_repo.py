@@ -60,9 +60,13 @@ def render_source(url: str, keyring: str) -> str:
     )
 
 
+APT_UPDATE = "apt-get update"
+
+
 @operation()
 def repository(url: str, key_src: str, key_sha256: str) -> Generator:
-    """The CUDA repository with its key, verified, installed for ``signed-by``.
+    """The CUDA repository with its key, verified, installed for ``signed-by``; ``apt-get
+    update`` right after a change (never when nothing changed).
 
     + url: repository base, e.g. ``https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64``
     + key_src: URL or controller path of the repository signing key
@@ -84,4 +88,6 @@ def repository(url: str, key_src: str, key_sha256: str) -> Generator:
     changes += list(put_text(SOURCES_PATH, render_source(url, keyring)))
     if not changes:
         host.noop("CUDA repository and key in place")
+        return
     yield from changes
+    yield APT_UPDATE  # apt reads the new source now, in this operation, only after a change
