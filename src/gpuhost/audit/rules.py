@@ -19,6 +19,7 @@ from gpuhost.facts.host_facts import HostFacts
 from gpuhost.parsers.nvidia_smi import GpuInfo
 from gpuhost.parsers.profile_marker import MARKER_PATH
 from gpuhost.parsers.sshd import (
+    SshdConfig,
     keyboard_interactive_password,
     password_authentication,
     permit_root_login,
@@ -54,6 +55,11 @@ def _skip(rule: str, reason: str) -> RuleResult:
 
 def _found(rule: str, findings: Iterable[Finding]) -> RuleResult:
     return RuleResult(rule, tuple(findings))
+
+
+def _one(rule: str, finding_id: str, severity: str, message: str) -> RuleResult:
+    """A result with one finding (``finding_id``: the rule's own id or a more specific one)."""
+    return _found(rule, [Finding(finding_id, severity, message)])
 
 
 def upstream_version(version: str | None) -> str | None:
@@ -111,6 +117,17 @@ def _visible_gpus(facts: HostFacts) -> list[GpuInfo] | None:
 
 
 NO_GPU_REASON = "no GPU reported by nvidia-smi on this host"
+
+
+def _per_gpu(
+    ctx: AuditContext, rule: str, judge: Callable[[GpuInfo], Iterable[Finding]]
+) -> RuleResult:
+    """Run ``judge`` on every GPU nvidia-smi reported and collect its findings; skip the rule
+    when nvidia-smi reported none."""
+    gpus = _visible_gpus(ctx.facts)
+    if gpus is None:
+        return _skip(rule, NO_GPU_REASON)
+    return _found(rule, [finding for gpu in gpus for finding in judge(gpu)])
 
 
 # --- driver and GPU state --------------------------------------------------------------------
@@ -186,106 +203,78 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
     has_driver = bool(coupled) or facts.driver.loaded_module is not None
     if not facts.driver.smi_installed:
         if has_driver:
-            return _found(
+            return _one(
                 rule,
-                [
-                    Finding(
-                        "driver.smi-missing",
-                        WARNING,
-                        f"nvidia-smi is not installed ({_driver_context(facts)}), so GPU state, "
-                        "ECC, "
-                        "clocks and persistence could not be checked; expected nvidia-smi from the "
-                        "driver's packages; fix: install nvidia-smi (Debian) or "
-                        "nvidia-utils-<branch>",
-                    )
-                ],
+                "driver.smi-missing",
+                WARNING,
+                f"nvidia-smi is not installed ({_driver_context(facts)}), so GPU state, "
+                "ECC, "
+                "clocks and persistence could not be checked; expected nvidia-smi from the "
+                "driver's packages; fix: install nvidia-smi (Debian) or "
+                "nvidia-utils-<branch>",
             )
         if pci:
             listed = ", ".join(f"{g.address} [10de:{g.device_id.removeprefix('0x')}]" for g in pci)
-            return _found(
+            return _one(
                 rule,
-                [
-                    Finding(
-                        "driver.missing",
-                        ERROR,
-                        f"{len(pci)} NVIDIA GPU(s) on the PCI bus ({listed}) but no NVIDIA driver "
-                        "is "
-                        "installed; expected a driver from the host's profile; fix: gpuhost "
-                        "provision",
-                    )
-                ],
+                "driver.missing",
+                ERROR,
+                f"{len(pci)} NVIDIA GPU(s) on the PCI bus ({listed}) but no NVIDIA driver "
+                "is "
+                "installed; expected a driver from the host's profile; fix: gpuhost "
+                "provision",
             )
-        return _found(
+        return _one(
             rule,
-            [
-                Finding(
-                    "gpu.none",
-                    WARNING,
-                    "no NVIDIA GPU found: no NVIDIA display/3D controller on the PCI bus, no "
-                    "NVIDIA "
-                    "driver and no nvidia-smi installed; the GPU checks were skipped. Expected on "
-                    "a GPU "
-                    "host: a GPU visible to nvidia-smi; fix: run the audit on a GPU host, or "
-                    "provision "
-                    "this one (gpuhost provision)",
-                )
-            ],
+            "gpu.none",
+            WARNING,
+            "no NVIDIA GPU found: no NVIDIA display/3D controller on the PCI bus, no "
+            "NVIDIA "
+            "driver and no nvidia-smi installed; the GPU checks were skipped. Expected on "
+            "a GPU "
+            "host: a GPU visible to nvidia-smi; fix: run the audit on a GPU host, or "
+            "provision "
+            "this one (gpuhost provision)",
         )
     if smi.state in SMI_STATE_RULES:
         rule_id, what, fix = SMI_STATE_RULES[smi.state]
         said = f"; nvidia-smi said: {smi.message!r}" if smi.message else ""
         rc = f" (exit {facts.driver.smi_rc})" if facts.driver.smi_rc else ""
-        return _found(
+        return _one(
             rule,
-            [
-                Finding(
-                    rule_id,
-                    ERROR,
-                    f"{what}{rc}{said}; found: {_driver_context(facts)}; expected: nvidia-smi "
-                    "reports "
-                    f"every GPU; fix: {fix}",
-                )
-            ],
+            rule_id,
+            ERROR,
+            f"{what}{rc}{said}; found: {_driver_context(facts)}; expected: nvidia-smi "
+            "reports "
+            f"every GPU; fix: {fix}",
         )
     if smi.state == "absent":
-        return _found(
+        return _one(
             rule,
-            [
-                Finding(
-                    "driver.smi-error",
-                    ERROR,
-                    f"nvidia-smi printed nothing (exit {facts.driver.smi_rc}); found: "
-                    f"{_driver_context(facts)}; fix: run nvidia-smi on the host and read the "
-                    "kernel log",
-                )
-            ],
+            "driver.smi-error",
+            ERROR,
+            f"nvidia-smi printed nothing (exit {facts.driver.smi_rc}); found: "
+            f"{_driver_context(facts)}; fix: run nvidia-smi on the host and read the "
+            "kernel log",
         )
     if not smi.gpus:
-        return _found(
+        return _one(
             rule,
-            [
-                Finding(
-                    "gpu.no-devices",
-                    ERROR,
-                    f"nvidia-smi lists no GPU (driver {smi.driver_version}); expected at least "
-                    "one; fix: "
-                    "check lspci -d 10de: and the kernel log (dmesg | grep NVRM)",
-                )
-            ],
+            "gpu.no-devices",
+            ERROR,
+            f"nvidia-smi lists no GPU (driver {smi.driver_version}); expected at least "
+            "one; fix: "
+            "check lspci -d 10de: and the kernel log (dmesg | grep NVRM)",
         )
     if pci and len(smi.gpus) < len(pci):
-        return _found(
+        return _one(
             rule,
-            [
-                Finding(
-                    "gpu.missing",
-                    ERROR,
-                    f"nvidia-smi lists {len(smi.gpus)} GPU(s) but {len(pci)} NVIDIA GPU(s) are on "
-                    "the PCI "
-                    "bus; fix: check the kernel log (dmesg | grep NVRM) for GPUs the driver "
-                    "refused",
-                )
-            ],
+            "gpu.missing",
+            ERROR,
+            f"nvidia-smi lists {len(smi.gpus)} GPU(s) but {len(pci)} NVIDIA GPU(s) are on "
+            "the PCI "
+            "bus; fix: check the kernel log (dmesg | grep NVRM) for GPUs the driver "
+            "refused",
         )
     return _ok(rule)
 
@@ -301,19 +290,15 @@ def check_reboot_needed(ctx: AuditContext) -> RuleResult:
         return _skip(rule, "installed userspace driver version unknown")
     if module.version == userspace:
         return _ok(rule)
-    return _found(
+    return _one(
         rule,
-        [
-            Finding(
-                rule,
-                ERROR,
-                f"loaded kernel module {module.version} differs from the installed userspace "
-                "driver "
-                f"{userspace}; CUDA programs fail with a driver/library mismatch until the host "
-                "reboots; "
-                "fix: drain and reboot the host",
-            )
-        ],
+        rule,
+        ERROR,
+        f"loaded kernel module {module.version} differs from the installed userspace "
+        "driver "
+        f"{userspace}; CUDA programs fail with a driver/library mismatch until the host "
+        "reboots; "
+        "fix: drain and reboot the host",
     )
 
 
@@ -327,18 +312,14 @@ def check_packages_mixed(ctx: AuditContext) -> RuleResult:
         return _ok(rule)
     by_version = {v: sorted(n for n, pv in coupled.items() if pv == v) for v in versions}
     shown = "; ".join(f"{v}: {', '.join(names[:6])}" for v, names in by_version.items())
-    return _found(
+    return _one(
         rule,
-        [
-            Finding(
-                rule,
-                ERROR,
-                f"driver packages are at different versions ({shown}); expected one driver version "
-                "for "
-                "all of them; fix: install every coupled package at one version (gpuhost "
-                "provision)",
-            )
-        ],
+        rule,
+        ERROR,
+        f"driver packages are at different versions ({shown}); expected one driver version "
+        "for "
+        "all of them; fix: install every coupled package at one version (gpuhost "
+        "provision)",
     )
 
 
@@ -355,18 +336,14 @@ def check_next_boot_kernel(ctx: AuditContext) -> RuleResult:
     if next_boot in built:
         return _ok(rule)
     have = ", ".join(sorted(k for k in built if k)) or "none"
-    return _found(
+    return _one(
         rule,
-        [
-            Finding(
-                rule,
-                ERROR,
-                f"the next-boot kernel {next_boot} has no NVIDIA module built by DKMS (built for: "
-                f"{have}); "
-                "the GPU will be unusable after the next reboot; fix: install its headers and run "
-                f"dkms autoinstall -k {next_boot} (or keep booting {facts.kernel.running})",
-            )
-        ],
+        rule,
+        ERROR,
+        f"the next-boot kernel {next_boot} has no NVIDIA module built by DKMS (built for: "
+        f"{have}); "
+        "the GPU will be unusable after the next reboot; fix: install its headers and run "
+        f"dkms autoinstall -k {next_boot} (or keep booting {facts.kernel.running})",
     )
 
 
@@ -428,34 +405,26 @@ def check_driver_held(ctx: AuditContext) -> RuleResult:
             for p in pending[:5]
         )
         more = f" (and {len(pending) - 5} more)" if len(pending) > 5 else ""
-        return _found(
+        return _one(
             rule,
-            [
-                Finding(
-                    "driver.upgrade-pending",
-                    ERROR,
-                    f"the next package upgrade replaces the driver: {shown}{more}; the running "
-                    "module "
-                    "then no longer matches the libraries (CUDA fails until a reboot); expected "
-                    "the "
-                    f"driver packages held or pinned; fix: apt-mark hold {' '.join(loose)} "
-                    "(or gpuhost provision, which pins the profile's version)",
-                )
-            ],
+            "driver.upgrade-pending",
+            ERROR,
+            f"the next package upgrade replaces the driver: {shown}{more}; the running "
+            "module "
+            "then no longer matches the libraries (CUDA fails until a reboot); expected "
+            "the "
+            f"driver packages held or pinned; fix: apt-mark hold {' '.join(loose)} "
+            "(or gpuhost provision, which pins the profile's version)",
         )
     how = "apt-mark hold" if facts.packages.manager == "dpkg" else "dnf versionlock add"
-    return _found(
+    return _one(
         rule,
-        [
-            Finding(
-                "driver.unheld",
-                WARNING,
-                f"driver packages are neither held nor pinned: {', '.join(loose[:8])}"
-                f"{' ...' if len(loose) > 8 else ''}; an upgrade can replace the driver under "
-                "running "
-                f"jobs; fix: {how} {' '.join(loose)} (or gpuhost provision)",
-            )
-        ],
+        "driver.unheld",
+        WARNING,
+        f"driver packages are neither held nor pinned: {', '.join(loose[:8])}"
+        f"{' ...' if len(loose) > 8 else ''}; an upgrade can replace the driver under "
+        "running "
+        f"jobs; fix: {how} {' '.join(loose)} (or gpuhost provision)",
     )
 
 
@@ -480,18 +449,14 @@ def check_persistence(ctx: AuditContext) -> RuleResult:
         if daemon and daemon.active
         else ("nvidia-persistenced is not running")
     )
-    return _found(
+    return _one(
         rule,
-        [
-            Finding(
-                rule,
-                ERROR if expected else WARNING,
-                f"persistence mode is off on {len(off)} of {len(gpus)} GPU(s) "
-                f"({', '.join(_gpu_label(g) for g in off[:4])}); {state}; expected on, so the "
-                "driver "
-                "stays initialised between jobs; fix: systemctl enable --now nvidia-persistenced",
-            )
-        ],
+        rule,
+        ERROR if expected else WARNING,
+        f"persistence mode is off on {len(off)} of {len(gpus)} GPU(s) "
+        f"({', '.join(_gpu_label(g) for g in off[:4])}); {state}; expected on, so the "
+        "driver "
+        "stays initialised between jobs; fix: systemctl enable --now nvidia-persistenced",
     )
 
 
@@ -510,176 +475,203 @@ def check_clocks(ctx: AuditContext) -> RuleResult:
         return _skip(rule, "no profile named for this host")
     if expected.clock_policy not in ("max", "explicit"):
         return _skip(rule, f"profile {expected.name} leaves the clocks alone")
-    gpus = _visible_gpus(ctx.facts)
-    if gpus is None:
-        return _skip(rule, NO_GPU_REASON)
-    findings = []
-    for gpu in gpus:
+
+    def judge(gpu: GpuInfo) -> list[Finding]:
         clocks = gpu.clocks
         if clocks.applications_clocks_supported is False:
-            continue  # the GPU does not let anyone set application clocks
+            return []  # the GPU does not let anyone set application clocks
         found = {"graphics": clocks.applications_graphics, "memory": clocks.applications_mem}
         wrong = [
             f"application {kind} clock {found[kind]} MHz (expected {want} MHz)"
             for kind, want in _wanted_clocks(expected, gpu).items()
             if want is not None and found[kind] is not None and found[kind] != want
         ]
-        if wrong:
-            findings.append(
-                Finding(
-                    rule,
-                    WARNING,
-                    f"{_gpu_label(gpu)} clocks differ from profile {expected.name} "
-                    f"({expected.clock_policy}): {', '.join(wrong)}; fix: gpuhost provision "
-                    "(re-applies the clock settings)",
-                )
+        if not wrong:
+            return []
+        return [
+            Finding(
+                rule,
+                WARNING,
+                f"{_gpu_label(gpu)} clocks differ from profile {expected.name} "
+                f"({expected.clock_policy}): {', '.join(wrong)}; fix: gpuhost provision "
+                "(re-applies the clock settings)",
             )
-    return _found(rule, findings)
+        ]
+
+    return _per_gpu(ctx, rule, judge)
+
+
+def _ecc_findings(gpu: GpuInfo) -> list[Finding]:
+    findings = []
+    ecc = gpu.ecc
+    label = _gpu_label(gpu)
+    if ecc.volatile_uncorrectable or ecc.aggregate_uncorrectable:
+        findings.append(
+            Finding(
+                "gpu.ecc-uncorrectable",
+                ERROR,
+                f"{label} has uncorrectable ECC errors (volatile "
+                f"{ecc.volatile_uncorrectable or 0}, aggregate "
+                f"{ecc.aggregate_uncorrectable or 0}); "
+                "expected 0; fix: drain the host, reset the GPU (nvidia-smi -r) or reboot, and "
+                "run dcgmi diag -r 3; replace the GPU if errors recur",
+            )
+        )
+    elif ecc.volatile_correctable:
+        findings.append(
+            Finding(
+                "gpu.ecc-correctable",
+                INFO,
+                f"{label} corrected {ecc.volatile_correctable} ECC error(s) since the driver "
+                "loaded; expected few; watch the rate",
+            )
+        )
+    if ecc.mode_pending is not None and ecc.mode_current != ecc.mode_pending:
+        findings.append(
+            Finding(
+                "gpu.ecc-pending",
+                WARNING,
+                f"{label} ECC mode changes from {ecc.mode_current} to {ecc.mode_pending} at "
+                "the "
+                "next GPU reset; fix: reset the GPU or reboot",
+            )
+        )
+    return findings
 
 
 def check_ecc(ctx: AuditContext) -> RuleResult:
-    rule = "gpu.ecc"
-    gpus = _visible_gpus(ctx.facts)
-    if gpus is None:
-        return _skip(rule, NO_GPU_REASON)
-    findings = []
-    for gpu in gpus:
-        ecc = gpu.ecc
-        label = _gpu_label(gpu)
-        if ecc.volatile_uncorrectable or ecc.aggregate_uncorrectable:
-            findings.append(
-                Finding(
-                    "gpu.ecc-uncorrectable",
-                    ERROR,
-                    f"{label} has uncorrectable ECC errors (volatile "
-                    f"{ecc.volatile_uncorrectable or 0}, aggregate "
-                    f"{ecc.aggregate_uncorrectable or 0}); "
-                    "expected 0; fix: drain the host, reset the GPU (nvidia-smi -r) or reboot, and "
-                    "run dcgmi diag -r 3; replace the GPU if errors recur",
-                )
+    return _per_gpu(ctx, "gpu.ecc", _ecc_findings)
+
+
+def _retired_pages_findings(gpu: GpuInfo) -> list[Finding]:
+    pages = gpu.retired_pages
+    total = (pages.single_bit or 0) + (pages.double_bit or 0)
+    if pages.pending:
+        return [
+            Finding(
+                "gpu.retired-pages-pending",
+                ERROR,
+                f"{_gpu_label(gpu)} has memory pages waiting to be retired ({total} retired); "
+                "expected none pending; fix: drain the host and reset the GPU or reboot",
             )
-        elif ecc.volatile_correctable:
-            findings.append(
-                Finding(
-                    "gpu.ecc-correctable",
-                    INFO,
-                    f"{label} corrected {ecc.volatile_correctable} ECC error(s) since the driver "
-                    "loaded; expected few; watch the rate",
-                )
+        ]
+    if total:
+        return [
+            Finding(
+                "gpu.retired-pages",
+                WARNING,
+                f"{_gpu_label(gpu)} has {total} retired memory page(s) (single-bit "
+                f"{pages.single_bit or 0}, double-bit {pages.double_bit or 0}); expected 0; "
+                "fix: "
+                "watch the count; replace the GPU when it keeps growing",
             )
-        if ecc.mode_pending is not None and ecc.mode_current != ecc.mode_pending:
-            findings.append(
-                Finding(
-                    "gpu.ecc-pending",
-                    WARNING,
-                    f"{label} ECC mode changes from {ecc.mode_current} to {ecc.mode_pending} at "
-                    "the "
-                    "next GPU reset; fix: reset the GPU or reboot",
-                )
-            )
-    return _found(rule, findings)
+        ]
+    return []
 
 
 def check_retired_pages(ctx: AuditContext) -> RuleResult:
-    rule = "gpu.retired-pages"
-    gpus = _visible_gpus(ctx.facts)
-    if gpus is None:
-        return _skip(rule, NO_GPU_REASON)
-    findings = []
-    for gpu in gpus:
-        pages = gpu.retired_pages
-        total = (pages.single_bit or 0) + (pages.double_bit or 0)
-        if pages.pending:
-            findings.append(
-                Finding(
-                    "gpu.retired-pages-pending",
-                    ERROR,
-                    f"{_gpu_label(gpu)} has memory pages waiting to be retired ({total} retired); "
-                    "expected none pending; fix: drain the host and reset the GPU or reboot",
-                )
+    return _per_gpu(ctx, "gpu.retired-pages", _retired_pages_findings)
+
+
+def _remapped_rows_findings(gpu: GpuInfo) -> list[Finding]:
+    rows = gpu.remapped_rows
+    label = _gpu_label(gpu)
+    if rows.failure:
+        return [
+            Finding(
+                "gpu.remap-failure",
+                ERROR,
+                f"{label} failed to remap a memory row (no spare rows left); expected none; "
+                "fix: take the GPU out of service and replace it",
             )
-        elif total:
-            findings.append(
-                Finding(
-                    "gpu.retired-pages",
-                    WARNING,
-                    f"{_gpu_label(gpu)} has {total} retired memory page(s) (single-bit "
-                    f"{pages.single_bit or 0}, double-bit {pages.double_bit or 0}); expected 0; "
-                    "fix: "
-                    "watch the count; replace the GPU when it keeps growing",
-                )
+        ]
+    if rows.pending:
+        return [
+            Finding(
+                "gpu.remap-pending",
+                ERROR,
+                f"{label} has a row remapping pending; expected none; fix: drain the host and "
+                "reset the GPU (nvidia-smi -r) or reboot",
             )
-    return _found(rule, findings)
+        ]
+    if rows.uncorrectable:
+        return [
+            Finding(
+                "gpu.remapped-rows",
+                WARNING,
+                f"{label} has {rows.uncorrectable} row(s) remapped for uncorrectable errors "
+                f"(correctable {rows.correctable or 0}); expected 0; fix: watch the count",
+            )
+        ]
+    return []
 
 
 def check_remapped_rows(ctx: AuditContext) -> RuleResult:
-    rule = "gpu.remapped-rows"
-    gpus = _visible_gpus(ctx.facts)
-    if gpus is None:
-        return _skip(rule, NO_GPU_REASON)
+    return _per_gpu(ctx, "gpu.remapped-rows", _remapped_rows_findings)
+
+
+def _pcie_findings(gpu: GpuInfo) -> list[Finding]:
     findings = []
-    for gpu in gpus:
-        rows = gpu.remapped_rows
-        label = _gpu_label(gpu)
-        if rows.failure:
-            findings.append(
-                Finding(
-                    "gpu.remap-failure",
-                    ERROR,
-                    f"{label} failed to remap a memory row (no spare rows left); expected none; "
-                    "fix: take the GPU out of service and replace it",
-                )
+    link = gpu.pcie
+    label = _gpu_label(gpu)
+    if link.width_current and link.width_max and link.width_current < link.width_max:
+        findings.append(
+            Finding(
+                "gpu.pcie-width",
+                WARNING,
+                f"{label} PCIe link is x{link.width_current}, below its max x{link.width_max}; "
+                "expected the full width; fix: reseat the GPU or check the riser/slot",
             )
-        elif rows.pending:
-            findings.append(
-                Finding(
-                    "gpu.remap-pending",
-                    ERROR,
-                    f"{label} has a row remapping pending; expected none; fix: drain the host and "
-                    "reset the GPU (nvidia-smi -r) or reboot",
-                )
+        )
+    if link.gen_current and link.gen_max and link.gen_current < link.gen_max:
+        findings.append(
+            Finding(
+                "gpu.pcie-gen",
+                INFO,
+                f"{label} PCIe link runs at gen {link.gen_current}, below its max gen "
+                f"{link.gen_max}; normal for an idle GPU (power saving); check under load if "
+                "transfers are slow",
             )
-        elif rows.uncorrectable:
-            findings.append(
-                Finding(
-                    "gpu.remapped-rows",
-                    WARNING,
-                    f"{label} has {rows.uncorrectable} row(s) remapped for uncorrectable errors "
-                    f"(correctable {rows.correctable or 0}); expected 0; fix: watch the count",
-                )
-            )
-    return _found(rule, findings)
+        )
+    return findings
 
 
 def check_pcie(ctx: AuditContext) -> RuleResult:
-    rule = "gpu.pcie-link"
-    gpus = _visible_gpus(ctx.facts)
-    if gpus is None:
-        return _skip(rule, NO_GPU_REASON)
-    findings = []
-    for gpu in gpus:
-        link = gpu.pcie
-        label = _gpu_label(gpu)
-        if link.width_current and link.width_max and link.width_current < link.width_max:
-            findings.append(
-                Finding(
-                    "gpu.pcie-width",
-                    WARNING,
-                    f"{label} PCIe link is x{link.width_current}, below its max x{link.width_max}; "
-                    "expected the full width; fix: reseat the GPU or check the riser/slot",
-                )
-            )
-        if link.gen_current and link.gen_max and link.gen_current < link.gen_max:
-            findings.append(
-                Finding(
-                    "gpu.pcie-gen",
-                    INFO,
-                    f"{label} PCIe link runs at gen {link.gen_current}, below its max gen "
-                    f"{link.gen_max}; normal for an idle GPU (power saving); check under load if "
-                    "transfers are slow",
-                )
-            )
-    return _found(rule, findings)
+    return _per_gpu(ctx, "gpu.pcie-link", _pcie_findings)
+
+
+# sshd settings the audit flags: (finding id, severity, does this ``sshd -T`` config have it,
+# message). Every one is checked; a host can have several.
+SSHD_RULES: tuple[tuple[str, str, Callable[[SshdConfig], bool], str], ...] = (
+    (
+        "ssh.password-auth",
+        WARNING,
+        password_authentication,
+        "sshd accepts passwords (PasswordAuthentication yes); expected public keys only; "
+        "fix: gpuhost harden (sets PasswordAuthentication no after checking key access)",
+    ),
+    (
+        "ssh.keyboard-interactive",
+        WARNING,
+        keyboard_interactive_password,
+        "sshd accepts keyboard-interactive (PAM password) logins; expected public keys "
+        "only; "
+        "fix: gpuhost harden (KbdInteractiveAuthentication no)",
+    ),
+    (
+        "ssh.root-login",
+        WARNING,
+        lambda config: permit_root_login(config) == "yes",
+        "sshd lets root log in with a password (PermitRootLogin yes); expected "
+        "prohibit-password or no; fix: gpuhost harden",
+    ),
+    (
+        "ssh.empty-passwords",
+        ERROR,
+        lambda config: sshd_value(config, "permitemptypasswords") == "yes",
+        "sshd accepts empty passwords (PermitEmptyPasswords yes); expected no; fix: gpuhost harden",
+    ),
+)
 
 
 def check_sshd(ctx: AuditContext) -> RuleResult:
@@ -688,46 +680,14 @@ def check_sshd(ctx: AuditContext) -> RuleResult:
     if not sshd.available:
         return _skip(rule, "sshd -T could not run (sshd not installed, or the audit is not root)")
     config = sshd.config
-    findings = []
-    if password_authentication(config):
-        findings.append(
-            Finding(
-                "ssh.password-auth",
-                WARNING,
-                "sshd accepts passwords (PasswordAuthentication yes); expected public keys only; "
-                "fix: gpuhost harden (sets PasswordAuthentication no after checking key access)",
-            )
-        )
-    if keyboard_interactive_password(config):
-        findings.append(
-            Finding(
-                "ssh.keyboard-interactive",
-                WARNING,
-                "sshd accepts keyboard-interactive (PAM password) logins; expected public keys "
-                "only; "
-                "fix: gpuhost harden (KbdInteractiveAuthentication no)",
-            )
-        )
-    if permit_root_login(config) == "yes":
-        findings.append(
-            Finding(
-                "ssh.root-login",
-                WARNING,
-                "sshd lets root log in with a password (PermitRootLogin yes); expected "
-                "prohibit-password or no; fix: gpuhost harden",
-            )
-        )
-    if sshd_value(config, "permitemptypasswords") == "yes":
-        findings.append(
-            Finding(
-                "ssh.empty-passwords",
-                ERROR,
-                "sshd accepts empty passwords (PermitEmptyPasswords yes); expected no; fix: "
-                "gpuhost "
-                "harden",
-            )
-        )
-    return _found(rule, findings)
+    return _found(
+        rule,
+        [
+            Finding(finding_id, severity, message)
+            for finding_id, severity, applies, message in SSHD_RULES
+            if applies(config)
+        ],
+    )
 
 
 def _matches(found: str | None, expected: str) -> bool:
@@ -849,31 +809,23 @@ def check_cuda_link(ctx: AuditContext) -> RuleResult:
         return _skip(rule, "no CUDA toolkit under /usr/local")
     paths = {t.path for t in cuda.toolkits}
     if cuda.default_path is None:
-        return _found(
+        return _one(
             rule,
-            [
-                Finding(
-                    rule,
-                    INFO,
-                    f"CUDA toolkits {', '.join(sorted(paths))} are installed but /usr/local/cuda "
-                    "does not "
-                    "exist; tools that look there find none; fix: gpuhost provision (sets the "
-                    "link)",
-                )
-            ],
+            rule,
+            INFO,
+            f"CUDA toolkits {', '.join(sorted(paths))} are installed but /usr/local/cuda "
+            "does not "
+            "exist; tools that look there find none; fix: gpuhost provision (sets the "
+            "link)",
         )
     if cuda.default_path not in paths:
-        return _found(
+        return _one(
             rule,
-            [
-                Finding(
-                    rule,
-                    WARNING,
-                    f"/usr/local/cuda points to {cuda.default_path}, which is not an installed "
-                    "toolkit "
-                    f"({', '.join(sorted(paths))}); fix: point it at one (gpuhost provision)",
-                )
-            ],
+            rule,
+            WARNING,
+            f"/usr/local/cuda points to {cuda.default_path}, which is not an installed "
+            "toolkit "
+            f"({', '.join(sorted(paths))}); fix: point it at one (gpuhost provision)",
         )
     return _ok(rule)
 
@@ -883,19 +835,15 @@ def check_container_runtime(ctx: AuditContext) -> RuleResult:
     container = ctx.facts.container
     if container.toolkit_version is None:
         if container.docker_default_runtime == "nvidia":
-            return _found(
+            return _one(
                 rule,
-                [
-                    Finding(
-                        rule,
-                        ERROR,
-                        "Docker's default runtime is nvidia but the NVIDIA container toolkit is "
-                        "not "
-                        "installed; every container start fails; fix: install "
-                        "nvidia-container-toolkit "
-                        "or remove default-runtime from /etc/docker/daemon.json",
-                    )
-                ],
+                rule,
+                ERROR,
+                "Docker's default runtime is nvidia but the NVIDIA container toolkit is "
+                "not "
+                "installed; every container start fails; fix: install "
+                "nvidia-container-toolkit "
+                "or remove default-runtime from /etc/docker/daemon.json",
             )
         return _skip(rule, "NVIDIA container toolkit not installed")
     findings = []
@@ -964,16 +912,12 @@ def check_probe(ctx: AuditContext) -> RuleResult:
     problems = ctx.facts.problems
     if not problems:
         return _ok(rule)
-    return _found(
+    return _one(
         rule,
-        [
-            Finding(
-                "host.probe-incomplete",
-                WARNING,
-                f"parts of the host could not be read: {'; '.join(problems[:5])}"
-                f"{' ...' if len(problems) > 5 else ''}; the rules that need them were skipped",
-            )
-        ],
+        "host.probe-incomplete",
+        WARNING,
+        f"parts of the host could not be read: {'; '.join(problems[:5])}"
+        f"{' ...' if len(problems) > 5 else ''}; the rules that need them were skipped",
     )
 
 
