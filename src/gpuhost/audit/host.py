@@ -92,22 +92,29 @@ def audit_host(
     return HostReport(name, True, facts, tuple(run_rules(ctx)))
 
 
+def _host_error(name: str, rule: str, message: str, *, reachable: bool) -> HostReport:
+    """A host with no facts to judge: one error finding under ``rule``."""
+    finding = Finding(rule, ERROR, message)
+    return HostReport(name, reachable, None, (RuleResult(rule, (finding,)),))
+
+
 def unreachable_host(name: str, error: str) -> HostReport:
-    finding = Finding(
+    """A host gpuhost could not reach or log in to."""
+    return _host_error(
+        name,
         "host.unreachable",
-        ERROR,
         f"could not audit the host: {error}; fix: check that it is up and that SSH works with "
         "the inventory's user and key (ssh HOST true)",
+        reachable=False,
     )
-    return HostReport(name, False, None, (RuleResult("host.unreachable", (finding,)),))
 
 
 def failed_host(name: str, error: str) -> HostReport:
     """A host that answered but whose probe failed or printed something unreadable."""
-    finding = Finding(
+    return _host_error(
+        name,
         "host.probe-failed",
-        ERROR,
         f"the host answered but the gpuhost probe failed: {error}; fix: run the probe by hand "
         "(gpuhost audit on the host) and check that sh, and sudo where configured, work",
+        reachable=True,
     )
-    return HostReport(name, True, None, (RuleResult("host.probe-failed", (finding,)),))
