@@ -266,33 +266,36 @@ class Orchestrator:
             return self._finish(ctx.host, REFUSED, ctx.failure)
         if FORWARD_STEPS.index(failed) < FORWARD_STEPS.index(FIRST_CHANGING_STEP):
             if ABORT_STEP not in done:
-                try:
-                    self._do(ctx, ABORT_STEP, ABORT_STEP if current == ABORT_STEP else None)
-                except Interrupted:
-                    raise
-                except Exception as exc:
+                error = self._recovery_step(ctx, ABORT_STEP, current)
+                if error is not None:
                     return self._finish(
-                        ctx.host,
-                        ROLLBACK_FAILED,
-                        f"{ctx.failure}; cleanup failed: {_message(exc)}",
+                        ctx.host, ROLLBACK_FAILED, f"{ctx.failure}; cleanup failed: {error}"
                     )
             return self._finish(ctx.host, ABORTED, ctx.failure + "; nothing changed")
         for step in ROLLBACK_STEPS:
             if step in done:
                 continue
-            try:
-                self._do(ctx, step, step if current == step else None)
-            except Interrupted:
-                raise
-            except Exception as exc:
+            error = self._recovery_step(ctx, step, current)
+            if error is not None:
                 return self._finish(
                     ctx.host,
                     ROLLBACK_FAILED,
-                    f"{ctx.failure}; {step} failed: {_message(exc)}; left drained",
+                    f"{ctx.failure}; {step} failed: {error}; left drained",
                 )
         return self._finish(
             ctx.host, ROLLED_BACK, f"{ctx.failure}; rolled back to the snapshot, left drained"
         )
+
+    def _recovery_step(self, ctx: HostContext, step: str, current: str | None) -> str | None:
+        """Run one abort/rollback step (resumed when it is the step a crash interrupted); the
+        error message when it failed, None when it succeeded. Interrupted passes through."""
+        try:
+            self._do(ctx, step, step if current == step else None)
+        except Interrupted:
+            raise
+        except Exception as exc:
+            return _message(exc)
+        return None
 
     def _do(self, ctx: HostContext, step: str, resumed: str | None) -> None:
         if self.stop.is_set():
