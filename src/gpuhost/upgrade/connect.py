@@ -163,6 +163,32 @@ def write_host_inventory(entry: InventoryHost, path: Path) -> Path:
     return path
 
 
+def _run_logged(
+    entry: InventoryHost,
+    argv: list[str],
+    log_path: Path,
+    timeout_s: float,
+    timeout_message: str,
+    env: dict[str, str] | None = None,
+) -> int:
+    """Run a controller-side process for one host with its output (stdout and stderr) in
+    ``log_path``; its exit code. HostError(``timeout_message``) when it runs past ``timeout_s``."""
+    with log_path.open("w") as out:
+        try:
+            proc = subprocess.run(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise HostError(entry.name, timeout_message) from exc
+    return proc.returncode
+
+
 def run_checks(entry: InventoryHost, tier: str, log_path: Path, timeout_s: float = 3600) -> str:
     """The check suite (``checks/``, what ``gpuhost check`` runs) on one host, from the
     controller; returns the JUnit XML text. HostError when pytest could not run the checks."""
@@ -173,21 +199,12 @@ def run_checks(entry: InventoryHost, tier: str, log_path: Path, timeout_s: float
         inventory = write_host_inventory(entry, Path(tmp) / "inventory.py")
         junit = Path(tmp) / "junit.xml"
         argv = pytest_argv(checks_dir(), str(inventory), tier, entry.name, junit)
-        with log_path.open("w") as out:
-            try:
-                proc = subprocess.run(
-                    argv,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    timeout=timeout_s,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired as exc:
-                raise HostError(entry.name, f"checks did not finish in {timeout_s:g}s") from exc
-        if proc.returncode not in (0, 1) or not junit.exists():
+        returncode = _run_logged(
+            entry, argv, log_path, timeout_s, f"checks did not finish in {timeout_s:g}s"
+        )
+        if returncode not in (0, 1) or not junit.exists():
             raise HostError(
-                entry.name, f"checks could not run (pytest exit {proc.returncode}; log {log_path})"
+                entry.name, f"checks could not run (pytest exit {returncode}; log {log_path})"
             )
         return junit.read_text()
 
@@ -207,25 +224,18 @@ def run_deploy_file(
         report = Path(tmp) / "guards.txt"
         env = dict(os.environ, **{GUARD_REPORT_ENV: str(report)})
         argv = [sys.executable, "-m", "pyinfra", str(inventory), deploy_file, "-y"]
-        with log_path.open("w") as out:
-            try:
-                proc = subprocess.run(
-                    argv,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    env=env,
-                    timeout=timeout_s,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired as exc:
-                raise HostError(
-                    entry.name, f"deploy did not finish in {timeout_s:g}s (log {log_path})"
-                ) from exc
+        returncode = _run_logged(
+            entry,
+            argv,
+            log_path,
+            timeout_s,
+            f"deploy did not finish in {timeout_s:g}s (log {log_path})",
+            env=env,
+        )
         refused = report.read_text().strip() if report.exists() else ""
     if refused:
         raise HostError(entry.name, f"deploy refused: {refused} (log {log_path})")
-    if proc.returncode != 0:
+    if returncode != 0:
         raise HostError(
             entry.name, f"deploy failed: {deploy_errors(log_path.read_text())} (log {log_path})"
         )
