@@ -392,6 +392,17 @@ def _newest_cudnn_for(m: Matrix, cuda: str | None, ccs: list[str], drv: Version 
     return f"use cuDNN {found[0].version} (newest listed for CUDA {cuda} on this hardware)"
 
 
+def _framework_cuda_floor(m: Matrix, cuda: str, drv: Version | None) -> tuple[int, str | None]:
+    """A framework built with CUDA ``cuda``: its CUDA major and, when the driver ``drv`` is below
+    that major's minor-version-compatibility floor, the floor (None when the driver meets it or is
+    unknown)."""
+    major = int(cuda.split(".")[0])
+    floor = minor_floor(m, major)
+    if drv is not None and floor and drv < V(floor, field="floor"):
+        return major, floor
+    return major, None
+
+
 def _variant_problems(
     out: _Out,
     label: str,
@@ -401,9 +412,8 @@ def _variant_problems(
 ) -> list[tuple[str, Severity, str, str]]:
     m = out.matrix
     problems: list[tuple[str, Severity, str, str]] = []
-    major = int(var.cuda.split(".")[0])
-    floor = minor_floor(m, major)
-    if drv is not None and floor and drv < V(floor, field="floor"):
+    major, floor = _framework_cuda_floor(m, var.cuda, drv)
+    if floor is not None:
         problems.append(
             (
                 "framework_cuda_driver",
@@ -558,9 +568,8 @@ def _check_tensorflow(
             f"the stack has cuDNN {cdv}; fix: use cuDNN {rel.cudnn}",
             rel.source,
         )
-    major = int(rel.cuda.split(".")[0])
-    floor = minor_floor(m, major)
-    if drv is not None and floor and drv < V(floor, field="floor"):
+    major, floor = _framework_cuda_floor(m, rel.cuda, drv)
+    if floor is not None:
         out.add(
             "framework_cuda_driver",
             "error",
