@@ -89,6 +89,11 @@ class _Problems:
             return None
         return str(value)
 
+    def optional_version(self, row: dict[str, Any], key: str, path: str) -> str | None:
+        """``row[key]`` checked as a version; None when absent (fine) or not a version."""
+        value = row.get(key)
+        return None if value is None else self.version(value, f"{path}.{key}")
+
     def choice(self, row: dict[str, Any], key: str, path: str, allowed: tuple[str, ...]) -> str:
         value = row.get(key)
         if value not in allowed:
@@ -446,9 +451,7 @@ def _cudnn(p: _Problems, raw: Any, src: Src, conf: Src) -> tuple[CudnnRelease, .
             )
             if pk.get("cuda") == []:
                 p.add(f"{ppath}.cuda", "lists no CUDA release; give at least one, e.g. [\"12.4\"]")
-            drv = pk.get("min_driver")
-            if drv is not None:
-                drv = p.version(drv, f"{ppath}.min_driver")
+            drv = p.optional_version(pk, "min_driver", ppath)
             ccs = pk.get("compute_capabilities")
             cc_min = pk.get("min_compute_capability")
             if (ccs is None) == (cc_min is None):
@@ -486,9 +489,7 @@ def _pytorch(p: _Problems, raw: Any, src: Src, conf: Src) -> tuple[TorchRelease,
         variants = []
         for vpath, v in _rows(p, r.get("variants"), f"{path}.variants"):
             cuda = p.version(v.get("cuda"), f"{vpath}.cuda")
-            cudnn = v.get("cudnn")
-            if cudnn is not None:
-                cudnn = p.version(cudnn, f"{vpath}.cudnn")
+            cudnn = p.optional_version(v, "cudnn", vpath)
             archs = v.get("archs")
             arch_t = _cc_list(p, archs, f"{vpath}.archs", _ARCH_RE) if archs is not None else None
             archs_src = src(v, vpath, "archs_source", required=archs is not None) or None
