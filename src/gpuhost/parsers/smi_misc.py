@@ -56,6 +56,16 @@ def parse_smi_version(text: str) -> dict[str, str | None] | None:
     }
 
 
+def _gpu_entry(gpu: re.Match[str], **extra: Any) -> dict[str, Any]:
+    """A ``GPU_LIST_RE`` match (``GPU 0: <name> (UUID: <uuid>)``) → its dict, then ``extra``."""
+    return {
+        "index": int(gpu.group("index")),
+        "name": gpu.group("name"),
+        "uuid": gpu.group("uuid"),
+        **extra,
+    }
+
+
 def parse_gpu_list(text: str, *, strict: bool = True) -> list[dict[str, Any]]:
     """``nvidia-smi -L``: [{"index", "name", "uuid", "mig_devices": [{"profile", "uuid"}]}].
     With ``strict`` any other line raises ParseError. Empty → []."""
@@ -67,14 +77,7 @@ def parse_gpu_list(text: str, *, strict: bool = True) -> list[dict[str, Any]]:
         gpu = GPU_LIST_RE.match(line)
         mig = MIG_LIST_RE.match(line)
         if gpu:
-            gpus.append(
-                {
-                    "index": int(gpu.group("index")),
-                    "name": gpu.group("name"),
-                    "uuid": gpu.group("uuid"),
-                    "mig_devices": [],
-                }
-            )
+            gpus.append(_gpu_entry(gpu, mig_devices=[]))
         elif mig and gpus:
             gpus[-1]["mig_devices"].append(
                 {"profile": mig.group("profile"), "uuid": mig.group("uuid")}
@@ -95,15 +98,7 @@ def parse_nvlink_status(text: str) -> list[dict[str, Any]]:
         gpu = GPU_LIST_RE.match(line)
         link = NVLINK_LINE_RE.match(line)
         if gpu:
-            gpus.append(
-                {
-                    "index": int(gpu.group("index")),
-                    "name": gpu.group("name"),
-                    "uuid": gpu.group("uuid"),
-                    "links": {},
-                    "note": None,
-                }
-            )
+            gpus.append(_gpu_entry(gpu, links={}, note=None))
         elif gpus and link:
             gpus[-1]["links"][int(link.group("link"))] = link.group("value")
         elif gpus and gpus[-1]["note"] is None:
