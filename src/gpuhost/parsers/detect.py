@@ -220,6 +220,11 @@ def _topo(text: str) -> dict[str, Any]:
     return {"topology": topology.to_dict(), "nvlink": topology.nvlink}
 
 
+def _toolkit_version(text: str) -> dict[str, Any]:
+    """``nvidia-ctk --version`` or ``nvidia-container-cli -V`` (one parser reads both)."""
+    return {"container_toolkit_version": container.parse_nvidia_ctk_version(text)}
+
+
 def _gpu_names(gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"name": g["name"], **{k: v for k, v in g.items() if k != "name"}} for g in gpus]
 
@@ -246,12 +251,8 @@ READERS: dict[str, Callable[[str], dict[str, Any]]] = {
     "torch-collect-env": _collect_env,
     "torch-probe": _probe,
     "torch-version": frameworks.parse_torch_version_text,
-    "nvidia-ctk-version": lambda t: {
-        "container_toolkit_version": container.parse_nvidia_ctk_version(t)
-    },
-    "nvidia-container-cli-version": lambda t: {
-        "container_toolkit_version": container.parse_nvidia_ctk_version(t)
-    },
+    "nvidia-ctk-version": _toolkit_version,
+    "nvidia-container-cli-version": _toolkit_version,
     "nvidia-container-cli-info": _cli_info,
 }
 
