@@ -25,10 +25,19 @@ from gpuhost.smoke.runner import FRAMEWORK_CHOICES, run_local_text
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _expectations(
-    gpus: int | None, driver_cuda: str | None, min_ratio: float | None
-) -> Expectations:
-    return Expectations(gpu_count=gpus, driver_max_cuda=driver_cuda, min_ratio=min_ratio)
+def _judge_document(
+    text: str,
+    source: str,
+    gpus: int | None,
+    driver_cuda: str | None,
+    min_ratio: float | None,
+    as_json: bool,
+) -> int:
+    """Parse a smoke script's JSON document, judge it against the expectation options and print
+    the verdicts; the exit code."""
+    expectations = Expectations(gpu_count=gpus, driver_max_cuda=driver_cuda, min_ratio=min_ratio)
+    result = parse_result_text(text, source)
+    return _report(result, judge(result, expectations), as_json)
 
 
 def _report(result: SmokeResult, verdicts: list[Verdict], as_json: bool) -> int:
@@ -109,15 +118,13 @@ def run_command(
     as_json: bool,
 ) -> int:
     """Run the smoke script with PYTHON on this machine and judge it."""
-    expectations = _expectations(gpus, driver_cuda, min_ratio)
     raw, source = run_local_text(python, framework, quick, timeout)
     if save is not None:  # saved before parsing, so a malformed document can be inspected
         try:
             save.write_text(raw)
         except OSError as exc:
             raise ConfigError(f"{save}: cannot write ({exc.strerror or exc})") from exc
-    result = parse_result_text(raw, source)
-    return _report(result, judge(result, expectations), as_json)
+    return _judge_document(raw, source, gpus, driver_cuda, min_ratio, as_json)
 
 
 @command.command("judge")
@@ -131,7 +138,5 @@ def judge_command(
     as_json: bool,
 ) -> int:
     """Judge RESULT_FILE, a JSON document printed by the smoke script."""
-    expectations = _expectations(gpus, driver_cuda, min_ratio)
     text = read_capture(result_file)
-    result = parse_result_text(text, str(result_file))
-    return _report(result, judge(result, expectations), as_json)
+    return _judge_document(text, str(result_file), gpus, driver_cuda, min_ratio, as_json)
