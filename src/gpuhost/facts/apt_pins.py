@@ -8,8 +8,10 @@ from typing_extensions import override
 from gpuhost.parsers.packages import parse_apt_policy
 
 
-class AptHolds(FactBase[list[str]]):
-    """Packages marked held (``apt-mark showhold``), sorted: ``["libnvidia-ml1", "nvidia-smi"]``."""
+class _PackageLockList(FactBase[list[str]]):
+    """A sorted list of lines from a package tool (``tool``); [] where the tool is missing."""
+
+    tool: str
 
     @staticmethod
     @override
@@ -18,7 +20,13 @@ class AptHolds(FactBase[list[str]]):
 
     @override
     def requires_command(self) -> str:
-        return "apt-mark"
+        return self.tool
+
+
+class AptHolds(_PackageLockList):
+    """Packages marked held (``apt-mark showhold``), sorted: ``["libnvidia-ml1", "nvidia-smi"]``."""
+
+    tool = "apt-mark"
 
     @override
     def command(self) -> str:
@@ -59,17 +67,10 @@ class AptPolicy(FactBase[dict[str, dict[str, str | None]]]):
         }
 
 
-class DnfVersionLocks(FactBase[list[str]]):
+class DnfVersionLocks(_PackageLockList):
     """Entries of ``dnf versionlock list`` (``name-epoch:version-release.*``)."""
 
-    @staticmethod
-    @override
-    def default() -> list:
-        return []
-
-    @override
-    def requires_command(self) -> str:
-        return "dnf"
+    tool = "dnf"
 
     @override
     def command(self) -> str:
