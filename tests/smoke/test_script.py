@@ -34,6 +34,9 @@ def _has_module(python: str, module: str) -> bool:
 
 
 TORCH_IN_VENV = _has_module(sys.executable, "torch")
+needs_shared_fixtures = pytest.mark.skipif(
+    not SHARED.is_dir(), reason="../shared/fixtures not present (outside the dev tree)"
+)
 needs_torch = pytest.mark.skipif(
     not TORCH_IN_VENV,
     reason=f"torch cannot be imported by {sys.executable} (scripts/test installs torch==2.13.0)",
@@ -100,9 +103,7 @@ def test_parse_smi_list_counts_mig_instances_under_their_gpu():
     assert [g["mig_devices"] for g in gpus] == [2, 0]
 
 
-@pytest.mark.skipif(
-    not SHARED.is_dir(), reason="../shared/fixtures not present (outside the dev tree)"
-)
+@needs_shared_fixtures
 def test_parse_smi_list_reads_every_captured_listing():
     files = sorted((SHARED / "nvidia-smi-misc").glob("*__L.txt"))
     assert files
@@ -112,9 +113,7 @@ def test_parse_smi_list_reads_every_captured_listing():
         assert all(g["name"] and g["uuid"] for g in gpus), path.name
 
 
-@pytest.mark.skipif(
-    not SHARED.is_dir(), reason="../shared/fixtures not present (outside the dev tree)"
-)
+@needs_shared_fixtures
 def test_parse_smi_header_reads_every_captured_table():
     files = sorted((SHARED / "nvidia-smi-table").glob("*.txt"))
     assert files
