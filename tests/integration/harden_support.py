@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,18 +52,51 @@ def write_inventory(tmp: Path, lab_inventory: Path, host: str, **data: Any) -> P
     return path
 
 
-def harden(inventory: Path, *args: str) -> tuple[int, str, str]:
-    """Run ``gpuhost harden``; (exit code, the host's summary line, stderr)."""
+#: a sudo user with a password and no authorized SSH key (hardening must refuse such a host)
+KEYLESS_USER = "deployer"
+KEYLESS_PASSWORD = "Deployer-pass-1"
+
+
+def add_keyless_user(host: Any, tmp: Path, lab_inventory: Path, **data: Any) -> Path:
+    """Create ``KEYLESS_USER`` on the lab host ``host``; an inventory that logs in as it with
+    its password and sudo (plus ``data``)."""
+    setup = (
+        f"useradd -m -s /bin/bash {KEYLESS_USER} && "
+        f"echo '{KEYLESS_USER}:{KEYLESS_PASSWORD}' | chpasswd && "
+        f"echo '{KEYLESS_USER} ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/{KEYLESS_USER}"
+    )
+    assert host.run(setup).returncode == 0
+    return write_inventory(
+        tmp,
+        lab_inventory,
+        host.name,
+        ssh_user=KEYLESS_USER,
+        ssh_key=None,
+        ssh_password=KEYLESS_PASSWORD,
+        _sudo=True,
+        **data,
+    )
+
+
+def run_gpuhost(
+    command: str, inventory: Path, *args: str, timeout: float = 600
+) -> tuple[int, str, str]:
+    """Run ``gpuhost COMMAND INVENTORY ARGS``; (exit code, the host's summary line, stderr)."""
     proc = subprocess.run(
-        [*GPUHOST, "harden", str(inventory), *args],
+        [*GPUHOST, command, str(inventory), *args],
         capture_output=True,
         text=True,
         cwd=REPO,
-        timeout=600,
+        timeout=timeout,
         check=False,
     )
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     return proc.returncode, (lines[-1] if lines else ""), proc.stderr
+
+
+def harden(inventory: Path, *args: str) -> tuple[int, str, str]:
+    """Run ``gpuhost harden``; (exit code, the host's summary line, stderr)."""
+    return run_gpuhost("harden", inventory, *args)
 
 
 def changed_count(line: str) -> int:
@@ -81,51 +116,42 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def password_login(address: str, user: str, password: str) -> str:
-    """'ok', or why the server refused: 'publickey-only' / 'wrong' (never raises)."""
+@contextlib.contextmanager
+def _ssh(address: str, user: str, **auth: Any) -> Iterator[paramiko.SSHClient]:
+    """A new paramiko connection (never a multiplexed one, no agent, no default keys) that
+    accepts any host key; closed afterwards. Connection and authentication errors propagate."""
     client = paramiko.SSHClient()
     client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
     try:
         client.connect(
-            address,
-            username=user,
-            password=password,
-            look_for_keys=False,
-            allow_agent=False,
-            timeout=10,
-            banner_timeout=10,
-            auth_timeout=10,
+            address, username=user, look_for_keys=False, allow_agent=False, timeout=10, **auth
         )
-        return "ok"
+        yield client
+    finally:
+        client.close()
+
+
+def password_login(address: str, user: str, password: str) -> str:
+    """'ok', or why the server refused: 'publickey-only' / 'wrong' (never raises)."""
+    try:
+        with _ssh(address, user, password=password, banner_timeout=10, auth_timeout=10):
+            return "ok"
     except paramiko.BadAuthenticationType as exc:
         return (
             "publickey-only" if exc.allowed_types == ["publickey"] else f"only {exc.allowed_types}"
         )
     except paramiko.AuthenticationException:
         return "wrong"
-    finally:
-        client.close()
 
 
 def key_login(address: str, key_path: Path, user: str = "root") -> bool:
     """A new SSH connection (not a multiplexed one) with the lab key runs ``true``."""
-    client = paramiko.SSHClient()
-    client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
     try:
-        client.connect(
-            address,
-            username=user,
-            key_filename=str(key_path),
-            look_for_keys=False,
-            allow_agent=False,
-            timeout=10,
-        )
-        _in, out, _err = client.exec_command("true")
-        return out.channel.recv_exit_status() == 0
+        with _ssh(address, user, key_filename=str(key_path)) as client:
+            _in, out, _err = client.exec_command("true")
+            return out.channel.recv_exit_status() == 0
     except (paramiko.SSHException, OSError):
         return False
-    finally:
-        client.close()
 
 
 def tcp_state(address: str, port: int, timeout: float = 3.0) -> str:

@@ -10,6 +10,7 @@ import pytest
 
 from tests.integration.harden_support import (
     UNHARDEN,
+    add_keyless_user,
     audit_failures,
     changed_count,
     harden,
@@ -71,21 +72,7 @@ def test_ssh_audit_reports_no_failure(unhardened):
 
 def test_host_without_a_key_for_the_deploy_user_is_left_unchanged(unhardened, tmp_path):
     host, view, _inventory = unhardened
-    setup = (
-        "useradd -m -s /bin/bash deployer && echo 'deployer:Deployer-pass-1' | chpasswd && "
-        "echo 'deployer ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/deployer"
-    )
-    assert host.run(setup).returncode == 0
-    inventory = write_inventory(
-        tmp_path,
-        view.inventory_path,
-        host.name,
-        ssh_user="deployer",
-        ssh_key=None,
-        ssh_password="Deployer-pass-1",
-        _sudo=True,
-        **NO_FIREWALL,
-    )
+    inventory = add_keyless_user(host, tmp_path, view.inventory_path, **NO_FIREWALL)
     before = tree_digest(host)
 
     rc, line, _err = harden(inventory)

@@ -4,17 +4,15 @@ user has no authorized key is refused before anything (driver included) is touch
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from tests.integration.harden_support import (
-    GPUHOST,
-    REPO,
     UNHARDEN,
+    add_keyless_user,
     changed_count,
     key_login,
     password_login,
+    run_gpuhost,
     tcp_state,
     tree_digest,
     wait_for_ssh_port,
@@ -29,16 +27,7 @@ UNATTENDED = "/etc/apt/apt.conf.d/51gpuhost-unattended-upgrades"
 
 def provision(inventory) -> tuple[int, str, str]:
     """Run ``gpuhost provision``; (exit code, the host's summary line, stderr)."""
-    proc = subprocess.run(
-        [*GPUHOST, "provision", str(inventory)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=900,
-        check=False,
-    )
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    return proc.returncode, (lines[-1] if lines else ""), proc.stderr
+    return run_gpuhost("provision", inventory, timeout=900)
 
 
 @pytest.fixture
@@ -83,21 +72,7 @@ def test_host_without_a_key_for_the_deploy_user_is_refused_before_the_driver(
     unhardened, tmp_path
 ) -> None:
     host, view = unhardened
-    setup = (
-        "useradd -m -s /bin/bash deployer && echo 'deployer:Deployer-pass-1' | chpasswd && "
-        "echo 'deployer ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/deployer"
-    )
-    assert host.run(setup).returncode == 0
-    inventory = write_inventory(
-        tmp_path,
-        view.inventory_path,
-        host.name,
-        ssh_user="deployer",
-        ssh_key=None,
-        ssh_password="Deployer-pass-1",
-        _sudo=True,
-        **DEBIAN,
-    )
+    inventory = add_keyless_user(host, tmp_path, view.inventory_path, **DEBIAN)
     paths = "/etc/apt /etc/ssh /etc/nftables.conf /etc/modprobe.d /etc/gpuhost"
     before = tree_digest(host, paths)
 
