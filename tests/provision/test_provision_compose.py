@@ -34,8 +34,17 @@ class _Data(dict):
         return dict(self)
 
 
-def _run(monkeypatch, data: dict[str, Any], harden_error: str | None = None) -> list[str]:
+def _run(
+    monkeypatch,
+    data: dict[str, Any],
+    harden_error: str | None = None,
+    installed: dict[str, str] | None = None,
+) -> list[str]:
     calls: list[str] = []
+
+    def current_driver(plan: Any) -> tuple[None, dict[str, str]]:
+        calls.append("driver check")
+        return None, dict(installed or {})
 
     def recorder(step: str):
         def record(**_kwargs: Any) -> None:
@@ -45,9 +54,11 @@ def _run(monkeypatch, data: dict[str, Any], harden_error: str | None = None) -> 
 
         return record
 
-    monkeypatch.setattr(
-        provision_module, "resolve_host", lambda profiles: (SimpleNamespace(marker=dict), "plan")
+    spec = SimpleNamespace(
+        marker=dict, profile="p2", driver_version="550.54.15", kernel_module="proprietary"
     )
+    monkeypatch.setattr(provision_module, "resolve_host", lambda profiles: (spec, "plan"))
+    monkeypatch.setattr(provision_module, "current_driver", current_driver)
     for step in STEPS:
         monkeypatch.setattr(provision_module, step, recorder(step))
     marker = SimpleNamespace(written=lambda **_kw: calls.append("marker"))
@@ -58,12 +69,18 @@ def _run(monkeypatch, data: dict[str, Any], harden_error: str | None = None) -> 
 
 
 def test_hardening_comes_first_and_the_marker_last(monkeypatch) -> None:
-    assert _run(monkeypatch, {}) == [*STEPS, "marker"]
-    assert _run(monkeypatch, {"gpuhost_harden": True}) == [*STEPS, "marker"]
+    assert _run(monkeypatch, {}) == ["driver check", *STEPS, "marker"]
+    assert _run(monkeypatch, {"gpuhost_harden": True}) == ["driver check", *STEPS, "marker"]
 
 
 def test_gpuhost_harden_false_opts_out(monkeypatch) -> None:
-    assert _run(monkeypatch, {"gpuhost_harden": False}) == [*STEPS[1:], "marker"]
+    assert _run(monkeypatch, {"gpuhost_harden": False}) == ["driver check", *STEPS[1:], "marker"]
+
+
+def test_a_driver_change_is_refused_before_hardening(monkeypatch) -> None:
+    with pytest.raises(DeployError, match="asks for NVIDIA driver 550.54.15") as info:
+        _run(monkeypatch, {}, installed={"nvidia-driver-550": "550.127.05"})
+    assert str(info.value).startswith("gpu1: profile p2 asks for")
 
 
 def test_a_lockout_refusal_stops_the_host_before_the_driver(monkeypatch) -> None:

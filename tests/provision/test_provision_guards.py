@@ -45,3 +45,62 @@ def test_debian_plan_pins_the_whole_coupled_set(profiles) -> None:
     assert {"nvidia-driver", "nvidia-smi", "libnvidia-ml1", "nvidia-kernel-dkms"} <= set(
         plan.pins[spec.driver_version]
     )
+
+
+# --- a profile that would change the driver of a provisioned host --------------------------------
+
+
+def _spec(version: str = "550.127.05", module: str = "proprietary"):
+    from gpuhost.deploys.spec import StackSpec
+
+    return StackSpec(
+        profile="lab-new",
+        source="nvidia-cuda-repo",
+        os=("debian-12",),
+        driver_version=version,
+        driver_branch="550",
+        kernel_module=module,
+    )
+
+
+def _marker(version: str = "550.54.15", module: str = "proprietary"):
+    from gpuhost.parsers.profile_marker import ProfileMarker
+
+    return ProfileMarker(profile="lab-old", schema=1, driver_version=version, kernel_module=module)
+
+
+def test_another_driver_version_in_the_marker_is_refused_with_the_upgrade_command() -> None:
+    with pytest.raises(DeployError) as info:
+        guards.check_driver_unchanged("h1", _spec(), _marker(), {"nvidia-driver-550": "550.54.15"})
+    message = str(info.value)
+    assert message.startswith(
+        "h1: profile lab-new asks for NVIDIA driver 550.127.05 (proprietary kernel module) but "
+        "this host has 550.54.15 (provisioned with profile lab-old); 550.54.15 installed "
+        "(nvidia-driver-550): provision never replaces the driver"
+    )
+    assert "nothing was changed" in message
+    assert "`gpuhost upgrade INVENTORY --to lab-new`" in message
+
+
+def test_another_kernel_module_flavour_is_a_driver_change() -> None:
+    with pytest.raises(DeployError, match=r"has 550.54.15 with the proprietary kernel module \("):
+        guards.check_driver_unchanged("h1", _spec("550.54.15", "open"), _marker(), {})
+
+
+def test_a_driver_installed_without_a_marker_is_refused() -> None:
+    with pytest.raises(
+        DeployError, match=r"this host has 535.261.03 installed \(nvidia-driver\): "
+    ):
+        guards.check_driver_unchanged("h1", _spec(), None, {"nvidia-driver": "535.261.03"})
+
+
+@pytest.mark.parametrize(
+    ("marker", "installed"),
+    [
+        (None, {}),  # a fresh host
+        (None, {"nvidia-driver-550": "550.127.05"}),  # a run that stopped before the marker
+        (_marker("550.127.05"), {"nvidia-driver-550": "550.127.05"}),  # same driver
+    ],
+)
+def test_the_same_driver_passes(marker, installed) -> None:
+    guards.check_driver_unchanged("h1", _spec(), marker, installed)

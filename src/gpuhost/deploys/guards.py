@@ -9,6 +9,7 @@ from typing import Any
 from gpuhost.deploys.spec import StackSpec, supported_os
 from gpuhost.errors import DeployError, GpuhostError
 from gpuhost.matrix.profiles import Profile, load_profiles, verify_profile
+from gpuhost.parsers.profile_marker import ProfileMarker
 
 PROFILE_KEY = "gpuhost_profile"
 HARDEN_KEY = "gpuhost_harden"
@@ -116,3 +117,45 @@ def check_harden(host: str, data: dict[str, Any]) -> bool:
     if not isinstance(value, bool):
         raise DeployError(host, f"{HARDEN_KEY}: {value!r} is not a boolean; accepted: true, false")
     return value
+
+
+UPGRADE_HINT = (
+    "`gpuhost upgrade INVENTORY --to {profile}` moves it safely (snapshot, drain, install, "
+    "reboot, validate, roll back on failure)"
+)
+
+
+def check_driver_unchanged(
+    host: str,
+    spec: StackSpec,
+    marker: ProfileMarker | None,
+    installed: dict[str, str],
+) -> None:
+    """Refuse (DeployError, before any change) a run that would change the NVIDIA driver of a
+    host that has one: the marker records another driver version or kernel module flavour, or a
+    coupled package of the profile is installed at another version (``installed``: {package:
+    upstream version}). Replacing the driver under running workloads leaves the loaded module
+    and the new libraries mismatched until a reboot; ``gpuhost upgrade`` does that move."""
+    found: list[str] = []
+    if marker is not None and marker.driver_version not in (None, spec.driver_version):
+        found.append(f"{marker.driver_version} (provisioned with profile {marker.profile})")
+    elif marker is not None and marker.kernel_module not in (None, spec.kernel_module):
+        found.append(
+            f"{marker.driver_version} with the {marker.kernel_module} kernel module "
+            f"(provisioned with profile {marker.profile})"
+        )
+    by_version: dict[str, list[str]] = {}
+    for name, version in sorted(installed.items()):
+        if version != spec.driver_version:
+            by_version.setdefault(version, []).append(name)
+    found += [f"{v} installed ({', '.join(names)})" for v, names in sorted(by_version.items())]
+    if not found:
+        return
+    raise DeployError(
+        host,
+        f"profile {spec.profile} asks for NVIDIA driver {spec.driver_version} "
+        f"({spec.kernel_module} kernel module) but this host has {'; '.join(found)}: provision "
+        "never replaces the driver of a host (running jobs and the loaded kernel module would "
+        "no longer match it until a reboot), nothing was changed; "
+        + UPGRADE_HINT.format(profile=spec.profile),
+    )

@@ -35,6 +35,7 @@ from gpuhost.facts.sshd import (
     parse_authorized_key,
 )
 from gpuhost.operations import firewall, sshd
+from gpuhost.operations._facts import fact
 from gpuhost.operations.firewall import RATE_RE, render_ruleset
 from gpuhost.operations.sshd import load_policy, render_dropin
 
@@ -369,7 +370,7 @@ def _ssh_ports() -> list[int]:
 def _firewall_operations(settings: HardenSettings) -> None:
     if not settings.firewall_enabled:
         return
-    installed = "nftables" in host.get_fact(DebPackages)
+    installed = "nftables" in fact(DebPackages)
     apt.packages(
         name="nftables installed",
         packages=["nftables"],

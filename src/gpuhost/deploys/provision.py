@@ -12,6 +12,8 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import deploy
+from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.files import FileContents
 from pyinfra.facts.server import LinuxDistribution
 
 from gpuhost.deploys import guards
@@ -24,9 +26,12 @@ from gpuhost.deploys.nvidia import (
     install_driver,
 )
 from gpuhost.deploys.spec import PackagePlan, StackSpec, package_plan
-from gpuhost.errors import ConfigError, DeployError, GpuhostError
+from gpuhost.errors import ConfigError, DeployError, GpuhostError, ParseError
 from gpuhost.facts.kernel import SecureBoot
 from gpuhost.operations import marker
+from gpuhost.operations._facts import fact
+from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker
+from gpuhost.versions import upstream_of_package_version
 
 GUARD_REPORT_ENV = "GPUHOST_GUARD_REPORT"
 
@@ -66,15 +71,40 @@ def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[StackSpec, Pac
     return spec, plan
 
 
+def current_driver(plan: PackagePlan) -> tuple[ProfileMarker | None, dict[str, str]]:
+    """The host's provision marker (None when absent) and {package: upstream version} of the
+    plan's coupled driver packages that are installed. A marker that cannot be read is
+    DeployError: provision cannot tell which driver the host was given."""
+    text = fact(FileContents, path=MARKER_PATH)
+    try:
+        marker = parse_profile_marker("\n".join(text)) if text else None
+    except ParseError as exc:
+        raise DeployError(host.name, f"{MARKER_PATH}: {exc}") from exc
+    packages = fact(DebPackages)
+    installed = {}
+    for name in plan.coupled:
+        versions = sorted(packages.get(name) or [])
+        if versions:
+            installed[name] = upstream_of_package_version(versions[-1])
+    return marker, installed
+
+
 @deploy("gpuhost provision")
-def provision(profiles: dict[str, Any] | None = None) -> None:
+def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool = False) -> None:
     """SSH hardening and firewall, driver, CUDA, cuDNN, container toolkit, persistence, clocks,
     environment, marker (written last: it exists only after a complete run).
 
     ``harden()`` comes first: its lockout checks run before any operation of this host is added,
     so a host whose deploy user has no authorized key stops before the driver is touched.
+    A host that has a driver other than the profile's is refused before any change
+    (``guards.check_driver_unchanged``) unless ``allow_driver_change`` (what ``gpuhost
+    upgrade`` runs, after its snapshot and drain): other differences (cuDNN, toolkit, clocks,
+    profile name) are converged.
     """
     spec, plan = resolve_host(profiles)
+    if not allow_driver_change:
+        recorded, installed = current_driver(plan)
+        guards.check_driver_unchanged(host.name, spec, recorded, installed)
     if guards.check_harden(host.name, _host_data()):
         harden()
     install_driver(spec=spec, plan=plan)
@@ -87,11 +117,12 @@ def provision(profiles: dict[str, Any] | None = None) -> None:
     marker.written(name="Provision marker /etc/gpuhost/profile", marker=spec.marker())
 
 
-def provision_or_stop() -> None:
+def provision_or_stop(allow_driver_change: bool = False) -> None:
     """For on-disk deploys (pyinfra CLI): a guard failure stops this host only, with one line,
-    and is recorded for ``gpuhost provision`` (exit code 2); other hosts carry on."""
+    and is recorded in the file ``$GPUHOST_GUARD_REPORT`` names (``gpuhost upgrade`` reads it);
+    other hosts carry on."""
     try:
-        provision()
+        provision(allow_driver_change=allow_driver_change)
     except GpuhostError as exc:  # a guard (DeployError) or bad hardening data (ConfigError)
         print(f"gpuhost: error: {exc}", flush=True)
         report = os.environ.get(GUARD_REPORT_ENV)

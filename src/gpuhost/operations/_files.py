@@ -7,9 +7,10 @@ import shlex
 from collections.abc import Iterator
 from io import StringIO
 
-from pyinfra import host
 from pyinfra.api import FileUploadCommand, StringCommand
 from pyinfra.facts.files import FileContents
+
+from gpuhost.operations._facts import fact
 
 
 def same_text(current: list[str] | None, content: str) -> bool:
@@ -21,7 +22,7 @@ def put_text(
     path: str, content: str, mode: str = "644"
 ) -> Iterator[StringCommand | FileUploadCommand]:
     """Yield the commands writing ``content`` to ``path`` when it differs; nothing otherwise."""
-    if same_text(host.get_fact(FileContents, path=path), content):
+    if same_text(fact(FileContents, path=path), content):
         return
     yield StringCommand(f"install -d -m 755 {shlex.quote(posixpath.dirname(path))}")
     yield FileUploadCommand(StringIO(content), path)

@@ -22,6 +22,7 @@ from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.facts.deb import DebPackages
 
 from gpuhost.facts.apt_pins import AptHolds, AptPolicy, DnfVersionLocks
+from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
 from gpuhost.versions import upstream_of_package_version
 
@@ -123,8 +124,8 @@ def held(packages: list[str]) -> Generator:
 
         apt_pin.held(name="Hold the driver", packages=["nvidia-driver", "nvidia-smi"])
     """
-    installed = host.get_fact(DebPackages)
-    held_now: list[str] = host.get_fact(AptHolds)
+    installed = fact(DebPackages)
+    held_now: list[str] = fact(AptHolds)
     holds = set(held_now)
     missing = sorted(p for p in set(packages) if p in installed and p not in holds)
     if not missing:
@@ -158,6 +159,14 @@ def _upstream(package_version: str | None) -> str | None:
     return upstream_of_package_version(package_version) if package_version else None
 
 
+def hold_kept(held: list[str], install: str) -> str:
+    """``install`` run with ``held`` released for it and held again afterwards, whether it
+    succeeded or not (its exit status is the command's): a held package moves to the version the
+    profile names only in this command, and never stays unheld after a failed install."""
+    names = " ".join(held)
+    return f"apt-mark unhold {names} && {{ {install}; rc=$?; apt-mark hold {names}; exit $rc; }}"
+
+
 @operation()
 def installed(
     packages: list[str],
@@ -165,7 +174,9 @@ def installed(
     no_recommends: bool = True,
 ) -> Generator:
     """Install ``packages`` at the version apt's pins select; with ``version`` given, name the
-    exact candidate (``pkg=535.261.03-1``) once the pins make it the candidate.
+    exact candidate (``pkg=535.261.03-1``) once the pins make it the candidate. A package held at
+    another version (a profile moving cuDNN or the container toolkit) is released for this install
+    and held again right after it (``hold_kept``).
 
     + packages: package names
     + version: upstream version the packages must have (None: any, e.g. companions)
@@ -177,13 +188,16 @@ def installed(
 
         apt_pin.installed(packages=["nvidia-driver", "nvidia-smi"], version="535.261.03")
     """
-    policy = host.get_fact(AptPolicy, packages=sorted(set(packages)))
+    policy = fact(AptPolicy, packages=sorted(set(packages)))
     wanted = []
+    moving = []
     for name in packages:
         info = policy.get(name, {"installed": None, "candidate": None})
         have = _upstream(info["installed"])
         if have is not None and (version is None or have == version):
             continue
+        if have is not None:
+            moving.append(name)
         candidate = info["candidate"]
         if version is not None and candidate and _upstream(candidate) == version:
             wanted.append(f"{name}={candidate}")
@@ -195,7 +209,10 @@ def installed(
     args = "install --no-install-recommends" if no_recommends else "install"
     if version is not None:
         args += " --allow-downgrades"
-    yield noninteractive_apt(args) + " " + " ".join(wanted)
+    install = noninteractive_apt(args) + " " + " ".join(wanted)
+    held_now = set(fact(AptHolds)) if moving else set()
+    held = sorted(name for name in moving if name in held_now)
+    yield hold_kept(held, install) if held else install
 
 
 @operation()
@@ -209,7 +226,7 @@ def verified(packages: list[str], version: str) -> Generator:
     + packages: the coupled package names
     + version: upstream version they must have
     """
-    policy = host.get_fact(AptPolicy, packages=sorted(set(packages)))
+    policy = fact(AptPolicy, packages=sorted(set(packages)))
     wrong = sorted(
         f"{name} {info['installed']}"
         for name, info in policy.items()

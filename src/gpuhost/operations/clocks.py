@@ -16,6 +16,7 @@ from pyinfra.api import OperationValueError, operation
 from pyinfra.facts.systemd import SystemdEnabled
 
 from gpuhost.facts.nvidia_smi import SmiQuery
+from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
 from gpuhost.parsers.nvidia_smi import GpuInfo, SmiReport
 
@@ -137,7 +138,7 @@ def applied(
         clocks.applied(name="GPU clocks", report=host.get_fact(SmiQuery), mode="auto")
     """
     if report is None:
-        report = host.get_fact(SmiQuery)
+        report = fact(SmiQuery)
     commands = plan_clocks(report, mode, graphics, memory)
     if not commands:
         reason = "clocks mode is off" if mode == "off" else f"nvidia-smi state {report.state}"

@@ -18,6 +18,7 @@ from pyinfra.facts.files import FileContents
 
 from gpuhost.facts.nvidia_smi import SmiQuery
 from gpuhost.facts.systemd_units import UnitFiles
+from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
 from gpuhost.parsers.nvidia_smi import SmiReport
 
@@ -122,7 +123,7 @@ def dev_char_symlinks(report: SmiReport | None = None) -> Generator:
     + report: the host's ``SmiQuery`` fact
     """
     if report is None:
-        report = host.get_fact(SmiQuery)
+        report = fact(SmiQuery)
     rule = list(put_text(DEV_CHAR_RULE_PATH, DEV_CHAR_RULE))
     if not rule:
         host.noop("/dev/char symlink rule already in place")

@@ -14,6 +14,7 @@ from pyinfra.facts.systemd import SystemdStatus
 
 from gpuhost.facts.nvidia_smi import SmiQuery
 from gpuhost.facts.systemd_units import UnitFiles
+from gpuhost.operations._facts import fact
 from gpuhost.parsers.nvidia_smi import SmiReport
 
 DAEMON_UNIT = "nvidia-persistenced.service"
@@ -35,7 +36,7 @@ def enabled(report: SmiReport | None = None) -> Generator:
         persistence.enabled(name="Persistence mode", report=host.get_fact(SmiQuery))
     """
     if report is None:
-        report = host.get_fact(SmiQuery)
+        report = fact(SmiQuery)
     units = host.get_fact(UnitFiles, units=[DAEMON_UNIT])
     if DAEMON_UNIT in units:
         changes = []
