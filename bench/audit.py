@@ -4,8 +4,9 @@
     tests/lab/lab --name bench up 128
     .venv/bin/python bench/audit.py --lab bench --hosts 16,64,128 --runs 5
 
-Every tool runs the SAME probe script (gpuhost.probe.build_probe(), written to
-bench/.work/probe.sh) once per host:
+gpuhost, the floors and ansible-raw/-script/-shell run the SAME probe script
+(gpuhost.probe.build_probe(), written to bench/.work/probe.sh) once per host; ansible-raw is
+Ansible used as an ssh launcher for gpuhost's probe (no facts, no judgement):
 
   gpuhost        gpuhost audit INV -q --json FILE --parallel N   (parse, judge, JSON report)
   floor-cold     bench/ssh_floor.sh ... cold: N parallel `ssh host "$probe"`, fresh connections
@@ -13,6 +14,10 @@ bench/.work/probe.sh) once per host:
   ansible-raw    ansible-playbook bench/ansible/audit_raw.yml     (raw module; forks = N)
   ansible-script ansible-playbook bench/ansible/audit_script.yml  (script module)
   ansible-shell  ansible-playbook bench/ansible/audit_shell.yml   (shell module, AnsiballZ)
+  ansible-modules ansible-playbook bench/ansible/audit_modules.yml: the audit written as an
+                 Ansible user writes it (setup subset, package_facts, service_facts, slurp, one
+                 shell task for the tools without a module; judgement with set_fact/assert; a
+                 report per host); variables from gpuhost's data in bench/.work/audit-vars.yml
   *-null         the same tools with `true` instead of the probe (transport cost only;
                  gpuhost-null is bench/fleet_null.py: gpuhost.fleet.gather with a `true` fact)
 
@@ -34,6 +39,8 @@ from benchlib import (  # noqa: E402
     ANSIBLE_DIR,
     BENCH,
     GPUHOST,
+    LAB_PROFILE,
+    LAB_PROFILES,
     RESULTS,
     WORK,
     BenchError,
@@ -52,8 +59,11 @@ from benchlib import (  # noqa: E402
 )
 
 TOOLS = ("gpuhost", "floor-cold", "floor-mux", "ansible-raw", "ansible-script", "ansible-shell",
-         "gpuhost-null", "floor-cold-null", "floor-mux-null", "ansible-raw-null")
-DEFAULT_TOOLS = ("gpuhost", "floor-cold", "floor-mux", "ansible-raw", "ansible-shell")
+         "ansible-modules", "gpuhost-null", "floor-cold-null", "floor-mux-null", "ansible-raw-null")
+# Not run in the uncounted warm-up round (its ssh masters are the ones ansible-raw warms; it takes
+# minutes at 128 hosts on this machine).
+NO_WARMUP = ("ansible-modules",)
+DEFAULT_TOOLS = ("gpuhost", "floor-cold", "floor-mux", "ansible-raw", "ansible-modules")
 
 
 def write_probe() -> Path:
@@ -62,6 +72,36 @@ def write_probe() -> Path:
     WORK.mkdir(parents=True, exist_ok=True)
     path = WORK / "probe.sh"
     path.write_text(build_probe())
+    return path
+
+
+def write_audit_vars() -> Path:
+    """The playbook's group_vars: the same data gpuhost judges with (coupled driver packages,
+    the matrix's CUDA -> minimum driver table and minor-version floors, the lab profile)."""
+    import yaml
+
+    from gpuhost.audit.coupled import coupled_pattern
+    from gpuhost.datafiles import load_yaml
+    from gpuhost.matrix.load import default_matrix_path
+
+    matrix = load_yaml(Path(default_matrix_path()).read_text())
+    profile = load_yaml(LAB_PROFILES.read_text())["profiles"][LAB_PROFILE]
+    variables = {
+        "coupled_regex": coupled_pattern().pattern,
+        "cuda_min_driver": {str(k): str(v["min_driver"]) for k, v in matrix["cuda"].items()},
+        "cuda_minor_floor": {str(k): str(v["min_driver"])
+                             for k, v in matrix["cuda_minor_compat"].items()},
+        "profile": {
+            "driver": str(profile["driver"]["version"]),
+            "kernel_module": profile["driver"].get("kernel_module", ""),
+            "cuda": [str(v) for v in profile["cuda"]["versions"]],
+            "cuda_default": str(profile["cuda"].get("default", "")),
+            "cudnn": str(profile.get("cudnn", "")),
+            "container_toolkit": str(profile.get("container_toolkit", "")),
+        },
+    }
+    path = WORK / "audit-vars.yml"
+    path.write_text(yaml.safe_dump(variables, sort_keys=True))
     return path
 
 
@@ -77,7 +117,8 @@ def command_for(tool: str, lab: Lab, count: int, probe: Path) -> tuple[list[str]
     if tool == "gpuhost":
         inventory = pyinfra_inventory(lab, count)
         return [str(GPUHOST), "audit", str(inventory), "-q", "--parallel", str(count),
-                "--json", str(WORK / f"gpuhost-{count}.json")], None
+                "--profiles", str(LAB_PROFILES), "--json", str(WORK / f"gpuhost-{count}.json")
+                ], None
     if tool.startswith("floor-"):
         mode = tool.split("-", 1)[1]
         return [str(BENCH / "ssh_floor.sh"), str(lab.ssh_config), str(probe),
@@ -86,8 +127,25 @@ def command_for(tool: str, lab: Lab, count: int, probe: Path) -> tuple[list[str]
         playbook = ANSIBLE_DIR / f"audit_{tool.split('-', 1)[1]}.yml"
         argv = [str(need_ansible()), "-i", str(ansible_inventory(lab, count)), str(playbook),
                 "-e", f"probe_file={probe}"]
+        if tool == "ansible-modules":
+            argv += ["-e", f"@{write_audit_vars()}"]
         return argv, ansible_env(lab, count)
     raise BenchError(f"unknown tool {tool!r} (known: {', '.join(TOOLS)})")
+
+
+def check_reports(tool: str, count: int) -> None:
+    """The run did its work on every host: gpuhost's JSON report and the Ansible playbook's
+    per-host reports (tree callback) name all ``count`` hosts."""
+    if tool == "gpuhost":
+        hosts = json.loads((WORK / f"gpuhost-{count}.json").read_text())["hosts"]
+        if len(hosts) != count or not all(h["reachable"] for h in hosts):
+            raise BenchError(f"gpuhost: {len(hosts)} hosts in the report, expected {count}")
+    elif tool == "ansible-modules":
+        tree = WORK / "ansible-tree"
+        reports = [p for p in tree.iterdir() if "audit_report" in p.read_text()]
+        if len(reports) != count:
+            raise BenchError(f"ansible-modules: {len(reports)} per-host reports in {tree}, "
+                             f"expected {count}")
 
 
 def load_previous(name: str, lab: str) -> dict:
@@ -123,12 +181,15 @@ def main(argv: list[str] | None = None) -> int:
             series = {tool: Series(tool, count, quote(commands[tool][0])) for tool in tools}
             for round_ in range(args.runs + 1):
                 for tool in tools:
+                    if round_ == 0 and tool in NO_WARMUP:
+                        continue
                     shutil.rmtree(WORK / "ansible-tree", ignore_errors=True)
                     argv_, env = commands[tool]
                     sample = timed(argv_, env=env, stdout=WORK / f"{tool}-{count}.out")
                     if sample.rc not in (0, 1):
                         raise BenchError(f"{tool} failed (rc {sample.rc}) on {count} hosts; "
                                          f"output in {WORK / f'{tool}-{count}.out'}")
+                    check_reports(tool, count)
                     if round_ > 0:  # round 0 warms caches and ssh masters
                         series[tool].samples.append(sample)
             for tool in tools:

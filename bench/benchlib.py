@@ -137,6 +137,7 @@ def ansible_env(lab: Lab, forks: int) -> dict[str, str]:
         "ANSIBLE_SSH_ARGS": f"-F {lab.ssh_config} -o ControlMaster=auto -o ControlPersist=600s",
         "ANSIBLE_LOCAL_TEMP": str(WORK / "ansible-tmp"),
         "ANSIBLE_HOME": str(WORK / "ansible-home"),
+        "ANSIBLE_CALLBACK_TREE_DIR": str(WORK / "ansible-tree"),
         "PATH": f"{ANSIBLE_VENV / 'bin'}:{env.get('PATH', '')}",
     })
     return env

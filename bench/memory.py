@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Controller memory at N hosts: gpuhost audit vs Ansible (raw probe), peak RSS and tree PSS.
+"""Controller memory at N hosts: gpuhost audit vs Ansible, peak RSS and tree PSS.
 
     .venv/bin/python bench/memory.py --lab bench --hosts 128 --runs 3
+
+The commands are bench/audit.py's (gpuhost audit, Ansible raw with the probe, the Ansible
+modules playbook).
 
 peak RSS: /usr/bin/time's maximum resident set of the largest single process (gpuhost is one
 process: gevent + paramiko, no forks; for Ansible this is only the biggest of its forks).
@@ -13,6 +16,7 @@ the ssh clients of both Ansible and the floor). Results: bench/results/memory.js
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -21,19 +25,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from audit import check_reports, command_for, write_probe  # noqa: E402
 from benchlib import (  # noqa: E402
-    ANSIBLE_DIR,
-    GPUHOST,
     REPO,
     WORK,
     BenchError,
     TreeSampler,
-    ansible_env,
-    ansible_inventory,
     load_lab,
     machine,
-    need_ansible,
-    pyinfra_inventory,
     quote,
     save,
 )
@@ -64,26 +63,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=int, default=128)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", default="memory")
+    parser.add_argument("--tools", default="gpuhost,ansible-raw,ansible-modules",
+                        help="tools of bench/audit.py, comma separated")
     args = parser.parse_args(argv)
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     try:
         lab = load_lab(args.lab, args.hosts)
-        probe = WORK / "probe.sh"
-        if not probe.exists():
-            raise BenchError(f"{probe} missing: run bench/audit.py first (it writes the probe)")
-        commands = {
-            "gpuhost": ([str(GPUHOST), "audit", str(pyinfra_inventory(lab, args.hosts)), "-q",
-                         "--parallel", str(args.hosts), "--json", str(WORK / "memory.json")],
-                        None),
-            "ansible-raw": ([str(need_ansible()), "-i", str(ansible_inventory(lab, args.hosts)),
-                             str(ANSIBLE_DIR / "audit_raw.yml"), "-e", f"probe_file={probe}"],
-                            ansible_env(lab, args.hosts)),
-        }
+        probe = write_probe()
+        commands = {tool: command_for(tool, lab, args.hosts, probe) for tool in tools}
         payload: dict = {"bench": "memory", "hosts": args.hosts, "machine": machine(),
                          "series": []}
         runs: dict[str, list[dict[str, float]]] = {tool: [] for tool in commands}
         for _ in range(args.runs):
             for tool, (argv_, env) in commands.items():
+                shutil.rmtree(WORK / "ansible-tree", ignore_errors=True)
                 runs[tool].append(measure(argv_, env))
+                check_reports(tool, args.hosts)
         for tool, items in runs.items():
             row = {
                 "tool": tool,

@@ -17,9 +17,10 @@ LABELS = {
     "gpuhost": "gpuhost audit",
     "floor-cold": "ssh floor (fresh connections)",
     "floor-mux": "ssh floor (warm ControlMaster)",
-    "ansible-raw": "Ansible raw (probe)",
+    "ansible-raw": "Ansible raw: ssh launcher for gpuhost's probe",
     "ansible-script": "Ansible script (probe)",
     "ansible-shell": "Ansible shell (probe)",
+    "ansible-modules": "Ansible modules playbook (facts + judgement)",
     "gpuhost-null": "gpuhost fleet runner, `true` only",
     "floor-cold-null": "ssh floor (fresh), `true` only",
     "floor-mux-null": "ssh floor (mux), `true` only",
@@ -50,7 +51,7 @@ def table(tools: dict[str, dict[int, dict]]) -> str:
 
 def ratios(tools: dict[str, dict[int, dict]]) -> str:
     lines = ["| hosts | gpuhost / floor (fresh) | gpuhost / floor (mux) | Ansible raw / gpuhost "
-             "| Ansible shell / gpuhost |", "|---:|---:|---:|---:|---:|"]
+             "| Ansible modules / gpuhost |", "|---:|---:|---:|---:|---:|"]
     for n, row in sorted(tools.get("gpuhost", {}).items()):
         g = row["median_s"]
 
@@ -61,7 +62,7 @@ def ratios(tools: dict[str, dict[int, dict]]) -> str:
             return f"{(other['median_s'] / g) if inverse else (g / other['median_s']):.2f}x"
 
         lines.append(f"| {n} | {cell('floor-cold')} | {cell('floor-mux')} | "
-                     f"{cell('ansible-raw', True)} | {cell('ansible-shell', True)} |")
+                     f"{cell('ansible-raw', True)} | {cell('ansible-modules', True)} |")
     return "\n".join(lines)
 
 
@@ -81,11 +82,12 @@ def plot(panels: list[tuple[str, dict[str, dict[int, dict]]]]) -> None:
                     label=LABELS.get(tool, tool), linewidth=2.4 if tool == "gpuhost" else 1.4,
                     linestyle="--" if tool.endswith("-null") else "-")
         ax.set_xlabel("hosts")
+        ax.set_yscale("log")
         ax.set_title(title, fontsize=9)
         ax.set_xticks(sorted({n for rows in tools.values() for n in rows}))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    axes[0][0].set_ylabel("wall time, median (s)")
+    axes[0][0].set_ylabel("wall time, median (s, log scale)")
     fig.suptitle("Audit of N lab hosts (same probe script; hosts share the controller's 2 cores)",
                  fontsize=10)
     fig.tight_layout()
@@ -94,12 +96,12 @@ def plot(panels: list[tuple[str, dict[str, dict[int, dict]]]]) -> None:
 
 def _load_avg(series: list[dict]) -> str:
     loads = [r["load1_start"] for row in series for r in row["runs"] if r.get("load1_start")]
-    return f"load avg {min(loads):.0f}-{max(loads):.0f}" if loads else "load avg 25-92"
+    return f"load avg at run starts {min(loads):.0f}-{max(loads):.0f}" if loads else "load unknown"
 
 
 def main() -> int:
     panels = []
-    for name, title in (("audit", "before the fixes"), ("audit-after", "after the fixes")):
+    for name, title in (("audit-3", "2026-11-22, lab bench3"),):
         path = RESULTS / f"{name}.json"
         if path.exists():
             series = json.loads(path.read_text())["series"]
@@ -111,7 +113,7 @@ def main() -> int:
         return 2
     plot(panels)
     print(f"wrote {PNG}")
-    for name in ("provision", "provision-after", "memory"):
+    for name in ("provision-after", "memory-3"):
         extra = RESULTS / f"{name}.json"
         if extra.exists():
             data = json.loads(extra.read_text())
