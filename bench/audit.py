@@ -51,8 +51,10 @@ from benchlib import (  # noqa: E402
     load_lab,
     machine,
     need_ansible,
+    provision_data,
     pyinfra_inventory,
     quote,
+    run_bench,
     save,
     show,
     timed,
@@ -133,6 +135,19 @@ def command_for(tool: str, lab: Lab, count: int, probe: Path) -> tuple[list[str]
     raise BenchError(f"unknown tool {tool!r} (known: {', '.join(TOOLS)})")
 
 
+def converge(lab: Lab, count: int) -> None:
+    from provision_noop import prepare_hosts
+
+    print(f"converging {count} hosts (prepare, gpuhost provision; not timed) ...", flush=True)
+    prepare_hosts(lab, count)
+    out = WORK / "converge.out"
+    sample = timed([str(GPUHOST), "provision", str(pyinfra_inventory(lab, count,
+                                                                     provision_data(lab))),
+                    "--parallel", str(count)], stdout=out, timeout=3600)
+    if sample.rc != 0:
+        raise BenchError(f"gpuhost provision failed (rc {sample.rc}); see {out}")
+
+
 def check_reports(tool: str, count: int) -> None:
     """The run did its work on every host: gpuhost's JSON report and the Ansible playbook's
     per-host reports (tree callback) name all ``count`` hosts."""
@@ -168,42 +183,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="timed rounds per host count")
     parser.add_argument("--tools", default=",".join(DEFAULT_TOOLS), help=", ".join(TOOLS))
     parser.add_argument("--out", default="audit", help="results name (bench/results/NAME.json)")
+    parser.add_argument("--converge", action="store_true",
+                        help="first bring the hosts to the lab profile (python3-apt and only the "
+                             "lab repository as in provision_noop.py, then gpuhost provision; "
+                             "not timed), so every rule has a driver stack to judge")
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.hosts.split(",")]
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
-    try:
-        lab = load_lab(args.lab, max(counts))
-        probe = write_probe()
-        payload = load_previous(args.out, lab.name)
-        for count in counts:
-            print(f"{count} hosts", flush=True)
-            commands = {tool: command_for(tool, lab, count, probe) for tool in tools}
-            series = {tool: Series(tool, count, quote(commands[tool][0])) for tool in tools}
-            for round_ in range(args.runs + 1):
-                for tool in tools:
-                    if round_ == 0 and tool in NO_WARMUP:
-                        continue
-                    shutil.rmtree(WORK / "ansible-tree", ignore_errors=True)
-                    argv_, env = commands[tool]
-                    sample = timed(argv_, env=env, stdout=WORK / f"{tool}-{count}.out")
-                    if sample.rc not in (0, 1):
-                        raise BenchError(f"{tool} failed (rc {sample.rc}) on {count} hosts; "
-                                         f"output in {WORK / f'{tool}-{count}.out'}")
-                    check_reports(tool, count)
-                    if round_ > 0:  # round 0 warms caches and ssh masters
-                        series[tool].samples.append(sample)
+    lab = load_lab(args.lab, max(counts))
+    probe = write_probe()
+    if args.converge:
+        converge(lab, max(counts))
+    payload = load_previous(args.out, lab.name)
+    for count in counts:
+        print(f"{count} hosts", flush=True)
+        commands = {tool: command_for(tool, lab, count, probe) for tool in tools}
+        series = {tool: Series(tool, count, quote(commands[tool][0])) for tool in tools}
+        for round_ in range(args.runs + 1):
             for tool in tools:
-                show(series[tool])
-                payload["series"] = [row for row in payload["series"]
-                                     if (row["tool"], row["hosts"]) != (tool, count)]
-                payload["series"].append(series[tool].as_dict())
-            save(args.out, payload)  # keep what is done if a later count fails
-        print(f"results: {save(args.out, payload)}")
-    except BenchError as exc:
-        print(f"bench: {exc}", file=sys.stderr)
-        return 2
+                if round_ == 0 and tool in NO_WARMUP:
+                    continue
+                shutil.rmtree(WORK / "ansible-tree", ignore_errors=True)
+                argv_, env = commands[tool]
+                sample = timed(argv_, env=env, stdout=WORK / f"{tool}-{count}.out",
+                               timeout=3600)
+                if sample.rc not in (0, 1):
+                    raise BenchError(f"{tool} failed (rc {sample.rc}) on {count} hosts; "
+                                     f"output in {WORK / f'{tool}-{count}.out'}")
+                check_reports(tool, count)
+                if round_ > 0:  # round 0 warms caches and ssh masters
+                    series[tool].samples.append(sample)
+        for tool in tools:
+            show(series[tool])
+            payload["series"] = [row for row in payload["series"]
+                                 if (row["tool"], row["hosts"]) != (tool, count)]
+            payload["series"].append(series[tool].as_dict())
+        save(args.out, payload)  # keep what is done if a later count fails
+    print(f"results: {save(args.out, payload)}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_bench(main))

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -262,6 +262,15 @@ def timed(argv: Sequence[str], *, env: dict[str, str] | None = None, stdout: Pat
     if proc.returncode not in (0, 1) and err:
         sys.stderr.write(f"  ! rc={proc.returncode}: {err.decode(errors='replace')[-600:]}\n")
     return sample
+
+
+def run_bench(main: Callable[[], int]) -> int:
+    """A bench's exit code: what main returns, or 2 with one line on stderr for a BenchError."""
+    try:
+        return main()
+    except BenchError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
 
 
 def machine() -> dict[str, Any]:

@@ -34,6 +34,7 @@ from benchlib import (  # noqa: E402
     load_lab,
     machine,
     quote,
+    run_bench,
     save,
 )
 
@@ -67,36 +68,32 @@ def main(argv: list[str] | None = None) -> int:
                         help="tools of bench/audit.py, comma separated")
     args = parser.parse_args(argv)
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
-    try:
-        lab = load_lab(args.lab, args.hosts)
-        probe = write_probe()
-        commands = {tool: command_for(tool, lab, args.hosts, probe) for tool in tools}
-        payload: dict = {"bench": "memory", "hosts": args.hosts, "machine": machine(),
-                         "series": []}
-        runs: dict[str, list[dict[str, float]]] = {tool: [] for tool in commands}
-        for _ in range(args.runs):
-            for tool, (argv_, env) in commands.items():
-                shutil.rmtree(WORK / "ansible-tree", ignore_errors=True)
-                runs[tool].append(measure(argv_, env))
-                check_reports(tool, args.hosts)
-        for tool, items in runs.items():
-            row = {
-                "tool": tool,
-                "hosts": args.hosts,
-                "command": quote(commands[tool][0]),
-                "median_peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in items),
-                "median_tree_pss_mb": statistics.median(r["tree_pss_mb"] for r in items),
-                "runs": items,
-            }
-            payload["series"].append(row)
-            print(f"  {tool:12} {args.hosts} hosts: peak RSS {row['median_peak_rss_mb']} MB, "
-                  f"tree PSS {row['median_tree_pss_mb']} MB (medians of {len(items)})")
-        print(f"results: {save(args.out, payload)}")
-    except BenchError as exc:
-        print(f"bench: {exc}", file=sys.stderr)
-        return 2
+    lab = load_lab(args.lab, args.hosts)
+    probe = write_probe()
+    commands = {tool: command_for(tool, lab, args.hosts, probe) for tool in tools}
+    payload: dict = {"bench": "memory", "hosts": args.hosts, "machine": machine(),
+                     "series": []}
+    runs: dict[str, list[dict[str, float]]] = {tool: [] for tool in commands}
+    for _ in range(args.runs):
+        for tool, (argv_, env) in commands.items():
+            shutil.rmtree(WORK / "ansible-tree", ignore_errors=True)
+            runs[tool].append(measure(argv_, env))
+            check_reports(tool, args.hosts)
+    for tool, items in runs.items():
+        row = {
+            "tool": tool,
+            "hosts": args.hosts,
+            "command": quote(commands[tool][0]),
+            "median_peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in items),
+            "median_tree_pss_mb": statistics.median(r["tree_pss_mb"] for r in items),
+            "runs": items,
+        }
+        payload["series"].append(row)
+        print(f"  {tool:12} {args.hosts} hosts: peak RSS {row['median_peak_rss_mb']} MB, "
+              f"tree PSS {row['median_tree_pss_mb']} MB (medians of {len(items)})")
+    print(f"results: {save(args.out, payload)}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_bench(main))

@@ -46,6 +46,7 @@ from benchlib import (  # noqa: E402
     provision_data,
     pyinfra_inventory,
     quote,
+    run_bench,
     save,
     show,
     timed,
@@ -172,66 +173,62 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="provision")
     args = parser.parse_args(argv)
     count = args.hosts
-    try:
-        lab = load_lab(args.lab, count)
-        inventory = pyinfra_inventory(lab, count, provision_data(lab))
-        # --parallel = hosts, like Ansible's forks (gpuhost's default is 20 per CPU core)
-        gpuhost_argv = [str(GPUHOST), "provision", str(inventory), "--parallel", str(count)]
-        ansible_argv = [str(need_ansible()), "-i", str(ansible_inventory(lab, count)),
-                        str(ANSIBLE_DIR / "provision.yml"), "-e",
-                        f"@{WORK / 'provision-vars.yml'}"]
-        env = ansible_env(lab, count)
-        payload: dict = {"bench": "provision_noop", "lab": lab.name, "hosts": count,
-                         "machine": machine(), "first_runs": {}, "series": []}
-        first = lab.hosts[0]["name"]
-        if not args.skip_converge:
-            print(f"preparing {count} hosts (python3-apt, lab repository only) ...", flush=True)
-            prepare_hosts(lab, count)
-            print(f"converging {count} hosts with gpuhost provision ...", flush=True)
-            sample = timed(gpuhost_argv, stdout=WORK / "provision-gpuhost-first.out", timeout=3600)
+    lab = load_lab(args.lab, count)
+    inventory = pyinfra_inventory(lab, count, provision_data(lab))
+    # --parallel = hosts, like Ansible's forks (gpuhost's default is 20 per CPU core)
+    gpuhost_argv = [str(GPUHOST), "provision", str(inventory), "--parallel", str(count)]
+    ansible_argv = [str(need_ansible()), "-i", str(ansible_inventory(lab, count)),
+                    str(ANSIBLE_DIR / "provision.yml"), "-e",
+                    f"@{WORK / 'provision-vars.yml'}"]
+    env = ansible_env(lab, count)
+    payload: dict = {"bench": "provision_noop", "lab": lab.name, "hosts": count,
+                     "machine": machine(), "first_runs": {}, "series": []}
+    first = lab.hosts[0]["name"]
+    if not args.skip_converge:
+        print(f"preparing {count} hosts (python3-apt, lab repository only) ...", flush=True)
+        prepare_hosts(lab, count)
+        print(f"converging {count} hosts with gpuhost provision ...", flush=True)
+        sample = timed(gpuhost_argv, stdout=WORK / "provision-gpuhost-first.out", timeout=3600)
+        if sample.rc != 0:
+            raise BenchError(f"gpuhost provision failed (rc {sample.rc}); see "
+                             f"{WORK / 'provision-gpuhost-first.out'}")
+        payload["first_runs"]["gpuhost"] = sample.seconds
+        print(f"  gpuhost first run {sample.seconds:.1f} s", flush=True)
+        reference_state(lab, first)
+        sample = timed(ansible_argv, env=env, stdout=WORK / "provision-ansible-first.out",
+                       timeout=3600)
+        payload["first_runs"]["ansible_after_gpuhost"] = sample.seconds
+        print(f"  ansible first run (hosts already converged) {sample.seconds:.1f} s",
+              flush=True)
+    else:
+        reference_state(lab, first)
+    series = {
+        "gpuhost": Series("gpuhost", count, quote(gpuhost_argv)),
+        "ansible": Series("ansible", count, quote(ansible_argv)),
+    }
+    changes: dict[str, list[int]] = {"gpuhost": [], "ansible": []}
+    for _ in range(args.runs):
+        for tool, argv_, tool_env in (("gpuhost", gpuhost_argv, None),
+                                      ("ansible", ansible_argv, env)):
+            out = WORK / f"provision-{tool}-rerun.out"
+            sample = timed(argv_, env=tool_env, stdout=out, timeout=3600)
+            text = out.read_text(errors="replace")
+            changed = (gpuhost_changes(text) if tool == "gpuhost"
+                       else ansible_changes(text, count))
             if sample.rc != 0:
-                raise BenchError(f"gpuhost provision failed (rc {sample.rc}); see "
-                                 f"{WORK / 'provision-gpuhost-first.out'}")
-            payload["first_runs"]["gpuhost"] = sample.seconds
-            print(f"  gpuhost first run {sample.seconds:.1f} s", flush=True)
-            reference_state(lab, first)
-            sample = timed(ansible_argv, env=env, stdout=WORK / "provision-ansible-first.out",
-                           timeout=3600)
-            payload["first_runs"]["ansible_after_gpuhost"] = sample.seconds
-            print(f"  ansible first run (hosts already converged) {sample.seconds:.1f} s",
-                  flush=True)
-        else:
-            reference_state(lab, first)
-        series = {
-            "gpuhost": Series("gpuhost", count, quote(gpuhost_argv)),
-            "ansible": Series("ansible", count, quote(ansible_argv)),
-        }
-        changes: dict[str, list[int]] = {"gpuhost": [], "ansible": []}
-        for _ in range(args.runs):
-            for tool, argv_, tool_env in (("gpuhost", gpuhost_argv, None),
-                                          ("ansible", ansible_argv, env)):
-                out = WORK / f"provision-{tool}-rerun.out"
-                sample = timed(argv_, env=tool_env, stdout=out, timeout=3600)
-                text = out.read_text(errors="replace")
-                changed = (gpuhost_changes(text) if tool == "gpuhost"
-                           else ansible_changes(text, count))
-                if sample.rc != 0:
-                    raise BenchError(f"{tool} re-run failed (rc {sample.rc}); see {out}")
-                changes[tool].append(changed)
-                series[tool].samples.append(sample)
-        for tool, item in series.items():
-            show(item)
-            print(f"    changed operations per run: {changes[tool]}")
-            payload["series"].append({**item.as_dict(), "changed_per_run": changes[tool]})
-        print(f"results: {save(args.out, payload)}")
-        if any(any(c) for c in changes.values()):
-            print("bench: a re-run changed something: not a no-op comparison", file=sys.stderr)
-            return 1
-    except BenchError as exc:
-        print(f"bench: {exc}", file=sys.stderr)
-        return 2
+                raise BenchError(f"{tool} re-run failed (rc {sample.rc}); see {out}")
+            changes[tool].append(changed)
+            series[tool].samples.append(sample)
+    for tool, item in series.items():
+        show(item)
+        print(f"    changed operations per run: {changes[tool]}")
+        payload["series"].append({**item.as_dict(), "changed_per_run": changes[tool]})
+    print(f"results: {save(args.out, payload)}")
+    if any(any(c) for c in changes.values()):
+        print("bench: a re-run changed something: not a no-op comparison", file=sys.stderr)
+        return 1
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_bench(main))
