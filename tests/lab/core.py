@@ -64,6 +64,15 @@ REQUIRED_TOOLS = ["systemd-nspawn", "debootstrap", "apt-cacher-ng", "zstd", "ip"
                   "ssh-keygen", "dpkg-deb", "apt-ftparchive", "gpg", "nsenter"]
 REPO_KEY_ON_HOST = "/usr/share/keyrings/gpuhost-lab-repo.gpg"
 BOOT_TIMEOUT_S = 60.0
+# Debian 12's apt (2.6.x) can wait forever after a transient download failure: the retry is
+# re-queued with a delay behind index files that were queued meanwhile, and apt's main loop only
+# looks at the head of a host's queue, so nothing is ever sent again (the http method idles on
+# stdin, no timeout applies).  Upstream fixed it in apt 3.0.3/3.1.3 ("Fix stuck acquire queues on
+# partial server errors", LP: #2003851); bookworm's 2.6.y has no fix.  Retrying at once keeps the
+# retried item dispatchable.  apt-cacher-ng 3.7.4 produces such transient failures: it cuts a
+# response after its headers when concurrent clients make it replace a cached index file.
+# docs/testing.md ("apt in lab hosts") has the evidence.
+APT_RETRY_NOW = 'Acquire::Retries::Delay "false";\n'
 # Runs systemd-nspawn again while it exits 133 (the container rebooted), as systemd-nspawn@.service
 # does with RestartForceExitStatus=133: same overlay root, same netns.  nspawn.pid always holds
 # the current nspawn's PID, so stopping a host (SIGTERM to it, exit != 133) ends the loop too.
@@ -389,7 +398,8 @@ class LabManager:
             f'Acquire::http::Proxy::{state["gateway"]} "DIRECT";\n'
             'Acquire::http::Proxy::lab-gateway "DIRECT";\n'
             # a stuck proxy connection becomes a retry instead of a hung deploy
-            'Acquire::http::Timeout "30";\nAcquire::Retries "3";\n'
+            'Acquire::http::Timeout "30";\nAcquire::Retries "5";\n'
+            + APT_RETRY_NOW
         )
 
     def _host_alive(self, h: dict[str, Any]) -> bool:
