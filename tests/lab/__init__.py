@@ -9,6 +9,7 @@ Modules:
   core       bring a lab up, tear it down, report its health, reset one host
   toolfiles  inventory.py, ssh_config and known_hosts for pyinfra, testinfra and ssh
   cli        the ``tests/lab/lab`` command
+  aptstress  many hosts running ``apt-get update`` at once through the lab's proxy, repeatedly
   plugin     pytest fixtures (see docs/testing.md)
 
 Only the standard library is used outside ``plugin`` so that ``tests/lab/lab`` runs with the system

@@ -250,6 +250,24 @@ class LabManager:
             )
         return proc.pid
 
+    def _spawn_proxy(self) -> int:
+        acng_bin = shutil.which("apt-cacher-ng") or "/usr/sbin/apt-cacher-ng"
+        return self._spawn_service([acng_bin, "-c", str(self.sd / "acng")], "acng.log")
+
+    def restart_proxy(self) -> None:
+        """Restart the lab's apt-cacher-ng: it forgets which indexes it checked recently, as a
+        new lab's proxy on an old cache does (tests/lab/aptstress.py uses it)."""
+        with lab_lock(self.names):
+            state = self.load()
+            if state is None:
+                raise LabError(f"lab {self.name!r} is not up")
+            old = [p for p in [state["proxy_pid"]] if pid_alive(p) and _comm(p) == "apt-cacher-ng"]
+            signal_pids(old, signal.SIGTERM)
+            wait_gone(old, 10)
+            state["proxy_pid"] = self._spawn_proxy()
+            _wait_port(state["gateway"], PROXY_PORT, 10, lambda: (self.sd / "acng.log",))
+            self._save(state)
+
     def _infra_up(self) -> dict[str, Any]:
         sd, n = self.sd, self.names
         index = registry.acquire(self.name, sd)
@@ -281,8 +299,7 @@ class LabManager:
             "Remap-secdeb: security.debian.org deb.debian.org/debian-security ; "
             "deb.debian.org/debian-security\n"
         )
-        acng_bin = shutil.which("apt-cacher-ng") or "/usr/sbin/apt-cacher-ng"
-        proxy_pid = self._spawn_service([acng_bin, "-c", str(acng)], "acng.log")
+        proxy_pid = self._spawn_proxy()
         # the NVIDIA-layout repository of empty stand-ins, served by http.server on the bridge
         arch = run(["dpkg", "--print-architecture"]).stdout.strip()
         repo_root = sd / "repo"
