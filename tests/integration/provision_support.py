@@ -55,3 +55,19 @@ def run_provision(hosts: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str
             changes[name] = op_data.operation_meta.did_change()
         results[host.name] = changes
     return results
+
+
+def write_inventory(path: Path, hosts: list[tuple[str, dict[str, Any]]]) -> Path:
+    """A pyinfra inventory file (for ``gpuhost provision`` / ``run_deploy``) with these hosts."""
+    path.write_text(f'"""lab hosts for a provision test."""\n\nhosts = {hosts!r}\n')
+    return path
+
+
+def lab_profiles_with(path: Path, extra: dict[str, dict[str, Any]]) -> Path:
+    """The lab profiles file plus ``extra`` profiles ({name: profile}), written to ``path``."""
+    import yaml
+
+    data = yaml.safe_load(Path(LAB_PROFILES).read_text())
+    data["profiles"].update(extra)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

@@ -1,15 +1,32 @@
 """Provision on real lab hosts: the real Debian driver pinned and held, the NVIDIA-repo profile
-against the lab's repository, zero changes on re-runs, bad data refused before any change."""
+against the lab's repository, zero changes on re-runs, bad data refused before any change; a
+no-op re-run executes nothing and only a drifted host is touched; another profile on a
+provisioned host: a driver change is refused unchanged, a cuDNN/toolkit change converges."""
 
 from __future__ import annotations
 
+import copy
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from provision_support import repo_data, run_provision, ssh_data
+from provision_support import (
+    lab_profiles_with,
+    repo_data,
+    run_provision,
+    ssh_data,
+    write_inventory,
+)
 
+from gpuhost.deploy_runner import run_deploy
 from gpuhost.deploys import guards
+from gpuhost.deploys.provision import provision
 from gpuhost.errors import DeployError
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -118,3 +135,115 @@ def repo_profiles() -> str:
     from provision_support import LAB_PROFILES
 
     return LAB_PROFILES
+
+
+# --- no-op re-runs, drift, another profile (gpuhost provision on two converged hosts) -----------
+# The Debian non-free profiles: real packages, and two real drivers (535.261.03, 535.309.01).
+
+BASE = DEBIAN_PROFILE
+NEW_DRIVER = "debian12-nonfree-535-security"  # built in: driver 535.309.01
+SAME_DRIVER = "lab-debian-535-clocks-max"  # the base profile with another clocks policy
+#: what a re-run must leave untouched on a host (files gpuhost manages, dpkg's database, holds)
+UNTOUCHED = "find /etc /usr/local /var/lib/dpkg -newer /root/stamp 2>/dev/null | sort"
+
+
+def _gpuhost_provision(inventory) -> tuple[int, list[str]]:
+    """``gpuhost provision INVENTORY`` as a user runs it: (exit code, host summary lines)."""
+    proc = subprocess.run([sys.executable, "-m", "gpuhost", "provision", str(inventory)],
+                          cwd=REPO, capture_output=True, text=True, timeout=1800, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("h")]
+    return proc.returncode, lines
+
+
+def _stamp(hosts) -> None:
+    for host in hosts:
+        assert host.run("touch /root/stamp && sleep 1").returncode == 0
+
+
+def _same_driver_profile() -> dict:
+    import yaml
+
+    with open(REPO / "src" / "gpuhost" / "data" / "profiles.yaml") as handle:
+        profile = copy.deepcopy(yaml.safe_load(handle)["profiles"][BASE])
+    profile["description"] = "lab: the Debian 535 profile with clocks policy max (same driver)"
+    profile["clocks"] = {"policy": "max"}
+    return profile
+
+
+@pytest.fixture(scope="module")
+def converged(lab, tmp_path_factory):
+    """h1 and h2 reset, then provisioned with the Debian 535 profile (no hardening, no toolkit);
+    reset again at the end. Yields (hosts, {profile name: inventory path})."""
+    view = lab(max(2, lab.count))
+    hosts = view.reset(*view.hosts[:2])
+    tmp = tmp_path_factory.mktemp("converged")
+    profiles = lab_profiles_with(tmp / "profiles.yaml", {SAME_DRIVER: _same_driver_profile()})
+    base = {"gpuhost_harden": False, "gpuhost_install_cuda": False,
+            "gpuhost_profiles_file": str(profiles)}
+    inventories = {
+        name: write_inventory(tmp / f"{name}.py", [
+            (h.name, dict(ssh_data(view, h), **base, gpuhost_profile=name)) for h in hosts])
+        for name in (BASE, NEW_DRIVER, SAME_DRIVER)
+    }
+    try:
+        first = {o.name: o for o in run_deploy(str(inventories[BASE]), provision)}
+        assert all(o.status == "ok" and o.changed for o in first.values()), first
+        yield hosts, inventories
+    finally:
+        view.reset(*hosts)
+
+
+def test_noop_rerun_executes_nothing_and_only_a_drifted_host_is_fixed(converged) -> None:
+    hosts, inventories = converged
+    inventory = inventories[BASE]
+    _stamp(hosts)
+    again = run_deploy(str(inventory), provision)
+    assert [(o.status, o.changed, o.executed) for o in again] == [("ok", 0, 0)] * 2, again
+    assert all(o.unchanged >= 10 for o in again)
+    for host in hosts:
+        assert host.run(UNTOUCHED).stdout == ""  # prepare only read facts
+
+    clean, drifted = hosts
+    assert drifted.run("apt-mark unhold nvidia-driver").returncode == 0
+    _stamp(hosts)
+    code, lines = _gpuhost_provision(inventory)
+    assert code == 0, lines
+    assert lines[0].startswith(f"{clean.name}: ok, 0 changed, "), lines
+    assert lines[1].startswith(f"{drifted.name}: ok, 1 changed, "), lines
+    assert clean.run(UNTOUCHED).stdout == ""
+    assert "nvidia-driver" in drifted.run("apt-mark showhold").stdout.split()
+
+
+def test_another_driver_is_refused_unchanged_the_same_driver_converges(converged) -> None:
+    hosts, inventories = converged
+    _stamp(hosts)
+    code, lines = _gpuhost_provision(inventories[NEW_DRIVER])
+    assert code == 2, lines
+    for host, line in zip(hosts, lines, strict=True):
+        assert line.startswith(
+            f"{host.name}: failed: profile {NEW_DRIVER} asks for NVIDIA driver 535.309.01 "
+            "(proprietary kernel module) but this host has 535.261.03 (provisioned with profile "
+            f"{BASE}); 535.261.03 installed ("
+        ), line
+        assert re.search(r"[(, ]nvidia-driver[,)]", line), line
+        assert line.endswith(
+            ": provision never replaces the driver of a host (running jobs and the loaded kernel "
+            "module would no longer match it until a reboot), nothing was changed; "
+            f"`gpuhost upgrade INVENTORY --to {NEW_DRIVER}` moves it safely (snapshot, drain, "
+            "install, reboot, validate, roll back on failure)"
+        ), line
+        assert host.run(UNTOUCHED).stdout == ""
+
+    code, lines = _gpuhost_provision(inventories[SAME_DRIVER])
+    assert code == 0 and all(": ok, " in line for line in lines), lines
+    for host in hosts:
+        marker = json.loads(host.run("cat /etc/gpuhost/profile").stdout)
+        assert (marker["profile"], marker["clocks"]["mode"]) == (SAME_DRIVER, "auto")
+        assert marker["driver"]["version"] == "535.261.03"
+        pins = host.run("cat /etc/apt/preferences.d/gpuhost-nvidia").stdout
+        assert f"for profile {SAME_DRIVER}" in pins
+        assert _versions(host, ["nvidia-driver"]) == {"nvidia-driver": "535.261.03-1 hi"}
+    again = run_deploy(str(inventories[SAME_DRIVER]), provision)
+    assert [(o.status, o.changed, o.executed) for o in again] == [("ok", 0, 0)] * 2, again
+    code, lines = _gpuhost_provision(inventories[BASE])  # and back
+    assert code == 0 and all(": ok, " in line for line in lines), lines
