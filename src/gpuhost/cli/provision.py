@@ -9,7 +9,11 @@ NVIDIA stack and, unless ``gpuhost_harden: false``, SSH hardening and the firewa
     h3: unreachable: ...
 
 Exit code: 0 every host ok, 1 an operation failed or a host was unreachable, 2 bad input (bad
-profiles file or inventory, or a host refused by a guard before any change).
+profiles file or inventory, or a host refused by a guard before any change, e.g. a profile that
+would change the driver of a provisioned host: ``gpuhost upgrade`` does that).
+
+A host whose plan changes nothing is not executed (a converged fleet's re-run is one fact pass);
+the others run their operations without waiting for each other (``gpuhost.deploy_runner``).
 """
 
 from __future__ import annotations
