@@ -88,7 +88,7 @@ def plot(panels: list[tuple[str, dict[str, dict[int, dict]]]]) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     axes[0][0].set_ylabel("wall time, median (s, log scale)")
-    fig.suptitle("Audit of N lab hosts (same probe script; hosts share the controller's 2 cores)",
+    fig.suptitle("Audit of N lab hosts (the hosts share the controller's 2 cores)",
                  fontsize=10)
     fig.tight_layout()
     fig.savefig(PNG)
@@ -113,7 +113,7 @@ def main() -> int:
         return 2
     plot(panels)
     print(f"wrote {PNG}")
-    for name in ("provision-after", "memory-3"):
+    for name in ("provision-after", "memory-3", "memory-3-modules"):
         extra = RESULTS / f"{name}.json"
         if extra.exists():
             data = json.loads(extra.read_text())
