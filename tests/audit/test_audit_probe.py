@@ -145,3 +145,14 @@ def test_framework_probe_reads_torch_without_initialising_cuda():
 def test_missing_interpreter_is_reported_as_not_found():
     facts = host_facts_from_text(_run_with_stubs(Path("/nonexistent"), ["/no/such/python"]))
     assert facts.frameworks[0].found is False
+
+
+def test_cudnn_known_only_from_its_package_is_the_upstream_version():
+    """cuDNN found only as an installed package (no header, no library readable) is reported
+    with its upstream version: the Debian revision "-1" is not part of cuDNN's version."""
+    from probe_text import host_with
+
+    dpkg = "libcudnn9-cuda-12\t9.1.0.70-1\tii \n"
+    facts = host_facts_from_text(host_with(dpkg=dpkg))
+    assert facts.cudnn.version == "9.1.0.70"
+    assert "libcudnn9-cuda-12" in facts.cudnn.source

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import TypeVar
 
-from gpuhost.errors import ParseError
+from gpuhost.errors import ParseError, VersionError
 from gpuhost.facts import probe_parsers as pp
 from gpuhost.facts.host_facts import (
     ContainerFacts,
@@ -32,6 +32,7 @@ from gpuhost.parsers.profile_marker import parse_profile_marker
 from gpuhost.parsers.sshd import audit_settings, parse_sshd_t
 from gpuhost.probe.script import python_section_name
 from gpuhost.probe.sections import ProbeOutput, SectionOutput, split_sections
+from gpuhost.versions import upstream_of_package_version
 
 T = TypeVar("T")
 
@@ -149,7 +150,13 @@ def _cudnn(reader: _Reader, installed: PackageFacts) -> CudnnFacts:
         return CudnnFacts(library, "library")
     for package in installed.packages:
         if package.name.startswith(("libcudnn", "cudnn")) and package.version:
-            return CudnnFacts(package.version, f"package {package.name}")
+            # the package's upstream version ("9.1.0.70-1" -> "9.1.0.70"): the Debian revision is
+            # not part of cuDNN's version and made every profile comparison a mismatch
+            try:
+                version = upstream_of_package_version(package.version)
+            except VersionError:
+                continue
+            return CudnnFacts(version, f"package {package.name} {package.version}")
     return CudnnFacts()
 
 
