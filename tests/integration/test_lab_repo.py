@@ -36,29 +36,40 @@ def test_repository_is_signed_and_rejected_without_its_key(fresh_host, lab) -> N
     assert "Err:" not in out and "W: " not in out
 
 
+#: the Debian-style driver packages that cuda-drivers-550 pulls in with "= v" Depends
+DRIVER_SET = ["cuda-drivers-550", "nvidia-driver", "nvidia-smi", "libcuda1", "libnvidia-ml1",
+              "libnvidia-cfg1", "nvidia-kernel-dkms", "nvidia-driver-libs", "nvidia-driver-bin",
+              "nvidia-kernel-support", "firmware-nvidia-gsp", "libnvidia-ptxjitcompiler1",
+              "nvidia-fabricmanager-550"]
+
+
+def _at(version: str) -> str:
+    return " ".join(f"{name}={version}" for name in DRIVER_SET)
+
+
 def test_exact_driver_pin_pulls_matching_driver_and_fabricmanager(fresh_host, lab) -> None:
     view = lab(1)
     _add_repo(fresh_host, view, view.repo_key_path_on_host)
     _sh(fresh_host, "apt-get update -qq")
-    policy = _sh(fresh_host, "apt-cache policy cuda-drivers-550")
+    policy = _sh(fresh_host, "apt-cache policy cuda-drivers-550 nvidia-smi")
     for v in ("550.54.14-1", "550.54.15-1", "550.127.05-1"):
         assert v in policy
+    # Debian non-free offers the same Debian-style names at 535.x (what provision's pins beat)
+    assert "535." in policy.split("nvidia-smi:")[1], policy
     # like NVIDIA's repository: the exact Depends is not resolved to an older driver by itself
     proc = fresh_host.run("apt-get install -y -qq cuda-drivers-550=550.54.14-1")
     assert proc.returncode == 100 and "held broken packages" in proc.stderr
-    _sh(fresh_host, "apt-get install -y -qq cuda-drivers-550=550.54.14-1 "
-                    "nvidia-driver-550=550.54.14-1 nvidia-fabricmanager-550=550.54.14-1")
-    assert _version(fresh_host, "nvidia-driver-550") == "550.54.14-1"
-    assert _sh(fresh_host, "cat /usr/share/gpuhost-lab/nvidia-driver-550.version").strip() \
+    _sh(fresh_host, f"apt-get install -y -qq --no-install-recommends {_at('550.54.14-1')}")
+    assert _version(fresh_host, "nvidia-driver") == "550.54.14-1"
+    assert _sh(fresh_host, "cat /usr/share/gpuhost-lab/nvidia-smi.version").strip() \
         == "550.54.14-1"
     # holding the driver keeps it back; the fabric manager's exact Depends follows it
-    _sh(fresh_host, "apt-mark hold cuda-drivers-550 nvidia-driver-550 nvidia-fabricmanager-550")
+    _sh(fresh_host, f"apt-mark hold {' '.join(DRIVER_SET)}")
     upgrade = _sh(fresh_host, "apt-get -s upgrade")
-    assert "kept back" in upgrade and "Inst nvidia-driver-550" not in upgrade
-    _sh(fresh_host, "apt-mark unhold cuda-drivers-550 nvidia-driver-550 nvidia-fabricmanager-550")
-    _sh(fresh_host, "apt-get install -y -qq cuda-drivers-550=550.54.15-1 "
-                    "nvidia-driver-550=550.54.15-1 nvidia-fabricmanager-550=550.54.15-1")
-    assert _version(fresh_host, "nvidia-driver-550") == "550.54.15-1"
+    assert "kept back" in upgrade and "Inst nvidia-driver " not in upgrade
+    _sh(fresh_host, f"apt-mark unhold {' '.join(DRIVER_SET)}")
+    _sh(fresh_host, f"apt-get install -y -qq --no-install-recommends {_at('550.54.15-1')}")
+    assert _version(fresh_host, "nvidia-driver") == "550.54.15-1"
     assert _version(fresh_host, "nvidia-fabricmanager-550") == "550.54.15-1"
 
 
@@ -67,14 +78,17 @@ def test_cuda_metapackage_drags_in_the_newest_driver_branch(fresh_host, lab) -> 
     _add_repo(fresh_host, view, view.repo_key_path_on_host)
     _sh(fresh_host, "apt-get update -qq")
     sim = _sh(fresh_host, "apt-get -s install cuda")
-    assert "Inst nvidia-driver-560" in sim and "Inst nvidia-driver-550" not in sim
+    assert "Inst cuda-drivers-560 " in sim and "Inst cuda-drivers-550 " not in sim
+    assert "Inst nvidia-driver (560.35.05-1 " in sim, sim
     # a branch pin keeps 560 out even for upgrades that ask for "cuda-drivers"
-    _sh(fresh_host, "printf 'Package: nvidia-driver-560 cuda-drivers-560 cuda-drivers\\n"
+    _sh(fresh_host, "printf 'Package: cuda-drivers-560 cuda-drivers\\n"
                     "Pin: version *\\nPin-Priority: -1\\n' > /etc/apt/preferences.d/no-560")
     proc = fresh_host.run("apt-get -s install cuda")
-    assert proc.returncode != 0 and "Inst nvidia-driver-560" not in proc.stdout
+    assert proc.returncode != 0 and "Inst cuda-drivers-560 " not in proc.stdout
     for pkg, versions in {"cuda-toolkit-12-4": ("12.4.0-1", "12.4.1-1"),
-                          "libcudnn9-cuda-12": ("9.1.0.70-1", "9.3.0.75-1"),
-                          "nvidia-container-toolkit": ("1.16.2-1", "1.17.0-1")}.items():
+                          "libcudnn9-cuda-12": ("9.1.0.70-1", "9.3.0.75-1", "9.5.1.17-1",
+                                                "9.10.2.21-1"),
+                          "nvidia-container-toolkit": ("1.16.2-1", "1.17.0-1"),
+                          "libnvidia-container1": ("1.16.2-1", "1.17.0-1")}.items():
         policy = _sh(fresh_host, f"apt-cache policy {pkg}")
         assert all(v in policy for v in versions), policy

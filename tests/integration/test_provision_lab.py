@@ -72,29 +72,42 @@ def test_debian_nonfree_driver_pinned_held_survives_full_upgrade(lab, fresh_host
 
 
 def test_nvidia_repo_profile_pins_branch_toolkit_and_merges_daemon_json(lab, fresh_host) -> None:
-    """Lab repository: 550.54.15 / cuDNN 9.1.0.70 / toolkit 1.16.2 installed although newer ones
-    are offered; a user's daemon.json keys survive; the cuda metapackage is blocked; re-run is
-    a no-op. (No Docker engine in the lab: the merge is checked on the file itself.)"""
+    """Lab repository (NVIDIA's Debian-style names): 550.54.15 / cuDNN 9.1.0.70 / container
+    toolkit 1.16.2 installed although newer ones are offered, and although Debian non-free offers
+    nvidia-driver, nvidia-smi, libcuda1 ... at 535.x under the same names; a user's daemon.json
+    keys survive; the cuda metapackage is blocked; re-run is a no-op. (No Docker engine in the
+    lab: the merge is checked on the file itself.)"""
     lab_ = lab(lab.count or 1)
     fresh_host.run("mkdir -p /etc/docker && echo '{\"log-driver\": \"local\", "
                    "\"data-root\": \"/srv/docker\"}' > /etc/docker/daemon.json")
     data = dict(ssh_data(lab_, fresh_host), **repo_data(lab_),
                 gpuhost_profile="lab-nvidia-repo-550", gpuhost_env={"NCCL_IB_DISABLE": 1})
     run_provision([(fresh_host.name, data)])
-    got = _versions(fresh_host, ["cuda-drivers-550", "nvidia-driver-550", "cuda-toolkit-12-4",
-                                 "libcudnn9-cuda-12", "nvidia-container-toolkit",
-                                 "nvidia-container-toolkit-base", "cuda", "cuda-drivers"])
+    got = _versions(fresh_host, [*REPO_DRIVER, *REPO_COMPONENTS, "cuda-toolkit-12-4", "cuda",
+                                 "cuda-drivers", "nvidia-open", "nvidia-kernel-open-dkms",
+                                 "nvidia-driver-cuda"])
     assert got == {
-        "cuda-drivers-550": "550.54.15-1 hi",
-        "nvidia-driver-550": "550.54.15-1 hi",
+        **{name: "550.54.15-1 hi" for name in REPO_DRIVER},
+        **REPO_COMPONENTS,
         "cuda-toolkit-12-4": got.get("cuda-toolkit-12-4", "missing"),
-        "libcudnn9-cuda-12": "9.1.0.70-1 hi",
-        "nvidia-container-toolkit": "1.16.2-1 hi",
-        "nvidia-container-toolkit-base": "1.16.2-1 hi",
     }
     assert got["cuda-toolkit-12-4"].startswith("12.4.")
-    offered = fresh_host.run("apt-cache policy nvidia-driver-550 cuda-drivers").stdout
-    assert "550.127.05-1 -1" in offered and "560.35.05-1 -1" in offered
+    # the installed files are the lab repository's (each stand-in writes its version marker),
+    # not Debian's 535 packages of the same names
+    for name in ("nvidia-smi", "libcuda1", "nvidia-driver", "libnvidia-container1"):
+        marker = fresh_host.run(f"cat /usr/share/gpuhost-lab/{name}.version").stdout.strip()
+        assert marker == got[name].split()[0], (name, marker)
+    offered = fresh_host.run("apt-cache policy nvidia-smi libcuda1 cuda-drivers-550 "
+                             "cuda-drivers libnvidia-container1").stdout
+    policy = _policy_priorities(offered)
+    assert policy["nvidia-smi"]["550.54.15-1"] == 1001
+    assert policy["nvidia-smi"]["550.127.05-1"] == -1
+    debian = [v for v in policy["nvidia-smi"] if v.startswith("535.")]
+    assert debian and all(policy["nvidia-smi"][v] == -1 for v in debian), policy["nvidia-smi"]
+    assert all(p == -1 for v, p in policy["libcuda1"].items() if v != "550.54.15-1")
+    assert policy["cuda-drivers-550"]["550.127.05-1"] == -1
+    assert policy["cuda-drivers"]["560.35.05-1"] == -1
+    assert policy["libnvidia-container1"] == {"1.16.2-1": 1001, "1.17.0-1": -1}
     daemon = json.loads(fresh_host.run("cat /etc/docker/daemon.json").stdout)
     assert daemon["log-driver"] == "local" and daemon["data-root"] == "/srv/docker"
     assert daemon["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
@@ -102,6 +115,35 @@ def test_nvidia_repo_profile_pins_branch_toolkit_and_merges_daemon_json(lab, fre
     assert "export NCCL_IB_DISABLE=1" in fresh_host.run("cat /etc/profile.d/gpuhost.sh").stdout
     again = run_provision([(fresh_host.name, data)])[fresh_host.name]
     assert not any(again.values()), {k: v for k, v in again.items() if v}
+
+
+#: what the lab repository profile installs for the driver (package_sets.yaml, debian-12) and what
+#: the exact "= v" Depends of cuda-drivers-550 / nvidia-driver bring with it, all at 550.54.15-1
+REPO_DRIVER = ["cuda-drivers-550", "nvidia-smi", "libcuda1", "libnvidia-ml1", "libnvidia-cfg1",
+               "nvidia-kernel-dkms", "nvidia-driver", "nvidia-driver-libs", "nvidia-driver-bin",
+               "nvidia-kernel-support", "firmware-nvidia-gsp", "libnvidia-ptxjitcompiler1"]
+#: cuDNN and the four container toolkit packages of the lab profile (held, newer ones offered)
+REPO_COMPONENTS = {
+    "libcudnn9-cuda-12": "9.1.0.70-1 hi",
+    **{name: "1.16.2-1 hi" for name in ("nvidia-container-toolkit",
+                                         "nvidia-container-toolkit-base",
+                                         "libnvidia-container-tools", "libnvidia-container1")},
+}
+
+
+def _policy_priorities(text: str) -> dict[str, dict[str, int]]:
+    """``apt-cache policy`` output → {package: {version: priority}} (the version-table lines)."""
+    table: dict[str, dict[str, int]] = {}
+    current = ""
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            current = line[:-1]
+            table[current] = {}
+            continue
+        match = re.match(r"^(?: {5}| \*\*\* )(\S+) (-?\d+)$", line.rstrip())
+        if current and match:
+            table[current][match.group(1)] = int(match.group(2))
+    return table
 
 
 @pytest.mark.parametrize(

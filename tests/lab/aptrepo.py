@@ -44,31 +44,80 @@ class StandIn:
 DRIVER_550 = ["550.54.14-1", "550.54.15-1", "550.127.05-1"]
 DRIVER_560 = ["560.35.03-1", "560.35.05-1"]
 TOOLKIT = {"12-4": ["12.4.0-1", "12.4.1-1"], "12-6": ["12.6.0-1", "12.6.2-1"]}
-CUDNN = ["9.1.0.70-1", "9.3.0.75-1"]
+#: four-field versions like NVIDIA's (9.5.1.17-1, 9.10.2.21-1 are real package versions): a
+#: three-field profile value ("9.5.1") must select 9.5.1.17-1, never 9.10.2.21-1
+CUDNN = ["9.1.0.70-1", "9.3.0.75-1", "9.5.1.17-1", "9.10.2.21-1"]
 CONTAINER_TOOLKIT = ["1.16.2-1", "1.17.0-1"]
+
+#: Debian-style driver binaries of NVIDIA's debian12 repository: one name for every branch, at the
+#: driver's version (the names Debian's own non-free archive carries at 535.x, so a lab host sees
+#: both: the pins must pick these). Relations as in Debian's nvidia-graphics-drivers packaging,
+#: reduced to what matters for resolution ("= v" ties), without the X/GL/Vulkan libraries.
+#: {name: (depends, provides, conflicts)} with {v} = the version, {u} = its upstream part
+DEBIAN_STYLE_DRIVER = {
+    "firmware-nvidia-gsp": ("", "", ""),
+    "nvidia-kernel-support": ("", "", ""),
+    "nvidia-kernel-dkms": (
+        "firmware-nvidia-gsp (= {v}), nvidia-kernel-support (= {v})", "nvidia-kernel-{u}",
+        "nvidia-kernel-open-dkms"),
+    # NVIDIA's name for the open flavour (Debian's archive: nvidia-open-kernel-dkms)
+    "nvidia-kernel-open-dkms": (
+        "firmware-nvidia-gsp (= {v}), nvidia-kernel-support (= {v})", "nvidia-kernel-{u}",
+        "nvidia-kernel-dkms"),
+    "libnvidia-ptxjitcompiler1": ("", "", ""),
+    "libcuda1": ("libnvidia-ptxjitcompiler1 (= {v})", "libcuda1-any, libcuda.so.1", ""),
+    "libnvidia-ml1": ("", "libnvidia-ml.so.1", ""),
+    "libnvidia-cfg1": ("", "libnvidia-cfg1-any, libnvidia-cfg.so.1", ""),
+    "nvidia-smi": ("libnvidia-ml1 (= {v})", "", ""),
+    "nvidia-driver-libs": ("libcuda1 (= {v})", "", ""),
+    "nvidia-driver-bin": ("", "", ""),
+    "nvidia-driver": (
+        "nvidia-driver-libs (= {v}), nvidia-driver-bin (= {v}), "
+        "nvidia-kernel-dkms (= {v}) | nvidia-kernel-{u}", "", ""),
+}
+#: what cuda-drivers-<branch> depends on, each "= v" (an assumption: which of these NVIDIA's
+#: metapackage Depends rather than Recommends was not read; docs/nvidia-repo-packages.md)
+CUDA_DRIVERS_DEPENDS = [
+    "nvidia-driver", "nvidia-smi", "libcuda1", "libnvidia-ml1", "libnvidia-cfg1",
+]
 
 
 def _upstream(version: str) -> str:
     return version.rsplit("-", 1)[0]
 
 
+def _driver(branch: str, v: str) -> list[StandIn]:
+    u = _upstream(v)
+    pkgs = [StandIn(name, v, depends=dep.format(v=v, u=u), provides=prov.format(v=v, u=u),
+                    conflicts=conf)
+            for name, (dep, prov, conf) in DEBIAN_STYLE_DRIVER.items()]
+    depends = [f"{name} (= {v})" for name in CUDA_DRIVERS_DEPENDS]
+    depends.append(f"nvidia-kernel-dkms (= {v}) | nvidia-kernel-open-dkms (= {v})")
+    other = "560" if branch == "550" else "550"
+    pkgs += [
+        StandIn(f"cuda-drivers-{branch}", v, depends=", ".join(depends),
+                conflicts=f"cuda-drivers-{other}"),
+        StandIn(f"nvidia-fabricmanager-{branch}", v, depends=f"libnvidia-ml1 (= {v})",
+                conflicts=f"nvidia-fabricmanager-{other}"),
+    ]
+    if branch != "550":  # the compute-only metapackage exists from branch 560
+        pkgs.append(StandIn("nvidia-driver-cuda", v, depends=(
+            f"nvidia-smi (= {v}), libcuda1 (= {v}), nvidia-kernel-{u}")))
+    return pkgs
+
+
 def stand_ins() -> list[StandIn]:
     """Every package of the repository: names, versions and relations as in NVIDIA's repo."""
     pkgs: list[StandIn] = []
     for branch, versions in (("550", DRIVER_550), ("560", DRIVER_560)):
-        other = "560" if branch == "550" else "550"
         for v in versions:
-            pkgs += [
-                StandIn(f"nvidia-driver-{branch}", v, provides="nvidia-driver-any",
-                        conflicts=f"nvidia-driver-{other}"),
-                StandIn(f"cuda-drivers-{branch}", v, depends=f"nvidia-driver-{branch} (= {v})"),
-                StandIn(f"nvidia-fabricmanager-{branch}", v,
-                        depends=f"nvidia-driver-{branch} (= {v})",
-                        conflicts=f"nvidia-fabricmanager-{other}"),
-            ]
+            pkgs += _driver(branch, v)
     newest = DRIVER_560[-1]
-    # cuda-drivers always follows the newest branch: installing it (or `cuda`) moves the driver
+    # cuda-drivers / nvidia-open always follow the newest branch: installing one (or `cuda`)
+    # moves the driver
     pkgs.append(StandIn("cuda-drivers", newest, depends=f"cuda-drivers-560 (= {newest})"))
+    pkgs.append(StandIn("nvidia-open", newest, depends=(
+        f"cuda-drivers-560 (= {newest}), nvidia-kernel-open-dkms (= {newest})")))
     for series, versions in TOOLKIT.items():
         for v in versions:
             pkgs.append(StandIn(f"cuda-toolkit-{series}", v,
@@ -79,10 +128,15 @@ def stand_ins() -> list[StandIn]:
     for v in CUDNN:
         pkgs.append(StandIn("libcudnn9-cuda-12", v, section="multiverse/libs"))
     for v in CONTAINER_TOOLKIT:
+        # the four packages share one version but depend on each other only with ">=" (NVIDIA's
+        # architecture overview), so apt could move the libraries alone without the pins
         pkgs += [
+            StandIn("libnvidia-container1", v),
+            StandIn("libnvidia-container-tools", v, depends=f"libnvidia-container1 (>= {v})"),
             StandIn("nvidia-container-toolkit-base", v),
             StandIn("nvidia-container-toolkit", v,
-                    depends=f"nvidia-container-toolkit-base (= {v})"),
+                    depends=f"nvidia-container-toolkit-base (= {v}), "
+                    f"libnvidia-container-tools (>= {v}), libnvidia-container-tools (<< 2.0.0)"),
         ]
     return pkgs
 
