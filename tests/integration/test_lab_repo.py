@@ -92,3 +92,27 @@ def test_cuda_metapackage_drags_in_the_newest_driver_branch(fresh_host, lab) -> 
                           "libnvidia-container1": ("1.16.2-1", "1.17.0-1")}.items():
         policy = _sh(fresh_host, f"apt-cache policy {pkg}")
         assert all(v in policy for v in versions), policy
+
+
+def test_three_field_cudnn_profile_pins_the_four_field_package(fresh_host, lab) -> None:
+    """cuDNN "9.5.1" (profiles, cudnn_version.h) pins NVIDIA's 9.5.1.17-1, not 9.10.2.21-1."""
+    from gpuhost.deploys.spec import StackSpec, package_plan
+    from gpuhost.operations.apt_pin import render_preferences
+
+    spec = StackSpec(profile="t", source="nvidia-cuda-repo", os=("debian-12",),
+                     driver_version="550.54.15", driver_branch="550",
+                     kernel_module="proprietary", cuda_versions=("12.4",), cuda_default="12.4",
+                     cudnn_version="9.5.1")
+    plan = package_plan(spec, "debian-12")
+    prefs = render_preferences(plan.pins, plan.blocked, plan.blocked_patterns)
+    view = lab(1)
+    _add_repo(fresh_host, view, view.repo_key_path_on_host)
+    _sh(fresh_host, f"cat > /etc/apt/preferences.d/gpuhost-nvidia <<'PREFS'\n{prefs}PREFS")
+    _sh(fresh_host, "apt-get update -qq")
+    policy = _sh(fresh_host, "apt-cache policy libcudnn9-cuda-12")
+    assert "Candidate: 9.5.1.17-1" in policy, policy
+    assert " 9.5.1.17-1 1001" in policy and " 9.10.2.21-1 -1" in policy, policy
+    _sh(fresh_host, "apt-get install -y -qq libcudnn9-cuda-12=9.5.1.17-1")
+    assert _sh(fresh_host, "cat /usr/share/gpuhost-lab/libcudnn9-cuda-12.version").strip() \
+        == "9.5.1.17-1"
+    assert "Inst libcudnn9-cuda-12" not in _sh(fresh_host, "apt-get -s upgrade")

@@ -695,6 +695,12 @@ def _matches(found: str | None, expected: str) -> bool:
     return found is not None and (found == expected or found.startswith(expected + "."))
 
 
+def _cudnn_matches(found: str | None, expected: str) -> bool:
+    """cuDNN: ``cudnn_version.h`` gives three fields (9.5.1), packages and some profiles four
+    (9.5.1.17): either may extend the other."""
+    return found is not None and (_matches(found, expected) or _matches(expected, found))
+
+
 def check_profile(ctx: AuditContext) -> RuleResult:
     rule = "profile"
     if ctx.profile_error:
@@ -780,7 +786,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 "default; fix: gpuhost provision (resets the link)",
             )
         )
-    if expected.cudnn and not _matches(facts.cudnn.version, expected.cudnn):
+    if expected.cudnn and not _cudnn_matches(facts.cudnn.version, expected.cudnn):
         findings.append(
             Finding(
                 "profile.cudnn",

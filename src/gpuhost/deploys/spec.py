@@ -112,6 +112,13 @@ def _fill(templates: list[str], values: dict[str, str]) -> list[str]:
     return out
 
 
+def cudnn_pin(version: str) -> str:
+    """The pins key for a cuDNN version: its packages have four fields (``9.5.1.17-1``) while
+    profiles and ``cudnn_version.h`` give three (``9.5.1``), so a three-field version pins every
+    build of it (``9.5.1.*`` -> ``Pin: version 9.5.1.*``); a four-field one pins itself."""
+    return f"{version}.*" if version.count(".") < 3 else version
+
+
 def package_plan(spec: StackSpec, os_key: str) -> PackagePlan:
     """The package names for ``spec`` on ``os_key``; ConfigError when the data has none."""
     sources = package_sets()["sources"]
@@ -147,7 +154,7 @@ def package_plan(spec: StackSpec, os_key: str) -> PackagePlan:
     if cuda_toolkit and spec.cuda_package_version:
         pins.setdefault(spec.cuda_package_version, []).extend(cuda_toolkit)
     if cudnn and spec.cudnn_version:
-        pins.setdefault(spec.cudnn_version, []).extend(cudnn)
+        pins.setdefault(cudnn_pin(spec.cudnn_version), []).extend(cudnn)
     if container and spec.container_toolkit_version:
         pins.setdefault(spec.container_toolkit_version, []).extend(container)
     return PackagePlan(

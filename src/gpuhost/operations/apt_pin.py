@@ -42,9 +42,20 @@ def version_glob(upstream_version: str) -> str:
     """The apt pin pattern matching every package revision of an upstream version.
 
     ``535.261.03`` → ``535.261.03-*`` (matches ``535.261.03-1`` and ``535.261.03-0ubuntu1``, never
-    ``535.261.031-1``).
+    ``535.261.031-1``). A key that is already a release pattern (``9.5.1.*``, from
+    ``spec.cudnn_pin``) is kept: apt matches a trailing ``*`` as a prefix (``9.5.1.17-1``, never
+    ``9.5.10.1-1``) but not a ``*`` inside the version (``9.5.1.*-*`` matches nothing; checked
+    with apt 2.6 on a lab host).
     """
+    if upstream_version.endswith(".*"):
+        return upstream_version
     return f"{upstream_version}-*"
+
+
+def satisfies(upstream: str | None, version: str) -> bool:
+    """A package's upstream version is the profile's ``version`` or extends it with more fields
+    (cuDNN profiles name ``9.5.1``, its packages are ``9.5.1.17-1``; see ``spec.cudnn_pin``)."""
+    return upstream is not None and (upstream == version or upstream.startswith(version + "."))
 
 
 def render_preferences(
@@ -194,12 +205,12 @@ def installed(
     for name in packages:
         info = policy.get(name, {"installed": None, "candidate": None})
         have = _upstream(info["installed"])
-        if have is not None and (version is None or have == version):
+        if have is not None and (version is None or satisfies(have, version)):
             continue
         if have is not None:
             moving.append(name)
         candidate = info["candidate"]
-        if version is not None and candidate and _upstream(candidate) == version:
+        if version is not None and candidate and satisfies(_upstream(candidate), version):
             wanted.append(f"{name}={candidate}")
         else:
             wanted.append(name)
