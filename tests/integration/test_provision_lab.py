@@ -289,3 +289,24 @@ def test_another_driver_is_refused_unchanged_the_same_driver_converges(converged
     assert [(o.status, o.changed, o.executed) for o in again] == [("ok", 0, 0)] * 2, again
     code, lines = _gpuhost_provision(inventories[BASE])  # and back
     assert code == 0 and all(": ok, " in line for line in lines), lines
+
+
+def test_three_field_cudnn_profile_installs_the_four_field_package(lab, fresh_host,
+                                                                     tmp_path) -> None:
+    """A profile naming cuDNN "9.5.1" (as the built-in ones do) installs and holds
+    libcudnn9-cuda-12 9.5.1.17-1 although 9.10.2.21-1 is offered; the re-run changes nothing."""
+    import yaml
+
+    lab_ = lab(lab.count or 1)
+    base = yaml.safe_load(Path(repo_profiles()).read_text())["profiles"]["lab-nvidia-repo-550"]
+    profile = dict(copy.deepcopy(base), cudnn="9.5.1",
+                   description="lab: the lab repository profile with cuDNN 9.5.1 (three fields)")
+    profiles = lab_profiles_with(tmp_path / "profiles.yaml", {"lab-cudnn-951": profile})
+    data = dict(ssh_data(lab_, fresh_host), **repo_data(lab_), gpuhost_profile="lab-cudnn-951",
+                gpuhost_install_cuda=False)
+    data["gpuhost_profiles_file"] = str(profiles)
+    run_provision([(fresh_host.name, data)])
+    got = _versions(fresh_host, ["libcudnn9-cuda-12"])
+    assert got == {"libcudnn9-cuda-12": "9.5.1.17-1 hi"}
+    again = run_provision([(fresh_host.name, data)])[fresh_host.name]
+    assert not any(again.values()), {k: v for k, v in again.items() if v}
