@@ -126,6 +126,13 @@ def same_series(v: Version, series: Version) -> bool:
     return v.release[: len(series.release)] == series.release
 
 
+def extends_version(found: str | None, version: str) -> bool:
+    """``found`` is ``version`` or extends it with more dot-separated fields: "12.4.1" extends
+    "12.4"; a cuDNN package's "9.5.1.17" extends a profile's "9.5.1"; "12.40" does not extend
+    "12.4". False when nothing was found."""
+    return found is not None and (found == version or found.startswith(version + "."))
+
+
 def cuda_variant_of(local: str) -> str | None:
     """Map a wheel's local tag to a CUDA version: ``"cu124"`` -> ``"12.4"``.
 

@@ -25,7 +25,7 @@ from gpuhost.parsers.sshd import (
     permit_root_login,
     sshd_value,
 )
-from gpuhost.versions import upstream_of_package_version
+from gpuhost.versions import extends_version, upstream_of_package_version
 
 NVIDIA_REPO_HINT = "developer.download.nvidia.com"
 
@@ -690,15 +690,12 @@ def check_sshd(ctx: AuditContext) -> RuleResult:
     )
 
 
-def _matches(found: str | None, expected: str) -> bool:
-    """``found`` equals ``expected`` or extends it ("12.4.1" matches "12.4")."""
-    return found is not None and (found == expected or found.startswith(expected + "."))
-
-
 def _cudnn_matches(found: str | None, expected: str) -> bool:
     """cuDNN: ``cudnn_version.h`` gives three fields (9.5.1), packages and some profiles four
     (9.5.1.17): either may extend the other."""
-    return found is not None and (_matches(found, expected) or _matches(expected, found))
+    return extends_version(found, expected) or (
+        found is not None and extends_version(expected, found)
+    )
 
 
 def check_profile(ctx: AuditContext) -> RuleResult:
@@ -766,7 +763,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
     if facts.cuda.nvcc_version and not installed_cuda:
         installed_cuda = [facts.cuda.nvcc_version]
     for version in expected.cuda_versions:
-        if not any(_matches(v, version) for v in installed_cuda):
+        if not any(extends_version(v, version) for v in installed_cuda):
             findings.append(
                 Finding(
                     "profile.cuda",
@@ -776,7 +773,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 )
             )
     default = facts.cuda.default_version
-    if expected.cuda_default and default and not _matches(default, expected.cuda_default):
+    if expected.cuda_default and default and not extends_version(default, expected.cuda_default):
         findings.append(
             Finding(
                 "profile.cuda-default",
@@ -796,7 +793,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
             )
         )
     toolkit = facts.container.toolkit_version
-    if expected.container_toolkit and not _matches(toolkit, expected.container_toolkit):
+    if expected.container_toolkit and not extends_version(toolkit, expected.container_toolkit):
         findings.append(
             Finding(
                 "profile.container-toolkit",

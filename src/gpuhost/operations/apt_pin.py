@@ -24,7 +24,7 @@ from pyinfra.facts.deb import DebPackages
 from gpuhost.facts.apt_pins import AptHolds, AptPolicy, DnfVersionLocks
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
-from gpuhost.versions import upstream_of_package_version
+from gpuhost.versions import extends_version, upstream_of_package_version
 
 PREFERENCES_PATH = "/etc/apt/preferences.d/gpuhost-nvidia"
 _VERSIONLOCK_RE = re.compile(r"^(?P<name>.+?)-(?:\d+:)?(?P<version>[^-:]+)-[^-]+$")
@@ -50,12 +50,6 @@ def version_glob(upstream_version: str) -> str:
     if upstream_version.endswith(".*"):
         return upstream_version
     return f"{upstream_version}-*"
-
-
-def satisfies(upstream: str | None, version: str) -> bool:
-    """A package's upstream version is the profile's ``version`` or extends it with more fields
-    (cuDNN profiles name ``9.5.1``, its packages are ``9.5.1.17-1``; see ``spec.cudnn_pin``)."""
-    return upstream is not None and (upstream == version or upstream.startswith(version + "."))
 
 
 def render_preferences(
@@ -205,12 +199,12 @@ def installed(
     for name in packages:
         info = policy.get(name, {"installed": None, "candidate": None})
         have = _upstream(info["installed"])
-        if have is not None and (version is None or satisfies(have, version)):
+        if have is not None and (version is None or extends_version(have, version)):
             continue
         if have is not None:
             moving.append(name)
         candidate = info["candidate"]
-        if version is not None and candidate and satisfies(_upstream(candidate), version):
+        if version is not None and candidate and extends_version(_upstream(candidate), version):
             wanted.append(f"{name}={candidate}")
         else:
             wanted.append(name)
