@@ -14,7 +14,6 @@ from typing import IO, Any
 
 import click
 
-from gpuhost.audit.fleet import exit_code_for
 from gpuhost.audit.host import (
     AuditSettings,
     HostReport,
@@ -23,6 +22,7 @@ from gpuhost.audit.host import (
     unreachable_host,
 )
 from gpuhost.audit.report import json_report, junit, prom, table
+from gpuhost.audit.summary import exit_code_for
 from gpuhost.errors import ConfigError, GpuhostError
 
 PYTHONS_KEY = "gpuhost_pythons"

@@ -13,9 +13,9 @@ from typing import Any
 
 import click
 
-from gpuhost.audit.fleet import exit_code_for
 from gpuhost.audit.report import json_report
 from gpuhost.audit.report.table import fleet_text
+from gpuhost.audit.summary import exit_code_for
 from gpuhost.errors import ConfigError
 
 HOST_KEYS = ("name", "reachable", "facts", "findings", "verdict")

@@ -7,8 +7,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuhost.audit.fleet import summarize
 from gpuhost.audit.host import HostReport
+from gpuhost.audit.summary import summarize
 
 SCHEMA = 1
 

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpuhost.audit.findings import SEVERITIES, VERDICTS
-from gpuhost.audit.fleet import stack_of
 from gpuhost.audit.host import HostReport
+from gpuhost.audit.summary import stack_of
 
 
 def _escape(value: str) -> str:

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuhost.audit.findings import severity_rank
-from gpuhost.audit.fleet import stack_of
 from gpuhost.audit.host import HostReport
+from gpuhost.audit.summary import stack_of
 
 LINE_FORMAT = "{name:<24} {verdict:<11} {driver:<13} {cuda:<9} {gpus:<28} {counts}"
 STACK_LABELS = {

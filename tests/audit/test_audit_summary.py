@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpuhost.audit.fleet import group_stacks, outliers, summarize
+from gpuhost.audit.summary import group_stacks, outliers, summarize
 from gpuhost.cli import main
 from gpuhost.errors import ConfigError
 from gpuhost.fleet import parse_shard, select_hosts, shard_hosts

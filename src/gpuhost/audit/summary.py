@@ -1,4 +1,4 @@
-"""Fleet view: hosts grouped by identical GPU stack, outliers named, and the report summary.
+"""Audit summary: hosts grouped by identical GPU stack, outliers named, verdicts, exit code.
 
 Works on the JSON form of host entries (``HostReport.to_dict()``), so a merged report
 (``gpuhost report merge``) gets exactly the same summary as a single run. Linear in the number
