@@ -54,6 +54,12 @@ class ParseError(GpuhostError):
     """Captured tool output could not be understood (malformed, truncated, binary)."""
 
 
+class PackageIndexError(GpuhostError):
+    """A Python package index (PyPI, or recorded answers) could not answer ``matrix sync``."""
+
+    exit_code = EXIT_FINDINGS
+
+
 class IncompatibleError(GpuhostError):
     """No compatible version set exists for what was asked."""
 
