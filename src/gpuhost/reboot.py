@@ -9,8 +9,7 @@ stay). Also the pure decision whether a driver change needs a reboot.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from gpuhost.errors import HostError, ParseError
 from gpuhost.parsers.profile_marker import MARKER_PATH, parse_profile_marker
@@ -118,32 +117,3 @@ def reboot_for_driver(remote: Rebootable, timeout_s: float) -> tuple[bool, str]:
         return False, f"rebooted ({reason}); after the reboot: {still}"
     return True, f"rebooted ({reason}); module {loaded} loaded"
 
-
-def reboot_fleet(
-    inventory: str, names: list[str], timeout_s: float, echo: Callable[[str], None]
-) -> int:
-    """``reboot_for_driver`` on the hosts ``names`` of a pyinfra inventory, in parallel; one line
-    per host through ``echo``. Returns how many hosts are not right after it (unreachable, did
-    not come back, or the module still differs)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from gpuhost.errors import GpuhostError
-    from gpuhost.upgrade.connect import PyinfraRemote, load_inventory
-
-    entries = [e for e in load_inventory(inventory) if e.name in set(names)]
-
-    def one(entry: Any) -> bool:
-        remote = PyinfraRemote(entry)
-        try:
-            ok, what = reboot_for_driver(remote, timeout_s)
-        except GpuhostError as exc:
-            ok, what = False, str(exc)
-        finally:
-            remote.close()
-        echo(f"{entry.name}: {what}")
-        return ok
-
-    if not entries:
-        return 0
-    with ThreadPoolExecutor(max_workers=min(32, len(entries))) as pool:
-        return sum(1 for ok in pool.map(one, entries) if not ok)

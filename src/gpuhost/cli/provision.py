@@ -77,7 +77,7 @@ def command(
         click.echo(line)
     code = exit_code(outcomes, refused_is_usage=True)
     if reboot and not dry:
-        from gpuhost.reboot import reboot_fleet
+        from gpuhost.upgrade.reboot_hosts import reboot_fleet
 
         done = [o.name for o in outcomes if o.status == "ok"]
         if reboot_fleet(inventory, done, reboot_timeout, click.echo):

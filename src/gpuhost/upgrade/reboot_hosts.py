@@ -1,0 +1,40 @@
+"""Reboot the hosts of an inventory where the loaded nvidia module is not the installed driver
+(``gpuhost provision --reboot``): ``gpuhost.reboot.reboot_for_driver`` on one connection per host.
+
+It lives in ``upgrade/`` because it opens the upgrade's connections (``upgrade.connect``);
+``gpuhost.reboot`` itself only needs a ``Rebootable`` and imports nothing of ``upgrade/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from gpuhost.errors import GpuhostError
+from gpuhost.reboot import reboot_for_driver
+from gpuhost.upgrade.connect import InventoryHost, PyinfraRemote, load_inventory
+
+
+def reboot_fleet(
+    inventory: str, names: list[str], timeout_s: float, echo: Callable[[str], None]
+) -> int:
+    """``reboot_for_driver`` on the hosts ``names`` of a pyinfra inventory, in parallel; one line
+    per host through ``echo``. Returns how many hosts are not right after it (unreachable, did
+    not come back, or the module still differs)."""
+    entries = [e for e in load_inventory(inventory) if e.name in set(names)]
+
+    def one(entry: InventoryHost) -> bool:
+        remote = PyinfraRemote(entry)
+        try:
+            ok, what = reboot_for_driver(remote, timeout_s)
+        except GpuhostError as exc:
+            ok, what = False, str(exc)
+        finally:
+            remote.close()
+        echo(f"{entry.name}: {what}")
+        return ok
+
+    if not entries:
+        return 0
+    with ThreadPoolExecutor(max_workers=min(32, len(entries))) as pool:
+        return sum(1 for ok in pool.map(one, entries) if not ok)
