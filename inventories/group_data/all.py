@@ -2,6 +2,10 @@
 
 ssh_user = "root"
 
+# Provision also hardens SSH (keys only, modern algorithms) on every host unless this is False;
+# it refuses to, changing nothing, where the login user has no authorized key (docs/harden.md).
+gpuhost_harden = True
+
 # /etc/profile.d/gpuhost.sh on every host
 gpuhost_env = {
     "NCCL_SOCKET_IFNAME": "eth0",

@@ -1,5 +1,6 @@
-"""T4 inference nodes: the Debian archive's driver, no container toolkit."""
+"""T4 inference nodes: the R580 driver (Turing is supported by CUDA 13.0) and the container
+toolkit; no CUDA toolkit on the host."""
 
-gpuhost_profile = "debian12-nonfree-535"
+gpuhost_profile = "nvidia-repo-580-cuda13.0"
 gpuhost_gpus = ["Tesla T4"]
 gpuhost_install_cuda = False  # the driver only; CUDA comes with the containers
