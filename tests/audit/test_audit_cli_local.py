@@ -38,7 +38,8 @@ def test_local_audit_json_on_stdout_is_schema_1(capsys):
     assert host["reachable"] is True
     assert host["verdict"] == "warning"
     assert [f["rule"] for f in host["findings"]] == ["gpu.none"]
-    assert all(list(f) == ["rule", "severity", "message"] for f in host["findings"])
+    keys = ["rule", "severity", "message", "found", "expected", "fix", "source"]
+    assert all(list(f) == keys for f in host["findings"])
     assert host["facts"]["driver"]["smi"]["state"] == "absent"
     assert report["summary"]["verdict"] == "warning"
     assert "verdict: warning" in captured.err

@@ -25,7 +25,7 @@ def test_cuda_12_4_update_1_needs_550_54_15(matrix: Matrix) -> None:
     assert "cuda_driver" in _rules(ok, "info") and not _rules(ok, "error")
     low = _check(matrix, driver="550.54.14", cuda="12.4.1")
     f = next(f for f in low if f.rule == "cuda_driver_minor_compat")
-    assert f.severity == "warn"
+    assert f.severity == "warning"
     assert "550.54.14" in f.message and "550.54.15" in f.message and "525.60.13" in f.message
     # 12.4 GA is satisfied by 550.54.14
     assert "cuda_driver" in _rules(_check(matrix, driver="550.54.14", cuda="12.4"), "info")
@@ -33,8 +33,8 @@ def test_cuda_12_4_update_1_needs_550_54_15(matrix: Matrix) -> None:
 
 def test_12x_minor_compat_floor_is_525_60_13(matrix: Matrix) -> None:
     at_floor = _check(matrix, driver="525.60.13", cuda="12.6")
-    assert "cuda_driver_minor_compat" in _rules(at_floor, "warn")
-    assert verdict(at_floor) == "warn"
+    assert "cuda_driver_minor_compat" in _rules(at_floor, "warning")
+    assert verdict(at_floor) == "warning"
     below = _check(matrix, driver="520.61.05", cuda="12.6")
     f = next(f for f in below if f.rule == "cuda_driver_floor")
     assert f.severity == "error" and "525.60.13" in f.message and "520.61.05" in f.message
@@ -108,7 +108,9 @@ def test_wheel_for_a_cuda_the_driver_cannot_serve(matrix: Matrix) -> None:
 
 def test_unpublished_variant_and_cpu_build(matrix: Matrix) -> None:
     assert "framework_variant" in _rules(_check(matrix, frameworks=["torch==2.5.1+cu126"]), "error")
-    assert "framework_not_cuda" in _rules(_check(matrix, frameworks=["torch==2.5.1+cpu"]), "warn")
+    assert "framework_not_cuda" in _rules(
+        _check(matrix, frameworks=["torch==2.5.1+cpu"]), "warning"
+    )
 
 
 def test_torch_without_variant_picks_one_that_fits(matrix: Matrix) -> None:
@@ -124,10 +126,10 @@ def test_sass_binary_compatibility_within_a_major(matrix: Matrix) -> None:
 
 def test_tensorflow_2_18_tested_with_cuda_12_5_and_cudnn_9_3(matrix: Matrix) -> None:
     assert not _rules(
-        _check(matrix, frameworks=["tensorflow==2.18.0"], cuda="12.5", cudnn="9.3"), "warn"
+        _check(matrix, frameworks=["tensorflow==2.18.0"], cuda="12.5", cudnn="9.3"), "warning"
     ) - {"cudnn_unknown"}
     findings = _check(matrix, frameworks=["tensorflow==2.18.0"], cuda="12.4", cudnn="9.1")
-    assert {"tensorflow_untested_cuda", "tensorflow_untested_cudnn"} <= _rules(findings, "warn")
+    assert {"tensorflow_untested_cuda", "tensorflow_untested_cudnn"} <= _rules(findings, "warning")
     msg = next(f.message for f in findings if f.rule == "tensorflow_untested_cuda")
     assert "12.5" in msg and "12.4" in msg
 
@@ -160,9 +162,9 @@ def test_unknown_gpu_and_versions_warn(matrix: Matrix) -> None:
         frameworks=["torch==9.9", "jax==0.4"],
     )
     assert {"gpu_unknown", "cuda_unknown", "cudnn_unknown", "framework_unknown"} <= _rules(
-        findings, "warn"
+        findings, "warning"
     )
-    assert verdict(findings) == "warn"
+    assert verdict(findings) == "warning"
 
 
 def test_driver_branch_eol_depends_on_the_date(matrix: Matrix) -> None:

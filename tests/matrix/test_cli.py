@@ -26,7 +26,7 @@ def test_check_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(out)
     assert set(data) == {"verdict", "findings"} and data["verdict"] == "error"
     for f in data["findings"]:
-        assert set(f) == {"rule", "severity", "message", "source"}
+        assert set(f) == {"rule", "severity", "message", "source", "found", "expected", "fix"}
     assert "cuda_arch_unsupported" in {f["rule"] for f in data["findings"]}
 
 
@@ -103,7 +103,7 @@ def test_profile_verify(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     code, out, _ = _run(
         capsys, "matrix", "profile", "verify", "nvidia-repo-550-cuda12.4", "--json", *AS_OF
     )
-    assert code == 0 and json.loads(out)["verdict"] in ("ok", "warn")
+    assert code == 0 and json.loads(out)["verdict"] in ("ok", "warning")
     code, out, _ = _run(
         capsys, "matrix", "profile", "verify", "debian12-nonfree-535", "--gpu", "B200"
     )

@@ -62,7 +62,7 @@ def test_check_gives_a_verdict_or_a_clear_error(
     except GpuhostError as exc:
         assert exc.exit_code == 2 and str(exc)
         return
-    assert verdict(findings) in ("ok", "warn", "error")
+    assert verdict(findings) in ("ok", "warning", "error")
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)

@@ -1,9 +1,9 @@
-"""Findings and per-host verdicts of an audit.
+"""Rule results and per-host verdicts of an audit.
 
-A finding has a stable rule id (documented in docs/audit-report.md), a severity and one message
-that names what was found, what was expected and the fix. Severities, worst first: error,
-warning, info. A host's verdict is the worst severity among its findings ("ok" when none is a
-warning or error) or "unreachable".
+A finding (``gpuhost.findings.Finding``, the one finding type) has a stable rule id (documented
+in docs/audit-report.md), a severity, one message and the structured ``found``, ``expected``,
+``fix`` and ``source`` fields. Severities, worst first: error, warning, info. A host's verdict is
+the worst severity among its findings ("ok" when none is a warning or error) or "unreachable".
 """
 
 from __future__ import annotations
@@ -11,10 +11,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-ERROR = "error"
-WARNING = "warning"
-INFO = "info"
-SEVERITIES = (ERROR, WARNING, INFO)
+from gpuhost.findings import ERROR, INFO, SEVERITIES, WARNING, Finding, rule_doc, severity_rank
+
+__all__ = [
+    "ERROR",
+    "INFO",
+    "SEVERITIES",
+    "WARNING",
+    "Finding",
+    "RuleResult",
+    "host_verdict",
+    "rule_doc",
+    "severity_rank",
+    "worst_verdict",
+]
 
 VERDICT_OK = "ok"
 VERDICT_WARNING = "warning"
@@ -22,16 +32,6 @@ VERDICT_ERROR = "error"
 VERDICT_UNREACHABLE = "unreachable"
 # Worst first; an overall verdict is the worst host verdict.
 VERDICTS = (VERDICT_UNREACHABLE, VERDICT_ERROR, VERDICT_WARNING, VERDICT_OK)
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str
-    severity: str
-    message: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"rule": self.rule, "severity": self.severity, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,3 @@ def worst_verdict(verdicts: Iterable[str]) -> str:
         if verdict in present:
             return verdict
     return VERDICT_OK
-
-
-def severity_rank(severity: str) -> int:
-    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)

@@ -11,7 +11,14 @@ from gpuhost.audit.expected import (
     with_marker_resolution,
     without_unmanaged,
 )
-from gpuhost.audit.findings import ERROR, Finding, RuleResult, host_verdict, severity_rank
+from gpuhost.audit.findings import (
+    ERROR,
+    Finding,
+    RuleResult,
+    host_verdict,
+    rule_doc,
+    severity_rank,
+)
 from gpuhost.audit.matrix_check import matrix_results
 from gpuhost.audit.rules import AuditContext, run_rules
 from gpuhost.facts.host_facts import HostFacts
@@ -92,29 +99,48 @@ def audit_host(
     return HostReport(name, True, facts, tuple(run_rules(ctx)))
 
 
-def _host_error(name: str, rule: str, message: str, *, reachable: bool) -> HostReport:
+def _host_error(
+    name: str, rule: str, message: str, *, reachable: bool, found: str, expected: str, fix: str
+) -> HostReport:
     """A host with no facts to judge: one error finding under ``rule``."""
-    finding = Finding(rule, ERROR, message)
+    finding = Finding(
+        rule,
+        ERROR,
+        message,
+        source=rule_doc(rule),
+        found=found,
+        expected=expected,
+        fix=fix,
+    )
     return HostReport(name, reachable, None, (RuleResult(rule, (finding,)),))
 
 
 def unreachable_host(name: str, error: str) -> HostReport:
     """A host gpuhost could not reach or log in to."""
+    fix = "check that it is up and that SSH works with the inventory's user and key (ssh HOST true)"
     return _host_error(
         name,
         "host.unreachable",
-        f"could not audit the host: {error}; fix: check that it is up and that SSH works with "
-        "the inventory's user and key (ssh HOST true)",
+        f"could not audit the host: {error}; fix: {fix}",
         reachable=False,
+        found=error,
+        expected="an SSH login with the inventory's user and key",
+        fix=fix,
     )
 
 
 def failed_host(name: str, error: str) -> HostReport:
     """A host that answered but whose probe failed or printed something unreadable."""
+    fix = (
+        "run the probe by hand (gpuhost audit on the host) and check that sh, and sudo where "
+        "configured, work"
+    )
     return _host_error(
         name,
         "host.probe-failed",
-        f"the host answered but the gpuhost probe failed: {error}; fix: run the probe by hand "
-        "(gpuhost audit on the host) and check that sh, and sudo where configured, work",
+        f"the host answered but the gpuhost probe failed: {error}; fix: {fix}",
         reachable=True,
+        found=error,
+        expected="the gpuhost probe's sections",
+        fix=fix,
     )

@@ -7,15 +7,40 @@ CUDA toolkit is judged against the running driver; findings repeated across tool
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from gpuhost.audit.findings import ERROR, INFO, WARNING, Finding, RuleResult
+from gpuhost.audit.findings import WARNING, Finding, RuleResult, rule_doc
 from gpuhost.audit.rules import loaded_driver_version, userspace_driver_version
 from gpuhost.errors import GpuhostError
 from gpuhost.facts.host_facts import HostFacts
 
 RULE = "matrix"
-_SEVERITY = {"error": ERROR, "warn": WARNING, "warning": WARNING, "info": INFO}
+
+
+def _judged(args: dict[str, Any], cuda: str | None) -> str:
+    """The host's versions the matrix judged, for a finding's ``found``."""
+    parts = [f"driver {args.get('driver') or 'none'}", f"CUDA {cuda or 'none'}"]
+    if args.get("cudnn"):
+        parts.append(f"cuDNN {args['cudnn']}")
+    if args.get("gpus"):
+        parts.append(f"GPUs {', '.join(sorted(set(args['gpus'])))}")
+    if args.get("frameworks"):
+        parts.append(", ".join(args["frameworks"]))
+    if args.get("container_toolkit"):
+        parts.append(f"container toolkit {args['container_toolkit']}")
+    return "; ".join(parts)
+
+
+def _fix_of(message: str) -> str | None:
+    """The matrix's messages end in "; fix: ..." where there is a fix."""
+    _, sep, fix = message.partition("; fix: ")
+    return fix.strip() or None if sep else None
+
+
+def _expectation(rule: str) -> str:
+    """What the matrix expects; the rule's row and its reasoning are in ``source``."""
+    return f"a set the compatibility matrix accepts (rule {rule})"
 
 
 def stack_inputs(facts: HostFacts) -> dict[str, Any]:
@@ -68,6 +93,10 @@ def matrix_results(facts: HostFacts, matrix: Any) -> tuple[RuleResult, ...]:
                     "matrix.input",
                     WARNING,
                     f"a version found on the host could not be judged by the matrix: {exc}",
+                    source=rule_doc("matrix.input"),
+                    found=f"{_judged(args, cuda)} ({exc})",
+                    expected="versions the compatibility matrix can read",
+                    fix="check the version the host reports (gpuhost parse on its output)",
                 )
             )
             continue
@@ -78,10 +107,14 @@ def matrix_results(facts: HostFacts, matrix: Any) -> tuple[RuleResult, ...]:
             seen.add(key)
             source = f" (source: {item.source})" if item.source else ""
             findings.append(
-                Finding(
-                    f"matrix.{item.rule}",
-                    _SEVERITY.get(item.severity, WARNING),
-                    f"{item.message}{source}",
+                replace(
+                    item,
+                    rule=f"matrix.{item.rule}",
+                    message=f"{item.message}{source}",
+                    source=item.source or rule_doc(f"matrix.{item.rule}"),
+                    found=item.found or _judged(args, cuda),
+                    expected=item.expected or _expectation(item.rule),
+                    fix=item.fix or _fix_of(item.message),
                 )
             )
     return (RuleResult(RULE, tuple(findings)),)

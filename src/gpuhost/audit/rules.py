@@ -9,11 +9,11 @@ profile named, sshd -T not readable) returns a skip with the reason instead of a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpuhost.audit.coupled import is_coupled
 from gpuhost.audit.expected import ExpectedStack
-from gpuhost.audit.findings import ERROR, INFO, WARNING, Finding, RuleResult
+from gpuhost.audit.findings import ERROR, INFO, WARNING, Finding, RuleResult, rule_doc
 from gpuhost.errors import VersionError
 from gpuhost.facts.host_facts import HostFacts
 from gpuhost.parsers.nvidia_smi import GpuInfo
@@ -57,9 +57,25 @@ def _found(rule: str, findings: Iterable[Finding]) -> RuleResult:
     return RuleResult(rule, tuple(findings))
 
 
-def _one(rule: str, finding_id: str, severity: str, message: str) -> RuleResult:
-    """A result with one finding (``finding_id``: the rule's own id or a more specific one)."""
-    return _found(rule, [Finding(finding_id, severity, message)])
+def _one(
+    rule: str,
+    finding_id: str,
+    severity: str,
+    message: str,
+    *,
+    found: str | None,
+    expected: str | None,
+    fix: str | None,
+    source: str | None = None,
+) -> RuleResult:
+    """A result with one finding (``finding_id``: the rule's own id or a more specific one).
+
+    Every finding fills ``found``, ``expected`` and ``fix`` beside its message (None only where
+    one does not apply); ``source`` defaults to the rule's documentation (``run_rules``)."""
+    finding = Finding(
+        finding_id, severity, message, source=source, found=found, expected=expected, fix=fix
+    )
+    return _found(rule, [finding])
 
 
 def upstream_version(version: str | None) -> str | None:
@@ -212,6 +228,9 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
                 "clocks and persistence could not be checked; expected nvidia-smi from the "
                 "driver's packages; fix: install nvidia-smi (Debian) or "
                 "nvidia-utils-<branch>",
+                found=f"no nvidia-smi; {_driver_context(facts)}",
+                expected="nvidia-smi from the driver's packages",
+                fix="install nvidia-smi (Debian) or nvidia-utils-<branch>",
             )
         if pci:
             listed = ", ".join(f"{g.address} [10de:{g.device_id.removeprefix('0x')}]" for g in pci)
@@ -223,6 +242,9 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
                 "is "
                 "installed; expected a driver from the host's profile; fix: gpuhost "
                 "provision",
+                found=f"{len(pci)} NVIDIA GPU(s) on the PCI bus ({listed}), no NVIDIA driver",
+                expected="the NVIDIA driver of the host's profile",
+                fix="gpuhost provision",
             )
         return _one(
             rule,
@@ -235,6 +257,9 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
             "host: a GPU visible to nvidia-smi; fix: run the audit on a GPU host, or "
             "provision "
             "this one (gpuhost provision)",
+            found="no NVIDIA GPU on the PCI bus, no NVIDIA driver, no nvidia-smi",
+            expected="a GPU visible to nvidia-smi (on a GPU host)",
+            fix="run the audit on a GPU host, or provision this one (gpuhost provision)",
         )
     if smi.state in SMI_STATE_RULES:
         rule_id, what, fix = SMI_STATE_RULES[smi.state]
@@ -247,6 +272,9 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
             f"{what}{rc}{said}; found: {_driver_context(facts)}; expected: nvidia-smi "
             "reports "
             f"every GPU; fix: {fix}",
+            found=f"nvidia-smi {smi.state}{rc}{said}; {_driver_context(facts)}",
+            expected="nvidia-smi reports every GPU",
+            fix=fix,
         )
     if smi.state == "absent":
         return _one(
@@ -256,6 +284,10 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
             f"nvidia-smi printed nothing (exit {facts.driver.smi_rc}); found: "
             f"{_driver_context(facts)}; fix: run nvidia-smi on the host and read the "
             "kernel log",
+            found=f"nvidia-smi printed nothing (exit {facts.driver.smi_rc}); "
+            f"{_driver_context(facts)}",
+            expected="nvidia-smi reports every GPU",
+            fix="run nvidia-smi on the host and read the kernel log (dmesg | grep NVRM)",
         )
     if not smi.gpus:
         return _one(
@@ -265,6 +297,9 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
             f"nvidia-smi lists no GPU (driver {smi.driver_version}); expected at least "
             "one; fix: "
             "check lspci -d 10de: and the kernel log (dmesg | grep NVRM)",
+            found=f"nvidia-smi lists no GPU (driver {smi.driver_version})",
+            expected="at least one GPU",
+            fix="check lspci -d 10de: and the kernel log (dmesg | grep NVRM)",
         )
     if pci and len(smi.gpus) < len(pci):
         return _one(
@@ -275,6 +310,9 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
             "the PCI "
             "bus; fix: check the kernel log (dmesg | grep NVRM) for GPUs the driver "
             "refused",
+            found=f"{len(smi.gpus)} GPU(s) in nvidia-smi, {len(pci)} on the PCI bus",
+            expected=f"all {len(pci)} GPU(s) on the PCI bus visible to nvidia-smi",
+            fix="check the kernel log (dmesg | grep NVRM) for GPUs the driver refused",
         )
     return _ok(rule)
 
@@ -299,6 +337,9 @@ def check_reboot_needed(ctx: AuditContext) -> RuleResult:
         f"{userspace}; CUDA programs fail with a driver/library mismatch until the host "
         "reboots; "
         "fix: drain and reboot the host",
+        found=f"loaded kernel module {module.version}, userspace driver {userspace}",
+        expected="the loaded module at the installed driver's version",
+        fix="drain and reboot the host",
     )
 
 
@@ -320,6 +361,9 @@ def check_packages_mixed(ctx: AuditContext) -> RuleResult:
         "for "
         "all of them; fix: install every coupled package at one version (gpuhost "
         "provision)",
+        found=f"driver packages at {', '.join(versions)} ({shown})",
+        expected="every driver package at one version",
+        fix="install every coupled package at one version (gpuhost provision)",
     )
 
 
@@ -344,6 +388,9 @@ def check_next_boot_kernel(ctx: AuditContext) -> RuleResult:
         f"{have}); "
         "the GPU will be unusable after the next reboot; fix: install its headers and run "
         f"dkms autoinstall -k {next_boot} (or keep booting {facts.kernel.running})",
+        found=f"next-boot kernel {next_boot}; NVIDIA module built for: {have}",
+        expected=f"an NVIDIA module built by DKMS for {next_boot}",
+        fix=f"install the headers of {next_boot} and run dkms autoinstall -k {next_boot}",
     )
 
 
@@ -363,6 +410,9 @@ def check_fabric_manager(ctx: AuditContext) -> RuleResult:
                 "refuse "
                 "to start CUDA jobs until both match; fix: install nvidia-fabricmanager at the "
                 f"driver's version {driver}",
+                found=f"fabric manager {fm.version}, driver {driver}",
+                expected=f"fabric manager {driver} (the driver's version)",
+                fix=f"install nvidia-fabricmanager at the driver's version {driver}",
             )
         )
     state = fm.service.active if fm.service else None
@@ -374,6 +424,9 @@ def check_fabric_manager(ctx: AuditContext) -> RuleResult:
                 f"nvidia-fabricmanager.service is {state}; expected active on NVSwitch systems; "
                 "fix: "
                 "systemctl enable --now nvidia-fabricmanager",
+                found=f"nvidia-fabricmanager.service {state}",
+                expected="nvidia-fabricmanager.service active",
+                fix="systemctl enable --now nvidia-fabricmanager",
             )
         )
     return _found(rule, findings)
@@ -415,6 +468,9 @@ def check_driver_held(ctx: AuditContext) -> RuleResult:
             "the "
             f"driver packages held or pinned; fix: apt-mark hold {' '.join(loose)} "
             "(or gpuhost provision, which pins the profile's version)",
+            found=f"upgrade pending: {shown}{more}",
+            expected="the driver packages held or pinned",
+            fix=f"apt-mark hold {' '.join(loose)} (or gpuhost provision)",
         )
     how = "apt-mark hold" if facts.packages.manager == "dpkg" else "dnf versionlock add"
     return _one(
@@ -425,6 +481,9 @@ def check_driver_held(ctx: AuditContext) -> RuleResult:
         f"{' ...' if len(loose) > 8 else ''}; an upgrade can replace the driver under "
         "running "
         f"jobs; fix: {how} {' '.join(loose)} (or gpuhost provision)",
+        found=f"neither held nor pinned: {', '.join(loose)}",
+        expected="the driver packages held or pinned",
+        fix=f"{how} {' '.join(loose)} (or gpuhost provision)",
     )
 
 
@@ -457,6 +516,9 @@ def check_persistence(ctx: AuditContext) -> RuleResult:
         f"({', '.join(_gpu_label(g) for g in off[:4])}); {state}; expected on, so the "
         "driver "
         "stays initialised between jobs; fix: systemctl enable --now nvidia-persistenced",
+        found=f"persistence mode off on {', '.join(_gpu_label(g) for g in off)}; {state}",
+        expected="persistence mode on for every GPU",
+        fix="systemctl enable --now nvidia-persistenced",
     )
 
 
@@ -495,6 +557,16 @@ def check_clocks(ctx: AuditContext) -> RuleResult:
                 f"{_gpu_label(gpu)} clocks differ from profile {expected.name} "
                 f"({expected.clock_policy}): {', '.join(wrong)}; fix: gpuhost provision "
                 "(re-applies the clock settings)",
+                found=f"{_gpu_label(gpu)}: "
+                + ", ".join(f"{kind} {found[kind]} MHz" for kind in found),
+                expected=f"profile {expected.name} ({expected.clock_policy}): "
+                + ", ".join(
+                    f"{kind} {want} MHz"
+                    for kind, want in _wanted_clocks(expected, gpu).items()
+                    if want is not None
+                ),
+                fix="gpuhost provision (re-applies the clock settings)",
+                source=f"profile {expected.name}",
             )
         ]
 
@@ -515,6 +587,11 @@ def _ecc_findings(gpu: GpuInfo) -> list[Finding]:
                 f"{ecc.aggregate_uncorrectable or 0}); "
                 "expected 0; fix: drain the host, reset the GPU (nvidia-smi -r) or reboot, and "
                 "run dcgmi diag -r 3; replace the GPU if errors recur",
+                found=f"{label}: uncorrectable ECC errors volatile "
+                f"{ecc.volatile_uncorrectable or 0}, aggregate {ecc.aggregate_uncorrectable or 0}",
+                expected="0 uncorrectable ECC errors",
+                fix="drain the host, reset the GPU (nvidia-smi -r) or reboot, and run "
+                "dcgmi diag -r 3; replace the GPU if errors recur",
             )
         )
     elif ecc.volatile_correctable:
@@ -524,6 +601,9 @@ def _ecc_findings(gpu: GpuInfo) -> list[Finding]:
                 INFO,
                 f"{label} corrected {ecc.volatile_correctable} ECC error(s) since the driver "
                 "loaded; expected few; watch the rate",
+                found=f"{label}: {ecc.volatile_correctable} corrected ECC error(s)",
+                expected="few corrected ECC errors",
+                fix="none now; watch the rate",
             )
         )
     if ecc.mode_pending is not None and ecc.mode_current != ecc.mode_pending:
@@ -534,6 +614,9 @@ def _ecc_findings(gpu: GpuInfo) -> list[Finding]:
                 f"{label} ECC mode changes from {ecc.mode_current} to {ecc.mode_pending} at "
                 "the "
                 "next GPU reset; fix: reset the GPU or reboot",
+                found=f"{label}: ECC mode {ecc.mode_current}, pending {ecc.mode_pending}",
+                expected="current and pending ECC mode equal",
+                fix="reset the GPU or reboot",
             )
         )
     return findings
@@ -553,6 +636,9 @@ def _retired_pages_findings(gpu: GpuInfo) -> list[Finding]:
                 ERROR,
                 f"{_gpu_label(gpu)} has memory pages waiting to be retired ({total} retired); "
                 "expected none pending; fix: drain the host and reset the GPU or reboot",
+                found=f"{_gpu_label(gpu)}: page retirement pending ({total} retired)",
+                expected="no page retirement pending",
+                fix="drain the host and reset the GPU or reboot",
             )
         ]
     if total:
@@ -564,6 +650,9 @@ def _retired_pages_findings(gpu: GpuInfo) -> list[Finding]:
                 f"{pages.single_bit or 0}, double-bit {pages.double_bit or 0}); expected 0; "
                 "fix: "
                 "watch the count; replace the GPU when it keeps growing",
+                found=f"{_gpu_label(gpu)}: {total} retired page(s)",
+                expected="0 retired pages",
+                fix="watch the count; replace the GPU when it keeps growing",
             )
         ]
     return []
@@ -583,6 +672,9 @@ def _remapped_rows_findings(gpu: GpuInfo) -> list[Finding]:
                 ERROR,
                 f"{label} failed to remap a memory row (no spare rows left); expected none; "
                 "fix: take the GPU out of service and replace it",
+                found=f"{label}: row remapping failure",
+                expected="no row remapping failure",
+                fix="take the GPU out of service and replace it",
             )
         ]
     if rows.pending:
@@ -592,6 +684,9 @@ def _remapped_rows_findings(gpu: GpuInfo) -> list[Finding]:
                 ERROR,
                 f"{label} has a row remapping pending; expected none; fix: drain the host and "
                 "reset the GPU (nvidia-smi -r) or reboot",
+                found=f"{label}: row remapping pending",
+                expected="no row remapping pending",
+                fix="drain the host and reset the GPU (nvidia-smi -r) or reboot",
             )
         ]
     if rows.uncorrectable:
@@ -601,6 +696,9 @@ def _remapped_rows_findings(gpu: GpuInfo) -> list[Finding]:
                 WARNING,
                 f"{label} has {rows.uncorrectable} row(s) remapped for uncorrectable errors "
                 f"(correctable {rows.correctable or 0}); expected 0; fix: watch the count",
+                found=f"{label}: {rows.uncorrectable} row(s) remapped (uncorrectable)",
+                expected="0 remapped rows",
+                fix="watch the count",
             )
         ]
     return []
@@ -621,6 +719,9 @@ def _pcie_findings(gpu: GpuInfo) -> list[Finding]:
                 WARNING,
                 f"{label} PCIe link is x{link.width_current}, below its max x{link.width_max}; "
                 "expected the full width; fix: reseat the GPU or check the riser/slot",
+                found=f"{label}: PCIe x{link.width_current}",
+                expected=f"PCIe x{link.width_max}",
+                fix="reseat the GPU or check the riser/slot",
             )
         )
     if link.gen_current and link.gen_max and link.gen_current < link.gen_max:
@@ -631,6 +732,9 @@ def _pcie_findings(gpu: GpuInfo) -> list[Finding]:
                 f"{label} PCIe link runs at gen {link.gen_current}, below its max gen "
                 f"{link.gen_max}; normal for an idle GPU (power saving); check under load if "
                 "transfers are slow",
+                found=f"{label}: PCIe gen {link.gen_current}",
+                expected=f"PCIe gen {link.gen_max} under load",
+                fix="none for an idle GPU; check under load if transfers are slow",
             )
         )
     return findings
@@ -640,36 +744,60 @@ def check_pcie(ctx: AuditContext) -> RuleResult:
     return _per_gpu(ctx, "gpu.pcie-link", _pcie_findings)
 
 
-# sshd settings the audit flags: (finding id, severity, does this ``sshd -T`` config have it,
-# message). Every one is checked; a host can have several.
-SSHD_RULES: tuple[tuple[str, str, Callable[[SshdConfig], bool], str], ...] = (
-    (
+@dataclass(frozen=True)
+class SshdRule:
+    """An sshd setting the audit flags: does this ``sshd -T`` config have it, and what to say."""
+
+    finding_id: str
+    severity: str
+    applies: Callable[[SshdConfig], bool]
+    message: str
+    found: str
+    expected: str
+    fix: str
+
+
+# Every one is checked; a host can have several.
+SSHD_RULES: tuple[SshdRule, ...] = (
+    SshdRule(
         "ssh.password-auth",
         WARNING,
         password_authentication,
         "sshd accepts passwords (PasswordAuthentication yes); expected public keys only; "
         "fix: gpuhost harden (sets PasswordAuthentication no after checking key access)",
+        "PasswordAuthentication yes",
+        "PasswordAuthentication no (public keys only)",
+        "gpuhost harden (sets PasswordAuthentication no after checking key access)",
     ),
-    (
+    SshdRule(
         "ssh.keyboard-interactive",
         WARNING,
         keyboard_interactive_password,
         "sshd accepts keyboard-interactive (PAM password) logins; expected public keys "
         "only; "
         "fix: gpuhost harden (KbdInteractiveAuthentication no)",
+        "KbdInteractiveAuthentication yes with PAM passwords",
+        "KbdInteractiveAuthentication no (public keys only)",
+        "gpuhost harden (KbdInteractiveAuthentication no)",
     ),
-    (
+    SshdRule(
         "ssh.root-login",
         WARNING,
         lambda config: permit_root_login(config) == "yes",
         "sshd lets root log in with a password (PermitRootLogin yes); expected "
         "prohibit-password or no; fix: gpuhost harden",
+        "PermitRootLogin yes",
+        "PermitRootLogin prohibit-password or no",
+        "gpuhost harden",
     ),
-    (
+    SshdRule(
         "ssh.empty-passwords",
         ERROR,
         lambda config: sshd_value(config, "permitemptypasswords") == "yes",
         "sshd accepts empty passwords (PermitEmptyPasswords yes); expected no; fix: gpuhost harden",
+        "PermitEmptyPasswords yes",
+        "PermitEmptyPasswords no",
+        "gpuhost harden",
     ),
 )
 
@@ -683,9 +811,16 @@ def check_sshd(ctx: AuditContext) -> RuleResult:
     return _found(
         rule,
         [
-            Finding(finding_id, severity, message)
-            for finding_id, severity, applies, message in SSHD_RULES
-            if applies(config)
+            Finding(
+                sshd_rule.finding_id,
+                sshd_rule.severity,
+                sshd_rule.message,
+                found=sshd_rule.found,
+                expected=sshd_rule.expected,
+                fix=sshd_rule.fix,
+            )
+            for sshd_rule in SSHD_RULES
+            if sshd_rule.applies(config)
         ],
     )
 
@@ -701,7 +836,20 @@ def _cudnn_matches(found: str | None, expected: str) -> bool:
 def check_profile(ctx: AuditContext) -> RuleResult:
     rule = "profile"
     if ctx.profile_error:
-        return _found(rule, [Finding("profile.unknown", ERROR, ctx.profile_error)])
+        return _found(
+            rule,
+            [
+                Finding(
+                    "profile.unknown",
+                    ERROR,
+                    ctx.profile_error,
+                    found=f"profile {ctx.profile_name!r} (from {ctx.profile_source}), not defined",
+                    expected="a profile defined in gpuhost's profiles or a --profiles file",
+                    fix="name a profile from gpuhost's profiles or pass --profiles FILE that "
+                    "defines it",
+                )
+            ],
+        )
     expected = ctx.expected
     if expected is None:
         return _skip(
@@ -709,6 +857,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
         )
     facts = ctx.facts
     findings = []
+    source = f"profile {expected.name} (from {ctx.profile_source})"
     marker = facts.provision_marker
     if marker and ctx.profile_source == "inventory" and marker.profile != expected.name:
         findings.append(
@@ -718,6 +867,10 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 f"the inventory names profile {expected.name} but the host was provisioned with "
                 f"{marker.profile} ({MARKER_PATH}); fix: gpuhost provision with the intended "
                 "profile",
+                found=f"{MARKER_PATH} names profile {marker.profile}",
+                expected=f"profile {expected.name} (inventory)",
+                fix="gpuhost provision with the intended profile",
+                source=source,
             )
         )
     elif (
@@ -734,6 +887,10 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 f"the host was provisioned with profile {expected.name} at driver "
                 f"{marker.driver_version} ({MARKER_PATH}), the profile now pins "
                 f"{expected.driver_version}; fix: gpuhost upgrade to the profile's versions",
+                found=f"{MARKER_PATH}: profile {expected.name} at driver {marker.driver_version}",
+                expected=f"driver {expected.driver_version}",
+                fix="gpuhost upgrade to the profile's versions",
+                source=source,
             )
         )
     pinned = f"profile {expected.name} pins"
@@ -746,6 +903,10 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 f"driver {driver or 'not installed'} found, {pinned} {expected.driver_version}; "
                 "fix: "
                 "gpuhost upgrade (or gpuhost provision on a fresh host)",
+                found=f"driver {driver or 'not installed'}",
+                expected=f"driver {expected.driver_version}",
+                fix="gpuhost upgrade (or gpuhost provision on a fresh host)",
+                source=source,
             )
         )
     module = facts.driver.loaded_module
@@ -757,6 +918,10 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 f"the {module.flavor} kernel module is loaded, {pinned} the "
                 f"{expected.kernel_module} "
                 "one; fix: gpuhost provision (installs the profile's module flavour) and reboot",
+                found=f"{module.flavor} kernel module",
+                expected=f"{expected.kernel_module} kernel module",
+                fix="gpuhost provision (installs the profile's module flavour) and reboot",
+                source=source,
             )
         )
     installed_cuda = [t.version for t in facts.cuda.toolkits if t.version]
@@ -770,6 +935,10 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                     ERROR,
                     f"CUDA toolkit {version} is not installed (found: "
                     f"{', '.join(installed_cuda) or 'none'}), {pinned} it; fix: gpuhost provision",
+                    found=f"CUDA {', '.join(installed_cuda) or 'none'}",
+                    expected=f"CUDA {version}",
+                    fix="gpuhost provision",
+                    source=source,
                 )
             )
     default = facts.cuda.default_version
@@ -781,6 +950,10 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 f"/usr/local/cuda points to CUDA {default}, {pinned} {expected.cuda_default} as "
                 "the "
                 "default; fix: gpuhost provision (resets the link)",
+                found=f"/usr/local/cuda -> CUDA {default}",
+                expected=f"/usr/local/cuda -> CUDA {expected.cuda_default}",
+                fix="gpuhost provision (resets the link)",
+                source=source,
             )
         )
     if expected.cudnn and not _cudnn_matches(facts.cudnn.version, expected.cudnn):
@@ -790,6 +963,10 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 ERROR,
                 f"cuDNN {facts.cudnn.version or 'not installed'} found, {pinned} {expected.cudnn}; "
                 "fix: gpuhost provision",
+                found=f"cuDNN {facts.cudnn.version or 'not installed'}",
+                expected=f"cuDNN {expected.cudnn}",
+                fix="gpuhost provision",
+                source=source,
             )
         )
     toolkit = facts.container.toolkit_version
@@ -800,6 +977,10 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 ERROR,
                 f"NVIDIA container toolkit {toolkit or 'not installed'} found, {pinned} "
                 f"{expected.container_toolkit}; fix: gpuhost provision",
+                found=f"NVIDIA container toolkit {toolkit or 'not installed'}",
+                expected=f"NVIDIA container toolkit {expected.container_toolkit}",
+                fix="gpuhost provision",
+                source=source,
             )
         )
     return _found(rule, findings)
@@ -820,6 +1001,9 @@ def check_cuda_link(ctx: AuditContext) -> RuleResult:
             "does not "
             "exist; tools that look there find none; fix: gpuhost provision (sets the "
             "link)",
+            found=f"CUDA toolkits {', '.join(sorted(paths))}, no /usr/local/cuda",
+            expected="/usr/local/cuda pointing at an installed toolkit",
+            fix="gpuhost provision (sets the link)",
         )
     if cuda.default_path not in paths:
         return _one(
@@ -829,6 +1013,9 @@ def check_cuda_link(ctx: AuditContext) -> RuleResult:
             f"/usr/local/cuda points to {cuda.default_path}, which is not an installed "
             "toolkit "
             f"({', '.join(sorted(paths))}); fix: point it at one (gpuhost provision)",
+            found=f"/usr/local/cuda -> {cuda.default_path}",
+            expected=f"/usr/local/cuda -> one of {', '.join(sorted(paths))}",
+            fix="point it at an installed toolkit (gpuhost provision)",
         )
     return _ok(rule)
 
@@ -847,6 +1034,11 @@ def check_container_runtime(ctx: AuditContext) -> RuleResult:
                 "installed; every container start fails; fix: install "
                 "nvidia-container-toolkit "
                 "or remove default-runtime from /etc/docker/daemon.json",
+                found="Docker default runtime nvidia, no NVIDIA container toolkit",
+                expected="the NVIDIA container toolkit installed where Docker's default "
+                "runtime is nvidia",
+                fix="install nvidia-container-toolkit or remove default-runtime from "
+                "/etc/docker/daemon.json",
             )
         return _skip(rule, "NVIDIA container toolkit not installed")
     findings = []
@@ -860,6 +1052,9 @@ def check_container_runtime(ctx: AuditContext) -> RuleResult:
                 "has no nvidia runtime in /etc/docker/daemon.json; expected it configured; "
                 "fix: "
                 "nvidia-ctk runtime configure --runtime=docker && systemctl restart docker",
+                found="Docker without an nvidia runtime in /etc/docker/daemon.json",
+                expected="the nvidia runtime configured in Docker",
+                fix="nvidia-ctk runtime configure --runtime=docker && systemctl restart docker",
             )
         )
     if "containerd" in container.runtimes and container.containerd_nvidia_runtime is False:
@@ -871,6 +1066,9 @@ def check_container_runtime(ctx: AuditContext) -> RuleResult:
                 "containerd's "
                 "config has no nvidia runtime; fix: nvidia-ctk runtime configure "
                 "--runtime=containerd",
+                found="containerd without an nvidia runtime",
+                expected="the nvidia runtime configured in containerd",
+                fix="nvidia-ctk runtime configure --runtime=containerd",
             )
         )
     return _found(rule, findings)
@@ -895,6 +1093,9 @@ def check_frameworks(ctx: AuditContext) -> RuleResult:
                         WARNING,
                         f"{fw.python}: reading {what} failed ({error}); its CUDA build was not "
                         "checked; fix: run the interpreter by hand and import it",
+                        found=f"{fw.python}: reading {what} failed ({error})",
+                        expected=f"{what} readable by {fw.python}",
+                        fix="run the interpreter by hand and import it",
                     )
                 )
         if fw.torch_cuda_initialized:
@@ -905,6 +1106,9 @@ def check_frameworks(ctx: AuditContext) -> RuleResult:
                     f"{fw.python}: importing torch initialised CUDA (a sitecustomize or plugin "
                     "does "
                     "GPU work at import); expected no GPU work during an audit",
+                    found=f"{fw.python}: importing torch initialised CUDA",
+                    expected="no GPU work when torch is imported",
+                    fix="find the sitecustomize or plugin that touches the GPU at import",
                 )
             )
     return _found(rule, findings)
@@ -921,6 +1125,9 @@ def check_probe(ctx: AuditContext) -> RuleResult:
         WARNING,
         f"parts of the host could not be read: {'; '.join(problems[:5])}"
         f"{' ...' if len(problems) > 5 else ''}; the rules that need them were skipped",
+        found="; ".join(problems),
+        expected="every part of the probe readable",
+        fix="run gpuhost parse on the failing part, or the probe by hand on the host",
     )
 
 
@@ -1000,6 +1207,16 @@ RULE_IDS: tuple[str, ...] = (
 
 
 def run_rules(ctx: AuditContext) -> list[RuleResult]:
-    """Every rule's result for one host, matrix results included, in a stable order."""
-    results = [check(ctx) for check in RULES.values()]
-    return results + list(ctx.matrix_results)
+    """Every rule's result for one host, matrix results included, in a stable order.
+
+    A finding that names no ``source`` gets its rule's documentation (``rule_doc``)."""
+    results = [check(ctx) for check in RULES.values()] + list(ctx.matrix_results)
+    return [
+        replace(
+            result,
+            findings=tuple(
+                f if f.source else replace(f, source=rule_doc(f.rule)) for f in result.findings
+            ),
+        )
+        for result in results
+    ]

@@ -24,7 +24,7 @@ from gpuhost.matrix.lookup import arch_cuda_range, cc_covered, cudnn_packages, p
 from gpuhost.matrix.profiles import get_profile, load_profiles, verify_profile
 from gpuhost.matrix.render import render_markdown
 
-_MARK = {"info": "ok  ", "warn": "WARN", "error": "FAIL"}
+_MARK = {"info": "ok  ", "warning": "WARN", "error": "FAIL"}
 
 
 def _as_of(value: str | None) -> dt.date | None:

@@ -5,7 +5,7 @@ Public API:
 - ``load_matrix(path=None) -> Matrix`` (the shipped matrix is cached)
 - ``gpu_info(matrix, name) -> GpuInfo | None``
 - ``check_stack(matrix, *, gpus, driver, cuda, cudnn, frameworks, ...) -> list[Finding]``
-- ``verdict(findings) -> "ok" | "warn" | "error"``
+- ``verdict(findings) -> "ok" | "warning" | "error"``
 - ``resolve_stack(matrix, *, gpus, frameworks, cuda, os, ...) -> Resolution``
 - ``load_profiles(extra_file=None) -> dict[str, Profile]``
 - ``verify_profile(matrix, profile, gpus) -> list[Finding]``

@@ -11,7 +11,7 @@ from typing import Literal
 
 from gpuhost.versions import Version, parse_version
 
-Severity = Literal["info", "warn", "error"]
+Severity = Literal["info", "warning", "error"]
 ClockPolicy = Literal["application", "locked"]
 
 

@@ -91,7 +91,7 @@ def _gpus(out: _Out, names: list[str]) -> list[tuple[GpuInfo, Architecture]]:
             examples = ", ".join(g.names[0] for g in out.matrix.gpus[-12:])
             out.add(
                 "gpu_unknown",
-                "warn",
+                "warning",
                 f'GPU "{name}" is not in the compatibility matrix, so checks that need its compute '
                 f"capability were skipped (known names include {examples}); fix: use a listed name "
                 "or add the model with its source to matrix.yaml",
@@ -169,7 +169,7 @@ def check_stack(
         else:
             out.add(
                 "framework_unknown",
-                "warn",
+                "warning",
                 f'framework "{spec.raw}" is not in the matrix (known: torch, tensorflow); '
                 "not checked",
                 "pytorch-release-md",
@@ -207,7 +207,7 @@ def _check_cuda_driver(out: _Out, cv: Version | None, drv: Version | None) -> Cu
     if minor is None:
         out.add(
             "cuda_unknown",
-            "warn",
+            "warning",
             f"CUDA {cv} is not in the compatibility matrix (it lists {known_cuda(m)}); its driver "
             "requirement was not checked",
             "cuda-release-notes",
@@ -237,7 +237,7 @@ def _check_cuda_driver(out: _Out, cv: Version | None, drv: Version | None) -> Cu
     elif floor is not None and drv >= V(floor, field="floor"):
         out.add(
             "cuda_driver_minor_compat",
-            "warn",
+            "warning",
             f"driver {drv} is below CUDA {rel.label}'s minimum {rel.min_driver} but at or above "
             f"the CUDA {minor.major}.x minor-version-compatibility floor {floor}: applications run "
             "with reduced features (no PTX JIT of newer code; some APIs fail with "
@@ -277,7 +277,7 @@ def _check_cuda_arch(out: _Out, cv: Version, hw: list[tuple[GpuInfo, Architectur
         elif ok is None:
             out.add(
                 "cuda_arch_unknown",
-                "warn",
+                "warning",
                 f"no source in the matrix says which CUDA release first supports {_label(info)}; "
                 f"CUDA {cv} was not checked against it",
                 arch.source,
@@ -323,7 +323,7 @@ def _check_driver(
         when = "" if branch.eol == "ended" else f" since {branch.eol}"
         out.add(
             "driver_branch_eol",
-            "warn",
+            "warning",
             f"driver branch R{number} ({branch.type}) is end of life{when}: no more security "
             "fixes; fix: move to a supported LTSB/PB branch",
             branch.source,
@@ -344,7 +344,7 @@ def _check_cudnn(
         known = ", ".join(r.version for r in m.cudnn)
         out.add(
             "cudnn_unknown",
-            "warn",
+            "warning",
             f"cuDNN {cdv} is not in the compatibility matrix (it lists {known}); its CUDA, driver "
             "and architecture limits were not checked",
             "cudnn-9.17.0",
@@ -445,7 +445,7 @@ def _variant_problems(
             problems.append(
                 (
                     "framework_arch_unknown",
-                    "warn",
+                    "warning",
                     f"the architectures {label} is built for are not known from a source; cannot "
                     f"confirm it runs on {_label(info)} (check torch.cuda.get_arch_list() on the "
                     "host)",
@@ -473,7 +473,7 @@ def _check_torch(
     if spec.version is None:
         out.add(
             "framework_unknown",
-            "warn",
+            "warning",
             f'"{spec.raw}": give a version (torch==2.5.1) to check it',
             "pytorch-release-md",
         )
@@ -483,7 +483,7 @@ def _check_torch(
         known = ", ".join(r.version for r in m.pytorch)
         out.add(
             "framework_unknown",
-            "warn",
+            "warning",
             f"torch {spec.version} is not in the matrix (it lists {known}); not checked",
             "pytorch-release-md",
         )
@@ -496,7 +496,7 @@ def _check_torch(
             if not local.startswith("cu"):
                 out.add(
                     "framework_not_cuda",
-                    "warn",
+                    "warning",
                     f"torch {spec.version} is not a CUDA build; it will not use NVIDIA GPUs",
                     rel.source,
                 )
@@ -545,7 +545,7 @@ def _check_tensorflow(
         known = ", ".join(r.version for r in m.tensorflow)
         out.add(
             "framework_unknown",
-            "warn",
+            "warning",
             f'"{spec.raw}" is not in the matrix (TensorFlow releases listed: {known}); not checked',
             "tensorflow-tested",
         )
@@ -554,7 +554,7 @@ def _check_tensorflow(
     if cv is not None and cuda_key(cv) != rel.cuda:
         out.add(
             "tensorflow_untested_cuda",
-            "warn",
+            "warning",
             f"{label} was tested with CUDA {rel.cuda}; the "
             f"stack has CUDA {cv}; fix: use CUDA {rel.cuda} (pip install "
             "tensorflow[and-cuda] brings its tested CUDA libraries)",
@@ -563,7 +563,7 @@ def _check_tensorflow(
     if cdv is not None and cdv.release[:2] != V(rel.cudnn, field="c").release[:2]:
         out.add(
             "tensorflow_untested_cudnn",
-            "warn",
+            "warning",
             f"{label} was tested with cuDNN {rel.cudnn}; "
             f"the stack has cuDNN {cdv}; fix: use cuDNN {rel.cudnn}",
             rel.source,
@@ -582,7 +582,7 @@ def _check_tensorflow(
         if cuda_supports_arch(arch, info.compute_capability, V(rel.cuda, field="c")) is False:
             out.add(
                 "framework_arch_unknown",
-                "warn",
+                "warning",
                 f"{label} is built with CUDA {rel.cuda}, "
                 f"which does not build for {_label(info)}; it can only run through PTX JIT, if "
                 "at all",
