@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -12,6 +13,7 @@ from gpuhost.upgrade.orchestrate import (
     FORWARD_STEPS,
     ROLLBACK_STEPS,
     HostIsCurrent,
+    Interrupted,
     Orchestrator,
     StepFailed,
     UpgradeOptions,
@@ -174,9 +176,10 @@ def test_resume_after_crash_continues_half_done_host_first_and_skips_finished(tm
     fleet = FakeFleet(crash=("b", "restart"))
     options = UpgradeOptions(canary=1, batch=1)
     journal = Journal.create(tmp_path / "runs", "inv", "new", hosts, {})
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(Interrupted):
         Orchestrator(journal, fleet.steps(), options).run()
     assert journal.progress()["b"].current == "restart"
+    assert journal.records()[-1]["status"] == "interrupted"
     fleet.calls.clear()
     resumed = Journal.open(journal.path)
     summary = Orchestrator(resumed, fleet.steps(), options).run()
@@ -193,7 +196,7 @@ def test_resume_continues_an_interrupted_rollback(tmp_path):
     fleet = FakeFleet(fail={("a", "validate"): "bad"}, crash=("a", "rollback_restart"))
     options = UpgradeOptions(canary=0, batch=1)
     journal = Journal.create(tmp_path / "runs", "inv", "new", ["a"], {})
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(Interrupted):
         Orchestrator(journal, fleet.steps(), options).run()
     fleet.calls.clear()
     summary = Orchestrator(Journal.open(journal.path), fleet.steps(), options).run()
@@ -217,3 +220,57 @@ def test_missing_step_function_is_refused(tmp_path):
     journal = Journal.create(tmp_path / "runs", "inv", "new", ["a"], {})
     with pytest.raises(ValueError, match="steps missing"):
         Orchestrator(journal, {"preflight": lambda ctx: None}, UpgradeOptions())
+
+
+def test_ctrl_c_during_install_is_journaled_interrupted_and_resume_redoes_it(tmp_path):
+    """The step in flight when the operator stops the run is neither done nor failed: no
+    rollback now, and --resume runs it again (marked resumed) before going on."""
+    fleet = FakeFleet(crash=("a", "install"))
+    options = UpgradeOptions(canary=0, batch=1)
+    journal = Journal.create(tmp_path / "runs", "inv", "new", ["a"], {})
+    events = []
+    with pytest.raises(Interrupted):
+        Orchestrator(journal, fleet.steps(), options, lambda *e: events.append(e)).run()
+    last = journal.records()[-1]
+    assert (last["step"], last["status"]) == ("install", "interrupted")
+    assert not any(r.get("status") in ("done", "failed") and r.get("step") == "install"
+                   for r in journal.records())
+    assert events[-1][:3] == ("a", "install", "interrupted")
+    assert not journal.ended()
+    assert not [s for s in fleet.host_steps("a") if s in ROLLBACK_STEPS]
+    fleet.calls.clear()
+    summary = Orchestrator(Journal.open(journal.path), fleet.steps(), options).run()
+    assert summary.outcomes == {"a": "upgraded"}
+    assert fleet.calls[0] == ("a", "install", "install")
+    assert fleet.host_steps("a") == ["install", "restart", "validate", "undrain"]
+
+
+def test_errors_after_a_stop_are_interruptions_not_failures(tmp_path):
+    """Stopping kills children and closes connections, so steps in flight on other hosts end
+    with errors: those are journaled interrupted and roll nothing back."""
+    started = threading.Barrier(2, timeout=5)
+    fleet = FakeFleet()
+    steps = dict(fleet.steps())
+    holder = {}
+
+    def install(ctx):
+        started.wait()
+        if ctx.host == "a":
+            holder["orch"].stop.set()  # what the SIGINT handler does
+            raise KeyboardInterrupt
+        time.sleep(0.2)
+        raise StepFailed("connection closed while running a command")  # b's child was killed
+
+    steps["install"] = install
+    journal = Journal.create(tmp_path / "runs", "inv", "new", ["a", "b"], {})
+    holder["orch"] = Orchestrator(journal, steps, UpgradeOptions(canary=0, batch=2))
+    with pytest.raises(Interrupted):
+        holder["orch"].run()
+    progress = journal.progress()
+    for host in ("a", "b"):
+        assert progress[host].current == "install" and progress[host].failed is None
+        assert progress[host].outcome is None
+        assert not [s for s in fleet.host_steps(host) if s in ROLLBACK_STEPS + ("abort",)]
+    statuses = [(r["host"], r["status"]) for r in journal.records() if r.get("step") == "install"]
+    assert sorted(statuses) == [("a", "interrupted"), ("a", "started"),
+                                ("b", "interrupted"), ("b", "started")]

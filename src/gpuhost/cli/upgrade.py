@@ -6,8 +6,13 @@ validate -> undrain. Any failure after the packages changed rolls the host back 
 and leaves it drained. Canary hosts first, then batches; a journal on the controller lets
 ``--resume`` finish an interrupted run. ``--dry`` prints the plan and changes nothing.
 
+Ctrl-C or SIGTERM stops the run: the steps in flight end at once (child processes run in their
+own session, so only the controller sees the signal), are journaled ``interrupted`` and are redone
+by ``--resume``; nothing is rolled back for them. A step is journaled ``done`` only once its result
+was checked on the host.
+
 Exit code: 0 every host upgraded (or already current), 1 a host failed / was refused / the run
-stopped early, 2 bad input.
+stopped early, 2 bad input, 130 / 143 stopped by SIGINT / SIGTERM.
 """
 
 from __future__ import annotations
@@ -20,12 +25,14 @@ from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, ConfigError
 from gpuhost.upgrade.drain import DRAIN_MODES
 from gpuhost.upgrade.journal import Journal, find_resumable
 from gpuhost.upgrade.orchestrate import (
+    Interrupted,
     Orchestrator,
     UpgradeOptions,
     describe_plan,
 )
 from gpuhost.upgrade.progress import Progress, print_summary
 from gpuhost.upgrade.settings import load_provider_config, runs_dir, snapshots_dir, state_option
+from gpuhost.upgrade.signals import StopOnSignals, signal_name
 
 
 @click.command("upgrade")
@@ -181,6 +188,24 @@ def command(
     progress = Progress(journal.header.run_id)
     click.echo(f"run {journal.header.run_id} (journal {journal.path})")
     steps = HostSteps({h.name: h for h in hosts}, settings)
-    summary = Orchestrator(journal, steps.as_mapping(), options, progress.report).run()
+    orchestrator = Orchestrator(journal, steps.as_mapping(), options, progress.report)
+
+    def stop() -> None:
+        orchestrator.stop.set()
+        steps.interrupt()
+
+    with StopOnSignals(stop, "upgrade") as signals:
+        try:
+            summary = orchestrator.run()
+        except Interrupted:
+            steps.close()
+            name = signal_name(signals.received) if signals.received else "interrupt"
+            click.echo(
+                f"gpuhost: upgrade stopped by {name}; journal {journal.path}; continue with: "
+                f"gpuhost upgrade {inventory} --to {target} --resume",
+                err=True,
+            )
+            return signals.exit_code
+    steps.close()
     print_summary(summary)
     return EXIT_OK if summary.ok else EXIT_FINDINGS

@@ -12,9 +12,11 @@ import logging
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,72 @@ from gpuhost.errors import HostError
 from gpuhost.upgrade.remote import Result
 
 RC_MARK = "##GPUHOST_RC="
+# after SIGTERM, how long a child (pyinfra, pytest) gets before SIGKILL
+CHILD_TERM_GRACE_S = 10.0
+
+
+class Canceller:
+    """Stops what a run has in flight when the operator stops it (Ctrl-C, SIGTERM).
+
+    Child processes run in their own session, so a terminal's Ctrl-C (or a signal to the
+    controller's process group) reaches only the controller, never a child that would take it
+    as a clean exit; ``cancel`` ends the registered children (their whole process group) and
+    makes every ``PyinfraRemote`` sharing this canceller refuse new commands and reconnects."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._children: set[subprocess.Popen[bytes]] = set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self) -> None:
+        self._event.set()
+        with self._lock:
+            children = list(self._children)
+        for child in children:
+            _signal_group(child, signal.SIGTERM)
+
+    def check(self, host: str) -> None:
+        if self.cancelled:
+            raise HostError(host, "stopped by the operator")
+
+    def run_child(
+        self, argv: list[str], out: Any, env: dict[str, str] | None, timeout_s: float
+    ) -> int:
+        """Run ``argv`` in its own session with output to ``out``; its exit code (negative: the
+        signal that ended it). ``subprocess.TimeoutExpired`` after ``timeout_s``."""
+        self.check(argv[0])
+        child = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        with self._lock:
+            self._children.add(child)
+        try:
+            return child.wait(timeout=timeout_s)
+        except BaseException:
+            _signal_group(child, signal.SIGTERM)
+            try:
+                child.wait(timeout=CHILD_TERM_GRACE_S)
+            except subprocess.TimeoutExpired:
+                _signal_group(child, signal.SIGKILL)
+                child.wait()
+            raise
+        finally:
+            with self._lock:
+                self._children.discard(child)
+
+
+def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signum)
 
 
 @dataclass(frozen=True)
@@ -74,10 +142,13 @@ def split_rc(stdout: str) -> tuple[int | None, str]:
 class PyinfraRemote:
     """A ``Remote`` over pyinfra's SSH connector for one inventory host."""
 
-    def __init__(self, entry: InventoryHost, connect_timeout: int = 10) -> None:
+    def __init__(
+        self, entry: InventoryHost, connect_timeout: int = 10, canceller: Canceller | None = None
+    ) -> None:
         self.host = entry.name
         self.entry = entry
         self.connect_timeout = connect_timeout
+        self.canceller = canceller or Canceller()
         self.state: State | None = None
 
     def _new_state(self) -> State:
@@ -89,6 +160,7 @@ class PyinfraRemote:
         return state
 
     def connect(self) -> None:
+        self.canceller.check(self.host)
         logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
         state = self._new_state()
         try:
@@ -117,6 +189,7 @@ class PyinfraRemote:
 
     def run(self, command: str, timeout: float | None = None) -> Result:
         host = self._host()
+        self.canceller.check(self.host)
         try:
             _, output = host.run_shell_command(
                 _run_command_with_rc(command), _timeout=int(timeout) if timeout else None
@@ -147,6 +220,7 @@ class PyinfraRemote:
                 if self.run("true").ok:
                     return
             except HostError as exc:
+                self.canceller.check(self.host)
                 last = str(exc)
             time.sleep(poll_s)
         raise HostError(self.host, f"did not come back over SSH within {timeout_s:g}s ({last})")
@@ -170,26 +244,34 @@ def _run_logged(
     timeout_s: float,
     timeout_message: str,
     env: dict[str, str] | None = None,
+    canceller: Canceller | None = None,
 ) -> int:
-    """Run a controller-side process for one host with its output (stdout and stderr) in
-    ``log_path``; its exit code. HostError(``timeout_message``) when it runs past ``timeout_s``."""
+    """Run a controller-side process for one host (in its own session) with its output (stdout
+    and stderr) in ``log_path``; its exit code. HostError(``timeout_message``) when it runs past
+    ``timeout_s``; HostError when the run was stopped (the child's exit then means nothing)."""
+    canceller = canceller or Canceller()
     with log_path.open("w") as out:
         try:
-            proc = subprocess.run(
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                timeout=timeout_s,
-                check=False,
-            )
+            returncode = canceller.run_child(argv, out, env, timeout_s)
         except subprocess.TimeoutExpired as exc:
             raise HostError(entry.name, timeout_message) from exc
-    return proc.returncode
+    canceller.check(entry.name)
+    if returncode < 0:
+        raise HostError(
+            entry.name,
+            f"{argv[2] if len(argv) > 2 else argv[0]} was killed by signal "
+            f"{-returncode} (log {log_path})",
+        )
+    return returncode
 
 
-def run_checks(entry: InventoryHost, tier: str, log_path: Path, timeout_s: float = 3600) -> str:
+def run_checks(
+    entry: InventoryHost,
+    tier: str,
+    log_path: Path,
+    timeout_s: float = 3600,
+    canceller: Canceller | None = None,
+) -> str:
     """The check suite (``checks/``, what ``gpuhost check`` runs) on one host, from the
     controller; returns the JUnit XML text. HostError when pytest could not run the checks."""
     from gpuhost.cli.check import checks_dir, pytest_argv
@@ -200,7 +282,12 @@ def run_checks(entry: InventoryHost, tier: str, log_path: Path, timeout_s: float
         junit = Path(tmp) / "junit.xml"
         argv = pytest_argv(checks_dir(), str(inventory), tier, entry.name, junit)
         returncode = _run_logged(
-            entry, argv, log_path, timeout_s, f"checks did not finish in {timeout_s:g}s"
+            entry,
+            argv,
+            log_path,
+            timeout_s,
+            f"checks did not finish in {timeout_s:g}s",
+            canceller=canceller,
         )
         if returncode not in (0, 1) or not junit.exists():
             raise HostError(
@@ -210,7 +297,11 @@ def run_checks(entry: InventoryHost, tier: str, log_path: Path, timeout_s: float
 
 
 def run_deploy_file(
-    entry: InventoryHost, deploy_file: str, log_path: Path, timeout_s: float = 3600
+    entry: InventoryHost,
+    deploy_file: str,
+    log_path: Path,
+    timeout_s: float = 3600,
+    canceller: Canceller | None = None,
 ) -> None:
     """Run an on-disk pyinfra deploy on one host in its own ``pyinfra`` process (as ``gpuhost
     provision`` does): operations see the host as earlier operations left it, and parallel hosts
@@ -231,6 +322,7 @@ def run_deploy_file(
             timeout_s,
             f"deploy did not finish in {timeout_s:g}s (log {log_path})",
             env=env,
+            canceller=canceller,
         )
         refused = report.read_text().strip() if report.exists() else ""
     if refused:

@@ -20,7 +20,13 @@ from typing import Any
 from gpuhost.errors import ConfigError, GpuhostError, HostError
 from gpuhost.reboot import reboot_and_wait
 from gpuhost.upgrade import package_cache
-from gpuhost.upgrade.connect import InventoryHost, PyinfraRemote, run_checks, run_deploy_file
+from gpuhost.upgrade.connect import (
+    Canceller,
+    InventoryHost,
+    PyinfraRemote,
+    run_checks,
+    run_deploy_file,
+)
 from gpuhost.upgrade.drain import make_drainer
 from gpuhost.upgrade.host_state import (
     COUPLED_PACKAGE_RE,
@@ -38,6 +44,7 @@ from gpuhost.upgrade.validate import (
     check_problems,
     expectation_from_snapshot,
     junit_failures,
+    package_problems,
     validate_host,
 )
 
@@ -118,6 +125,7 @@ class HostSteps:
         self.provider = make_provider(settings.provider)
         self._remotes: dict[str, PyinfraRemote] = {}
         self._lock = threading.Lock()
+        self.canceller = Canceller()
 
     def as_mapping(self) -> dict[str, StepFn]:
         return {
@@ -140,8 +148,18 @@ class HostSteps:
     def remote(self, host: str) -> PyinfraRemote:
         with self._lock:
             if host not in self._remotes:
-                self._remotes[host] = PyinfraRemote(self.hosts[host])
+                self._remotes[host] = PyinfraRemote(self.hosts[host], canceller=self.canceller)
             return self._remotes[host]
+
+    def interrupt(self) -> None:
+        """The operator stops the run: end child processes, refuse new commands, drop the SSH
+        sessions so commands in flight return now (what they left on a host, e.g. a running
+        dpkg, is waited for when ``--resume`` redoes the step)."""
+        self.canceller.cancel()
+        with self._lock:
+            remotes = list(self._remotes.values())
+        for remote in remotes:
+            remote.close()
 
     def _data(self, host: str) -> dict[str, Any]:
         return dict(self.hosts[host].data)
@@ -263,7 +281,13 @@ class HostSteps:
         held = [p for p in state.holds if COUPLED_PACKAGE_RE.search(p)]
         self._unhold(host, held)
         self.provision(host, self.settings.target.name)
-        return {"summary": f"unheld {len(held)}, installed {self.settings.target.name}"}
+        # done only when the host shows it: every driver package at the target's version, held
+        problems = package_problems(
+            Expectation.for_target(self.settings.target), self.read_state(host)
+        )
+        if problems:
+            raise StepFailed("after the install: " + "; ".join(problems))
+        return {"summary": f"unheld {len(held)}, installed {self.settings.target.name}, held"}
 
     def provision(self, host: str, profile: str) -> None:
         """Provision's packaged deploy with the given profile: pins, install, holds, marker."""
@@ -276,7 +300,12 @@ class HostSteps:
         deploy_file = str(resources.files("gpuhost.deploys") / "run_provision.py")
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         log = self.settings.snapshots.parent / "logs" / f"{host}-{stamp}-{profile}.log"
-        run_deploy_file(InventoryHost(entry.name, data, entry.groups), deploy_file, log)
+        run_deploy_file(
+            InventoryHost(entry.name, data, entry.groups),
+            deploy_file,
+            log,
+            canceller=self.canceller,
+        )
 
     def restart(self, ctx: HostContext) -> dict[str, Any]:
         remote = self.remote(ctx.host)
@@ -315,7 +344,12 @@ class HostSteps:
         data[PROFILE_KEY] = profile
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         log = self.settings.snapshots.parent / "logs" / f"{host}-{stamp}-checks.log"
-        xml = run_checks(InventoryHost(entry.name, data, entry.groups), self.settings.checks, log)
+        xml = run_checks(
+            InventoryHost(entry.name, data, entry.groups),
+            self.settings.checks,
+            log,
+            canceller=self.canceller,
+        )
         return check_problems(junit_failures(xml), set(self.settings.accept_checks))
 
     def undrain(self, ctx: HostContext) -> dict[str, Any]:

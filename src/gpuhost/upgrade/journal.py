@@ -9,7 +9,8 @@ Line kinds:
 
 - ``{"kind": "run", ...}``   first line: run id, inventory, target profile, options, host order
 - ``{"kind": "step", "host", "step", "status", "ts", "detail", "data"}``, status is
-  started, done or failed
+  started, done (its result verified on the host), failed, or interrupted (the operator stopped
+  the run while the step was in flight: ``--resume`` redoes it, it is not a failure)
 - ``{"kind": "outcome", "host", "outcome", "ts", "detail"}``  a host's final state in this run
 - ``{"kind": "end", "ts", "summary"}``  the run finished (nothing left to resume)
 
@@ -31,6 +32,7 @@ from typing import Any
 from gpuhost.errors import ConfigError
 
 JOURNAL_SCHEMA = 1
+STEP_STATUSES = ("started", "done", "failed", "interrupted")
 
 # Final per-host outcomes. Every one of them means "do not touch this host again in this run".
 UPGRADED = "upgraded"  # on the target, validated, undrained
@@ -144,7 +146,7 @@ class Journal:
         detail: str = "",
         data: Mapping[str, Any] | None = None,
     ) -> None:
-        if status not in ("started", "done", "failed"):
+        if status not in STEP_STATUSES:
             raise ValueError(f"journal: unknown step status {status!r}")
         self._append(
             {
@@ -238,7 +240,7 @@ def replay(records: Iterable[Mapping[str, Any]], hosts: Iterable[str]) -> dict[s
             continue
         step, status = str(record["step"]), str(record["status"])
         p.data.update(record.get("data") or {})
-        if status == "started":
+        if status in ("started", "interrupted"):
             p.current = step
         elif status == "done":
             if step not in p.done:

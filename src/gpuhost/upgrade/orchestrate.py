@@ -78,7 +78,10 @@ class HostIsCurrent(Exception):
 
 
 class Interrupted(Exception):
-    """The run is stopping (Ctrl-C); raised between steps so no new step starts."""
+    """The run is stopping (Ctrl-C, SIGTERM): raised instead of starting a new step, and instead
+    of a step's own error once the stop was asked for. The step in flight is journaled
+    ``interrupted`` (never ``done`` or ``failed``), so ``--resume`` redoes it and nothing is rolled
+    back for it."""
 
 
 @dataclass
@@ -220,13 +223,21 @@ class Orchestrator:
         workers = self.options.workers or len(hosts)
         if workers <= 1 or len(hosts) == 1:
             return {h: self.run_host(h, progress[h]) for h in hosts}
+        results: dict[str, str] = {}
+        interrupted = False
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="upgrade") as pool:
             futures = {h: pool.submit(self.run_host, h, progress[h]) for h in hosts}
-            try:
-                return {h: f.result() for h, f in futures.items()}
-            except BaseException:
-                self.stop.set()  # Ctrl-C: let running steps finish, start no new ones
-                raise
+            for host, future in futures.items():
+                try:
+                    results[host] = future.result()
+                except Interrupted:
+                    interrupted = True  # the others stop at their next step (or sooner)
+                except BaseException:
+                    self.stop.set()
+                    raise
+        if interrupted:
+            raise Interrupted("batch")
+        return results
 
     # -- one host ----------------------------------------------------------------------------
 
@@ -305,9 +316,17 @@ class Orchestrator:
         self.reporter(ctx.host, step, "started", "resumed" if resumed else "")
         try:
             result = self.steps[step](ctx)
-        except (HostIsCurrent, Interrupted):
+        except HostIsCurrent:
             raise
-        except Exception as exc:
+        except BaseException as exc:
+            # Once a stop was asked for, a step's error is what stopping did to it (its child
+            # killed, its connection closed), not a verdict on the host: no rollback for it.
+            if self.stop.is_set() or not isinstance(exc, Exception) or isinstance(exc, Interrupted):
+                self.stop.set()
+                why = "stopped by the operator" + (f" ({_message(exc)})" if str(exc) else "")
+                self.journal.step(ctx.host, step, "interrupted", why)
+                self.reporter(ctx.host, step, "interrupted", why)
+                raise Interrupted(step) from None
             self.journal.step(ctx.host, step, "failed", _message(exc))
             self.reporter(ctx.host, step, "failed", _message(exc))
             raise

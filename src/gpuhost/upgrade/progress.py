@@ -12,6 +12,7 @@ from gpuhost.upgrade.orchestrate import STEP_TITLES, RunSummary
 _COLOURS = {
     "done": "green",
     "failed": "red",
+    "interrupted": "yellow",
     "upgraded": "green",
     "current": "green",
     "rolled_back": "yellow",
