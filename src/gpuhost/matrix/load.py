@@ -8,6 +8,7 @@ problem, each starting with the dotted path of the bad field, e.g.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import re
 from collections.abc import Callable
@@ -167,6 +168,18 @@ def _load_file(path: str) -> Matrix:
     return build_matrix(data, path)
 
 
+def _updated(p: _Problems, value: Any) -> str | None:
+    """``updated``: the date the data was last checked (YYYY-MM-DD), optional."""
+    if value is None:
+        return None
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        return value
+    p.add("updated", f"{_show(value)} is not a date (expected YYYY-MM-DD)")
+    return None
+
+
 def build_matrix(data: Any, path: str = "<matrix>") -> Matrix:
     """Validate already-parsed matrix data and build the :class:`Matrix` (MatrixError if bad)."""
     p = _Problems()
@@ -177,6 +190,7 @@ def build_matrix(data: Any, path: str = "<matrix>") -> Matrix:
         p.add("schema", f"{_show(root.get('schema'))} is not a supported schema (expected 1)")
     known = {
         "schema",
+        "updated",
         "sources",
         "cuda_minor_compat",
         "cuda",
@@ -224,6 +238,7 @@ def build_matrix(data: Any, path: str = "<matrix>") -> Matrix:
         tensorflow=tensorflow,
         driver_branches=branches,
         policies=policies,
+        updated=_updated(p, root.get("updated")),
     )
     if not p.items:
         _consistency(p, matrix)

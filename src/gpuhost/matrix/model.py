@@ -217,6 +217,9 @@ class Matrix:
     tensorflow: tuple[TensorflowRelease, ...]
     driver_branches: tuple[DriverBranch, ...]
     policies: dict[str, Policy]
+    # The date the data was last checked against its sources (``updated:``, YYYY-MM-DD); reports
+    # carry it as ``matrix_date``.
+    updated: str | None = None
 
     def url(self, source_key: str) -> str:
         """The URL (or document) behind a row's source key."""
