@@ -127,7 +127,7 @@ def _packages(reader: _Reader) -> PackageFacts:
         return PackageFacts("dpkg", installed, held, policies, known)
     if rpm is not None and not rpm.missing_tool:
         listed = reader.parse("rpm", packages.parse_rpm_qa, no_packages)
-        rpm_held = pp.parse_versionlock(reader.text("dnf-versionlock"))
+        rpm_held = packages.parse_versionlock(reader.text("dnf-versionlock"))
         return PackageFacts("rpm", listed, rpm_held, [], False)
     return PackageFacts()
 

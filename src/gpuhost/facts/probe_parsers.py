@@ -31,9 +31,6 @@ DKMS_RE = re.compile(
     r"(?:,\s*(?P<kernel>[^,:\s]+))?(?:,\s*(?P<arch>[^,:\s]+))?:\s*(?P<status>.+?)\s*$"
 )
 FABRIC_VERSION_RE = re.compile(r"version\s*(?:is)?\s*:?\s*(\d+(?:\.\d+)+)", re.I)
-VERSIONLOCK_RE = re.compile(
-    r"^(?:\d+:)?(?P<name>[A-Za-z0-9_+.-]+?)-(?P<version>\d[^-]*)-(?P<rel>[^-]+)$"
-)
 KERNEL_NAME_RE = re.compile(r"^[0-9][\w.+~-]*$")
 
 
@@ -153,24 +150,6 @@ def parse_pci(text: str) -> list[PciGpu]:
 def parse_proc_modules(text: str) -> list[str]:
     return [line.split()[0] for line in text.splitlines() if line.strip()]
 
-
-def parse_versionlock(text: str) -> list[str]:
-    """dnf/yum versionlock.list lines (``[epoch:]name-version-release.arch``) → package names."""
-    names: list[str] = []
-    for line in text.splitlines():
-        entry = line.strip()
-        if not entry or entry.startswith("#"):
-            continue
-        entry = entry.lstrip("!")
-        for suffix in (".x86_64", ".aarch64", ".noarch", ".ppc64le", ".i686", ".*"):
-            if entry.endswith(suffix):
-                entry = entry[: -len(suffix)]
-                break
-        match = VERSIONLOCK_RE.match(entry)
-        name = match.group("name") if match else entry
-        if name not in names:
-            names.append(name)
-    return names
 
 
 def parse_cuda_dirs(text: str) -> tuple[list[CudaToolkit], str | None]:

@@ -13,7 +13,6 @@ Three layers keep a driver where the profile put it:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Generator, Iterable
 
 from pyinfra import host
@@ -24,18 +23,10 @@ from pyinfra.facts.deb import DebPackages
 from gpuhost.facts.apt_pins import AptHolds, AptPolicy, DnfVersionLocks
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
+from gpuhost.parsers.packages import parse_versionlock_entry
 from gpuhost.versions import extends_version, upstream_of_package_version
 
 PREFERENCES_PATH = "/etc/apt/preferences.d/gpuhost-nvidia"
-_VERSIONLOCK_RE = re.compile(r"^(?P<name>.+?)-(?:\d+:)?(?P<version>[^-:]+)-[^-]+$")
-
-
-def parse_versionlock(entry: str) -> tuple[str, str]:
-    """``nvidia-driver-3:550.54.15-1.el9.*`` → ``("nvidia-driver", "550.54.15")``."""
-    match = _VERSIONLOCK_RE.match(entry.strip())
-    if not match:
-        return (entry.strip(), "")
-    return (match.group("name"), match.group("version"))
 
 
 def version_glob(upstream_version: str) -> str:
@@ -152,7 +143,7 @@ def versionlocked(packages: list[str], version: str) -> Generator:
 
         apt_pin.versionlocked(packages=["nvidia-driver"], version="550.54.15")
     """
-    locked = {parse_versionlock(lock) for lock in host.get_fact(DnfVersionLocks)}
+    locked = {parse_versionlock_entry(lock) for lock in host.get_fact(DnfVersionLocks)}
     missing = [name for name in sorted(set(packages)) if (name, version) not in locked]
     if not missing:
         host.noop("NVIDIA packages already version-locked")

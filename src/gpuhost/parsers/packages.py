@@ -30,6 +30,11 @@ POLICY_PACKAGE_RE = re.compile(r"^(\S+):$")
 POLICY_FIELD_RE = re.compile(r"^\s+(Installed|Candidate):\s+(\S+)\s*$")
 POLICY_VERSION_RE = re.compile(r"^\s+(?:\*\*\*\s+)?(\S+)\s+-?\d+\s*$")
 POLICY_SOURCE_RE = re.compile(r"^\s+-?\d+\s+(\S+)(?:\s+(\S+))?")
+# dnf/yum versionlock entry without its arch: [epoch:]name-[epoch:]version-release
+VERSIONLOCK_RE = re.compile(
+    r"^(?:\d+:)?(?P<name>[A-Za-z0-9_+.-]+?)-(?:\d+:)?(?P<version>\d[^-:]*)-(?P<rel>[^-]+)$"
+)
+VERSIONLOCK_ARCHES = (".x86_64", ".aarch64", ".noarch", ".ppc64le", ".i686", ".*")
 
 
 @dataclass(frozen=True)
@@ -205,3 +210,31 @@ def parse_apt_policy(text: str) -> list[AptPolicy]:
 
 def is_blank_listing(text: str) -> bool:
     return is_blank(text)
+
+
+def parse_versionlock_entry(entry: str) -> tuple[str, str]:
+    """One dnf/yum versionlock entry → (package name, upstream version).
+
+    ``nvidia-driver-3:550.54.15-1.el9.*`` → ``("nvidia-driver", "550.54.15")``; an exclude
+    (``!``) reads the same; an entry of another shape → (the entry, "")."""
+    entry = entry.strip().lstrip("!")
+    for suffix in VERSIONLOCK_ARCHES:
+        if entry.endswith(suffix):
+            entry = entry[: -len(suffix)]
+            break
+    match = VERSIONLOCK_RE.match(entry)
+    if match is None:
+        return (entry, "")
+    return (match.group("name"), match.group("version"))
+
+
+def parse_versionlock(text: str) -> list[str]:
+    """dnf/yum versionlock.list (one entry a line, ``#`` comments) → package names, in order."""
+    names: list[str] = []
+    for line in text.splitlines():
+        if not line.strip() or line.strip().startswith("#"):
+            continue
+        name = parse_versionlock_entry(line)[0]
+        if name not in names:
+            names.append(name)
+    return names
