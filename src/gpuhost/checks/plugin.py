@@ -1,4 +1,7 @@
-"""gpuhost validation checks (pytest-testinfra): host selection, tiers, shared fixtures.
+"""The pytest plugin of gpuhost's checks (pytest-testinfra): host selection, tiers, fixtures.
+
+Loaded by ``conftest.py`` of :mod:`gpuhost.checks` and of the source tree's ``checks/``, or with
+``pytest -p gpuhost.checks.plugin``.
 
 Hosts: ``--inventory FILE`` (a pyinfra inventory; ``--limit`` names hosts or groups) becomes
 testinfra's ``--hosts`` plus an ssh_config built from the inventory's connection data;
@@ -23,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from checklib import HostFacts
 
+from gpuhost.checks.checklib import HostFacts
 from gpuhost.checks_support import expected as expected_mod
 from gpuhost.checks_support.inventory import CheckHost, load_hosts, ssh_config
 from gpuhost.errors import GpuhostError
@@ -98,7 +101,8 @@ def _tier(item: pytest.Item) -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     limit = TIERS.index(config.getoption("tier") or "functional")
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         (keep if TIERS.index(_tier(item)) <= limit else drop).append(item)
         # JUnit: each case names its host in a ``host`` property, set here at collection so a

@@ -6,8 +6,8 @@ import json
 import shlex
 
 import pytest
-from checklib import HostFacts, fail_with, need_spec
 
+from gpuhost.checks.checklib import HostFacts, fail_with, need_spec
 from gpuhost.checks_support import packages as pk
 from gpuhost.checks_support.expected import Expected
 from gpuhost.errors import ParseError

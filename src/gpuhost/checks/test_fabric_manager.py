@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-from checklib import HostFacts, fail_with, need_spec
+from typing import Any
 
+import pytest
+
+from gpuhost.checks.checklib import HostFacts, fail_with, need_spec
 from gpuhost.checks_support import packages as pk
 from gpuhost.checks_support import pci
 from gpuhost.checks_support.expected import Expected
@@ -13,7 +15,7 @@ from gpuhost.facts.probe_parsers import parse_fabricmanager_version
 SERVICE = "nvidia-fabricmanager"
 
 
-def test_fabric_manager(host, facts: HostFacts, expected: Expected) -> None:
+def test_fabric_manager(host: Any, facts: HostFacts, expected: Expected) -> None:
     """On a host with NVSwitches, fabric manager is part of the profile, installed at the
     driver's version, enabled and running (without it CUDA reports no usable GPU)."""
     spec, plan = need_spec(expected)

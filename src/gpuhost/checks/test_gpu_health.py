@@ -4,9 +4,11 @@ host's state (not installed, driver not loaded, no GPU)."""
 
 from __future__ import annotations
 
-import pytest
-from checklib import HostFacts, fail_with, need_gpus, need_spec
+from typing import Any
 
+import pytest
+
+from gpuhost.checks.checklib import HostFacts, fail_with, need_gpus, need_spec
 from gpuhost.checks_support import gpu, xid
 from gpuhost.checks_support.expected import Expected
 from gpuhost.operations.clocks import UNIT_NAME as CLOCKS_UNIT
@@ -24,7 +26,7 @@ def test_persistence_mode_on(facts: HostFacts, expected: Expected) -> None:
     )
 
 
-def test_persistence_daemon_running(host, facts: HostFacts, expected: Expected) -> None:
+def test_persistence_daemon_running(host: Any, facts: HostFacts, expected: Expected) -> None:
     """nvidia-persistenced is enabled and running (keeps persistence across reboots)."""
     spec, _plan = need_spec(expected)
     if not spec.persistence:
@@ -40,7 +42,7 @@ def test_persistence_daemon_running(host, facts: HostFacts, expected: Expected) 
     fail_with(problems, f"{facts.name}: persistence daemon")
 
 
-def test_clocks_as_profile(host, facts: HostFacts, expected: Expected) -> None:
+def test_clocks_as_profile(host: Any, facts: HostFacts, expected: Expected) -> None:
     """Clocks as the profile says: application clocks read back; the clocks service (which also
     sets locked clocks, not readable back) ran successfully."""
     spec, _plan = need_spec(expected)

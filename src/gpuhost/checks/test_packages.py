@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from checklib import HostFacts, fail_with, need_spec
 
+from gpuhost.checks.checklib import HostFacts, fail_with, need_spec
 from gpuhost.checks_support import packages as pk
 from gpuhost.checks_support.expected import Expected
 from gpuhost.parsers.packages import Package

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from checklib import HostFacts, need_spec
 
+from gpuhost.checks.checklib import HostFacts, need_spec
 from gpuhost.checks_support.expected import Expected
 from gpuhost.operations.marker import MARKER_PATH
 

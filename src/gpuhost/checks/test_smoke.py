@@ -9,8 +9,8 @@ import shlex
 from typing import Any
 
 import pytest
-from checklib import HostFacts, need_spec
 
+from gpuhost.checks.checklib import HostFacts, need_spec
 from gpuhost.checks_support import smoke
 from gpuhost.checks_support.expected import Expected
 from gpuhost.errors import GpuhostError

@@ -79,7 +79,7 @@ def _applies_to_host(request: pytest.FixtureRequest) -> None:
         pytest.skip(reason)
 
 
-def test_ssh_password_login_off(sshd):
+def test_ssh_password_login_off(sshd: dict[str, list[str]]) -> None:
     """Neither PasswordAuthentication nor keyboard-interactive (PAM password) is on."""
     assert not password_login_allowed(sshd), (
         f"passwordauthentication={sshd_value(sshd, 'passwordauthentication')} "
@@ -87,7 +87,9 @@ def test_ssh_password_login_off(sshd):
     )
 
 
-def test_ssh_root_login_never_by_password(sshd, harden_data):
+def test_ssh_root_login_never_by_password(
+    sshd: dict[str, list[str]], harden_data: dict[str, Any]
+) -> None:
     """PermitRootLogin is what inventory data asks: prohibit-password (default) or no."""
     assert permit_root_login(sshd) == harden_data["gpuhost_ssh_permit_root_login"]
 
@@ -102,11 +104,11 @@ def test_ssh_root_login_never_by_password(sshd, harden_data):
         ("permituserenvironment", "no"),
     ],
 )
-def test_ssh_fixed_setting(sshd, keyword, expected):
+def test_ssh_fixed_setting(sshd: dict[str, list[str]], keyword: str, expected: str) -> None:
     assert sshd_value(sshd, keyword) == expected, f"sshd -T: {keyword} {sshd_value(sshd, keyword)}"
 
 
-def test_ssh_limits(sshd, harden_data):
+def test_ssh_limits(sshd: dict[str, list[str]], harden_data: dict[str, Any]) -> None:
     """MaxAuthTries and LoginGraceTime are the inventory's (defaults 3 and 30 s)."""
     assert int(sshd_value(sshd, "maxauthtries")) == harden_data["gpuhost_ssh_max_auth_tries"]
     assert int(sshd_value(sshd, "logingracetime")) == harden_data["gpuhost_ssh_login_grace_time"]
@@ -122,27 +124,29 @@ def test_ssh_limits(sshd, harden_data):
         ("pubkeyacceptedalgorithms", "pubkey_accepted_algorithms"),
     ],
 )
-def test_ssh_algorithms_are_the_policy(sshd, keyword, policy_key):
+def test_ssh_algorithms_are_the_policy(
+    sshd: dict[str, list[str]], keyword: str, policy_key: str
+) -> None:
     """Only the algorithms of ssh_policy.yaml are offered; none of them is weak."""
     offered = sshd_value(sshd, keyword).split(",")
     assert offered == POLICY[policy_key], f"sshd -T {keyword}: {','.join(offered)}"
     assert not [a for a in offered if any(w in a for w in WEAK)]
 
 
-def test_ssh_dropins_are_read_first(host):
+def test_ssh_dropins_are_read_first(host: Any) -> None:
     """sshd_config includes the drop-ins before its own settings, so 00-gpuhost.conf wins."""
     with _as_root(host):
         main = host.file(SSHD_CONFIG).content_string
     assert include_precedes_settings(main.splitlines())
 
 
-def test_ssh_no_revert_timer_left(host):
+def test_ssh_no_revert_timer_left(host: Any) -> None:
     """No dead-man timer is still armed (it would undo a confirmed change)."""
     out = host.run("systemctl list-timers --all --no-legend 'gpuhost-*'").stdout
     assert out.strip() == "", out
 
 
-def test_firewall_default_deny_inbound(host, harden_data):
+def test_firewall_default_deny_inbound(host: Any, harden_data: dict[str, Any]) -> None:
     """Table inet gpuhost drops inbound by default, keeps established traffic, opens SSH and
     exactly the ports inventory data lists."""
     with _as_root(host):
@@ -153,7 +157,7 @@ def test_firewall_default_deny_inbound(host, harden_data):
         assert f"tcp dport {port} accept" in listing or f" {port}," in listing, listing
 
 
-def test_firewall_loaded_at_boot(host, harden_data):
+def test_firewall_loaded_at_boot(host: Any, harden_data: dict[str, Any]) -> None:
     with _as_root(host):
         conf = host.file(NFTABLES_CONF).content_string
         assert host.file(RULESET_PATH).exists

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from checklib import HostFacts, need_spec
 
+from gpuhost.checks.checklib import HostFacts, need_spec
 from gpuhost.checks_support import smoke, stress
 from gpuhost.checks_support.expected import Expected
 from gpuhost.errors import GpuhostError, ParseError

@@ -1,6 +1,9 @@
-"""``gpuhost check [INVENTORY]``: the validation checks (checks/, pytest-testinfra) on hosts.
+"""``gpuhost check [INVENTORY]``: the validation checks (pytest-testinfra) on hosts.
 
-The same as ``pytest checks --inventory INVENTORY [--tier T] [--limit L] [--junitxml FILE]``;
+The checks ship in the package (:mod:`gpuhost.checks`), so this works from an installed wheel in
+any folder; ``$GPUHOST_CHECKS_DIR`` names another suite folder (with a conftest.py) instead.
+The same as ``pytest -p gpuhost.checks.plugin --pyargs gpuhost.checks --inventory INVENTORY
+[--tier T] [--limit L] [--junitxml FILE]``;
 with no inventory, or ``@local``, it checks this machine. The exit code is pytest's: 0 every check
 passed (or skipped with a reason), 1 a check failed, 2 interrupted, 3 internal error, 4 pytest
 usage error, 5 no check selected. A bad inventory or --limit is found before pytest runs (exit 2).
@@ -15,6 +18,7 @@ from pathlib import Path
 
 import click
 
+import gpuhost.checks
 from gpuhost.checks_support.inventory import LOCAL, load_hosts
 from gpuhost.errors import ConfigError
 
@@ -23,18 +27,22 @@ TIERS = ("static", "functional", "stress")
 
 
 def checks_dir() -> Path:
-    """The checks/ folder: $GPUHOST_CHECKS_DIR, else the source tree's, else ./checks."""
-    candidates = []
-    if os.environ.get(CHECKS_DIR_ENV):
-        candidates.append(Path(os.environ[CHECKS_DIR_ENV]))
-    candidates += [Path(__file__).resolve().parents[3] / "checks", Path.cwd() / "checks"]
-    for path in candidates:
-        if (path / "conftest.py").is_file():
-            return path
-    raise ConfigError(
-        f"checks: no checks/ folder with conftest.py found (looked at "
-        f"{', '.join(str(c) for c in candidates)}); set {CHECKS_DIR_ENV}"
-    )
+    """The suite to run: $GPUHOST_CHECKS_DIR when set, else the checks inside the package.
+
+    pytest gets the folder (not ``--pyargs``) so that its conftest.py, which loads the plugin,
+    is read before the command line is parsed and ``--tier``/``--inventory`` are known options.
+    """
+    override = os.environ.get(CHECKS_DIR_ENV)
+    if not override:
+        return Path(gpuhost.checks.__file__).resolve().parent
+    path = Path(override)
+    if not (path / "conftest.py").is_file():
+        raise ConfigError(
+            f"checks: {CHECKS_DIR_ENV}={override}: no conftest.py in that folder (expected a "
+            f"folder of checks with a conftest.py loading gpuhost.checks.plugin, like checks/ "
+            f"in gpuhost's source tree); unset it to run the checks shipped with gpuhost"
+        )
+    return path
 
 
 def pytest_argv(
