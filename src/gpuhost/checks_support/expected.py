@@ -10,6 +10,7 @@ from typing import Any
 from gpuhost.deploys.guards import PROFILE_KEY, check_profile, load_profile_table
 from gpuhost.deploys.spec import PackagePlan, StackSpec, package_plan
 from gpuhost.errors import GpuhostError, ParseError
+from gpuhost.facts.probe_parsers import parse_os_release
 from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker
 
 # Marker read without failing when it is absent: empty output means "no marker".
@@ -61,16 +62,7 @@ def parse_marker(text: str) -> Marker:
 
 def os_key(os_release: str) -> str | None:
     """``/etc/os-release`` → ``debian-12`` / ``ubuntu-22.04`` (the deploys' OS keys)."""
-    values: dict[str, str] = {}
-    for line in os_release.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            values[key.strip()] = value.strip().strip("\"'")
-    ident = values.get("ID", "").lower()
-    if not ident:
-        return None
-    version = values.get("VERSION_ID", "")
-    return f"{ident}-{version}" if version else ident
+    return parse_os_release(os_release).key
 
 
 def resolve(host: str, data: dict[str, Any], marker: Marker, os_id: str | None) -> Expected:

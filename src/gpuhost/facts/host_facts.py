@@ -25,6 +25,15 @@ class OsInfo:
     pretty_name: str | None = None
     id_like: str | None = None
 
+    @property
+    def key(self) -> str | None:
+        """The OS key of the package data and profiles: ``debian-12``, ``ubuntu-22.04``,
+        ``rocky-9``; None without an ID. The one place the key is made (audit, checks, deploys)."""
+        if not self.id:
+            return None
+        ident = self.id.lower()
+        return f"{ident}-{self.version_id}" if self.version_id else ident
+
 
 @dataclass(frozen=True)
 class KernelInfo:
