@@ -42,19 +42,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from fnmatch import fnmatch
-from pathlib import Path
 from typing import Any
 
 import click
 import gevent
 from pyinfra.api import Config, State
 from pyinfra.api.connect import disconnect_all
-from pyinfra.api.exceptions import NoGroupError, PyinfraError
+from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.host import Host
 from pyinfra.api.inventory import Inventory
 from pyinfra.api.operations import run_host_op
@@ -146,39 +143,25 @@ def setup_logging(verbose: bool) -> None:
 def load_inventory(
     path: str, state: State, override_data: Mapping[str, Any] | None = None
 ) -> Inventory:
-    """Load a pyinfra inventory file exactly as the pyinfra CLI does (groups, group_data/)."""
-    _quiet_gevent_warning()
-    from pyinfra_cli.inventory import make_inventory
+    """Load a pyinfra inventory file exactly as the pyinfra CLI does (groups, group_data/), with
+    the one loader of every command (``gpuhost.inventory.loader``)."""
+    from gpuhost.inventory.loader import load_inventory as load
 
-    if not Path(path).is_file():
-        raise ConfigError(f"{path}: inventory file not found (expected a pyinfra inventory .py)")
-    try:
-        with ctx_state.use(state):  # pyinfra's exec_file records the file on the current state
-            return make_inventory(path, override_data=dict(override_data or {}), cwd=os.getcwd())
-    except Exception as exc:  # pyinfra raises several kinds; each is one bad-inventory message
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"{path}: cannot load the pyinfra inventory: {first}") from exc
+    _quiet_gevent_warning()
+    return load(path, state, override_data)
 
 
 def limit_hosts(inventory: Inventory, patterns: Iterable[str]) -> list[Host] | None:
-    """Hosts named by ``--limit`` patterns (group names, host names, globs; ``a,b`` lists), in
-    the order given; None when there is no limit; ConfigError when nothing matches."""
-    patterns = [p.strip() for item in patterns for p in item.split(",") if p.strip()]
-    if not patterns:
+    """Hosts named by ``--limit`` (``gpuhost.inventory.loader.limit_names``: group names, globs,
+    ``a,b`` lists), in inventory order; None when there is no limit; ConfigError for an item
+    that matches nothing."""
+    from gpuhost.inventory.loader import limit_items, limit_names
+
+    if not limit_items(patterns):
         return None
-    hosts: list[Host] = []
-    for pattern in patterns:
-        try:
-            matched = list(inventory.get_group(pattern))
-        except NoGroupError:
-            matched = [h for h in inventory if fnmatch(h.name, pattern)]
-        hosts.extend(h for h in matched if h not in hosts)
-    if not hosts:
-        raise ConfigError(
-            f"--limit {' '.join(patterns)}: matches no host or group of the inventory "
-            f"(hosts: {', '.join(h.name for h in inventory)})"
-        )
-    return hosts
+    return [
+        inventory.get_host(n) for n in limit_names(inventory, [h.name for h in inventory], patterns)
+    ]
 
 
 def _fail(state: State, target: Host) -> None:
@@ -320,10 +303,15 @@ def run_deploy(
     forget_cached_host_keys()
     config = Config(PARALLEL=parallel or 0)
     state = State(check_for_changes=True)
-    inventory = load_inventory(inventory_path, state, override_data)
+    from gpuhost.inventory.loader import limit_items, select
+
+    _quiet_gevent_warning()
+    selection = select(inventory_path, limit, override_data=override_data, state=state)
+    inventory = selection.inventory
     outcomes: dict[str, HostOutcome] = {h.name: HostOutcome(h.name) for h in inventory}
+    initial_limit = selection.hosts() if limit_items(limit) else None
     with ctx_state.use(state), ctx_config.use(config), ctx_inventory.use(inventory):
-        state.init(inventory, config, initial_limit=limit_hosts(inventory, limit))
+        state.init(inventory, config, initial_limit=initial_limit)
         targets = [h for h in inventory if state.is_host_in_limit(h)]
         outcomes = {h.name: outcomes[h.name] for h in targets}
         state.set_stage(StateStage.Connect)

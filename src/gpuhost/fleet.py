@@ -21,19 +21,15 @@ ConfigError before any host is contacted.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import logging
-import re
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from gpuhost.errors import ConfigError, GpuhostError
 
 T = TypeVar("T")
-SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 DEFAULT_PARALLEL = 64
 DEFAULT_CONNECT_TIMEOUT_S = 10
 DEFAULT_COMMAND_TIMEOUT_S = 300
@@ -65,14 +61,10 @@ def forget_cached_host_keys() -> None:
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """``"3/10"`` → (3, 10); ConfigError for anything else (K must be in 1..N)."""
-    match = SHARD_RE.match(text or "")
-    if not match:
-        raise ConfigError(f"--shard {text!r}: expected K/N, e.g. 3/10")
-    index, count = int(match.group(1)), int(match.group(2))
-    if count < 1 or not 1 <= index <= count:
-        raise ConfigError(f"--shard {text}: K must be between 1 and N (found K={index}, N={count})")
-    return index, count
+    """``"3/10"`` -> (3, 10); ConfigError for anything else (``gpuhost.inventory.loader``)."""
+    from gpuhost.inventory.loader import parse_shard as _parse_shard
+
+    return _parse_shard(text)
 
 
 def shard_hosts(names: list[str], index: int, count: int) -> list[str]:
@@ -80,7 +72,9 @@ def shard_hosts(names: list[str], index: int, count: int) -> list[str]:
 
     Every host lands in exactly one shard, and shard sizes differ by at most one.
     """
-    return names[index - 1 :: count]
+    from gpuhost.inventory.loader import shard_names
+
+    return shard_names(names, index, count)
 
 
 @dataclass(frozen=True)
@@ -95,72 +89,25 @@ class HostSelection:
 
 
 def load_inventory(path: str, state: Any = None) -> Any:
-    """A pyinfra inventory from a Python inventory file (and its group_data/ beside it)."""
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"{path}: inventory file not found (expected a pyinfra inventory .py)")
-    from pyinfra.api import State
-    from pyinfra.context import ctx_state
-    from pyinfra_cli.exceptions import CliError
-    from pyinfra_cli.inventory import make_inventory_from_files
+    """A pyinfra inventory from a Python inventory file, with every host's data checked against
+    the inventory data contract (``gpuhost.inventory.loader``, the one loader)."""
+    from gpuhost.inventory.loader import check_hosts
+    from gpuhost.inventory.loader import load_inventory as load
 
-    try:
-        with ctx_state.use(state if state is not None else State()):
-            inventory = make_inventory_from_files(str(file), cwd=str(file.parent))
-    except CliError as exc:
-        raise ConfigError(f"{path}: cannot load inventory: {exc}") from exc
-    except Exception as exc:  # the inventory is user Python; anything can go wrong in it
-        raise ConfigError(f"{path}: cannot load inventory: {_describe(exc)}") from exc
-    if len(list(inventory)) == 0:
-        raise ConfigError(f"{path}: the inventory has no hosts")
+    inventory = load(path, state)
+    check_hosts(path, inventory, [host.name for host in inventory])
     return inventory
 
 
-def _describe(exc: BaseException) -> str:
-    """``Type: message`` of the user's own exception (pyinfra wraps it as args[0])."""
-    inner = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else exc
-    try:
-        text = str(inner)
-    except Exception:  # some wrappers cannot print themselves
-        text = repr(inner.args)
-    return f"{type(inner).__name__}: {text}"
-
-
-def _limit(inventory: Any, names: list[str], limit: str) -> list[str]:
-    wanted: set[str] = set()
-    for item in (part.strip() for part in limit.split(",")):
-        if not item:
-            continue
-        group = inventory.groups.get(item) if hasattr(inventory, "groups") else None
-        if group:
-            wanted.update(host.name for host in group)
-            continue
-        matched = [name for name in names if fnmatch.fnmatchcase(name, item)]
-        if not matched:
-            groups = ", ".join(sorted(getattr(inventory, "groups", {}) or {})) or "none"
-            raise ConfigError(
-                f"--limit {item!r}: no host or group of that name in the inventory "
-                f"(groups: {groups})"
-            )
-        wanted.update(matched)
-    return [name for name in names if name in wanted]
-
-
 def select_hosts(path: str, limit: str | None = None, shard: str | None = None) -> HostSelection:
-    """Load the inventory and pick the hosts of this run (``--limit`` first, then ``--shard``)."""
-    from pyinfra.api import State
+    """Load the inventory, pick the hosts of this run (``--limit`` first, then ``--shard``) and
+    check their data (``gpuhost.inventory.loader.select``)."""
+    from gpuhost.inventory.loader import select
 
-    state = State()
-    inventory = load_inventory(path, state)
-    names = [host.name for host in inventory]
-    if limit:
-        names = _limit(inventory, names, limit)
-    label = None
-    if shard:
-        index, count = parse_shard(shard)
-        names = shard_hosts(names, index, count)
-        label = f"{index}/{count}"
-    return HostSelection(path, inventory, names, label, state)
+    selection = select(path, limit=limit, shard=shard)
+    return HostSelection(
+        path, selection.inventory, selection.names, selection.shard_label, selection.state
+    )
 
 
 @dataclass(frozen=True)

@@ -105,15 +105,15 @@ def test_limit_takes_groups_globs_and_comma_lists(tmp_path) -> None:
 
 
 def test_override_data_reaches_every_host(tmp_path) -> None:
-    inventory = _inventory(tmp_path, 'hosts = [("@local", {"gpuhost_x": "inventory"})]\n')
+    inventory = _inventory(tmp_path, 'hosts = [("@local", {"gpuhost_profile": "inventory"})]\n')
     seen: list[str] = []
 
     def deploy() -> None:
         from pyinfra import host
 
-        seen.append(host.data.get("gpuhost_x"))
+        seen.append(host.data.get("gpuhost_profile"))
 
-    run_deploy(inventory, deploy, dry=True, override_data={"gpuhost_x": "override"})
+    run_deploy(inventory, deploy, dry=True, override_data={"gpuhost_profile": "override"})
     assert seen == ["override"]
 
 

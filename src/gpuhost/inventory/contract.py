@@ -1,0 +1,549 @@
+"""The contract of inventory data: every ``gpuhost_*`` key, and the connector keys gpuhost relies
+on, with its type, allowed values, default and meaning, in one table (``KEYS``).
+
+:func:`host_problems` checks one host's merged data against it (pydantic strict validation per
+key, so ``"no"`` is not a boolean and ``"Tesla K80"`` is not a list); the loader
+(``gpuhost.inventory.loader``) runs it for every selected host before any host is contacted.
+:func:`value` reads a key with its default applied. docs/inventory.md is rendered from ``KEYS``
+(``gpuhost inventory render``).
+
+Keys that do not start with ``gpuhost_`` and are not listed here (pyinfra's own, the user's) are
+left alone; an unknown ``gpuhost_`` key is an error naming the nearest known key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
+
+PREFIX = "gpuhost_"
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RATE_RE = re.compile(r"^[1-9][0-9]*/(second|minute|hour)$")
+_SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
+
+NonEmpty = Annotated[StrictStr, Field(min_length=1)]
+Port = Annotated[StrictInt, Field(ge=1, le=65535)]
+Positive = Annotated[StrictInt, Field(gt=0)]
+Seconds = Annotated[StrictInt | StrictFloat, Field(gt=0)]
+
+
+def _env_names(value: dict[str, Any]) -> dict[str, Any]:
+    for name in value:
+        if not _ENV_NAME_RE.match(name):
+            raise ValueError(f"{name!r} is not a shell variable name")
+    return value
+
+
+def _matches(pattern: re.Pattern[str]) -> AfterValidator:
+    def check(value: str) -> str:
+        if not pattern.match(value):
+            raise ValueError("")
+        return value
+
+    return AfterValidator(check)
+
+
+@dataclass(frozen=True)
+class Key:
+    """One inventory data key: its pydantic type, the expected form in words, default, meaning
+    and the commands that read it."""
+
+    name: str
+    type: Any
+    expected: str
+    default: Any
+    meaning: str
+    used_by: str
+
+
+def _k(name: str, type_: Any, expected: str, default: Any, meaning: str, used_by: str) -> Key:
+    return Key(name, type_, expected, default, meaning, used_by)
+
+
+_LIST = "a list of strings, e.g. ['a', 'b']"
+KEYS: dict[str, Key] = {
+    k.name: k
+    for k in (
+        # the stack
+        _k(
+            "gpuhost_profile",
+            NonEmpty,
+            "a profile name (gpuhost matrix profile list)",
+            None,
+            "The profile (driver, CUDA, cuDNN, toolkit versions) the host is provisioned to and "
+            "audited against; without it, audit and check read the provision marker.",
+            "provision, audit, check, upgrade",
+        ),
+        _k(
+            "gpuhost_profiles_file",
+            NonEmpty,
+            "a path to a profiles YAML file",
+            None,
+            "Extra profiles merged over the built-in ones for this host (a --profiles option "
+            "given on the command line takes its place). Relative paths are read from the "
+            "current directory.",
+            "provision, audit, check, upgrade",
+        ),
+        _k(
+            "gpuhost_gpus",
+            list[NonEmpty],
+            "a list of GPU names, e.g. ['Tesla T4']",
+            [],
+            "The GPUs the host should have: provision refuses a profile impossible for them, "
+            "check compares the count and models with nvidia-smi.",
+            "provision, check",
+        ),
+        _k(
+            "gpuhost_fabric_manager",
+            StrictBool,
+            "true or false",
+            False,
+            "Install NVIDIA Fabric Manager when the profile says 'auto' (NVSwitch systems).",
+            "provision",
+        ),
+        _k(
+            "gpuhost_install_cuda",
+            StrictBool,
+            "true or false",
+            True,
+            "false: driver-only host, no CUDA toolkit installed nor expected.",
+            "provision, audit, check",
+        ),
+        _k(
+            "gpuhost_install_recommends",
+            StrictBool,
+            "true or false",
+            False,
+            "Let apt install recommended packages with the NVIDIA packages.",
+            "provision",
+        ),
+        _k(
+            "gpuhost_module_signing_key",
+            NonEmpty,
+            "a path on the host",
+            None,
+            "Key that signs the NVIDIA kernel modules when Secure Boot is on.",
+            "provision",
+        ),
+        _k(
+            "gpuhost_cuda_repo_url",
+            NonEmpty,
+            "an http(s) URL",
+            None,
+            "NVIDIA CUDA repository, for profiles whose source is nvidia-cuda-repo.",
+            "provision",
+        ),
+        _k(
+            "gpuhost_cuda_repo_key",
+            NonEmpty,
+            "a URL or local path of the repository key",
+            None,
+            "The repository's signing key.",
+            "provision",
+        ),
+        _k(
+            "gpuhost_cuda_repo_key_sha256",
+            Annotated[StrictStr, _matches(_SHA256_RE)],
+            "64 hexadecimal digits",
+            None,
+            "SHA-256 of the repository key you trust; the key is refused when it differs.",
+            "provision",
+        ),
+        _k(
+            "gpuhost_env",
+            Annotated[
+                dict[StrictStr, StrictStr | StrictInt | StrictFloat], AfterValidator(_env_names)
+            ],
+            "a mapping {VARIABLE: value}, e.g. {'NCCL_DEBUG': 'WARN'}",
+            {},
+            "Variables exported to every login shell (/etc/profile.d/gpuhost.sh).",
+            "provision",
+        ),
+        _k(
+            "gpuhost_harden",
+            StrictBool,
+            "true or false",
+            True,
+            "false: provision leaves SSH and the firewall alone and check skips their checks.",
+            "provision, check, upgrade",
+        ),
+        # SSH hardening and firewall (docs/harden.md)
+        _k(
+            "gpuhost_ssh_permit_root_login",
+            Literal["prohibit-password", "no"],
+            "'prohibit-password' or 'no'",
+            "prohibit-password",
+            "sshd PermitRootLogin.",
+            "harden, provision, check",
+        ),
+        _k(
+            "gpuhost_ssh_max_auth_tries",
+            Positive,
+            "a positive integer",
+            3,
+            "sshd MaxAuthTries.",
+            "harden, provision, check",
+        ),
+        _k(
+            "gpuhost_ssh_login_grace_time",
+            Positive,
+            "a positive integer (seconds)",
+            30,
+            "sshd LoginGraceTime.",
+            "harden, provision, check",
+        ),
+        _k(
+            "gpuhost_ssh_allow_users",
+            list[NonEmpty],
+            _LIST,
+            [],
+            "sshd AllowUsers (empty: not restricted).",
+            "harden, provision, check",
+        ),
+        _k(
+            "gpuhost_ssh_allow_groups",
+            list[NonEmpty],
+            _LIST,
+            [],
+            "sshd AllowGroups (empty: not restricted).",
+            "harden, provision, check",
+        ),
+        _k(
+            "gpuhost_ssh_authorized_keys",
+            dict[NonEmpty, list[NonEmpty]],
+            "a mapping {user: [public key lines]}",
+            {},
+            "Public keys installed for each user.",
+            "harden, provision",
+        ),
+        _k(
+            "gpuhost_ssh_remove_unlisted_keys",
+            StrictBool,
+            "true or false",
+            False,
+            "Remove authorized keys not listed in gpuhost_ssh_authorized_keys.",
+            "harden, provision",
+        ),
+        _k(
+            "gpuhost_ssh_extra_config",
+            list[StrictStr],
+            _LIST,
+            [],
+            "Extra sshd_config lines.",
+            "harden, provision",
+        ),
+        _k(
+            "gpuhost_ssh_rate_limit",
+            Annotated[StrictStr, _matches(_RATE_RE)],
+            "'N/second', 'N/minute' or 'N/hour'",
+            None,
+            "Firewall rate limit of new SSH connections.",
+            "harden, provision",
+        ),
+        _k(
+            "gpuhost_ssh_revert_seconds",
+            Positive,
+            "a positive integer (seconds)",
+            120,
+            "The sshd change is reverted unless a new connection confirms it in this time.",
+            "harden, provision",
+        ),
+        _k(
+            "gpuhost_firewall_enabled",
+            StrictBool,
+            "true or false",
+            True,
+            "false: no nftables firewall.",
+            "harden, provision, check",
+        ),
+        _k(
+            "gpuhost_firewall_allow_tcp",
+            list[Port],
+            "a list of port numbers 1-65535",
+            [],
+            "TCP ports open to everyone besides SSH.",
+            "harden, provision, check",
+        ),
+        _k(
+            "gpuhost_firewall_allow_udp",
+            list[Port],
+            "a list of port numbers 1-65535",
+            [],
+            "UDP ports open to everyone.",
+            "harden, provision",
+        ),
+        _k(
+            "gpuhost_firewall_ssh_sources",
+            list[NonEmpty],
+            "a list of addresses or networks, e.g. ['10.0.0.0/8']",
+            [],
+            "Sources allowed to reach SSH (empty: anywhere).",
+            "harden, provision",
+        ),
+        _k(
+            "gpuhost_firewall_roles",
+            list[NonEmpty],
+            "a list of role names from data/firewall_roles.yaml",
+            [],
+            "Firewall roles whose ports are opened (checked against the roles by harden).",
+            "harden, provision",
+        ),
+        _k(
+            "gpuhost_firewall_cluster_subnets",
+            list[NonEmpty],
+            "a list of networks, e.g. ['10.20.0.0/16']",
+            [],
+            "Cluster networks that roles accepting cluster traffic open to.",
+            "harden, provision",
+        ),
+        _k(
+            "gpuhost_firewall_closed_tcp",
+            list[Port],
+            "a list of port numbers 1-65535",
+            [],
+            "TCP ports deliberately left closed although something listens on them.",
+            "harden, provision",
+        ),
+        # audit and checks
+        _k(
+            "gpuhost_pythons",
+            list[NonEmpty],
+            "a list of interpreter paths, e.g. ['/opt/venv/bin/python']",
+            None,
+            "Interpreters whose torch/TensorFlow are read (default python3).",
+            "audit, check",
+        ),
+        _k(
+            "gpuhost_smoke_frameworks",
+            list[Literal["torch", "tensorflow"]],
+            "a list of 'torch' and/or 'tensorflow'",
+            [],
+            "Frameworks the smoke test must find besides the profile's.",
+            "check",
+        ),
+        _k(
+            "gpuhost_smoke_image",
+            NonEmpty,
+            "a container image name",
+            None,
+            "Image for the container smoke test (docker run --gpus all).",
+            "check",
+        ),
+        _k(
+            "gpuhost_smoke_timeout",
+            Seconds,
+            "a positive number of seconds",
+            None,
+            "Time limit of one smoke run (default: the checks' own).",
+            "check",
+        ),
+        _k(
+            "gpuhost_burn_timeout",
+            Seconds,
+            "a positive number of seconds",
+            None,
+            "Time limit of the stress tier's burn test.",
+            "check",
+        ),
+        _k(
+            "gpuhost_dcgm_level",
+            Literal[2, 3],
+            "2 or 3",
+            2,
+            "dcgmi diag level of the stress tier.",
+            "check",
+        ),
+        # connector keys gpuhost reads itself (pyinfra's SSH connector)
+        _k(
+            "ssh_hostname",
+            NonEmpty,
+            "a host name or address",
+            None,
+            "Address to connect to (default: the host's inventory name).",
+            "all",
+        ),
+        _k("ssh_port", Port, "a port number 1-65535", 22, "SSH port.", "all"),
+        _k(
+            "ssh_user",
+            NonEmpty,
+            "a user name",
+            None,
+            "Login user (default: ssh_config or the local user).",
+            "all",
+        ),
+        _k("ssh_key", NonEmpty, "a path to a private key", None, "Private key file.", "all"),
+        _k(
+            "ssh_known_hosts_file",
+            NonEmpty,
+            "a path",
+            None,
+            "known_hosts file to check host keys against.",
+            "all",
+        ),
+        _k(
+            "ssh_strict_host_key_checking",
+            Literal["yes", "no", "off", "accept-new", "ask"],
+            "'yes', 'accept-new', 'no' or 'off'",
+            None,
+            "Unknown host keys: refuse (yes), record (accept-new), accept (no/off).",
+            "all",
+        ),
+        _k(
+            "ssh_connect_timeout",
+            Positive,
+            "a positive integer (seconds)",
+            None,
+            "Connection timeout (gpuhost check, upgrade).",
+            "check, upgrade",
+        ),
+        _k(
+            "ssh_connect_retries",
+            Annotated[StrictInt, Field(ge=0)],
+            "a non-negative integer",
+            0,
+            "Connection retries (pyinfra).",
+            "all",
+        ),
+    )
+}
+
+
+@cache
+def _adapter(name: str) -> TypeAdapter[Any]:
+    return TypeAdapter(KEYS[name].type, config=ConfigDict(strict=True))
+
+
+def _lists(value: Any) -> Any:
+    """Tuples are lists in Python inventories: validate them as lists."""
+    if isinstance(value, tuple):
+        return [_lists(v) for v in value]
+    if isinstance(value, list):
+        return [_lists(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    return value
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """``value`` for a message: its repr (cut at ``limit``) and, for scalars, its type."""
+    text = repr(value)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    if isinstance(value, (str, bool, int, float)):
+        return f"{text} ({type(value).__name__})"
+    return text
+
+
+def _path(name: str, loc: tuple[Any, ...]) -> str:
+    parts = [name]
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif isinstance(item, str) and not item.startswith(("function-", "[", "literal[")):
+            if "[" in item or item in ("str", "int", "float", "bool"):
+                continue  # a union member's name, not a position
+            parts.append(f"[{item!r}]")
+    return "".join(parts)
+
+
+def _at(value: Any, loc: tuple[Any, ...]) -> Any:
+    for item in loc:
+        try:
+            value = value[item]
+        except (KeyError, IndexError, TypeError):
+            break
+    return value
+
+
+def nearest_key(name: str) -> str | None:
+    """The known key closest to a misspelt one (None when nothing is close)."""
+    close = difflib.get_close_matches(name, list(KEYS), n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    stem = [k for k in KEYS if k.startswith(name) or name.startswith(k)]
+    return stem[0] if stem else None
+
+
+def key_problem(name: str, raw: Any) -> str | None:
+    """One line for a bad value of a known key (None when it is valid or not set)."""
+    if raw is None:
+        return None
+    value = _lists(raw)
+    try:
+        _adapter(name).validate_python(value)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        loc = tuple(error.get("loc", ()))
+        where = _path(name, loc)
+        found = _at(value, loc) if where != name else raw
+        detail = ""
+        message = str(error.get("msg", "")).removeprefix("Value error, ").strip(" ,")
+        if error.get("type") == "value_error" and message:
+            detail = f" ({message})"
+        return f"{where}: found {shown(found)}, expected {KEYS[name].expected}{detail}"
+    return None
+
+
+def _contradictions(data: Mapping[str, Any]) -> list[str]:
+    problems = []
+    if data.get("gpuhost_cuda_repo_key_sha256") and not data.get("gpuhost_cuda_repo_key"):
+        problems.append(
+            "gpuhost_cuda_repo_key_sha256 is set but gpuhost_cuda_repo_key is not: "
+            "expected both (the key and its checksum) or neither"
+        )
+    if data.get("gpuhost_ssh_permit_root_login") == "no" and data.get("ssh_user") == "root":
+        problems.append(
+            "gpuhost_ssh_permit_root_login is 'no' but ssh_user is 'root': hardening would lock "
+            "gpuhost out; expected another ssh_user or 'prohibit-password'"
+        )
+    return problems
+
+
+def host_problems(data: Mapping[str, Any]) -> list[str]:
+    """Every problem of one host's merged inventory data, one line each (``key: found ...,
+    expected ...``); an empty list when the data keeps the contract."""
+    problems = []
+    for name, raw in data.items():
+        if not isinstance(name, str):
+            continue
+        if name in KEYS:
+            problem = key_problem(name, raw)
+            if problem:
+                problems.append(problem)
+        elif name.startswith(PREFIX):
+            near = nearest_key(name)
+            hint = f"; did you mean {near}?" if near else "; see docs/inventory.md"
+            problems.append(f"{name}: unknown gpuhost key{hint}")
+    if not problems:
+        problems += _contradictions(data)
+    return problems
+
+
+def value(data: Mapping[str, Any], name: str) -> Any:
+    """``data[name]`` with the contract's default when it is absent or None (the data is
+    assumed checked by :func:`host_problems`)."""
+    found = data.get(name)
+    if found is None:
+        default = KEYS[name].default
+        return (
+            list(default)
+            if isinstance(default, list)
+            else (dict(default) if isinstance(default, dict) else default)
+        )
+    return found

@@ -1,0 +1,263 @@
+"""The one inventory loader of every gpuhost command, and the one meaning of ``--limit``.
+
+.. code:: python
+
+    selection = select("inventories/fleet.py", limit="gpu_nodes,login-*", shard="1/2")
+    for name in selection.names:                 # the selected hosts, in inventory order
+        data = selection.data(name)              # merged data, already checked by the contract
+
+Loading is pyinfra's (``pyinfra_cli.inventory``: module-level host lists, ``group_data/`` beside
+the file and in the current directory, ``override_data`` like ``pyinfra --data``) with gpuhost's
+checks around it, all before any host is contacted; each failure is one ConfigError line:
+
+- the file is missing, not Python, raises, or calls ``sys.exit``;
+- the inventory has no hosts;
+- a host is listed twice in one group, or two groups give it different values for one key;
+- ``--limit``: comma-separated items (the option may also be repeated); each item is a group
+  name or a glob over host names (case-sensitive); an item that matches nothing is an error;
+  the selection keeps inventory order;
+- ``--shard K/N``: the K-th of N slices of the selection;
+- every selected host's data keeps the contract (``gpuhost.inventory.contract``), and its
+  ``gpuhost_profiles_file`` loads.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import traceback
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from gpuhost.errors import ConfigError
+from gpuhost.inventory import contract
+
+SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The hosts one run covers (``names``, inventory order) and the pyinfra objects they live
+    in: ``inventory`` was loaded in ``state`` (not yet initialised)."""
+
+    path: str
+    inventory: Any  # pyinfra.api.Inventory
+    names: list[str]
+    state: Any  # pyinfra.api.State
+    shard_label: str | None = None
+
+    def host(self, name: str) -> Any:
+        return self.inventory.get_host(name)
+
+    def hosts(self) -> list[Any]:
+        return [self.inventory.get_host(name) for name in self.names]
+
+    def data(self, name: str) -> dict[str, Any]:
+        return host_data(self.inventory.get_host(name))
+
+    def groups(self, name: str) -> tuple[str, ...]:
+        host = self.inventory.get_host(name)
+        return tuple(sorted(g for g, members in self.inventory.groups.items() if host in members))
+
+
+def host_data(host: Any) -> dict[str, Any]:
+    """A pyinfra host's merged data (override, host, groups, all) as a plain dict."""
+    return dict(host.data.dict()) if hasattr(host.data, "dict") else dict(host.data)
+
+
+def _user_error(path: str, exc: BaseException) -> str:
+    """``Type: message (line N)`` of the inventory's own exception (pyinfra wraps it)."""
+    inner = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else exc
+    try:
+        text = str(inner).strip().splitlines()[0] if str(inner).strip() else ""
+    except Exception:  # some exceptions cannot print themselves
+        text = repr(inner.args)
+    where = ""
+    resolved = str(Path(path).resolve())
+    for frame in traceback.extract_tb(inner.__traceback__):
+        if str(Path(frame.filename).resolve()) == resolved:
+            where = f" (line {frame.lineno})"
+    if isinstance(inner, SyntaxError) and inner.lineno:
+        where = f" (line {inner.lineno})"
+        text = inner.msg
+    return f"{type(inner).__name__}{': ' + text if text else ''}{where}"
+
+
+def _names(hosts: Any) -> list[tuple[str, dict[str, Any]]]:
+    if isinstance(hosts, tuple):
+        hosts = hosts[0]
+    out = []
+    for item in hosts:
+        if isinstance(item, tuple):
+            name = item[0]
+            data = item[1] if len(item) > 1 and isinstance(item[1], dict) else {}
+        else:
+            name, data = item, {}
+        out.append((str(name), data))
+    return out
+
+
+def _check_duplicates(path: str, groups: Mapping[str, Any]) -> None:
+    seen: dict[str, dict[str, tuple[str, Any]]] = {}
+    for group, hosts in groups.items():
+        names = [name for name, _ in _names(hosts)]
+        for name in names:
+            if names.count(name) > 1:
+                raise ConfigError(
+                    f"{path}: host {name} is listed {names.count(name)} times in group "
+                    f"{group!r}: expected each host once per group (pyinfra keeps the last entry)"
+                )
+        for name, data in _names(hosts):
+            values = seen.setdefault(name, {})
+            for key, val in data.items():
+                if key in values and values[key][1] != val:
+                    first = values[key][0]
+                    raise ConfigError(
+                        f"{path}: host {name}: {key} is {contract.shown(values[key][1])} in "
+                        f"group {first!r} but {contract.shown(val)} in group {group!r}: expected "
+                        "one value (set it once, or in group_data/)"
+                    )
+                values.setdefault(key, (group, val))
+
+
+def load_inventory(
+    path: str, state: Any = None, override_data: Mapping[str, Any] | None = None
+) -> Any:
+    """A pyinfra Inventory from an inventory file, loaded as the pyinfra CLI does (in ``state``,
+    a new pyinfra State when None). Host data is not checked here: :func:`select` does that."""
+    file = Path(path)
+    if not file.is_file():
+        what = "is a directory" if file.is_dir() else "not found"
+        raise ConfigError(f"{path}: inventory file {what} (expected a pyinfra inventory .py)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pyinfra_cli patches the stdlib for gevent on import
+        from pyinfra.api import State
+        from pyinfra.context import ctx_state
+        from pyinfra_cli import inventory as cli_inventory
+        from pyinfra_cli import util as cli_util
+
+    if state is None:
+        state = State()
+    # pyinfra keeps each file's compiled code for the life of the process: read it afresh
+    cli_util.PYTHON_CODES.pop(str(path), None)
+    try:
+        with ctx_state.use(state):
+            groups = cli_inventory._get_groups_from_filename(str(path))
+            _check_duplicates(path, groups)
+            # the file is executed once: pyinfra builds the inventory from the groups read above
+            with mock.patch.object(cli_inventory, "_get_groups_from_filename", lambda _f: groups):
+                inventory = cli_inventory.make_inventory_from_files(
+                    str(path), dict(override_data or {}), os.getcwd()
+                )
+    except ConfigError:
+        raise
+    except SystemExit as exc:
+        raise ConfigError(
+            f"{path}: the inventory file called sys.exit({exc.code!r}) while loading: "
+            "expected it to define host lists"
+        ) from None
+    except Exception as exc:  # the inventory is user Python; anything can go wrong in it
+        raise ConfigError(f"{path}: cannot load inventory: {_user_error(path, exc)}") from None
+    if len(inventory) == 0:
+        raise ConfigError(
+            f"{path}: the inventory has no hosts (expected module-level lists of host names, "
+            "e.g. gpu_nodes = ['n1', 'n2'])"
+        )
+    return inventory
+
+
+def limit_items(limit: str | Iterable[str] | None) -> list[str]:
+    """``--limit`` values (a string or the repeated option's values), split at commas."""
+    if limit is None:
+        return []
+    values = [limit] if isinstance(limit, str) else list(limit)
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def limit_names(
+    inventory: Any, names: Sequence[str], limit: str | Iterable[str] | None
+) -> list[str]:
+    """The hosts of ``names`` that ``--limit`` selects, in inventory order (see the module doc);
+    ConfigError naming the first item that matches nothing."""
+    items = limit_items(limit)
+    if not items:
+        return list(names)
+    groups = getattr(inventory, "groups", {}) or {}
+    wanted: set[str] = set()
+    for item in items:
+        if item in groups:
+            matched = [host.name for host in groups[item]]
+        else:
+            matched = [name for name in names if fnmatch.fnmatchcase(name, item)]
+        if not matched:
+            known = ", ".join(sorted(g for g in groups if groups[g])) or "none"
+            hosts = ", ".join(list(names)[:10]) + (", ..." if len(names) > 10 else "")
+            raise ConfigError(
+                f"--limit {item}: matches no host or group of the inventory "
+                f"(groups: {known}; hosts: {hosts})"
+            )
+        wanted.update(matched)
+    return [name for name in names if name in wanted]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"3/10"`` -> (3, 10); ConfigError for anything else (K must be in 1..N)."""
+    match = SHARD_RE.match(text or "")
+    if not match:
+        raise ConfigError(f"--shard {text!r}: expected K/N, e.g. 3/10")
+    index, count = int(match.group(1)), int(match.group(2))
+    if count < 1 or not 1 <= index <= count:
+        raise ConfigError(f"--shard {text}: K must be between 1 and N (found K={index}, N={count})")
+    return index, count
+
+
+def shard_names(names: list[str], index: int, count: int) -> list[str]:
+    """The K-th of N slices: hosts at positions K-1, K-1+N, ... (sizes differ by at most one)."""
+    return names[index - 1 :: count]
+
+
+def check_hosts(path: str, inventory: Any, names: Iterable[str]) -> None:
+    """Every named host's data against the contract, and each profiles file it names loads;
+    ConfigError with the first host's problems otherwise."""
+    from gpuhost.inventory.profiles import profile_table
+
+    for name in names:
+        data = host_data(inventory.get_host(name))
+        problems = contract.host_problems(data)
+        if problems:
+            more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+            raise ConfigError(f"{path}: host {name}: {'; '.join(problems[:3])}{more}")
+        if data.get("gpuhost_profiles_file"):
+            try:
+                profile_table(None, data)
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: host {name}: gpuhost_profiles_file: {exc}") from None
+
+
+def select(
+    path: str,
+    limit: str | Iterable[str] | None = None,
+    shard: str | None = None,
+    override_data: Mapping[str, Any] | None = None,
+    state: Any = None,
+) -> Selection:
+    """Load the inventory, pick this run's hosts (``--limit``, then ``--shard``) and check their
+    data: everything a command needs before it contacts any host."""
+    if state is None:
+        from pyinfra.api import State
+
+        state = State()
+    inventory = load_inventory(path, state, override_data)
+    names = limit_names(inventory, [host.name for host in inventory], limit)
+    label = None
+    if shard:
+        index, count = parse_shard(shard)
+        names = shard_names(names, index, count)
+        label = f"{index}/{count}"
+    check_hosts(path, inventory, names)
+    return Selection(path, inventory, names, state, label)

@@ -1,0 +1,37 @@
+"""The profiles a host is judged and provisioned against: the one place that decides which
+profiles file applies (every command that takes a profile calls :func:`profile_table`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpuhost.matrix.profiles import Profile, load_profiles
+
+PROFILES_FILE_KEY = "gpuhost_profiles_file"
+
+
+def profiles_file(option: str | None, data: Mapping[str, Any] | None = None) -> str | None:
+    """The command line's ``--profiles FILE`` when given, else the host's inventory data
+    ``gpuhost_profiles_file``, else None (the built-in profiles only)."""
+    if option:
+        return option
+    found = (data or {}).get(PROFILES_FILE_KEY)
+    return found if isinstance(found, str) and found else None
+
+
+_TABLES: dict[str | None, dict[str, Profile]] = {}
+
+
+def profile_table(option: str | None, data: Mapping[str, Any] | None = None) -> dict[str, Profile]:
+    """Built-in profiles with the applicable profiles file merged over them (read once per file
+    and process); ConfigError naming the file and field for a bad file."""
+    path = profiles_file(option, data)
+    if path not in _TABLES:
+        _TABLES[path] = load_profiles(path)
+    return _TABLES[path]
+
+
+def forget() -> None:
+    """Read profiles files afresh at the next call (a long-lived process, tests)."""
+    _TABLES.clear()

@@ -1,0 +1,153 @@
+"""The inventory data contract and the one loader: every bad inventory is one line and exit 2,
+before any host is contacted (the hosts below do not exist: a connection attempt would show)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuhost.errors import ConfigError
+from gpuhost.inventory import contract
+from gpuhost.inventory.loader import limit_names, load_inventory, select
+from gpuhost.inventory.render import render_markdown
+from tests.robustness.conftest import ROOT, assert_one_line, gpuhost
+
+# (data of host n1, what the one line must name)
+BAD_DATA = [
+    ({"gpuhost_gpus": "Tesla K80"}, ["gpuhost_gpus", "'Tesla K80' (str)", "list of GPU names"]),
+    ({"gpuhost_install_cuda": "no"}, ["gpuhost_install_cuda", "'no' (str)", "true or false"]),
+    ({"gpuhost_fabric_manager": "false"}, ["gpuhost_fabric_manager", "'false'"]),
+    ({"gpuhost_harden": 0}, ["gpuhost_harden", "0 (int)", "true or false"]),
+    ({"gpuhost_clocks_mode": "max"}, ["gpuhost_clocks_mode", "unknown gpuhost key"]),
+    ({"gpuhost_profle": "x"}, ["gpuhost_profle", "did you mean gpuhost_profile"]),
+    ({"ssh_port": "twenty-two"}, ["ssh_port", "'twenty-two'", "1-65535"]),
+    ({"ssh_port": 0}, ["ssh_port", "0 (int)"]),
+    ({"gpuhost_env": ["A=1"]}, ["gpuhost_env", "['A=1']", "mapping"]),
+    ({"gpuhost_env": {"A-B": "1"}}, ["gpuhost_env", "not a shell variable name"]),
+    ({"gpuhost_pythons": 3}, ["gpuhost_pythons", "3 (int)", "interpreter paths"]),
+    ({"gpuhost_ssh_authorized_keys": {"ops": ["k", 5]}}, ["gpuhost_ssh_authorized_keys['ops'][1]"]),
+    ({"gpuhost_firewall_allow_tcp": [80, True]}, ["gpuhost_firewall_allow_tcp[1]", "True"]),
+    ({"gpuhost_ssh_permit_root_login": "yes"}, ["gpuhost_ssh_permit_root_login", "'yes'"]),
+    ({"gpuhost_dcgm_level": 5}, ["gpuhost_dcgm_level", "2 or 3"]),
+    ({"gpuhost_cuda_repo_key_sha256": "abc"}, ["gpuhost_cuda_repo_key_sha256", "64 hex"]),
+    (
+        {"gpuhost_cuda_repo_key_sha256": "a" * 64},
+        ["gpuhost_cuda_repo_key_sha256 is set but gpuhost_cuda_repo_key is not"],
+    ),
+    (
+        {"gpuhost_ssh_permit_root_login": "no", "ssh_user": "root"},
+        ["gpuhost_ssh_permit_root_login", "ssh_user is 'root'"],
+    ),
+    ({"gpuhost_profiles_file": "no-such.yaml"}, ["gpuhost_profiles_file", "no-such.yaml"]),
+]
+
+
+def _write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "inv.py"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize(("data", "named"), BAD_DATA)
+def test_bad_host_data_is_refused_naming_host_key_found_expected(tmp_path, data, named) -> None:
+    path = _write(tmp_path, f"gpu = [('n1.invalid', {data!r}), 'n2.invalid']\n")
+    with pytest.raises(ConfigError) as err:
+        select(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: host n1.invalid: ") and "\n" not in message
+    for part in named:
+        assert part in message
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("gpu = ['n1', 'n1']\n", "host n1 is listed 2 times in group 'gpu'"),
+        (
+            "a = [('n1', {'gpuhost_profile': 'x'})]\nb = [('n1', {'gpuhost_profile': 'y'})]\n",
+            "host n1: gpuhost_profile is 'x' (str) in group 'a' but 'y' (str) in group 'b'",
+        ),
+        ("x = 1\n", "the inventory has no hosts"),
+        ("import sys\nsys.exit(3)\n", "called sys.exit(3)"),
+        ("gpu = ['n1']\nraise RuntimeError('boom')\n", "RuntimeError: boom (line 2)"),
+        ("gpu = [\n", "SyntaxError"),
+        ("gpu = ['n1']\nimport no_such_module_xyz\n", "ModuleNotFoundError"),
+    ],
+)
+def test_bad_inventory_files_are_one_config_error(tmp_path, text, named) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        select(path)
+    assert named in str(err.value) and str(err.value).startswith(path)
+
+
+def test_the_same_host_in_two_groups_is_fine(tmp_path) -> None:
+    path = _write(tmp_path, "a = [('n1', {'gpuhost_gpus': ['T4']})]\nb = ['n1', 'n2']\n")
+    assert select(path).names == ["n1", "n2"]
+
+
+def test_tuples_are_lists_and_none_is_unset(tmp_path) -> None:
+    path = _write(
+        tmp_path, "gpu = [('n1', {'gpuhost_gpus': ('Tesla T4',), 'gpuhost_profile': None})]\n"
+    )
+    selection = select(path)
+    assert contract.value(selection.data("n1"), "gpuhost_install_cuda") is True
+    assert contract.value(selection.data("n1"), "gpuhost_profile") is None
+
+
+def test_limit_has_one_meaning(tmp_path) -> None:
+    path = _write(tmp_path, "gpu = ['n2', 'n1']\nlogin = ['login-a', 'login-b']\nempty = []\n")
+    inventory = load_inventory(path)
+    names = [h.name for h in inventory]
+    assert limit_names(inventory, names, "login") == ["login-a", "login-b"]
+    # comma lists and repeated options are the same; the result keeps inventory order
+    assert limit_names(inventory, names, "login-b,n1") == ["n1", "login-b"]
+    assert limit_names(inventory, names, ["login-b", "n1"]) == ["n1", "login-b"]
+    assert limit_names(inventory, names, "N1" if False else "n*") == ["n2", "n1"]
+    for item in ("N1", "nope", "empty"):  # case-sensitive; every item must match something
+        with pytest.raises(ConfigError, match=f"--limit {item}: matches no host or group"):
+            limit_names(inventory, names, f"n1,{item}")
+
+
+def test_only_the_selected_hosts_are_checked(tmp_path) -> None:
+    path = _write(tmp_path, "a = ['n1']\nb = [('n2', {'gpuhost_harden': 'no'})]\n")
+    assert select(path, limit="a").names == ["n1"]
+    with pytest.raises(ConfigError, match="host n2: gpuhost_harden"):
+        select(path)
+
+
+def test_docs_inventory_md_is_up_to_date() -> None:
+    doc = ROOT / "docs" / "inventory.md"
+    assert doc.read_text(encoding="utf-8") == render_markdown(), (
+        "docs/inventory.md is stale: run `gpuhost inventory render`"
+    )
+
+
+def test_every_gpuhost_key_the_code_reads_is_in_the_contract() -> None:
+    import re
+
+    read = set()
+    for folder in ("src/gpuhost", "deploys"):
+        for file in (ROOT / folder).rglob("*.py"):
+            text = file.read_text(encoding="utf-8")
+            read |= set(re.findall(r"data\.get\(\s*[\"'](gpuhost_[a-z0-9_]+)[\"']", text))
+            read |= set(re.findall(r"^\s*[\"'](gpuhost_[a-z0-9_]+)[\"']:", text, re.M))
+    read -= {k for k in read if k.startswith("gpuhost_audit_")} | {
+        "gpuhost_version"
+    }  # report fields
+    assert read - set(contract.KEYS) == set()
+
+
+@pytest.mark.parametrize("command", ["audit", "provision", "harden", "check", "inventory check"])
+def test_every_command_refuses_bad_data_before_connecting(tmp_path, command) -> None:
+    path = _write(tmp_path, "gpu = [('n1.invalid', {'gpuhost_install_cuda': 'no'})]\n")
+    run = gpuhost(*command.split(), path)
+    assert_one_line(run, 2, path, "host n1.invalid", "gpuhost_install_cuda", "'no'")
+    assert "unreachable" not in run.out + run.err
+
+
+@pytest.mark.parametrize("command", ["audit", "provision", "harden", "check", "inventory check"])
+def test_every_command_refuses_an_empty_inventory(tmp_path, command) -> None:
+    path = _write(tmp_path, "# nothing yet\n")
+    assert_one_line(gpuhost(*command.split(), path), 2, path, "has no hosts")
