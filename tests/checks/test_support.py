@@ -368,7 +368,10 @@ def test_hardening_checks_skip_only_where_the_host_opts_out() -> None:
     from gpuhost.checks_support.harden import firewall_skip_reason, ssh_skip_reason
 
     assert ssh_skip_reason({}) is None
-    assert firewall_skip_reason({}) is None
+    assert firewall_skip_reason({"gpuhost_firewall_roles": ["slurm-compute"]}) is None
+    assert firewall_skip_reason({"gpuhost_firewall_enabled": True}) is None
+    unasked = firewall_skip_reason({})  # a bare host gets no default-deny firewall
+    assert unasked is not None and "no gpuhost firewall asked for" in unasked
     assert ssh_skip_reason({"gpuhost_harden": True}) is None
     reason = ssh_skip_reason({"gpuhost_harden": False})
     assert reason is not None and "gpuhost_harden is false" in reason

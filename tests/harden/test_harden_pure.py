@@ -348,7 +348,7 @@ def test_removing_unlisted_keys_of_the_login_needs_a_listed_key():
 
 
 def test_ssh_sources_must_contain_this_session():
-    settings = HardenSettings(ssh_sources=("10.1.0.0/16",))
+    settings = HardenSettings(firewall_enabled=True, ssh_sources=("10.1.0.0/16",))
     users = {"ops": _user(KEY)}
     problems = lockout_problems("ops", settings, users, ACCEPTED, client_address="10.123.4.1")
     assert any("comes from 10.123.4.1" in p for p in problems)

@@ -40,7 +40,11 @@ def nft_host(fresh_host, lab, tmp_path):
     )
     view = lab(lab.count)
     inventory = write_inventory(
-        tmp_path, view.inventory_path, fresh_host.name, gpuhost_firewall_allow_tcp=[9100]
+        tmp_path,
+        view.inventory_path,
+        fresh_host.name,
+        gpuhost_firewall_allow_tcp=[9100],
+        gpuhost_firewall_closed_tcp=[8080],  # the probe listener below is cut on purpose
     )
     return fresh_host, view, inventory
 

@@ -42,7 +42,9 @@ def unhardened(fresh_host, lab):
 def test_one_provision_run_installs_the_profile_and_hardens_ssh(unhardened, tmp_path) -> None:
     host, view = unhardened
     assert password_login(host.address, "tester", "Tester-pass-1") == "ok"
-    inventory = write_inventory(tmp_path, view.inventory_path, host.name, **DEBIAN)
+    # a role asks for the firewall (without one provision loads no default-deny table)
+    roles = {"gpuhost_firewall_roles": ["node-exporter"]}
+    inventory = write_inventory(tmp_path, view.inventory_path, host.name, **DEBIAN, **roles)
 
     rc, line, err = provision(inventory)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpuhost.firewall_roles import firewall_requested
+
 HARDEN_KEY = "gpuhost_harden"
 FIREWALL_KEY = "gpuhost_firewall_enabled"
 
@@ -25,4 +27,9 @@ def firewall_skip_reason(data: Mapping[str, Any]) -> str | None:
         return reason.replace("SSH hardening", "the firewall")
     if data.get(FIREWALL_KEY) is False:
         return f"{FIREWALL_KEY} is false for this host: no gpuhost firewall to check"
+    if not firewall_requested(data):
+        return (
+            "no gpuhost firewall asked for this host (no gpuhost_firewall_roles, allowed ports "
+            f"or SSH sources, {FIREWALL_KEY} unset): gpuhost does not load one"
+        )
     return None

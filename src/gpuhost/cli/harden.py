@@ -8,6 +8,8 @@ others, and it prints one line per host:
     h2: failed: refusing to harden, nothing was changed: user 'ops' has no authorized SSH key ...
     h3: unreachable
 
+With ``--dry`` the exact nftables file each host would get follows the summary lines.
+
 Exit code: 0 every host ok, 1 some host failed, was refused or was unreachable, 2 bad inventory
 or data.
 """
@@ -23,6 +25,7 @@ from gpuhost.deploy_runner import (
     run_deploy,
     setup_logging,
 )
+from gpuhost.facts.firewall import RULESET_PATH
 
 
 @click.command("harden")
@@ -34,14 +37,31 @@ from gpuhost.deploy_runner import (
 def command(
     inventory: str, dry: bool, limit: tuple[str, ...], verbose: bool, parallel: int | None
 ) -> int:
-    """Harden SSH (keys only, modern algorithms) and add a default-deny nftables firewall.
+    """Harden SSH (keys only, modern algorithms) and, when asked for (roles, ports), a default-deny
+    nftables firewall; --dry also prints the exact ruleset.
 
     Every lockout check runs before anything changes; see docs/harden.md for the inventory data.
     """
-    from gpuhost.deploys.harden import harden
+    from gpuhost.deploys.harden import harden, planned_rulesets
 
     setup_logging(verbose)
+    planned_rulesets.clear()
     outcomes = run_deploy(inventory, harden, limit=limit, dry=dry, parallel=parallel)
     for line in outcome_lines(outcomes, dry):
         click.echo(line)
+    if dry:
+        for outcome in outcomes:
+            if outcome.status == "ok":
+                click.echo(ruleset_text(outcome.name, planned_rulesets.get(outcome.name)), nl=False)
     return exit_code(outcomes, refused_is_usage=False)
+
+
+def ruleset_text(name: str, ruleset: str | None) -> str:
+    """What ``--dry`` prints per host: the exact nftables file, after a comment naming the host
+    (so one host's part is itself a valid ``nft -f`` file), or why there is none."""
+    if ruleset is None:
+        return (
+            f"# {name}: no gpuhost firewall (not asked for: set gpuhost_firewall_roles, "
+            "gpuhost_firewall_allow_tcp or gpuhost_firewall_enabled: true)\n"
+        )
+    return f"# {name}: {RULESET_PATH} would be:\n{ruleset}"

@@ -4,11 +4,13 @@ Deploys (use them from a pyinfra deploy file or through ``gpuhost harden``):
 
 - ``harden()``           both of the below, with every lockout check done before any change
 - ``harden_ssh()``       authorized keys, then the sshd drop-in (validated, reloaded, confirmed)
-- ``harden_firewall()``  the ``inet gpuhost`` nftables table (atomic, auto-revert, persistent)
+- ``harden_firewall()``  the ``inet gpuhost`` nftables table (atomic, auto-revert, persistent),
+  only when asked for (``gpuhost_firewall_enabled``, roles, ports, sources: ``firewall_requested``)
 
 Inventory data (all optional; defaults in ``DEFAULTS``), read and checked by ``read_settings``.
 Lockout checks (``lockout_problems``) run on facts before any operation is added, so a host that
-would lock its operator out is refused with a ``DeployError`` that says what to add, unchanged.
+would lock its operator out is refused with a ``DeployError`` that says what to add, unchanged;
+so is a firewall that would cut a TCP port a service listens on now (``firewall_problems``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +29,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt
 
 from gpuhost.errors import ConfigError, DeployError
+from gpuhost.facts.listening import ListeningSockets
 from gpuhost.facts.sshd import (
     AuthorizedKeys,
     SshdEffectiveConfig,
@@ -34,10 +37,20 @@ from gpuhost.facts.sshd import (
     UserKeysDict,
     parse_authorized_key,
 )
+from gpuhost.firewall_roles import (
+    Accept,
+    Role,
+    base_accepts,
+    firewall_requested,
+    load_roles,
+    role_accepts,
+    uncovered_listeners,
+)
 from gpuhost.operations import firewall, sshd
 from gpuhost.operations._facts import fact
 from gpuhost.operations.firewall import RATE_RE, render_ruleset
 from gpuhost.operations.sshd import load_policy, render_dropin
+from gpuhost.parsers.listening import Listener
 
 DEFAULTS: dict[str, Any] = {
     "gpuhost_ssh_permit_root_login": "prohibit-password",
@@ -50,10 +63,13 @@ DEFAULTS: dict[str, Any] = {
     "gpuhost_ssh_extra_config": [],
     "gpuhost_ssh_rate_limit": None,
     "gpuhost_ssh_revert_seconds": 120,
-    "gpuhost_firewall_enabled": True,
+    "gpuhost_firewall_enabled": None,  # None: on only when roles/ports/sources are given
     "gpuhost_firewall_allow_tcp": [],
     "gpuhost_firewall_allow_udp": [],
     "gpuhost_firewall_ssh_sources": [],
+    "gpuhost_firewall_roles": [],
+    "gpuhost_firewall_cluster_subnets": [],
+    "gpuhost_firewall_closed_tcp": [],
 }
 ROOT_LOGIN_VALUES = ("prohibit-password", "no")
 _USER_RE = re.compile(r"^[A-Za-z0-9_.*?][A-Za-z0-9_.*?@-]*$")
@@ -73,10 +89,16 @@ class HardenSettings:
     extra_config: tuple[str, ...] = ()
     rate_limit: str | None = None
     revert_seconds: int = 120
-    firewall_enabled: bool = True
+    firewall_enabled: bool = False
     allow_tcp: tuple[int, ...] = ()
     allow_udp: tuple[int, ...] = ()
     ssh_sources: tuple[str, ...] = ()
+    roles: tuple[Role, ...] = ()
+    cluster_subnets: tuple[str, ...] = ()
+    closed_tcp: tuple[int, ...] = ()
+
+    def role_rules(self) -> list[Accept]:
+        return role_accepts(self.roles, self.cluster_subnets)
 
 
 def _str_list(host_name: str, key: str, value: Any, problems: list[str]) -> tuple[str, ...]:
@@ -104,6 +126,31 @@ def _positive_int(key: str, value: Any, problems: list[str], default: int) -> in
         return value
     problems.append(f"{key}: expected a positive integer, found {value!r}")
     return default
+
+
+def _networks(key: str, get: Callable[[str], Any], problems: list[str]) -> tuple[str, ...]:
+    networks = _str_list("", key, get(key), problems)
+    for network in networks:
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError:
+            problems.append(
+                f"{key}: {network!r} is not an address or network "
+                "(expected e.g. '10.0.0.0/8' or '2001:db8::/32')"
+            )
+    return networks
+
+
+def _roles(value: Any, problems: list[str]) -> tuple[Role, ...]:
+    names = _str_list("", "gpuhost_firewall_roles", value, problems)
+    table = load_roles()
+    unknown = [name for name in names if name not in table]
+    if unknown:
+        problems.append(
+            f"gpuhost_firewall_roles: unknown role {', '.join(map(repr, unknown))} "
+            f"(known: {', '.join(sorted(table))})"
+        )
+    return tuple(table[name] for name in dict.fromkeys(names) if name in table)
 
 
 def read_settings(host_name: str, data: Mapping[str, Any]) -> HardenSettings:
@@ -160,21 +207,21 @@ def read_settings(host_name: str, data: Mapping[str, Any]) -> HardenSettings:
             f"gpuhost_ssh_rate_limit: expected 'N/second', 'N/minute' or 'N/hour', found {rate!r}"
         )
         rate = None
-    sources = _str_list(
-        host_name, "gpuhost_firewall_ssh_sources", get("gpuhost_firewall_ssh_sources"), problems
-    )
-    for source in sources:
-        try:
-            ipaddress.ip_network(source, strict=False)
-        except ValueError:
-            problems.append(
-                f"gpuhost_firewall_ssh_sources: {source!r} is not an address or network "
-                "(expected e.g. '10.0.0.0/8' or '2001:db8::/32')"
-            )
+    sources = _networks("gpuhost_firewall_ssh_sources", get, problems)
+    cluster = _networks("gpuhost_firewall_cluster_subnets", get, problems)
+    roles = _roles(get("gpuhost_firewall_roles"), problems)
+    if any(role.all_from_cluster for role in roles) and not cluster:
+        problems.append(
+            "gpuhost_firewall_cluster_subnets: empty, but role "
+            + ", ".join(role.name for role in roles if role.all_from_cluster)
+            + " accepts all traffic from the cluster subnets (expected e.g. ['10.20.0.0/16'])"
+        )
     flags = {}
     for key in ("gpuhost_ssh_remove_unlisted_keys", "gpuhost_firewall_enabled"):
         flags[key] = get(key)
-        if not isinstance(flags[key], bool):
+        if not isinstance(flags[key], bool) and not (
+            key == "gpuhost_firewall_enabled" and flags[key] is None
+        ):
             problems.append(f"{key}: expected true or false, found {flags[key]!r}")
     settings = HardenSettings(
         permit_root_login=str(root),
@@ -193,10 +240,15 @@ def read_settings(host_name: str, data: Mapping[str, Any]) -> HardenSettings:
         revert_seconds=_positive_int(
             "gpuhost_ssh_revert_seconds", get("gpuhost_ssh_revert_seconds"), problems, 120
         ),
-        firewall_enabled=flags["gpuhost_firewall_enabled"] is not False,
+        firewall_enabled=firewall_requested({key: get(key) for key in DEFAULTS}),
         allow_tcp=_ports("gpuhost_firewall_allow_tcp", get("gpuhost_firewall_allow_tcp"), problems),
         allow_udp=_ports("gpuhost_firewall_allow_udp", get("gpuhost_firewall_allow_udp"), problems),
         ssh_sources=sources,
+        roles=roles,
+        cluster_subnets=cluster,
+        closed_tcp=_ports(
+            "gpuhost_firewall_closed_tcp", get("gpuhost_firewall_closed_tcp"), problems
+        ),
     )
     if problems:
         raise ConfigError(f"inventory data of host {host_name}: " + "; ".join(problems))
@@ -308,7 +360,27 @@ def lockout_problems(
     return problems
 
 
+def firewall_problems(
+    settings: HardenSettings,
+    ssh_ports: Sequence[int],
+    listeners: Sequence[Listener] | None,
+) -> list[str]:
+    """Why loading the firewall ``settings`` would cut a service listening now; empty when it
+    would not (or no firewall is wanted). ``listeners`` None: ``ss`` could not be run."""
+    if not settings.firewall_enabled:
+        return []
+    if listeners is None:
+        return ["cannot tell which services listen (ss from iproute2 is missing): install iproute2"]
+    accepts = base_accepts(ssh_ports, settings.ssh_sources, settings.allow_tcp, settings.allow_udp)
+    return uncovered_listeners(
+        listeners, accepts + settings.role_rules(), load_roles(), settings.closed_tcp
+    )
+
+
 # --- deploys (orchestration only) ---------------------------------------------------------------
+
+#: host name -> the ruleset the last run planned for it (``gpuhost harden --dry`` prints these)
+planned_rulesets: dict[str, str] = {}
 
 
 def _settings() -> HardenSettings:
@@ -367,9 +439,31 @@ def _ssh_ports() -> list[int]:
     return sorted(ports or {22})
 
 
+def _ruleset(settings: HardenSettings) -> str:
+    return render_ruleset(
+        ssh_ports=_ssh_ports(),
+        ssh_sources=settings.ssh_sources,
+        allow_tcp=settings.allow_tcp,
+        allow_udp=settings.allow_udp,
+        ssh_rate_limit=settings.rate_limit,
+        role_rules=settings.role_rules(),
+    )
+
+
+def _check_firewall(settings: HardenSettings) -> None:
+    """Refuse (DeployError, nothing changed) a ruleset that would cut a listening service."""
+    problems = firewall_problems(settings, _ssh_ports(), host.get_fact(ListeningSockets))
+    if problems:
+        raise DeployError(
+            host.name, "refusing to load the firewall, nothing was changed: " + "; ".join(problems)
+        )
+
+
 def _firewall_operations(settings: HardenSettings) -> None:
     if not settings.firewall_enabled:
         return
+    content = _ruleset(settings)
+    planned_rulesets[host.name] = content
     installed = "nftables" in fact(DebPackages)
     apt.packages(
         name="nftables installed",
@@ -379,13 +473,7 @@ def _firewall_operations(settings: HardenSettings) -> None:
     )
     firewall.ruleset(
         name="nftables table inet gpuhost (atomic, auto-revert, confirmed)",
-        content=render_ruleset(
-            ssh_ports=_ssh_ports(),
-            ssh_sources=settings.ssh_sources,
-            allow_tcp=settings.allow_tcp,
-            allow_udp=settings.allow_udp,
-            ssh_rate_limit=settings.rate_limit,
-        ),
+        content=content,
         revert_seconds=settings.revert_seconds,
     )
     firewall.persistence(name="nftables table loaded at boot")
@@ -404,6 +492,7 @@ def harden_firewall() -> None:
     """The nftables table ``inet gpuhost``; refuses (unchanged) if SSH sources exclude us."""
     settings, policy = _settings(), load_policy()
     _check(settings, policy)
+    _check_firewall(settings)
     _firewall_operations(settings)
 
 
@@ -412,5 +501,6 @@ def harden() -> None:
     """SSH then firewall, after every lockout check passed for this host."""
     settings, policy = _settings(), load_policy()
     _check(settings, policy)
+    _check_firewall(settings)
     _ssh_operations(settings, policy)
     _firewall_operations(settings)

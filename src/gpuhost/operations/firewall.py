@@ -32,6 +32,7 @@ from gpuhost.facts.firewall import (
     TABLE_NAME,
     FirewallState,
 )
+from gpuhost.firewall_roles import Accept
 from gpuhost.operations.sshd import confirm_command, same_text
 
 CANDIDATE = f"{STATE_DIR}/candidate.nft"
@@ -54,14 +55,16 @@ def render_ruleset(
     allow_tcp: Sequence[int] = (),
     allow_udp: Sequence[int] = (),
     ssh_rate_limit: str | None = None,
+    role_rules: Sequence[Accept] = (),
 ) -> str:
     """The complete nftables file for gpuhost's table (pure; inputs are already validated).
 
     Inbound is denied by default; established/related traffic, loopback, the ICMP needed for a
     working network (and all ICMPv6, which IPv6 neighbour discovery needs), SSH (only from
-    ``ssh_sources`` when given) and the listed ports are accepted. Forwarded and outgoing traffic
-    are not touched. The file first creates then deletes the table, so loading it replaces the
-    table in one transaction whether or not it existed.
+    ``ssh_sources`` when given), the listed ports and the ``role_rules``
+    (``firewall_roles.role_accepts``, each with the role as its comment) are accepted. Forwarded
+    and outgoing traffic are not touched. The file first creates then deletes the table, so
+    loading it replaces the table in one transaction whether or not it existed.
     """
     ports = ", ".join(str(p) for p in sorted(set(ssh_ports)))
     v4 = [s for s in ssh_sources if ipaddress.ip_network(s, strict=False).version == 4]
@@ -115,8 +118,33 @@ def render_ruleset(
     if allow_udp:
         udp = ", ".join(str(p) for p in sorted(set(allow_udp)))
         lines.append(f"        udp dport {{ {udp} }} accept")
+    for rule in role_rules:
+        lines += _accept_lines(rule)
     lines += ["    }", "}"]
     return "\n".join(lines) + "\n"
+
+
+def _ports_text(ports: Sequence[tuple[int, int]]) -> str:
+    return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in ports)
+
+
+def _accept_lines(rule: Accept) -> list[str]:
+    """``rule`` as nft lines (one per address family when it has sources)."""
+    if rule.proto and rule.ports:
+        match = f"{rule.proto} dport {{ {_ports_text(rule.ports)} }} "
+    elif rule.proto:
+        match = f"meta l4proto {rule.proto} "
+    else:
+        match = ""
+    tail = f'{match}accept comment "{rule.why}"'
+    if not rule.sources:
+        return [f"        {tail}"]
+    lines = []
+    for family, version in (("ip", 4), ("ip6", 6)):
+        nets = [s for s in rule.sources if ipaddress.ip_network(s, strict=False).version == version]
+        if nets:
+            lines.append(f"        {family} saddr {{ {', '.join(nets)} }} {tail}")
+    return lines
 
 
 def _stop_timer() -> str:
