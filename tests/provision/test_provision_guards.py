@@ -7,6 +7,8 @@ import pytest
 from gpuhost.deploys import guards
 from gpuhost.deploys.spec import package_plan
 from gpuhost.errors import DeployError
+from gpuhost.facts.host_facts import SecureBoot
+from gpuhost.facts.kernel import SecureBootState
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +31,10 @@ def test_unsupported_os_names_the_accepted_ones(profiles) -> None:
 
 def test_secure_boot_needs_a_signing_key() -> None:
     with pytest.raises(DeployError, match="Secure Boot is enabled"):
-        guards.check_secure_boot("gpu7", {"uefi": True, "enabled": True}, None)
-    guards.check_secure_boot("gpu7", {"uefi": True, "enabled": True}, "/root/mok.priv")
+        guards.check_secure_boot("gpu7", SecureBoot(True, True, "mokutil"), None)
+    guards.check_secure_boot("gpu7", SecureBoot(True, True, "mokutil"), "/root/mok.priv")
+    guards.check_secure_boot("gpu7", SecureBoot(None, None, None), None)  # unknown: not refused
+    guards.check_secure_boot("gpu7", SecureBoot(False, False, "no EFI (legacy boot)"), None)
 
 
 def test_os_key_from_pyinfra_distribution_fact() -> None:
@@ -104,3 +108,15 @@ def test_a_driver_installed_without_a_marker_is_refused() -> None:
 )
 def test_the_same_driver_passes(marker, installed) -> None:
     guards.check_driver_unchanged("h1", _spec(), marker, installed)
+
+
+def test_secure_boot_fact_reads_the_audit_probe_section() -> None:
+    """Provision's fact runs the probe's secure-boot code and parser: one reading of the state."""
+    from gpuhost.probe.script import STATIC_SECTIONS
+
+    fact = SecureBootState()
+    assert fact.command() == next(s.code for s in STATIC_SECTIONS if s.name == "secure-boot")
+    assert fact.process(["efi=no"]) == SecureBoot(False, False, "no EFI (legacy boot)")
+    on = ["efi=yes", "mokutil=SecureBoot enabled"]
+    assert fact.process(on) == SecureBoot(True, True, "mokutil")
+    assert fact.process(["efi=yes", "efivar=   6   0   0   0   1"]).enabled is True

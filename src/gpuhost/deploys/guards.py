@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuhost.deploys.spec import StackSpec, supported_os
 from gpuhost.errors import DeployError, GpuhostError
-from gpuhost.facts.host_facts import OsInfo
+from gpuhost.facts.host_facts import OsInfo, SecureBoot
 from gpuhost.matrix.profiles import Profile, load_profiles, verify_profile
 from gpuhost.parsers.profile_marker import ProfileMarker
 
@@ -99,8 +99,8 @@ def check_os(host: str, spec: StackSpec, found: str) -> None:
         )
 
 
-def check_secure_boot(host: str, secure_boot: dict[str, bool], signing_key: str | None) -> None:
-    if secure_boot.get("enabled") and not signing_key:
+def check_secure_boot(host: str, secure_boot: SecureBoot, signing_key: str | None) -> None:
+    if secure_boot.enabled and not signing_key:
         raise DeployError(
             host,
             "Secure Boot is enabled: the DKMS-built NVIDIA module will not load unless it is "

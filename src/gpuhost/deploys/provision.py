@@ -27,7 +27,7 @@ from gpuhost.deploys.nvidia import (
 )
 from gpuhost.deploys.spec import PackagePlan, StackSpec, package_plan
 from gpuhost.errors import ConfigError, DeployError, GpuhostError, ParseError
-from gpuhost.facts.kernel import SecureBoot
+from gpuhost.facts.kernel import SecureBootState
 from gpuhost.operations import marker
 from gpuhost.operations._facts import fact
 from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker
@@ -50,7 +50,7 @@ def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[StackSpec, Pac
     distro: Any = host.get_fact(LinuxDistribution)
     found = guards.os_key(distro)
     guards.check_os(name, spec, found)
-    secure_boot: Any = host.get_fact(SecureBoot)
+    secure_boot = host.get_fact(SecureBootState)
     guards.check_secure_boot(name, secure_boot, data.get("gpuhost_module_signing_key"))
     if spec.source == "nvidia-cuda-repo":
         for key in (

@@ -7,47 +7,32 @@ from typing import TypedDict
 from pyinfra.api import FactBase
 from typing_extensions import override
 
-SECURE_BOOT_EFIVAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+from gpuhost.facts.host_facts import SecureBoot
+from gpuhost.facts.probe_parsers import parse_secure_boot
+from gpuhost.probe.script import SECURE_BOOT_CODE
 
 
-class SecureBootDict(TypedDict):
-    uefi: bool
-    enabled: bool
-
-
-def parse_secure_boot(lines: list[str]) -> SecureBootDict:
-    """``bios`` / ``uefi`` / ``uefi <last byte of the SecureBoot efivar>`` → state."""
-    words = " ".join(lines).split()
-    if not words or words[0] == "bios":
-        return {"uefi": False, "enabled": False}
-    return {"uefi": True, "enabled": len(words) > 1 and words[-1] == "1"}
-
-
-class SecureBoot(FactBase[SecureBootDict]):
-    """Whether the host booted with UEFI Secure Boot (unsigned modules will not load):
+class SecureBootState(FactBase[SecureBoot]):
+    """Whether the host booted with UEFI Secure Boot (unsigned modules will not load): the audit
+    probe's ``secure-boot`` section and parser, so provision and audit read it the same way.
 
     .. code:: python
 
-        {"uefi": True, "enabled": False}
+        SecureBoot(enabled=False, efi=False, source="no EFI (legacy boot)")
     """
 
     @staticmethod
     @override
-    def default() -> SecureBootDict:
-        return {"uefi": False, "enabled": False}
+    def default() -> SecureBoot:
+        return SecureBoot()
 
     @override
     def command(self) -> str:
-        # The efivar's last byte is the state; 4 attribute bytes come first.
-        return (
-            f"if [ -r {SECURE_BOOT_EFIVAR} ]; then "
-            f"echo uefi $(od -An -t u1 {SECURE_BOOT_EFIVAR} | awk '{{print $NF}}'); "
-            "elif [ -d /sys/firmware/efi ]; then echo uefi; else echo bios; fi"
-        )
+        return SECURE_BOOT_CODE
 
     @override
-    def process(self, output: list[str]) -> SecureBootDict:
-        return parse_secure_boot(output)
+    def process(self, output: list[str]) -> SecureBoot:
+        return parse_secure_boot("\n".join(output))
 
 
 class KernelDict(TypedDict):

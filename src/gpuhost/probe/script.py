@@ -88,6 +88,16 @@ def _pci_code() -> str:
     )
 
 
+# Secure Boot state, read by the audit probe and by provision (facts.kernel.SecureBootState);
+# parsed by facts.probe_parsers.parse_secure_boot.
+SECURE_BOOT_CODE = (
+    '[ -d /sys/firmware/efi ] && echo "efi=yes" || echo "efi=no"; '
+    'if command -v mokutil >/dev/null 2>&1; then echo "mokutil=$(mokutil --sb-state 2>&1)"; '
+    "fi; "
+    "f=$(ls /sys/firmware/efi/efivars/SecureBoot-* 2>/dev/null | head -n 1); "
+    '[ -n "$f" ] && echo "efivar=$(od -An -t u1 "$f" 2>/dev/null)"; true'
+)
+
 STATIC_SECTIONS: tuple[Section, ...] = (
     Section("meta", f'echo "probe={PROBE_VERSION}"; echo "uid=$(id -u)"; echo "host=$(hostname)"'),
     Section("os-release", "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release"),
@@ -102,14 +112,7 @@ STATIC_SECTIONS: tuple[Section, ...] = (
         'for f in /boot/vmlinuz-*; do [ -e "$f" ] && echo "boot=${f#/boot/vmlinuz-}"; done; '
         'for d in /lib/modules/*; do [ -d "$d" ] && echo "modules=${d#/lib/modules/}"; done; true',
     ),
-    Section(
-        "secure-boot",
-        '[ -d /sys/firmware/efi ] && echo "efi=yes" || echo "efi=no"; '
-        'if command -v mokutil >/dev/null 2>&1; then echo "mokutil=$(mokutil --sb-state 2>&1)"; '
-        "fi; "
-        "f=$(ls /sys/firmware/efi/efivars/SecureBoot-* 2>/dev/null | head -n 1); "
-        '[ -n "$f" ] && echo "efivar=$(od -An -t u1 "$f" 2>/dev/null)"; true',
-    ),
+    Section("secure-boot", SECURE_BOOT_CODE),
     Section("dkms", "_gh_need dkms; dkms status"),
     Section("pci", _pci_code()),
     Section("modules", "grep -E '^nvidia' /proc/modules; true"),
