@@ -40,7 +40,9 @@ def load_settings(profiles_file: str | None) -> AuditSettings:
                 f"--profiles {profiles_file}: profiles are not supported by this build"
             )
         return AuditSettings(matrix=matrix, profiles={})
-    return AuditSettings(matrix=matrix, profiles=load_profiles(profiles_file))
+    from gpuhost.inventory.profiles import profile_table
+
+    return AuditSettings(matrix=matrix, profiles=profile_table(profiles_file))
 
 
 def _write(path: str, text: str, what: str) -> None:
@@ -90,9 +92,19 @@ def _audit_fleet(
     pythons: tuple[str, ...] | None,
     out: IO[str],
     connect_timeout: int = 10,
+    profiles_option: str | None = None,
 ) -> tuple[list[HostReport], dict[str, Any]]:
+    from dataclasses import replace
+
     from gpuhost import fleet
     from gpuhost.facts.gpu_stack import GpuStack
+    from gpuhost.inventory.profiles import profile_table, profiles_file
+
+    def host_settings(data: Mapping[str, Any]) -> AuditSettings:
+        """--profiles for every host, else the host's own gpuhost_profiles_file."""
+        if profiles_option or not profiles_file(None, data):
+            return settings
+        return replace(settings, profiles=profile_table(None, data))
 
     selection = fleet.select_hosts(inventory, limit=limit, shard=shard)
     click.echo(table.header_line(), file=out)
@@ -110,7 +122,7 @@ def _audit_fleet(
         connect_timeout=connect_timeout,
     ):
         if result.ok and result.value is not None:
-            report = audit_host(result.name, result.value, result.data, settings)
+            report = audit_host(result.name, result.value, result.data, host_settings(result.data))
         elif result.reachable:
             report = failed_host(result.name, result.error or "no result")
         else:
@@ -195,6 +207,7 @@ def command(
                 pythons or None,
                 stream,
                 connect_timeout,
+                profiles_file,
             )
         finally:
             if quiet:
