@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from gpuhost.cli import main
+from tests.schema_check import assert_valid
 
 pytestmark = pytest.mark.skipif(
     shutil.which("nvidia-smi") is not None,
@@ -31,7 +32,10 @@ def test_local_audit_json_on_stdout_is_schema_1(capsys):
     assert main(["audit", "--python", "/no/such/python", "--json", "-"]) == 0
     captured = capsys.readouterr()
     report = json.loads(captured.out)  # stdout holds only the JSON; the table went to stderr
-    assert list(report) == ["schema", "hosts", "summary"]
+    assert list(report) == [
+        "schema", "generated_at", "gpuhost_version", "matrix_date", "hosts", "summary"
+    ]
+    assert_valid(report, "audit-report")
     assert report["schema"] == 1
     (host,) = report["hosts"]
     assert list(host) == ["name", "reachable", "facts", "findings", "verdict"]

@@ -62,8 +62,9 @@ def _outputs(
     json_path: str | None,
     junit_path: str | None,
     prom_path: str | None,
+    matrix_date: str | None = None,
 ) -> dict[str, Any]:
-    report = json_report.build_report(reports, extra)
+    report = json_report.build_report(reports, extra, matrix_date)
     if json_path:
         _write(json_path, json_report.dumps(report), "json")
     if junit_path:
@@ -212,7 +213,8 @@ def command(
         finally:
             if quiet:
                 stream.close()
-    report = _outputs(reports, extra, json_path, junit_path, prom_path)
+    matrix_date = getattr(settings.matrix, "updated", None)
+    report = _outputs(reports, extra, json_path, junit_path, prom_path, matrix_date)
     if not quiet and inventory is None:
         click.echo(table.host_block(reports[0]), file=out)
         text = table.findings_text(reports[0])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from gpuhost.cli._matrix_sync import sync_cmd
 from gpuhost.errors import ConfigError
 from gpuhost.matrix import (
     NoCompatibleSet,
@@ -307,3 +308,6 @@ def profile_verify_cmd(
     profile = get_profile(load_profiles(profiles_file), name)
     findings = verify_profile(load_matrix(), profile, list(gpus), as_of=_as_of(as_of))
     return _print_findings(findings, as_json)
+
+
+command.add_command(sync_cmd)

@@ -50,8 +50,11 @@ def merge_reports(paths: list[str]) -> dict[str, Any]:
     seen: dict[str, str] = {}
     hosts: list[dict[str, Any]] = []
     shards: list[str] = []
+    dates: list[str] = []
     for path in paths:
         data = _read(path)
+        if isinstance(data.get("matrix_date"), str):
+            dates.append(data["matrix_date"])
         summary = data.get("summary")
         if isinstance(summary, dict) and summary.get("shard"):
             shards.append(str(summary["shard"]))
@@ -65,7 +68,10 @@ def merge_reports(paths: list[str]) -> dict[str, Any]:
             seen[name] = path
             hosts.append(host)
     hosts.sort(key=lambda h: str(h["name"]))
-    return json_report.report_from_entries(hosts, {"merged_from": list(paths), "shards": shards})
+    # Shards judged against different matrix data: the merged report names the oldest.
+    return json_report.report_from_entries(
+        hosts, {"merged_from": list(paths), "shards": shards}, min(dates, default=None)
+    )
 
 
 @click.group("report")

@@ -1,0 +1,136 @@
+"""Load ``data/wheels.yaml`` (written by ``gpuhost matrix sync --write``) into typed rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuhost.datafiles import load_yaml
+from gpuhost.errors import ConfigError, MatrixError, VersionError
+from gpuhost.matrix.wheels import PLATFORMS, WheelBuild
+from gpuhost.versions import parse_version
+
+_LIBS = ("cuda", "runtime", "cudnn", "cublas", "nccl")
+
+
+@dataclass(frozen=True)
+class WheelRelease:
+    """One framework release on PyPI and what its default wheels pin, per Linux machine."""
+
+    framework: str  # "torch" | "tensorflow"
+    version: str  # "2.5.1"
+    released: str  # "2024-10-29"
+    python: tuple[str, ...]
+    builds: dict[str, WheelBuild]  # machine -> build (machines whose metadata was read)
+    no_metadata: tuple[str, ...] = ()  # machines with wheels but no published core metadata
+
+    @property
+    def default(self) -> WheelBuild | None:
+        """The x86_64 build (what ``pip install`` on a usual GPU server gets)."""
+        return self.builds.get("x86_64")
+
+
+def default_wheels_path() -> str:
+    return str(resources.files("gpuhost") / "data" / "wheels.yaml")
+
+
+def read_wheels_file(path: str) -> dict[str, Any]:
+    """The raw mapping of a wheels file; ConfigError when it cannot be read or parsed."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from exc
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}:{where}: not valid YAML") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping with range/torch/tensorflow")
+    return data
+
+
+def load_wheels(path: str | None = None) -> tuple[WheelRelease, ...]:
+    """Every release row of a wheels file (default: the shipped one), oldest first per framework.
+
+    Raises MatrixError listing each bad field.
+    """
+    path = path or default_wheels_path()
+    data = read_wheels_file(path)
+    problems: list[str] = []
+    out: list[WheelRelease] = []
+    for framework in ("torch", "tensorflow"):
+        rows = data.get(framework, [])
+        if not isinstance(rows, list):
+            problems.append(f"{framework}: expected a list of releases")
+            continue
+        for i, row in enumerate(rows):
+            where = f"{framework}[{i}]"
+            if not isinstance(row, dict):
+                problems.append(f"{where}: expected a mapping")
+                continue
+            rel = _release(framework, row, where, problems)
+            if rel is not None:
+                out.append(rel)
+    if problems:
+        raise MatrixError(path, problems)
+    return tuple(out)
+
+
+def _version(value: Any, where: str, problems: list[str]) -> str | None:
+    try:
+        parse_version(value, field=where)
+    except VersionError as exc:
+        problems.append(str(exc))
+        return None
+    return str(value)
+
+
+def _release(
+    framework: str, row: dict[str, Any], where: str, problems: list[str]
+) -> WheelRelease | None:
+    version = _version(row.get("version"), f"{where}.version", problems)
+    released = row.get("released")
+    if not isinstance(released, str):
+        problems.append(f"{where}.released: expected a date string, found {released!r}")
+    python = row.get("python", [])
+    if not isinstance(python, list) or not all(isinstance(p, str) for p in python):
+        problems.append(f'{where}.python: expected a list of strings such as "3.12"')
+        python = []
+    no_meta = row.get("no_metadata", [])
+    if not isinstance(no_meta, list) or set(no_meta) - set(PLATFORMS):
+        problems.append(f"{where}.no_metadata: expected a list of {', '.join(PLATFORMS)}")
+        no_meta = []
+    builds = {}
+    for machine in PLATFORMS:
+        libs = row.get(machine)
+        if libs is None:
+            continue
+        if not isinstance(libs, dict) or set(libs) - set(_LIBS) - {"exact"}:
+            problems.append(
+                f"{where}.{machine}: expected a mapping of {', '.join(_LIBS)} and exact"
+            )
+            continue
+        for k in _LIBS:
+            if k in libs:
+                _version(libs[k], f"{where}.{machine}.{k}", problems)
+        exact = libs.get("exact", True)
+        if not isinstance(exact, bool):
+            problems.append(f"{where}.{machine}.exact: expected true or false")
+            exact = True
+        builds[machine] = WheelBuild(
+            cuda=libs.get("cuda"),
+            exact=exact,
+            runtime=libs.get("runtime"),
+            cudnn=libs.get("cudnn"),
+            cublas=libs.get("cublas"),
+            nccl=libs.get("nccl"),
+        )
+    if version is None or not isinstance(released, str):
+        return None
+    return WheelRelease(framework, version, released, tuple(python), builds, tuple(no_meta))

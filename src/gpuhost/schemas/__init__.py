@@ -1,0 +1,44 @@
+"""JSON Schemas (draft 2020-12) of every document gpuhost writes, shipped in the package.
+
+========================  ==========================================================
+name                      document
+========================  ==========================================================
+``audit-report``          ``gpuhost audit --json FILE``
+``merged-report``         ``gpuhost report merge ... -o FILE`` (an audit report + inputs)
+``snapshot``              ``gpuhost snapshot`` / the snapshot before an upgrade
+``smoke-result``          the smoke script's output (``gpuhost smoke run --json``)
+``provision-marker``      ``/etc/gpuhost/profile`` written by ``gpuhost provision``
+========================  ==========================================================
+
+``gpuhost schema NAME`` prints one. Each schema's ``$id`` is ``urn:gpuhost:schema:NAME``; the
+merged report refers to the audit report by that id (``registry_resources`` lists them all for a
+validator's registry).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+from gpuhost.errors import ConfigError
+
+NAMES = ("audit-report", "merged-report", "snapshot", "smoke-result", "provision-marker")
+ID_PREFIX = "urn:gpuhost:schema:"
+
+
+def schema_text(name: str) -> str:
+    """The schema file's text; ConfigError naming the known schemas for an unknown name."""
+    if name not in NAMES:
+        raise ConfigError(f"no schema named {name!r}; known schemas: {', '.join(NAMES)}")
+    return resources.files(__name__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(schema_text(name))
+    return data
+
+
+def registry_resources() -> list[tuple[str, dict[str, Any]]]:
+    """``($id, schema)`` of every schema, for a ``referencing.Registry``."""
+    return [(ID_PREFIX + name, load_schema(name)) for name in NAMES]
