@@ -73,11 +73,19 @@ def pytest_argv(
 @click.argument("inventory", required=False, default=LOCAL)
 @click.option(
     "--tier",
-    type=click.Choice(TIERS),
+    type=click.Choice((*TIERS, "health")),
     default="functional",
     show_default=True,
-    help="static; functional = static + smoke tests; stress = everything (minutes).",
+    help="static; functional = static + smoke tests; stress = everything (minutes); health = "
+    "the fast node health check of this machine (Slurm HealthCheckProgram, one line, < 5 s).",
 )
+@click.option(
+    "--drain",
+    is_flag=True,
+    help="With --tier health: drain this Slurm node when unhealthy (reason 'gpuhost: ...'), "
+    "resume it when healthy if gpuhost drained it.",
+)
+@click.option("--node", help="With --drain: the Slurm node name (default: the short hostname).")
 @click.option("--limit", help="Only these hosts or groups of the inventory (comma-separated).")
 @click.option(
     "--junit",
@@ -86,10 +94,26 @@ def pytest_argv(
 )
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def command(
-    inventory: str, tier: str, limit: str | None, junit: Path | None, pytest_args: tuple[str, ...]
+    inventory: str,
+    tier: str,
+    drain: bool,
+    node: str | None,
+    limit: str | None,
+    junit: Path | None,
+    pytest_args: tuple[str, ...],
 ) -> int:
     """Validate hosts: run the checks on INVENTORY (a pyinfra inventory; default @local, this
     machine). Arguments after -- go to pytest (e.g. -- -k driver)."""
+    if tier == "health" or drain or node:
+        from gpuhost.checks_support.health import run_health
+
+        if tier != "health" or inventory != LOCAL or limit or junit or pytest_args:
+            raise ConfigError(
+                "--tier health checks this machine only: gpuhost check @local --tier health "
+                "[--drain [--node NAME]] (no inventory, --limit, --junit or pytest arguments; "
+                "--drain and --node need --tier health)"
+            )
+        return run_health(drain, node, click.echo)
     load_hosts(None if inventory == LOCAL else inventory, limit)  # bad input: exit 2 here
     argv = pytest_argv(checks_dir(), inventory, tier, limit, junit, pytest_args)
     return subprocess.run(argv, check=False).returncode

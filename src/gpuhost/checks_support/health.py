@@ -1,0 +1,138 @@
+"""``gpuhost check @local --tier health``: the fast node health check (Slurm HealthCheckProgram).
+
+A subset of the static checks that needs no GPU work and no network and answers in well under
+5 s on a healthy host: nvidia-smi answers (within ``SMI_TIMEOUT``) and lists GPUs, none has
+uncorrectable ECC errors since the driver loaded, pending page retirement or row remapping
+(pending or failed), and the loaded driver is the one the provision marker
+(/etc/gpuhost/profile) records. The judgement is ``judge`` (pure, on the captured texts); the
+GPU judgements are the static checks' own (``checks_support.gpu``).
+
+.. code:: python
+
+    problems = judge(gather())     # [] healthy; else one line per problem
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuhost.checks_support.gpu import (
+    NOT_FOUND,
+    ecc_problems,
+    remapped_row_problems,
+    retired_page_problems,
+    unavailable_reason,
+)
+from gpuhost.errors import ParseError
+from gpuhost.parsers.driver import KernelModule, parse_proc_version
+from gpuhost.parsers.nvidia_smi import SmiReport, parse_output
+from gpuhost.parsers.profile_marker import MARKER_PATH, parse_profile_marker
+
+SMI_TIMEOUT = 4.0
+SMI_ARGV = ("nvidia-smi", "-q", "-x")
+MODULE_PATH = "/proc/driver/nvidia/version"
+
+
+@dataclass(frozen=True)
+class HealthInputs:
+    """What the health check reads: nvidia-smi's output (``NOT_FOUND`` when it is not
+    installed, None when it did not answer in time), the kernel module's version file and the
+    provision marker (None when absent)."""
+
+    smi_output: str | None
+    module_text: str | None
+    marker_text: str | None
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def gather(
+    run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
+    root: str = "",
+) -> HealthInputs:
+    """Read this machine (``root`` prefixes the file paths, for tests)."""
+    try:
+        proc = run(
+            list(SMI_ARGV),
+            capture_output=True,
+            text=True,
+            timeout=SMI_TIMEOUT,
+            check=False,
+            env={
+                "LC_ALL": "C",
+                "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            },
+        )
+        smi: str | None = proc.stdout + proc.stderr
+    except FileNotFoundError:
+        smi = NOT_FOUND
+    except subprocess.TimeoutExpired:
+        smi = None
+    return HealthInputs(smi, _read(root + MODULE_PATH), _read(root + MARKER_PATH))
+
+
+def judge(inputs: HealthInputs) -> list[str]:
+    """One line per health problem; [] when the node is healthy."""
+    if inputs.smi_output is None:
+        return [f"nvidia-smi did not answer within {SMI_TIMEOUT:g} s (a GPU or the driver hangs)"]
+    module: KernelModule | None = None
+    if inputs.module_text and inputs.module_text.strip():
+        try:
+            module = parse_proc_version(inputs.module_text)
+        except ParseError as exc:
+            return [f"{MODULE_PATH}: {exc}"]
+    report: SmiReport | None
+    try:
+        report = parse_output(inputs.smi_output) if inputs.smi_output != NOT_FOUND else None
+    except ParseError:
+        report = None
+    reason = unavailable_reason(inputs.smi_output, report, module)
+    if reason is not None or report is None:
+        return [reason or "nvidia-smi gave no report"]
+    problems = ecc_problems(report) + retired_page_problems(report) + remapped_row_problems(report)
+    if inputs.marker_text and inputs.marker_text.strip():
+        try:
+            marker = parse_profile_marker(inputs.marker_text)
+        except ParseError as exc:
+            return problems + [f"{MARKER_PATH}: {exc}"]
+        want = marker.driver_version if marker else None
+        if want and report.driver_version and report.driver_version != want:
+            problems.append(
+                f"driver {report.driver_version} is loaded but {MARKER_PATH} (profile "
+                f"{marker.profile if marker else '?'}) records {want}: reboot or re-provision"
+            )
+    return problems
+
+
+def reason_line(problems: list[str], limit: int = 200) -> str:
+    """The one line Slurm shows (and the drain reason): the first problem, with a count of the
+    others, shortened to ``limit`` characters."""
+    line = problems[0] if problems else "healthy"
+    if len(problems) > 1:
+        line += f" (+{len(problems) - 1} more)"
+    line = " ".join(line.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def run_health(drain: bool, node: str | None, echo: Callable[..., object]) -> int:
+    """The ``--tier health`` run on this machine: one line on stdout (``healthy`` or the reason),
+    with ``drain`` the Slurm node drained/resumed (what was done on stderr); exit 0 healthy, 1
+    not. Errors of scontrol propagate (GpuhostError: the CLI prints them)."""
+    from gpuhost.slurm import drain_or_resume, short_hostname
+
+    problems = judge(gather())
+    line = reason_line(problems)
+    echo(line)
+    if drain:
+        done = drain_or_resume(node or short_hostname(), problems, line)
+        if done:
+            echo(f"gpuhost: {done}", err=True)
+    return 1 if problems else 0

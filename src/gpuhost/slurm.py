@@ -1,0 +1,105 @@
+"""Draining and resuming this Slurm node from the health check (``gpuhost check --drain``).
+
+``scontrol show node NAME`` is read with a pure parser; ``drain_command`` decides (pure) what to
+run: a failing node is drained with ``reason="gpuhost: ..."``; a healthy node is resumed only
+when it is drained with a reason gpuhost wrote (an operator's drain is never undone, and a node
+an operator drained is never re-labelled by gpuhost).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+from dataclasses import dataclass
+
+from gpuhost.errors import ConfigError, HostError, ParseError
+from gpuhost.parsers._common import first_line, require_text
+
+REASON_PREFIX = "gpuhost: "
+_NODE_RE = re.compile(r"^NodeName=(\S+)")
+_STATE_RE = re.compile(r"(?:^|\s)State=(\S+)")
+_REASON_RE = re.compile(r"(?:^|\s)Reason=(.*?)(?: \[[^\]]*@[^\]]*\])?\s*$")
+SCONTROL_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    name: str
+    states: frozenset[str]  # {"IDLE", "DRAIN"}; "IDLE+DRAIN" split, "*" suffix dropped
+    reason: str | None  # without Slurm's "[user@time]" suffix
+
+    @property
+    def drained(self) -> bool:
+        return bool(self.states & {"DRAIN", "DRAINED", "DRAINING"})
+
+    @property
+    def drained_by_gpuhost(self) -> bool:
+        return self.drained and (self.reason or "").startswith(REASON_PREFIX)
+
+
+def parse_show_node(text: str) -> SlurmNode:
+    """``scontrol show node NAME`` (multi-line or ``-o``) → SlurmNode."""
+    text = require_text(text, "the output of 'scontrol show node NAME'")
+    node = _NODE_RE.match(text.lstrip())
+    state = _STATE_RE.search(text)
+    if node is None or state is None:
+        raise ParseError(
+            "expected the output of 'scontrol show node NAME' (NodeName=... State=...), found "
+            f"{first_line(text)!r}"
+        )
+    reason = None
+    for line in text.splitlines():
+        match = _REASON_RE.search(line)
+        if match and "Reason=" in line:
+            reason = match.group(1).strip() or None
+    states = frozenset(s.rstrip("*~#!%$@^-") for s in state.group(1).split("+"))
+    return SlurmNode(node.group(1), states, reason)
+
+
+def drain_command(node: SlurmNode, problems: list[str], reason: str) -> list[str] | None:
+    """The scontrol argv to run, or None: drain a sick node (unless an operator drained it),
+    resume a healthy one only if gpuhost drained it."""
+    if problems:
+        if node.drained and not node.drained_by_gpuhost:
+            return None  # an operator's drain and reason stay
+        full = REASON_PREFIX + reason
+        if node.drained and node.reason == full:
+            return None
+        return ["scontrol", "update", f"nodename={node.name}", "state=drain", f"reason={full}"]
+    if node.drained_by_gpuhost:
+        return ["scontrol", "update", f"nodename={node.name}", "state=resume"]
+    return None
+
+
+def short_hostname() -> str:
+    return socket.gethostname().split(".")[0]
+
+
+def _scontrol(argv: list[str]) -> str:
+    if shutil.which("scontrol") is None:
+        raise ConfigError("--drain: scontrol (Slurm's client) is not installed on this machine")
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise HostError(short_hostname(), f"{' '.join(argv[:3])}: no answer") from exc
+    if proc.returncode != 0:
+        raise HostError(
+            short_hostname(),
+            f"{' '.join(argv[:4])} failed (exit {proc.returncode}): "
+            f"{first_line(proc.stderr or proc.stdout, 200)}",
+        )
+    return proc.stdout
+
+
+def drain_or_resume(node_name: str, problems: list[str], reason: str) -> str | None:
+    """Drain or resume ``node_name`` as ``drain_command`` says; what was done (None: nothing)."""
+    node = parse_show_node(_scontrol(["scontrol", "show", "node", node_name]))
+    argv = drain_command(node, problems, reason)
+    if argv is None:
+        return None
+    _scontrol(argv)
+    return f"{'drained' if problems else 'resumed'} Slurm node {node.name}"

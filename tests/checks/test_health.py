@@ -1,0 +1,162 @@
+"""``gpuhost check @local --tier health`` and ``--drain``: judgement on real captures, the Slurm
+node parser on real ``scontrol show node`` output, the drain/resume decision, the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuhost.checks_support.gpu import NOT_FOUND
+from gpuhost.checks_support.health import HealthInputs, gather, judge, reason_line
+from gpuhost.errors import ParseError
+from gpuhost.slurm import REASON_PREFIX, SlurmNode, drain_command, parse_show_node
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+A100 = (FIXTURES / "health" / "telegraf__a100-sxm4-v12.xml").read_text()
+V100_SICK = (FIXTURES / "health" / "openpai__nvidia_smi_retired_pages.xml").read_text()
+LOST = (FIXTURES / "health" / "gpu-is-lost__linux.txt").read_text()
+DRAINED = (FIXTURES / "slurm" / "scontrol-show-node-drained.txt").read_text()
+IDLE = (FIXTURES / "slurm" / "scontrol-show-node-idle.txt").read_text()
+
+
+def _marker(driver: str) -> str:
+    return f'{{"schema": 1, "profile": "p535", "driver": {{"version": "{driver}"}}}}'
+
+
+def test_healthy_gpu_with_matching_marker_has_no_problem():
+    assert judge(HealthInputs(A100, None, _marker("535.54.03"))) == []
+
+
+def test_sick_gpu_gives_one_line_per_problem():
+    problems = judge(HealthInputs(V100_SICK, None, None))
+    assert len(problems) == 2
+    assert "1 uncorrectable ECC error(s) since the driver loaded" in problems[0]
+    assert "page retirement pending" in problems[1]
+    line = reason_line(problems)
+    assert line.startswith("GPU 0 (Tesla V100-SXM3-32GB 00000000:34:00.0): 1 uncorrectable")
+    assert line.endswith("(+1 more)") and "\n" not in line
+
+
+def test_driver_other_than_the_marker_records():
+    (problem,) = judge(HealthInputs(A100, None, _marker("550.54.15")))
+    assert problem == (
+        "driver 535.54.03 is loaded but /etc/gpuhost/profile (profile p535) records 550.54.15: "
+        "reboot or re-provision"
+    )
+
+
+@pytest.mark.parametrize(
+    ("inputs", "start"),
+    [
+        (HealthInputs(NOT_FOUND, None, None), "nvidia-smi is not installed; the NVIDIA kernel"),
+        (HealthInputs(None, None, None), "nvidia-smi did not answer within 4 s"),
+        (HealthInputs(LOST, None, None), "nvidia-smi reports gpu-lost"),
+        (HealthInputs(A100, "garbage\n", None), "/proc/driver/nvidia/version: "),
+    ],
+)
+def test_unavailable_gpus_are_one_reason(inputs, start):
+    problems = judge(inputs)
+    assert len(problems) == 1 and problems[0].startswith(start), problems
+
+
+def test_bad_marker_is_a_problem_not_a_crash():
+    problems = judge(HealthInputs(A100, None, "{not json"))
+    assert len(problems) == 1 and problems[0].startswith("/etc/gpuhost/profile")
+
+
+def test_gather_reads_commands_and_files(tmp_path):
+    (tmp_path / "proc/driver/nvidia").mkdir(parents=True)
+    (tmp_path / "proc/driver/nvidia/version").write_text("NVRM version: x")
+
+    def missing(*_args, **_kwargs):
+        raise FileNotFoundError("nvidia-smi")
+
+    def hung(argv, **kwargs):
+        raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
+
+    got = gather(run=missing, root=str(tmp_path))
+    assert got == HealthInputs(NOT_FOUND, "NVRM version: x", None)
+    assert gather(run=hung, root=str(tmp_path)).smi_output is None
+
+
+def test_reason_line_is_shortened():
+    line = reason_line(["x" * 500])
+    assert len(line) == 200 and line.endswith("...")
+
+
+# --- Slurm --------------------------------------------------------------------------------------
+
+
+def test_scontrol_show_node_captures():
+    drained = parse_show_node(DRAINED)
+    assert drained == SlurmNode(
+        "h1",
+        frozenset({"IDLE", "DRAIN"}),
+        "gpuhost: GPU 0 (NVIDIA H100 00000000:01:00.0): 2 uncorrectable ECC error(s)",
+    )
+    assert drained.drained_by_gpuhost
+    idle = parse_show_node(IDLE)
+    assert idle == SlurmNode("h1", frozenset({"IDLE", "NOT_RESPONDING"}), None)
+    assert not idle.drained
+    one_line = " ".join(DRAINED.split("\n"))
+    assert parse_show_node(one_line) == drained
+    with pytest.raises(ParseError, match="expected the output of 'scontrol show node NAME'"):
+        parse_show_node("Node h9 not found\n")
+
+
+def test_drain_and_resume_decisions():
+    idle = SlurmNode("n1", frozenset({"IDLE"}), None)
+    ours = SlurmNode("n1", frozenset({"IDLE", "DRAIN"}), REASON_PREFIX + "old")
+    theirs = SlurmNode("n1", frozenset({"IDLE", "DRAIN"}), "bad fan")
+    assert drain_command(idle, ["sick"], "sick") == [
+        "scontrol",
+        "update",
+        "nodename=n1",
+        "state=drain",
+        "reason=gpuhost: sick",
+    ]
+    assert drain_command(ours, ["new"], "new")[-1] == "reason=gpuhost: new"
+    assert drain_command(ours, ["old"], "old") is None  # already drained for that reason
+    assert drain_command(theirs, ["sick"], "sick") is None  # an operator's drain stays
+    assert drain_command(ours, [], "healthy") == [
+        "scontrol",
+        "update",
+        "nodename=n1",
+        "state=resume",
+    ]
+    assert drain_command(theirs, [], "healthy") is None  # never resumes an operator's drain
+    assert drain_command(idle, [], "healthy") is None
+
+
+# --- CLI ----------------------------------------------------------------------------------------
+
+
+def _gpuhost(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpuhost", *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_cli_health_on_this_machine_without_gpu_is_one_line_exit_1():
+    """This machine has no NVIDIA GPU: unhealthy, one line, well under 5 s."""
+    proc = _gpuhost("check", "@local", "--tier", "health")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.count("\n") == 1 and "nvidia-smi" in proc.stdout
+    assert proc.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("check", "inventories/fleet.py", "--tier", "health"),
+        ("check", "@local", "--drain"),
+        ("check", "@local", "--tier", "health", "--junit", "x.xml"),
+    ],
+)
+def test_cli_health_usage_errors_exit_2_with_one_line(args):
+    proc = _gpuhost(*args)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "--tier health checks this machine only" in proc.stderr
