@@ -139,3 +139,52 @@ def test_check_failures_from_junit_with_accepted_checks() -> None:
     assert check_problems(failures, {"test_driver_loaded", "test_broken_fixture"}) == [
         "check test_packages_held[ssh://h1]: AssertionError: nvidia-smi not held"
     ]
+
+
+def test_upgrade_limit_selects_hosts_like_other_commands(tmp_path, capsys):
+    inv = _inventory(tmp_path, 4)
+    args = ["upgrade", str(inv), "--to", "debian12-nonfree-535-security", "--dry", "--canary", "0",
+            "--batch", "4", "--state-dir", str(tmp_path)]
+    assert main([*args, "--limit", "n2,n4"]) == 0
+    assert "batch 1: n2, n4" in capsys.readouterr().out
+    assert main([*args, "--limit", "n[13]"]) == 0  # a glob, inventory order
+    assert "batch 1: n1, n3" in capsys.readouterr().out
+    assert main([*args, "--limit", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "nope" in err and "Traceback" not in err
+
+
+def _snapshots(tmp_path, hosts):
+    store = SnapshotStore(tmp_path / "snapshots")
+    for host in hosts:
+        store.save(build_snapshot(host, parse_host_state(host_output()), "20250101T000000Z"))
+
+
+def test_rollback_without_a_terminal_needs_yes_and_touches_nothing(tmp_path, capsys, monkeypatch):
+    """No --yes and no terminal: the hosts and snapshots are listed, nothing is contacted (the
+    inventory's addresses do not exist), exit 2 with one line."""
+    _snapshots(tmp_path, ["n1", "n2", "n3"])
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    code = main(["rollback", str(_inventory(tmp_path)), "--state-dir", str(tmp_path),
+                 "--limit", "n1,n3"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "n1: back to snapshot 20250101T000000Z" in captured.out
+    assert "n2" not in captured.out  # --limit
+    assert "rollback would restore and reboot 2 host(s); confirm with --yes" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_rollback_declined_at_the_prompt_changes_nothing(tmp_path, capsys, monkeypatch):
+    _snapshots(tmp_path, ["n1"])
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("click.confirm", lambda *a, **k: False)
+    code = main(["rollback", str(_inventory(tmp_path, 1)), "--state-dir", str(tmp_path)])
+    assert code == 2 and "nothing changed" in capsys.readouterr().err
+
+
+def test_rollback_host_without_snapshot_is_a_usage_error(tmp_path, capsys):
+    _snapshots(tmp_path, ["n1"])
+    code = main(["rollback", str(_inventory(tmp_path, 2)), "--state-dir", str(tmp_path), "--yes"])
+    err = capsys.readouterr().err
+    assert code == 2 and "n2: no snapshot under" in err

@@ -3,18 +3,21 @@
 Per host (``--parallel`` hosts at a time): packages from the on-host cache (works when the
 repository no longer offers them), apt preferences, sources, modprobe.d, gpuhost files and units
 as in the snapshot, holds, then a reboot and validation against the snapshot. The node's
-scheduler state is not touched.
-Exit: 0 every host restored and valid, 1 a host failed, 2 bad input.
+scheduler state is not touched. It asks before it changes (and reboots) anything: the hosts and
+snapshots are listed and confirmed on the terminal, or by ``--yes``; without a terminal and
+without ``--yes`` nothing is touched (exit 2).
+Exit: 0 every host restored and valid, 1 a host failed, 2 bad input or not confirmed.
 """
 
 from __future__ import annotations
 
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import click
 
-from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, GpuhostError
+from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, ConfigError, GpuhostError
 from gpuhost.upgrade.orchestrate import HostContext, StepFailed, UpgradeOptions
 from gpuhost.upgrade.settings import snapshots_dir, state_option
 from gpuhost.upgrade.snapshot import SnapshotStore, load_snapshot
@@ -23,6 +26,13 @@ from gpuhost.upgrade.snapshot import SnapshotStore, load_snapshot
 @click.command("rollback")
 @click.argument("inventory")
 @click.option("--snapshot", "snapshot_id", help="Snapshot id (default: each host's latest).")
+@click.option(
+    "--limit",
+    multiple=True,
+    metavar="HOSTS",
+    help="Only these hosts or groups (comma list, globs; repeatable), as for other commands.",
+)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--no-reboot", is_flag=True, help="Restore without rebooting (not validated live).")
 @click.option("--reboot-timeout", default=900, show_default=True, type=float)
 @click.option(
@@ -36,6 +46,8 @@ from gpuhost.upgrade.snapshot import SnapshotStore, load_snapshot
 def command(
     inventory: str,
     snapshot_id: str | None,
+    limit: tuple[str, ...],
+    yes: bool,
     no_reboot: bool,
     reboot_timeout: float,
     parallel: int,
@@ -45,7 +57,7 @@ def command(
     from gpuhost.upgrade.connect import InventoryHost, load_inventory
     from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, Target
 
-    hosts = load_inventory(inventory)
+    hosts = load_inventory(inventory, limit)
     store = SnapshotStore(snapshots_dir(state_dir))
     refs = {}
     for entry in hosts:  # every snapshot is found before any host is touched
@@ -53,7 +65,21 @@ def command(
             store.find(entry.name, snapshot_id) if snapshot_id else store.latest(entry.name)
         )
         if refs[entry.name] is None:
-            raise GpuhostError(f"{entry.name}: no snapshot under {store.root / entry.name}")
+            raise ConfigError(f"{entry.name}: no snapshot under {store.root / entry.name}")
+    for entry in hosts:
+        ref = refs[entry.name]
+        assert ref is not None
+        click.echo(f"{entry.name}: back to snapshot {ref.id} ({ref.path})")
+    what = "restore" + ("" if no_reboot else " and reboot")
+    if not yes:
+        if not sys.stdin.isatty():
+            raise ConfigError(
+                f"rollback would {what} {len(hosts)} host(s); confirm with --yes "
+                "(stdin is not a terminal, nothing was changed)"
+            )
+        if not click.confirm(f"{what} these {len(hosts)} host(s)?", default=False):
+            click.echo("nothing changed", err=True)
+            return EXIT_USAGE
     settings = StepSettings(Target("-", "-"), store.root, reboot_timeout_s=reboot_timeout)
     steps = HostSteps({h.name: h for h in hosts}, settings)
 

@@ -38,6 +38,12 @@ from gpuhost.upgrade.signals import StopOnSignals, signal_name
 @click.command("upgrade")
 @click.argument("inventory")
 @click.option("--to", "target", required=True, help="Target profile (see data/profiles.yaml).")
+@click.option(
+    "--limit",
+    multiple=True,
+    metavar="HOSTS",
+    help="Only these hosts or groups (comma list, globs; repeatable), as for other commands.",
+)
 @click.option("--canary", default=1, show_default=True, type=click.IntRange(min=0))
 @click.option("--batch", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option(
@@ -102,6 +108,7 @@ from gpuhost.upgrade.signals import StopOnSignals, signal_name
 def command(
     inventory: str,
     target: str,
+    limit: tuple[str, ...],
     canary: int,
     batch: int,
     max_failures: int,
@@ -127,7 +134,7 @@ def command(
         canary=canary, batch=batch, max_failures=max_failures, drain=drain_mode, force=force
     )
     profile = resolve_target(target)
-    hosts = load_inventory(inventory)
+    hosts = load_inventory(inventory, limit)
     names = [h.name for h in hosts]
     journal = None
     if resume:
@@ -144,7 +151,11 @@ def command(
             )
         unknown = sorted(set(journal.header.hosts) - set(names))
         if unknown:
-            raise ConfigError(f"{path}: run has hosts the inventory lost: {', '.join(unknown)}")
+            raise ConfigError(
+                f"{path}: the interrupted run has hosts this inventory"
+                + (" and --limit" if limit else "")
+                + f" do not select: {', '.join(unknown)}"
+            )
         names = journal.header.hosts
     if dry:
         for line in describe_plan(names, target, options):
@@ -201,8 +212,8 @@ def command(
             steps.close()
             name = signal_name(signals.received) if signals.received else "interrupt"
             click.echo(
-                f"gpuhost: upgrade stopped by {name}; journal {journal.path}; continue with: "
-                f"gpuhost upgrade {inventory} --to {target} --resume",
+                f"gpuhost: upgrade stopped by {name}; journal {journal.path}; to continue, run "
+                "the same command with --resume",
                 err=True,
             )
             return signals.exit_code

@@ -19,6 +19,20 @@ from typing import Any
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+def _start(work: Callable[[], None]) -> None:
+    """Run ``work`` apart from the signal handler. Under gevent's monkey-patching (pyinfra's
+    connections) the handler runs in the event loop, where nothing may block, not even starting
+    a thread: a greenlet is scheduled instead."""
+    from gevent import monkey
+
+    if monkey.is_module_patched("threading"):
+        import gevent
+
+        gevent.spawn(work)
+    else:
+        threading.Thread(target=work, name="gpuhost-stop", daemon=True).start()
+
+
 def signal_name(signum: int) -> str:
     return signal.Signals(signum).name
 
@@ -50,7 +64,7 @@ class StopOnSignals:
             "now and are journaled as interrupted (again to quit at once)\n"
         )
         sys.stderr.flush()
-        threading.Thread(target=self.stop, name="gpuhost-stop", daemon=True).start()
+        _start(self.stop)
 
     def __enter__(self) -> StopOnSignals:
         for signum in SIGNALS:
