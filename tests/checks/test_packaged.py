@@ -63,7 +63,7 @@ def test_source_tree_suite_collects_the_packaged_checks_once(tmp_path: Path) -> 
 
 
 def test_checks_dir_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuhost.cli.check import checks_dir
+    from gpuhost.checks.run import checks_dir
 
     assert checks_dir() == PACKAGED
     monkeypatch.setenv("GPUHOST_CHECKS_DIR", str(tmp_path))

@@ -11,62 +11,14 @@ usage error, 5 no check selected. A bad inventory or --limit is found before pyt
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import click
 
-import gpuhost.checks
+from gpuhost.checks.run import TIERS, checks_dir, pytest_argv
 from gpuhost.checks_support.inventory import LOCAL, load_hosts
 from gpuhost.errors import ConfigError
-
-CHECKS_DIR_ENV = "GPUHOST_CHECKS_DIR"
-TIERS = ("static", "functional", "stress")
-
-
-def checks_dir() -> Path:
-    """The suite to run: $GPUHOST_CHECKS_DIR when set, else the checks inside the package.
-
-    pytest gets the folder (not ``--pyargs``) so that its conftest.py, which loads the plugin,
-    is read before the command line is parsed and ``--tier``/``--inventory`` are known options.
-    """
-    override = os.environ.get(CHECKS_DIR_ENV)
-    if not override:
-        return Path(gpuhost.checks.__file__).resolve().parent
-    path = Path(override)
-    if not (path / "conftest.py").is_file():
-        raise ConfigError(
-            f"checks: {CHECKS_DIR_ENV}={override}: no conftest.py in that folder (expected a "
-            f"folder of checks with a conftest.py loading gpuhost.checks.plugin, like checks/ "
-            f"in gpuhost's source tree); unset it to run the checks shipped with gpuhost"
-        )
-    return path
-
-
-def pytest_argv(
-    directory: Path,
-    inventory: str,
-    tier: str,
-    limit: str | None,
-    junit: Path | None,
-    extra: tuple[str, ...] = (),
-) -> list[str]:
-    argv = [sys.executable, "-m", "pytest", str(directory), "-p", "no:cacheprovider", "-ra"]
-    # "--opt=value": pytest reads an argument starting with "@" as a file of arguments
-    argv += [f"--inventory={inventory}", f"--tier={tier}"]
-    if limit:
-        argv += [f"--limit={limit}"]
-    if junit is not None:
-        argv += [
-            f"--junitxml={junit}",
-            "-o",
-            "junit_family=xunit1",
-            "-o",
-            "junit_suite_name=gpuhost-check",
-        ]
-    return argv + list(extra)
 
 
 @click.command("check")
