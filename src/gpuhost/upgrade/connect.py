@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,19 +108,15 @@ class InventoryHost:
     groups: tuple[str, ...]
 
 
-def load_inventory(path: str) -> list[InventoryHost]:
-    """Hosts of a pyinfra inventory file, in file order, with their merged data (loaded with the
-    audit's ``gpuhost.fleet.load_inventory``)."""
+def load_inventory(path: str, limit: str | Iterable[str] | None = None) -> list[InventoryHost]:
+    """The hosts of a pyinfra inventory that ``--limit`` selects (all without one), in file
+    order, with their merged and checked data (gpuhost's one loader, ``inventory.loader``)."""
     from gpuhost.fleet import ensure_gevent
-    from gpuhost.fleet import load_inventory as load_fleet_inventory
+    from gpuhost.inventory.loader import select
 
     ensure_gevent()
-    inventory = load_fleet_inventory(path)
-    hosts = []
-    for host in inventory:
-        groups = tuple(sorted(g for g, members in inventory.groups.items() if host in members))
-        hosts.append(InventoryHost(host.name, dict(host.data.dict()), groups))
-    return hosts
+    selection = select(path, limit)
+    return [InventoryHost(n, selection.data(n), selection.groups(n)) for n in selection.names]
 
 
 def _run_command_with_rc(command: str) -> str:
