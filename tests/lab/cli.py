@@ -1,6 +1,13 @@
 """``tests/lab/lab``: bring the lab up, tear it down, show its state.
 
-  lab [--name NAME] up N       boot hosts h1..hN (exactly N), print where the inventory is
+  lab [--name NAME] up N [--gpu MODEL:COUNT ...] [--profile NAME]
+                               boot hosts h1..hN (exactly N), print where the inventory is;
+                               --gpu: emulated GPUs (once: every host; N times: one per host),
+                               --profile: inventory data gpuhost_profile of every host
+  lab [--name NAME] gpu hI inject KNOB [gpu=N] | clear | state
+                               emulated GPU faults: xid=N, ecc-uncorrectable, retired-pages,
+                               remap-pending, gpu-lost, driver-mismatch, persistence-off,
+                               pcie-downgrade; clear removes them all
   lab [--name NAME] down       remove everything the lab made (safe to repeat)
   lab [--name NAME] status     list hosts and their health (exit 1 when one is unhealthy)
   lab [--name NAME] reset hI.. re-create hosts from the base image
@@ -16,6 +23,7 @@ import argparse
 import shlex
 import sys
 
+from . import gpu as gpu_emulator
 from . import image
 from .config import LabConfigError, default_name
 from .core import LabManager, preflight
@@ -28,6 +36,13 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="boot hosts h1..hN")
     up.add_argument("count", type=int)
+    up.add_argument("--gpu", action="append", default=None, metavar="MODEL:COUNT",
+                    help="emulated GPUs: h100-sxm, a100-sxm4, v100-sxm2, t4, l4 (tests/lab/gpu)")
+    up.add_argument("--profile", default=None, help="inventory data gpuhost_profile")
+    gpu = sub.add_parser("gpu", help="emulated GPU of a host: inject a fault, clear, state")
+    gpu.add_argument("host")
+    gpu.add_argument("action", choices=["inject", "clear", "state"])
+    gpu.add_argument("args", nargs="*", help="KNOB [gpu=N] for inject")
     sub.add_parser("down", help="remove everything of the lab")
     sub.add_parser("status", help="hosts and their health")
     reset = sub.add_parser("reset", help="re-create hosts, e.g. h2 h3")
@@ -36,6 +51,31 @@ def _parser() -> argparse.ArgumentParser:
     build = sub.add_parser("build", help="build the cached base image")
     build.add_argument("--rebuild", action="store_true")
     return p
+
+
+def _gpu(lab: LabManager, host: str, action: str, rest: list[str]) -> int:
+    if not host.startswith("h") or not host[1:].isdigit():
+        raise LabConfigError(f"host {host!r}: expected h<number>, e.g. h2")
+    index = int(host[1:])
+    if action == "inject":
+        if not 1 <= len(rest) <= 2:
+            raise LabConfigError("gpu HOST inject: expected KNOB [gpu=N]")
+        gpu_index = None
+        if len(rest) == 2:
+            key, _, value = rest[1].partition("=")
+            if key != "gpu" or not value.isdigit():
+                raise LabConfigError(f"{rest[1]!r}: expected gpu=N")
+            gpu_index = int(value)
+        sys.stdout.write(lab.gpu_inject(index, rest[0], gpu_index))
+        return 0
+    state = lab.load() or {"hosts": []}
+    record = next((h for h in state["hosts"] if h["index"] == index), None)
+    if record is None or not record.get("gpu"):
+        raise LabConfigError(f"host {host} of lab {lab.name!r} has no emulated GPU")
+    proc = lab.ssh(record, f"python3 {gpu_emulator.ON_HOST} {action}")
+    sys.stdout.write(proc.stdout)
+    sys.stderr.write(proc.stderr)
+    return 0 if proc.returncode == 0 else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         lab = LabManager(args.name or default_name())
         if args.cmd == "up":
-            state = lab.up(args.count)
+            specs = [gpu_emulator.parse_spec(g) for g in args.gpu] if args.gpu else None
+            state = lab.up(args.count, gpu=specs, profile=args.profile)
             print(f"{lab.sd / 'inventory.py'}")
             for h in state["hosts"]:
                 print(f"  {h['name']:5} {h['address']}")
@@ -79,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise LabConfigError(f"host {bad[0]!r}: expected h<number>, e.g. h2")
             lab.reset(*(int(h[1:]) for h in args.hosts))
             return 0
+        if args.cmd == "gpu":
+            return _gpu(lab, args.host, args.action, args.args)
         if args.cmd == "env":
             current = lab.load()
             if current is None:

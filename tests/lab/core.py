@@ -188,8 +188,15 @@ class LabManager:
 
     # ---------------------------------------------------------------- up
 
-    def up(self, count: int) -> dict[str, Any]:
-        """Make the lab run exactly hosts h1..h<count>; returns the state (see lab.json)."""
+    def up(self, count: int, gpu: list[tuple[str, int]] | None = None,
+           profile: str | None = None) -> dict[str, Any]:
+        """Make the lab run exactly hosts h1..h<count>; returns the state (see lab.json).
+
+        ``gpu``: emulated GPUs (model, count) for every host (one entry) or per host (one entry
+        a host); ``profile``: inventory data ``gpuhost_profile`` of every host.  A running host
+        whose GPU or profile differs from the one asked is re-created (tests/lab/gpu)."""
+        if gpu and len(gpu) not in (1, count):
+            raise LabConfigError(f"--gpu given {len(gpu)} times: expected once or {count} times")
         if not 1 <= count <= MAX_HOSTS:
             raise LabConfigError(f"host count {count} is out of range: expected 1..{MAX_HOSTS}")
         preflight()
@@ -203,6 +210,9 @@ class LabManager:
                 self.down()
                 state = self._infra_up()
             running = {h["index"] for h in state["hosts"] if self._host_alive(h)}
+            shape = {i: self._shape(state, i, gpu, profile) for i in range(1, count + 1)}
+            running -= {h["index"] for h in state["hosts"]
+                        if h["index"] in shape and _host_shape(h) != shape[h["index"]]}
             for h in [h for h in state["hosts"] if h["index"] > count]:
                 self._host_stop(h)
             state["hosts"] = [h for h in state["hosts"] if h["index"] <= count]
@@ -212,11 +222,13 @@ class LabManager:
                 if i in by_index:
                     self._host_stop(by_index[i])
                 by_index[i] = self._host_record(state, i)
+                by_index[i].update(shape[i])
             state["hosts"] = [by_index[i] for i in sorted(by_index)]
             self._save(state)
             for i in wanted:
                 self._host_start(state, by_index[i], base)
             self._wait_ready(state, [by_index[i] for i in wanted])
+            self._attach_gpus([by_index[i] for i in wanted])
             log(f"lab {self.name!r}: {count} hosts up in {time.monotonic() - t0:.1f} s; "
                 f"inventory {self.sd / 'inventory.py'}")
             return state
@@ -522,7 +534,64 @@ class LabManager:
             for h in hosts:
                 self._host_start(state, h, base)
             self._wait_ready(state, hosts)
+            self._attach_gpus(hosts)
             return hosts
+
+    # ---------------------------------------------------------------- emulated GPUs
+
+    def _shape(self, state: dict[str, Any], i: int, gpu: list[tuple[str, int]] | None,
+               profile: str | None) -> dict[str, Any]:
+        """What host i should carry: the asked GPU/profile, else what it has now."""
+        old = next((h for h in state["hosts"] if h["index"] == i), None)
+        now: dict[str, Any] = _host_shape(old) if old else {"gpu": None, "profile": None}
+        if gpu:
+            model, n = gpu[0] if len(gpu) == 1 else gpu[i - 1]
+            now["gpu"] = [model, n]
+        if profile is not None:
+            now["profile"] = profile
+        return now
+
+    def _attach_gpus(self, hosts: list[dict[str, Any]]) -> None:
+        from . import gpu as gpu_emulator
+
+        for h in hosts:
+            if h.get("gpu"):
+                model, n = h["gpu"]
+
+                def on_host(cmd: str, h: dict[str, Any] = h) -> Any:
+                    return self.ssh(h, cmd, timeout=120)
+
+                gpu_emulator.attach(self.names.host_dir(h["index"]) / "root", model, n, on_host)
+
+    def set_shape(self, index: int, gpu: tuple[str, int] | None,
+                  profile: str | None = None) -> dict[str, Any]:
+        """Re-create host h<index> with these emulated GPUs (None: none) and profile."""
+        with lab_lock(self.names):
+            state = self.load()
+            if state is None:
+                raise LabError(f"lab {self.name!r} is not up")
+            for h in state["hosts"]:
+                if h["index"] == index:
+                    h["gpu"] = list(gpu) if gpu else None
+                    h["profile"] = profile
+            self._save(state)
+            return self.reset(index)[0]
+
+    def gpu_inject(self, index: int, knob: str, gpu: int | None = None) -> str:
+        """Inject a GPU fault on host h<index> (tests/lab/gpu KNOBS); returns its output."""
+        from . import gpu as gpu_emulator
+
+        command = gpu_emulator.inject_command(knob, gpu)
+        state = self.load()
+        host = next((h for h in (state or {"hosts": []})["hosts"] if h["index"] == index), None)
+        if host is None or not host.get("gpu"):
+            raise LabConfigError(f"host h{index} of lab {self.name!r} has no emulated GPU "
+                                 "(tests/lab/lab up N --gpu MODEL:COUNT)")
+        proc = self.ssh(host, command, timeout=180)
+        if proc.returncode != 0:
+            raise LabError(f"h{index}: inject {knob} failed (exit {proc.returncode}): "
+                           f"{(proc.stderr or proc.stdout).strip()}")
+        return proc.stdout
 
     # ---------------------------------------------------------------- down
 
@@ -617,6 +686,10 @@ class LabManager:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _host_shape(h: dict[str, Any]) -> dict[str, Any]:
+    return {"gpu": h.get("gpu"), "profile": h.get("profile")}
 
 
 def _mac(tag: str, index: int) -> str:

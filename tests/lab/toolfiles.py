@@ -53,7 +53,8 @@ def inventory(state: dict[str, Any]) -> str:
         "lab_repo_key_path": state["repo_key_path"],
         "lab_repo_key_path_on_host": state["repo_key_path_on_host"],
     }
-    hosts = [(h["name"], {"ssh_hostname": h["address"], **data}) for h in state["hosts"]]
+    hosts = [(h["name"], {"ssh_hostname": h["address"], **data, **_host_data(h)})
+             for h in state["hosts"]]
     head, workers = hosts[:1], hosts[1:]
     return (
         f'"""pyinfra inventory of gpuhost lab {state["name"]!r} (written by tests/lab/lab up).\n\n'
@@ -63,3 +64,13 @@ def inventory(state: dict[str, Any]) -> str:
         f"head = {head!r}\n"
         f"workers = {workers!r}\n"
     )
+
+
+def _host_data(h: dict[str, Any]) -> dict[str, Any]:
+    """Per-host data: ``gpuhost_profile`` (lab up --profile) and the emulated GPU (--gpu)."""
+    data: dict[str, Any] = {}
+    if h.get("profile"):
+        data["gpuhost_profile"] = h["profile"]
+    if h.get("gpu"):
+        data["lab_gpu"] = f"{h['gpu'][0]}:{h['gpu'][1]}"
+    return data

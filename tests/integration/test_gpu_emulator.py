@@ -1,0 +1,180 @@
+"""The lab's GPU emulator offline (no lab): its model data equals the real captures it cites, read
+with gpuhost's own parsers, and the stand-in nvidia-smi's outputs parse to the same values, change
+with -pm/-ac/-lgc/-lmc where the GPU accepts them and refuse with nvidia-smi's texts where not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lab import gpu as emulator
+
+from gpuhost.parsers.nvidia_smi import parse_output
+from gpuhost.parsers.topo import parse_topo
+
+MODELS = emulator.load_models()
+
+
+def _capture_gpu(name: str):  # type: ignore[no-untyped-def]
+    report = parse_output((emulator.CAPTURES / MODELS[name]["capture"]).read_text())
+    assert report.ok and report.gpus, name
+    return report.gpus[0]
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_data_is_the_capture(name: str) -> None:
+    model, gpu = MODELS[name], _capture_gpu(name)
+    assert gpu.name == model["name"]
+    assert gpu.vbios == model["vbios"]
+    assert gpu.memory_total_mib == model["memory_mib"]
+    assert gpu.power.default == model["power"]["default"]
+    assert (gpu.power.min, gpu.power.max) == (model["power"]["min"], model["power"]["max"])
+    clocks = model["clocks"]
+    assert (gpu.clocks.max_graphics, gpu.clocks.max_sm, gpu.clocks.max_mem) == (
+        clocks["max_graphics"], clocks["max_sm"], clocks["max_memory"])
+    assert [gpu.clocks.default_applications_graphics,
+            gpu.clocks.default_applications_mem] == clocks["default_applications"]
+    assert gpu.pcie.gen_max == model["pcie"]["gen"]
+    assert gpu.pcie.width_max == model["pcie"]["width"]
+    assert gpu.ecc.mode_current is model["ecc"]
+    assert gpu.product_architecture == model["architecture"]
+    assert model["bus_ids"][0] == gpu.pci_bus_id
+    # the supported-clocks lists hold the max and the default application clocks
+    smi = emulator.host_model(name, 1)
+    for graphics, memory in ([clocks["max_graphics"], clocks["max_memory"]],
+                             clocks["default_applications"]):
+        assert graphics in _ladder(smi).get(memory, []), (name, graphics, memory)
+
+
+def _ladder(model: dict) -> dict[int, list[int]]:  # type: ignore[type-arg]
+    out = {}
+    for entry in model["clocks"]["supported"]:
+        out[entry["memory"]] = entry.get("graphics") or list(
+            range(entry["graphics_max"], entry["graphics_min"] - 1, -entry["step"]))
+    return out
+
+
+def test_nvlink_and_topology_from_captures() -> None:
+    h100 = MODELS["h100-sxm"]["nvlink"]
+    text = (emulator.CAPTURES / h100["capture"]).read_text()
+    assert text.count("Link ") == h100["links"] and h100["speed"] in text
+    a100 = MODELS["a100-sxm4"]["nvlink"]
+    topo = parse_topo((emulator.CAPTURES / a100["capture"]).read_text())
+    assert topo is not None and topo.links["GPU0"]["GPU1"] == f"NV{a100['links']}"
+
+
+@pytest.fixture
+def host(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A root for the emulator on this machine ($GPUEMU_ROOT), model h100-sxm:2, driver
+    535.261.03 installed and loaded."""
+
+    def make(model: str = "h100-sxm", count: int = 2, installed: str = "535.261.03"):  # type: ignore[no-untyped-def]
+        (tmp_path / "etc/gpuhost-lab-gpu").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "etc/gpuhost-lab-gpu/model.json").write_text(
+            json.dumps(emulator.host_model(model, count)))
+        env = dict(os.environ, GPUEMU_ROOT=str(tmp_path), GPUEMU_INSTALLED=installed,
+                   GPUEMU_ROOT_USER="1")
+
+        def smi(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, str(emulator.EMULATOR), *args],
+                                  capture_output=True, text=True, env={**env, **extra},
+                                  check=False)
+
+        assert smi("boot").returncode == 0
+        return smi
+
+    return make
+
+
+def test_reports_parse_to_the_model_and_follow_setters(host) -> None:  # type: ignore[no-untyped-def]
+    smi = host("h100-sxm", 2)
+    report = parse_output(smi("nvidia-smi", "-q", "-x").stdout)
+    assert report.ok and report.driver_version == "535.261.03" and len(report.gpus) == 2
+    assert [g.persistence_mode for g in report.gpus] == [False, False]
+    assert report.gpus[1].pci_bus_id == "00000000:2A:00.0"
+    done = smi("nvidia-smi", "-i", "1", "-pm", "1")
+    assert done.stdout == "Enabled persistence mode for GPU 00000000:2A:00.0.\nAll done.\n"
+    assert smi("nvidia-smi", "-ac", "2619,1800").returncode == 0
+    for fmt in (["-q", "-x"], ["-q"]):
+        gpus = parse_output(smi("nvidia-smi", *fmt).stdout).gpus
+        assert [g.persistence_mode for g in gpus] == [False, True]
+        assert {g.clocks.applications_graphics for g in gpus} == {1800}
+    csv = smi("nvidia-smi", "--query-gpu=index,persistence_mode,clocks.applications.graphics",
+              "--format=csv,noheader,nounits").stdout
+    assert csv == "0, Disabled, 1800\n1, Enabled, 1800\n"
+    assert smi("nvidia-smi", "-rac").returncode == 0
+    reset = parse_output(smi("nvidia-smi", "-q", "-x").stdout).gpus[0]
+    assert reset.clocks.applications_graphics == 1980
+    assert smi("nvidia-smi", "-L").stdout.splitlines()[1].startswith(
+        "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-")
+    ours = parse_topo(smi("nvidia-smi", "topo", "-m").stdout)
+    assert ours is not None and ours.links["GPU0"]["GPU1"] == "NV18" and ours.nvlink
+    # a new boot forgets persistence and clocks, like a real GPU
+    smi("boot")
+    gpus = parse_output(smi("nvidia-smi", "-q", "-x").stdout).gpus
+    assert [g.persistence_mode for g in gpus] == [False, False]
+
+
+def test_refusals_use_nvidia_smi_texts_and_exit_codes(host) -> None:  # type: ignore[no-untyped-def]
+    smi = host("t4", 1)
+    bad = smi("nvidia-smi", "-ac", "5001,1591")
+    assert bad.returncode == 0  # nvidia-smi treats it as a warning
+    assert bad.stdout.startswith('Specified clock combination "(MEM 5001, SM 1591)" is not '
+                                 "supported for GPU 00000000:00:1E.0.")
+    assert "Treating as warning and moving on." in bad.stdout
+    lmc = smi("nvidia-smi", "-lmc", "5001")  # Turing: no locked memory clocks
+    assert lmc.stdout.startswith("Setting locked Memory clocks is not supported for GPU")
+    assert smi("nvidia-smi", "-lgc", "1590").returncode == 0  # Volta and newer lock GPU clocks
+    user = smi("nvidia-smi", "-ac", "5001,1590", GPUEMU_ROOT_USER="0")
+    if os.geteuid() != 0:
+        assert user.returncode == 4
+        assert user.stdout == ("The current user does not have permission to change clocks for "
+                               "GPU 00000000:00:1E.0.\nTerminating early due to previous errors.\n")
+
+
+def test_faults_and_driver_states(host) -> None:  # type: ignore[no-untyped-def]
+    smi = host("h100-sxm", 2)
+    assert smi("inject", "remap-pending", "gpu=1").returncode == 0
+    gpu = parse_output(smi("nvidia-smi", "-q", "-x").stdout).gpus[1]
+    assert gpu.remapped_rows.pending is True and gpu.remapped_rows.uncorrectable == 1
+    assert smi("inject", "retired-pages").returncode == 2  # Hopper remaps rows
+    assert smi("inject", "ecc-uncorrectable").returncode == 0
+    ecc = parse_output(smi("nvidia-smi", "-q", "-x").stdout).gpus[0].ecc
+    assert ecc.volatile_uncorrectable == 1
+    smi("boot")  # volatile counts and pending flags go, the InfoROM counts stay
+    gpus = parse_output(smi("nvidia-smi", "-q", "-x").stdout).gpus
+    assert gpus[0].ecc.volatile_uncorrectable == 0 and gpus[0].ecc.aggregate_uncorrectable == 1
+    assert gpus[1].remapped_rows.pending is False and gpus[1].remapped_rows.uncorrectable == 1
+    assert smi("inject", "pcie-downgrade", "gpu=0").returncode == 0
+    link = parse_output(smi("nvidia-smi", "-q", "-x").stdout).gpus[0].pcie
+    assert (link.width_current, link.width_max) == (8, 16)
+    assert smi("inject", "gpu-lost", "gpu=1").returncode == 0
+    lost = smi("nvidia-smi", "-q", "-x")
+    assert lost.returncode == 15 and parse_output(lost.stdout).state == "gpu-lost"
+    smi("clear")
+    assert parse_output(smi("nvidia-smi", "-q", "-x").stdout).ok
+    # installed driver newer than the loaded one: nvidia-smi's mismatch until the next boot
+    mismatch = smi("nvidia-smi", "-q", "-x", GPUEMU_INSTALLED="535.309.01")
+    assert parse_output(mismatch.stdout).state == "driver-library-mismatch"
+    assert mismatch.returncode == 18
+    # no module loaded at boot (no driver installed then)
+    smi("boot", GPUEMU_INSTALLED="")
+    none = smi("nvidia-smi")
+    assert none.returncode == 9 and parse_output(none.stdout).state == "driver-not-loaded"
+
+
+def test_spec_errors_are_one_line() -> None:
+    from lab.config import LabConfigError
+
+    assert emulator.parse_spec("h100-sxm:8") == ("h100-sxm", 8)
+    assert emulator.parse_spec("t4") == ("t4", 1)
+    for bad in ("h200:1", "t4:0", "t4:9", "H100"):
+        with pytest.raises(LabConfigError, match="--gpu"):
+            emulator.parse_spec(bad)
+    with pytest.raises(LabConfigError, match="fault"):
+        emulator.inject_command("xid")
+    assert "inject xid=79 gpu=2" in emulator.inject_command("xid=79", 2)
