@@ -9,8 +9,15 @@ from gpuhost.upgrade.remote import Result
 Answer = Result | Callable[[str], Result]
 
 
+class UnscriptedCommand(AssertionError):
+    """The code under test ran a command no rule answers (a typo, or a command the test did not
+    expect): the test fails instead of the command silently "succeeding"."""
+
+
 class ScriptedRemote:
-    """Answers commands by the first matching substring rule; records every command."""
+    """Answers commands by the first matching substring rule; records every command. A command
+    no rule matches fails the test (``UnscriptedCommand``); script every command the code runs,
+    a blanket ``.on("", ok())`` only where a test really accepts anything."""
 
     def __init__(self, host: str = "h1", rules: list[tuple[str, Answer]] | None = None):
         self.host = host
@@ -26,7 +33,7 @@ class ScriptedRemote:
         for needle, answer in self.rules:
             if needle in command:
                 return answer(command) if callable(answer) else answer
-        return Result(0, "", "")
+        raise UnscriptedCommand(f"{self.host}: unscripted command: {command!r}")
 
 
 def ok(stdout: str = "") -> Result:

@@ -61,7 +61,9 @@ def test_slurm_drain_waits_for_jobs_then_resume():
         ScriptedRemote("h2")
         .on("hostname -s", ok("h2\n"))
         .on("scontrol -o show node", lambda c: ok(node(next(states)) + "\n"))
-        .on("squeue", lambda c: ok(next(jobs)))
+        .on("squeue -h -w h2 -o %i", lambda c: ok(next(jobs)))
+        .on("scontrol update nodename=h2 state=drain reason='gpuhost upgrade to p2'", ok())
+        .on("scontrol update nodename=h2 state=resume", ok())
     )
     drainer = SlurmDrain(poll_s=0, sleep=lambda s: None)
     data = drainer.drain(remote, {}, "gpuhost upgrade to p2")
@@ -73,8 +75,10 @@ def test_slurm_drain_waits_for_jobs_then_resume():
 
 
 def test_slurm_node_drained_by_an_admin_is_left_drained():
-    remote = ScriptedRemote("h2").on(
-        "scontrol -o show node", ok(node("IDLE+DRAIN", "bad DIMM, ticket 123"))
+    remote = (
+        ScriptedRemote("h2")
+        .on("scontrol -o show node", ok(node("IDLE+DRAIN", "bad DIMM, ticket 123")))
+        .on("squeue -h -w h2 -o %i", ok(""))
     )
     drainer = SlurmDrain(poll_s=0, sleep=lambda s: None)
     data = drainer.drain(remote, {"slurm_node": "h2"}, "upgrade")

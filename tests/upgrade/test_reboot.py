@@ -29,6 +29,7 @@ class RebootingHost(ScriptedRemote):
         self.polls = 0
         self.on(BOOT_TOKEN_COMMAND, lambda _: ok(f"boot-{self.boot}\n100\n"))
         self.on(REBOOT_COMMAND, self._reboot)
+        self.on("systemctl is-system-running --wait", ok())
 
     def _reboot(self, _: str):
         if not self.stuck:

@@ -6,6 +6,7 @@ import pytest
 
 from gpuhost.errors import HostError
 from gpuhost.upgrade.stop_users import (
+    ACTIVE_UNITS_COMMAND,
     HOLDERS_COMMAND,
     Holder,
     parse_holders,
@@ -26,7 +27,12 @@ def test_parsers():
 
 
 def test_known_units_are_stopped_and_recorded():
-    remote = ScriptedRemote().on("systemctl is-active", ok("nvidia-persistenced.service\n"))
+    remote = (
+        ScriptedRemote()
+        .on(ACTIVE_UNITS_COMMAND, ok("nvidia-persistenced.service\n"))
+        .on("systemctl stop nvidia-persistenced.service", ok())
+        .on(HOLDERS_COMMAND, ok(""))
+    )
     data = stop_gpu_users(remote, stop_processes=False)
     assert data["stopped_units"] == ["nvidia-persistenced.service"]
     assert "systemctl stop nvidia-persistenced.service" in remote.commands
@@ -35,8 +41,10 @@ def test_known_units_are_stopped_and_recorded():
 def test_other_holders_fail_the_step_and_restart_what_was_stopped():
     remote = (
         ScriptedRemote()
-        .on("systemctl is-active", ok("nvidia-dcgm.service\n"))
+        .on(ACTIVE_UNITS_COMMAND, ok("nvidia-dcgm.service\n"))
+        .on("systemctl stop nvidia-dcgm.service", ok())
         .on(HOLDERS_COMMAND, ok("4242 python3\n"))
+        .on("systemctl start nvidia-dcgm.service", ok())
     )
     with pytest.raises(HostError, match=r"python3\[4242\].*--stop-gpu-processes"):
         stop_gpu_users(remote, stop_processes=False)
@@ -46,7 +54,12 @@ def test_other_holders_fail_the_step_and_restart_what_was_stopped():
 
 def test_holders_are_killed_when_told():
     answers = iter(["4242 python3\n", ""])
-    remote = ScriptedRemote().on(HOLDERS_COMMAND, lambda c: ok(next(answers)))
+    remote = (
+        ScriptedRemote()
+        .on(ACTIVE_UNITS_COMMAND, ok(""))
+        .on(HOLDERS_COMMAND, lambda c: ok(next(answers)))
+        .on("kill -TERM 4242 ", ok())
+    )
     data = stop_gpu_users(remote, stop_processes=True)
     assert data["stopped_processes"] == ["python3[4242]"]
     assert any(c.startswith("kill -TERM 4242") for c in remote.commands)
