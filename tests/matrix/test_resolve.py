@@ -20,7 +20,9 @@ def test_h100_with_torch_2_5_1(matrix: Matrix) -> None:
     assert out["cudnn"] == "9.17.0"
     # R595 is the newest production branch not past end of life on AS_OF
     assert out["driver"] == {"branch": "595", "min_version": "595.45.04"}
-    assert set(out) == {"driver", "cuda", "cudnn", "frameworks", "explain"}
+    assert set(out) == {"driver", "cuda", "cudnn", "frameworks", "install", "explain"}
+    # cu124 is what a plain pip install gets for 2.5.1 (its PyPI wheel pins CUDA 12.4)
+    assert out["install"] == {"torch": "pip install torch==2.5.1"}
     assert all(isinstance(line, str) for line in out["explain"])
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -21,6 +22,7 @@ from gpuhost.matrix import (
     verdict,
 )
 from gpuhost.matrix.findings import Finding
+from gpuhost.matrix.frameworks import framework_answer
 from gpuhost.matrix.lookup import arch_cuda_range, cc_covered, cudnn_packages, package_covers
 from gpuhost.matrix.profiles import get_profile, load_profiles, verify_profile
 from gpuhost.matrix.render import render_markdown
@@ -178,9 +180,18 @@ def resolve_cmd(
 
 @command.command("show")
 @click.option("--gpu", "gpu", metavar="NAME", help="Show what is known about one GPU.")
-def show_cmd(gpu: str | None) -> int:
-    """Print a readable summary of the matrix, or of one GPU."""
+@click.option(
+    "--framework",
+    "framework",
+    metavar="SPEC",
+    help="Show one release: torch==2.5.1 or tensorflow==2.19.0 (default build, variants).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (with --framework).")
+def show_cmd(gpu: str | None, framework: str | None, as_json: bool) -> int:
+    """Print a readable summary of the matrix, of one GPU, or of one framework release."""
     m = load_matrix()
+    if framework is not None:
+        return _show_framework(framework_answer(m, framework), as_json)
     if gpu is None:
         rows = [
             (
@@ -234,6 +245,37 @@ def show_cmd(gpu: str | None) -> int:
         if v.archs is not None and cc_covered(v.archs, cc)
     ]
     click.echo(f"  torch wheels        {', '.join(wheels) or 'none confirmed'}")
+    return 0
+
+
+def _show_framework(answer: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        click.echo(json.dumps(answer, indent=2))
+        return 0
+    head = f"{answer['framework']} {answer['version']}"
+    if "released" in answer:
+        head += f" (released {answer['released']}, Python {', '.join(answer['python'])})"
+    click.echo(head)
+    default = answer["default_variant"]
+    if default is None:
+        click.echo(f"  default build   unknown: {answer.get('default_variant_unknown')}")
+    else:
+        libs = ", ".join(
+            f"{k} {default[k]}" for k in ("cuda", "cudnn", "cublas", "nccl") if default.get(k)
+        )
+        floor = "" if default.get("exact", True) else " (or newer)"
+        click.echo(f"  default build   {default['variant']}: {libs}{floor}")
+        click.echo(f"                  {default['install']}")
+    for var in answer["variants"]:
+        archs = ", ".join(var["archs"]) if var["archs"] else "archs unknown"
+        cudnn = f", cuDNN {var['cudnn']}" if var["cudnn"] else ""
+        click.echo(f"  {var['variant']:15} CUDA {var['cuda']}{cudnn}, {var['channel']}, {archs}")
+        click.echo(f"                  {var['install']}")
+    if "tested" in answer:
+        t = answer["tested"]
+        click.echo(f"  tested with     CUDA {t['cuda']}, cuDNN {t['cudnn']} ({t['version']})")
+    for url in answer["sources"]:
+        click.echo(f"  source          {url}")
     return 0
 
 

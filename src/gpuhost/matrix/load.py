@@ -8,6 +8,7 @@ problem, each starting with the dotted path of the bad field, e.g.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import re
@@ -37,6 +38,7 @@ from gpuhost.matrix.model import (
     TorchRelease,
     TorchVariant,
 )
+from gpuhost.matrix.wheeldata import load_wheels
 from gpuhost.versions import Version, parse_version
 
 CONFIDENCES = ("primary", "primary-via-mirror", "secondary", "single-source", "derived")
@@ -165,7 +167,11 @@ def _load_file(path: str) -> Matrix:
         where = f"line {mark.line + 1}" if mark is not None else "file"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise MatrixError(path, [f"{where}: not valid YAML ({problem})"]) from exc
-    return build_matrix(data, path)
+    matrix = build_matrix(data, path)
+    wheels_file = Path(path).with_name("wheels.yaml")
+    if not wheels_file.is_file():
+        return matrix
+    return dataclasses.replace(matrix, wheels=load_wheels(str(wheels_file)))
 
 
 def _updated(p: _Problems, value: Any) -> str | None:

@@ -5,6 +5,7 @@ Shared by the checker and the resolver so both read the data the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from gpuhost.matrix.model import (
     TensorflowRelease,
     TorchRelease,
     TorchVariant,
+    WheelRelease,
 )
 from gpuhost.versions import Version, driver_branch, parse_version, same_series
 
@@ -225,6 +227,59 @@ def variant_runs_on(var: TorchVariant, gpu: GpuInfo, arch: Architecture) -> bool
         return cc_covered(var.archs, gpu.compute_capability)
     supported = cuda_supports_arch(arch, gpu.compute_capability, V(var.cuda, field="cuda"))
     return None if supported else supported
+
+
+def wheel_release(matrix: Matrix, framework: str, v: Version) -> WheelRelease | None:
+    """The PyPI release row for ``v`` (2.5.1 exactly; "2.5" = the newest 2.5.x synced)."""
+    rows = [w for w in matrix.wheels if w.framework == framework]
+    want = v.release
+    if len(want) >= 3:
+        return next((w for w in rows if V(w.version, field="wheels").release == want[:3]), None)
+    same = [w for w in rows if V(w.version, field="wheels").release[: len(want)] == want]
+    return same[-1] if same else None
+
+
+def release_text(v: Version) -> str:
+    """``2.5.1+cu124`` -> "2.5.1" (the public version, no local tag)."""
+    return ".".join(str(x) for x in v.release)
+
+
+def default_torch_variant(rel: TorchRelease | None, wheel: WheelRelease) -> TorchVariant | None:
+    """The variant a plain ``pip install torch==X`` gets on Linux x86_64 (None: not known, or a
+    CPU build): the matrix row of the same CUDA, with the cuDNN the wheel pins."""
+    build = wheel.default
+    if build is None or build.cuda is None:
+        return None
+    for var in rel.variants if rel is not None else ():
+        if var.cuda == build.cuda:
+            return dataclasses.replace(var, cudnn=build.cudnn or var.cudnn, channel="stable")
+    return TorchVariant(build.cuda, "stable", build.cudnn, None, None, None, "PyPI default wheel")
+
+
+def torch_install_command(matrix: Matrix, version: str, var: TorchVariant, default: bool) -> str:
+    """The pip command that installs ``var`` of torch ``version``."""
+    if default:
+        return f"pip install torch=={version}"
+    policy = matrix.policies.get("pytorch_wheels")
+    template = str(policy.values.get("index_url", "")) if policy else ""
+    if "{variant}" not in template:
+        return f"pip install torch=={version}+{var.tag} (from PyTorch's {var.tag} index)"
+    return f"pip install torch=={version} --index-url {template.format(variant=var.tag)}"
+
+
+def tensorflow_release(matrix: Matrix, v: Version) -> TensorflowRelease | None:
+    """What TensorFlow ``v`` is built with: its tested configuration when the matrix lists that
+    exact release, else its ``and-cuda`` pins on PyPI, else the tested row of its minor series."""
+    rel = find_tensorflow(matrix, v)
+    if rel is not None and rel.version == release_text(v):
+        return rel
+    wheel = wheel_release(matrix, "tensorflow", v)
+    build = wheel.default if wheel is not None else None
+    if wheel is not None and build is not None and build.cuda and build.cudnn:
+        return TensorflowRelease(
+            wheel.version, build.cuda, build.cudnn, "pypi-metadata", "primary", not build.exact
+        )
+    return rel
 
 
 def in_series(v: Version, series: Version) -> bool:

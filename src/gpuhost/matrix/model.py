@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gpuhost.matrix.wheels import WheelBuild
 from gpuhost.versions import Version, parse_version
 
 Severity = Literal["info", "warning", "error"]
@@ -182,6 +183,26 @@ class TensorflowRelease:
     cudnn: str
     source: str
     confidence: str
+    # True for an and-cuda extra that asks for these versions or newer (>=), not exactly them
+    at_least: bool = False
+
+
+@dataclass(frozen=True)
+class WheelRelease:
+    """One framework release on PyPI and what its wheels pin per Linux machine
+    (``data/wheels.yaml``, written by ``gpuhost matrix sync``)."""
+
+    framework: str  # "torch" | "tensorflow"
+    version: str  # "2.5.1"
+    released: str  # "2024-10-29"
+    python: tuple[str, ...]
+    builds: dict[str, WheelBuild]  # machine -> build (machines whose metadata was read)
+    no_metadata: tuple[str, ...] = ()  # machines with wheels but no published core metadata
+
+    @property
+    def default(self) -> WheelBuild | None:
+        """The x86_64 build: what a plain ``pip install`` on a usual GPU server gets."""
+        return self.builds.get("x86_64")
 
 
 @dataclass(frozen=True)
@@ -220,6 +241,8 @@ class Matrix:
     # The date the data was last checked against its sources (``updated:``, YYYY-MM-DD); reports
     # carry it as ``matrix_date``.
     updated: str | None = None
+    # What the framework wheels on PyPI pin (data/wheels.yaml next to the matrix file).
+    wheels: tuple[WheelRelease, ...] = ()
 
     def url(self, source_key: str) -> str:
         """The URL (or document) behind a row's source key."""

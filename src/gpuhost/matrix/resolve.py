@@ -29,6 +29,10 @@ framework_cuda_driver       error     driver cannot serve the wheel's CUDA
 framework_arch              error     wheel not built for the GPU's compute capability
 framework_arch_unknown      warn      the wheel's architecture list is not known
 framework_ok                info      a wheel variant that fits
+framework_other_variant     info      PyPI's default wheel does not fit; this variant does
+framework_default_unknown   warn      which build plain pip install gets is not known
+framework_cuda_major        error     TensorFlow built against another CUDA major
+framework_cudnn_major       error     TensorFlow built against another cuDNN major
 tensorflow_untested_cuda    warn      CUDA other than TensorFlow's tested one
 tensorflow_untested_cudnn   warn      cuDNN other than TensorFlow's tested one
 fabric_manager_version      error     Fabric Manager version differs from the driver
@@ -52,6 +56,7 @@ from gpuhost.matrix.lookup import (
     cuda_key,
     cuda_supports_arch,
     cudnn_packages,
+    default_torch_variant,
     driver_first_for_arch,
     eol_passed,
     find_cudnn,
@@ -64,9 +69,20 @@ from gpuhost.matrix.lookup import (
     newest_cudnn,
     package_covers,
     parse_framework,
+    tensorflow_release,
+    torch_install_command,
     variant_runs_on,
+    wheel_release,
 )
-from gpuhost.matrix.model import Architecture, CudaMinor, GpuInfo, Matrix, TorchVariant
+from gpuhost.matrix.model import (
+    Architecture,
+    CudaMinor,
+    GpuInfo,
+    Matrix,
+    TensorflowRelease,
+    TorchRelease,
+    TorchVariant,
+)
 from gpuhost.versions import Version, driver_branch, parse_version, same_series
 
 V = parse_version
@@ -479,6 +495,12 @@ def _check_torch(
         )
         return
     rel = find_torch(m, spec.version)
+    local = spec.version.local
+    wheel = wheel_release(m, "torch", spec.version) if local is None else None
+    default = default_torch_variant(rel, wheel) if wheel is not None else None
+    if wheel is not None and default is not None:
+        _check_torch_default(out, rel, wheel.version, default, drv, hw)
+        return
     if rel is None:
         known = ", ".join(r.version for r in m.pytorch)
         out.add(
@@ -488,7 +510,19 @@ def _check_torch(
             "pytorch-release-md",
         )
         return
-    local = spec.version.local
+    if wheel is not None:
+        why = (
+            "the index publishes no core metadata for its Linux x86_64 wheels"
+            if "x86_64" in wheel.no_metadata
+            else "its Linux x86_64 wheel on PyPI pins no CUDA libraries"
+        )
+        out.add(
+            "framework_default_unknown",
+            "warning",
+            f"which CUDA build a plain 'pip install torch=={wheel.version}' gets is not known "
+            f"({why}); every variant of torch {rel.version} was judged instead",
+            "pypi-metadata",
+        )
     variants = list(rel.variants)
     if local is not None:
         chosen = [v for v in variants if v.tag == local]
@@ -531,6 +565,51 @@ def _check_torch(
             out.add(rule, sev, msg, src)
 
 
+def _check_torch_default(
+    out: _Out,
+    rel: TorchRelease | None,
+    version: str,
+    default: TorchVariant,
+    drv: Version | None,
+    hw: list[tuple[GpuInfo, Architecture]],
+) -> None:
+    """``torch==X`` without a local tag: judge the wheel pip installs from PyPI; when it does not
+    fit, name a variant that does and the command that installs it."""
+    m = out.matrix
+    libs = f"CUDA {default.cuda}" + (f", cuDNN {default.cudnn}" if default.cudnn else "")
+    label = f"torch {version} (PyPI's default wheel, {default.tag})"
+    problems = _variant_problems(out, label, default, drv, hw)
+    for rule, sev, msg, src in problems:
+        out.add(rule, sev, msg, src)
+    if not any(sev == "error" for _, sev, _, _ in problems):
+        out.add(
+            "framework_ok",
+            "info",
+            f"torch {version}: PyPI's default wheel ({default.tag}: {libs}) fits this stack; "
+            f"install: {torch_install_command(m, version, default, True)}",
+            "pypi-metadata",
+        )
+        return
+    others = [v for v in (rel.variants if rel is not None else ()) if v.tag != default.tag]
+    fitting = [
+        v
+        for v in others
+        if not any(sev == "error" for _, sev, _, _ in _variant_problems(out, "", v, drv, hw))
+    ]
+    if not fitting:
+        return
+    sure = [v for v in fitting if all(variant_runs_on(v, i, a) for i, a in hw)]
+    pool = sure or fitting
+    var = ([v for v in pool if v.channel == "stable"] or pool)[-1]
+    out.add(
+        "framework_other_variant",
+        "info",
+        f"torch {version}: the {var.tag} wheel (CUDA {var.cuda}) fits this stack instead of "
+        f"PyPI's {default.tag}; install it with: {torch_install_command(m, version, var, False)}",
+        "pytorch-previous-versions",
+    )
+
+
 def _check_tensorflow(
     out: _Out,
     spec: FrameworkSpec,
@@ -540,7 +619,7 @@ def _check_tensorflow(
     hw: list[tuple[GpuInfo, Architecture]],
 ) -> None:
     m = out.matrix
-    rel = find_tensorflow(m, spec.version) if spec.version is not None else None
+    rel = tensorflow_release(m, spec.version) if spec.version is not None else None
     if rel is None:
         known = ", ".join(r.version for r in m.tensorflow)
         out.add(
@@ -551,20 +630,45 @@ def _check_tensorflow(
         )
         return
     label = f"TensorFlow {spec.version}"
-    if cv is not None and cuda_key(cv) != rel.cuda:
+    tested = "was tested with" if rel.source != "pypi-metadata" else "pins (and-cuda)"
+    built = V(rel.cuda, field="c").release[0]
+    built_cudnn = V(rel.cudnn, field="c").release[0]
+    if cv is not None and cv.release[0] != built:
+        out.add(
+            "framework_cuda_major",
+            "error",
+            f"{label} is built against CUDA {built} (it loads the CUDA {built} libraries); the "
+            f"stack has CUDA {cv}, so it does not run on the GPU at all; fix: install CUDA "
+            f"{rel.cuda}, or pip install 'tensorflow[and-cuda]=={rel.version}'",
+            rel.source,
+        )
+    elif cv is not None and cuda_key(cv) != rel.cuda and not _at_least(rel, cv, rel.cuda):
         out.add(
             "tensorflow_untested_cuda",
             "warning",
-            f"{label} was tested with CUDA {rel.cuda}; the "
+            f"{label} {tested} CUDA {rel.cuda}; the "
             f"stack has CUDA {cv}; fix: use CUDA {rel.cuda} (pip install "
             "tensorflow[and-cuda] brings its tested CUDA libraries)",
             rel.source,
         )
-    if cdv is not None and cdv.release[:2] != V(rel.cudnn, field="c").release[:2]:
+    if cdv is not None and cdv.release[0] != built_cudnn:
+        out.add(
+            "framework_cudnn_major",
+            "error",
+            f"{label} is built against cuDNN {built_cudnn} (it loads libcudnn.so.{built_cudnn}); "
+            f"the stack has cuDNN {cdv}, so it does not run on the GPU at all; fix: install "
+            f"cuDNN {rel.cudnn}",
+            rel.source,
+        )
+    elif (
+        cdv is not None
+        and cdv.release[:2] != V(rel.cudnn, field="c").release[:2]
+        and not _at_least(rel, cdv, rel.cudnn)
+    ):
         out.add(
             "tensorflow_untested_cudnn",
             "warning",
-            f"{label} was tested with cuDNN {rel.cudnn}; "
+            f"{label} {tested} cuDNN {rel.cudnn}; "
             f"the stack has cuDNN {cdv}; fix: use cuDNN {rel.cudnn}",
             rel.source,
         )
@@ -590,6 +694,12 @@ def _check_tensorflow(
             )
 
 
+def _at_least(rel: TensorflowRelease, found: Version, floor: str) -> bool:
+    """An and-cuda range (>=) that ``found`` satisfies: same major, not older."""
+    need = V(floor, field="c")
+    return rel.at_least and found.release[0] == need.release[0] and found >= need
+
+
 # --------------------------------------------------------------------------------------------
 # resolve
 
@@ -605,6 +715,7 @@ class Resolution:
     frameworks: dict[str, str]
     explain: tuple[str, ...]
     findings: tuple[Finding, ...] = field(default=())
+    install: dict[str, str] = field(default_factory=dict)  # framework -> pip command
 
     def to_json(self) -> dict[str, Any]:
         """The JSON shape of ``gpuhost matrix resolve --json``."""
@@ -613,6 +724,7 @@ class Resolution:
             "cuda": self.cuda,
             "cudnn": self.cudnn,
             "frameworks": dict(self.frameworks),
+            "install": dict(self.install),
             "explain": list(self.explain),
         }
 
@@ -767,9 +879,12 @@ def resolve_stack(
                 "on this hardware"
             )
     fw: dict[str, str] = {}
+    install: dict[str, str] = {}
     if torch_choice:
         rel_version, var = torch_choice
         fw["torch"] = f"{rel_version}+{var.tag}"
+        install["torch"] = _torch_install(matrix, rel_version, var)
+        explain.append(f"install torch with: {install['torch']}")
         sure = all(variant_runs_on(var, i, a) for i, a in hw)
         built = "built for this hardware" if sure else "not known to exclude this hardware"
         explain.append(
@@ -780,9 +895,29 @@ def resolve_stack(
         fw["tensorflow"] = tf_rel.version
     if os:
         explain.append(f"os {os}: install from a profile for it (gpuhost matrix profile verify)")
+    if tf_rel:
+        install["tensorflow"] = f"pip install 'tensorflow[and-cuda]=={tf_rel.version}'"
     return Resolution(
-        branch, str(drv_min), minor.version, cudnn_text, fw, tuple(explain), tuple(out.items)
+        branch,
+        str(drv_min),
+        minor.version,
+        cudnn_text,
+        fw,
+        tuple(explain),
+        tuple(out.items),
+        install,
     )
+
+
+def _torch_install(m: Matrix, version: str, var: TorchVariant) -> str:
+    """pip's command for torch ``version`` ``var``: plain when it is PyPI's default wheel."""
+    wheel = wheel_release(m, "torch", V(version, field="torch"))
+    default = (
+        default_torch_variant(find_torch(m, V(version, field="torch")), wheel) if wheel else None
+    )
+    is_default = default is not None and default.tag == var.tag and wheel is not None
+    shown = wheel.version if is_default and wheel is not None else version
+    return torch_install_command(m, shown, var, is_default)
 
 
 def _reject_cuda(
@@ -837,6 +972,12 @@ def _pick_torch(
         rel = found
         version_text = str(Version(".".join(str(x) for x in spec.version.release)))
     local = spec.version.local if spec.version is not None else None
+    wheel = wheel_release(m, "torch", V(version_text, field="torch")) if local is None else None
+    default = default_torch_variant(rel, wheel) if wheel is not None else None
+    if wheel is not None and default is not None:
+        version_text = wheel.version
+        if all(variant_runs_on(default, i, a) is not False for i, a in hw):
+            return version_text, default  # what plain pip install gets, when it can run
     variants = [v for v in rel.variants if local is None or v.tag == local]
     if not variants:
         reasons.append(

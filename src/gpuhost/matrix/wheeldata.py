@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -11,27 +10,11 @@ import yaml
 
 from gpuhost.datafiles import load_yaml
 from gpuhost.errors import ConfigError, MatrixError, VersionError
+from gpuhost.matrix.model import WheelRelease
 from gpuhost.matrix.wheels import PLATFORMS, WheelBuild
 from gpuhost.versions import parse_version
 
 _LIBS = ("cuda", "runtime", "cudnn", "cublas", "nccl")
-
-
-@dataclass(frozen=True)
-class WheelRelease:
-    """One framework release on PyPI and what its default wheels pin, per Linux machine."""
-
-    framework: str  # "torch" | "tensorflow"
-    version: str  # "2.5.1"
-    released: str  # "2024-10-29"
-    python: tuple[str, ...]
-    builds: dict[str, WheelBuild]  # machine -> build (machines whose metadata was read)
-    no_metadata: tuple[str, ...] = ()  # machines with wheels but no published core metadata
-
-    @property
-    def default(self) -> WheelBuild | None:
-        """The x86_64 build (what ``pip install`` on a usual GPU server gets)."""
-        return self.builds.get("x86_64")
 
 
 def default_wheels_path() -> str:
