@@ -1,7 +1,8 @@
 """The provision marker ``/etc/gpuhost/profile`` (written by ``gpuhost.operations.marker``; format
 in docs/provision.md): the one parser that audit, checks, upgrade and reboot use.
 
-Schema 1 is JSON (``schema``, ``profile``, ``source``, ``driver{version,branch,kernel_module}``,
+Schema 1 is JSON (``schema``, ``profile``, ``source``, ``os`` (the profile's OS keys; markers
+written before it lack it), ``driver{version,branch,kernel_module}``,
 ``cuda{versions,default}``, ``cudnn``, ``container_toolkit``, ``fabric_manager``, ``persistence``,
 ``clocks{mode,graphics_mhz,memory_mhz}``). Older or hand-written files hold just a profile name
 (optionally ``profile = NAME`` / ``profile: NAME``, ``#`` comments allowed): read as a legacy
@@ -32,6 +33,7 @@ class ProfileMarker:
     profile: str
     schema: int | None = None
     source: str | None = None
+    os: tuple[str, ...] = ()
     driver_version: str | None = None
     driver_branch: str | None = None
     kernel_module: str | None = None
@@ -52,6 +54,7 @@ class ProfileMarker:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["cuda_versions"] = list(self.cuda_versions)
+        data["os"] = list(self.os)
         return data
 
 
@@ -89,11 +92,15 @@ def _from_json(data: object) -> ProfileMarker:
     versions = _get(data, "cuda.versions", list, "a list of CUDA versions") or []
     if not all(isinstance(v, str) and v for v in versions):
         raise _bad("cuda.versions", versions, "a list of CUDA versions")
+    os_keys = _get(data, "os", list, "a list of OS keys") or []
+    if not all(isinstance(v, str) and v for v in os_keys):
+        raise _bad("os", os_keys, "a list of OS keys")
     text = "a version string"
     return ProfileMarker(
         profile=name,
         schema=MARKER_SCHEMA,
         source=_get(data, "source", str, "a source name"),
+        os=tuple(os_keys),
         driver_version=_get(data, "driver.version", str, text),
         driver_branch=_get(data, "driver.branch", str, text),
         kernel_module=_get(data, "driver.kernel_module", str, "open or proprietary"),
