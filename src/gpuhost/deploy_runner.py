@@ -59,6 +59,7 @@ from pyinfra.api.output import format_text
 from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 
+from gpuhost.connection import connect_cause, quiet_ssh_logs
 from gpuhost.errors import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -138,6 +139,8 @@ def setup_logging(verbose: bool) -> None:
     from pyinfra_cli.log import setup_logging as pyinfra_setup_logging
 
     pyinfra_setup_logging(logging.DEBUG if verbose else logging.INFO)
+    if not verbose:  # paramiko's transport tracebacks; each host's cause is in its outcome
+        quiet_ssh_logs(("paramiko",))
 
 
 def load_inventory(
@@ -173,12 +176,13 @@ def _fail(state: State, target: Host) -> None:
 def _connect(state: State, targets: list[Host], outcomes: dict[str, HostOutcome]) -> None:
     """Connect to every target in parallel; a host that fails is reported, never raised."""
 
+    timeout = float(state.config.CONNECT_TIMEOUT)
+
     def connect(target: Host) -> str | None:
         try:
-            target.connect(raise_exceptions=True)
-        except Exception as exc:  # bad connector data, refused, auth failure: all one line
-            text = str(exc).strip().splitlines()
-            return text[0] if text else type(exc).__name__
+            target.connect(show_errors=False, raise_exceptions=True)
+        except Exception as exc:  # DNS, refused, timeout, no SSH, auth, host key: its cause
+            return connect_cause(exc, target.data.dict(), target.name, timeout)
         return None
 
     greenlets = {target: state.pool.spawn(connect, target) for target in targets}

@@ -21,12 +21,12 @@ ConfigError before any host is contacted.
 from __future__ import annotations
 
 import contextlib
-import logging
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from gpuhost.connection import connect_cause, quiet_ssh_logs
 from gpuhost.errors import ConfigError, GpuhostError
 
 T = TypeVar("T")
@@ -43,10 +43,9 @@ def ensure_gevent() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             monkey.patch_all()
-    # pyinfra logs through "pyinfra"; gpuhost reports hosts itself, so keep its log quiet unless
-    # the user configured logging.
-    logging.getLogger("pyinfra").addHandler(logging.NullHandler())
-    logging.getLogger("pyinfra").propagate = False
+    # pyinfra and paramiko log through their loggers; gpuhost reports hosts itself, so keep them
+    # off the terminal unless the user configured logging.
+    quiet_ssh_logs()
 
 
 def forget_cached_host_keys() -> None:
@@ -136,19 +135,22 @@ def _close(host: Any) -> None:
 
 
 def _run_fact(
-    state: Any, host: Any, fact_cls: type, kwargs: Mapping[str, Any], timeout: float
+    state: Any,
+    host: Any,
+    fact_cls: type,
+    kwargs: Mapping[str, Any],
+    timeout: float,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
 ) -> HostResult[Any]:
     from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS, pop_global_arguments
-    from pyinfra.api.exceptions import ConnectError
     from pyinfra.context import ctx_host, ctx_state
 
     data = dict(host.data.dict()) if hasattr(host.data, "dict") else {}
     try:
         host.connect(show_errors=False, raise_exceptions=True)
-    except ConnectError as exc:
-        return HostResult(host.name, False, error=str(exc.args[0] if exc.args else exc), data=data)
-    except Exception as exc:  # DNS, sockets, keys: still a host that could not be reached
-        return HostResult(host.name, False, error=f"{type(exc).__name__}: {exc}", data=data)
+    except Exception as exc:  # DNS, sockets, keys: a host that could not be reached, and why
+        cause = connect_cause(exc, data, host.name, connect_timeout)
+        return HostResult(host.name, False, error=cause, data=data)
     try:
         fact = fact_cls()
         command = fact.command(**kwargs)
@@ -205,7 +207,7 @@ def gather(
             kwargs = dict(fact_kwargs(data)) if fact_kwargs else {}
         except GpuhostError as exc:
             return HostResult(host.name, True, error=str(exc), data=data)
-        return _run_fact(state, host, fact_cls, kwargs, command_timeout)
+        return _run_fact(state, host, fact_cls, kwargs, command_timeout, connect_timeout)
 
     pool = Pool(parallel)
     yield from pool.imap_unordered(one, hosts)

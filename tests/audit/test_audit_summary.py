@@ -49,7 +49,7 @@ def test_select_limit_by_group_glob_and_shard(inventory):
 
 
 def test_unknown_limit_and_missing_inventory_are_config_errors(inventory, tmp_path):
-    with pytest.raises(ConfigError, match="--limit 'nope'"):
+    with pytest.raises(ConfigError, match="--limit nope: matches no host"):
         select_hosts(inventory, limit="nope")
     with pytest.raises(ConfigError, match="inventory file not found"):
         select_hosts(str(tmp_path / "missing.py"))

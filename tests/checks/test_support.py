@@ -356,7 +356,7 @@ def test_inventory_hosts_and_ssh_config(tmp_path: Path) -> None:
     assert "IdentityFile /k" in text and "ControlPath /tmp/ctl/%C" in text
     assert [h.name for h in load_hosts(str(inv), limit="n2")] == ["n2"]
     assert load_hosts(None) == [CheckHost("@local")]
-    with pytest.raises(ConfigError, match="--limit 'nope'"):
+    with pytest.raises(ConfigError, match="--limit nope: matches no host"):
         load_hosts(str(inv), limit="nope")
     bad = tmp_path / "pw.py"
     bad.write_text("hosts = [('n1', {'ssh_password': 'x'})]\n")

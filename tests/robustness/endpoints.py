@@ -1,0 +1,84 @@
+"""Misbehaving SSH endpoints on 127.0.0.1 for the robustness suite (run as a script; prints one
+JSON line {mode: port} and serves until killed):
+
+- ``garbage``: accepts TCP and answers an HTTP error (not SSH);
+- ``silent``: accepts TCP and says nothing;
+- ``close``: accepts TCP and closes at once;
+- ``closed``: a port nothing listens on;
+- ``ssh``: a real SSH server (paramiko's server side) that refuses every authentication; its
+  host key is written to ``<dir>/host_key.pub`` (argv[1]) for known_hosts tests.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import paramiko
+
+
+class _DenyAll(paramiko.ServerInterface):
+    def get_allowed_auths(self, username: str) -> str:
+        return "publickey,password"
+
+    def check_auth_password(self, username: str, password: str) -> int:
+        return paramiko.AUTH_FAILED
+
+    def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
+        return paramiko.AUTH_FAILED
+
+    def check_auth_none(self, username: str) -> int:
+        return paramiko.AUTH_FAILED
+
+
+def _serve(sock: socket.socket, mode: str, key: paramiko.PKey) -> None:
+    while True:
+        conn, _ = sock.accept()
+        if mode == "garbage":
+            conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+            conn.close()
+        elif mode == "close":
+            conn.close()
+        elif mode == "silent":
+            threading.Timer(120, conn.close).start()
+        else:
+            threading.Thread(target=_ssh, args=(conn, key), daemon=True).start()
+
+
+def _ssh(conn: socket.socket, key: paramiko.PKey) -> None:
+    transport = paramiko.Transport(conn)
+    transport.add_server_key(key)
+    try:
+        transport.start_server(server=_DenyAll())
+        time.sleep(30)
+    except Exception:  # the client gave up: nothing to do
+        pass
+    finally:
+        transport.close()
+
+
+def main() -> None:
+    folder = Path(sys.argv[1])
+    key = paramiko.Ed25519Key.from_private_key_file(str(folder / "host_key"))
+    ports = {}
+    for mode in ("garbage", "silent", "close", "ssh"):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        ports[mode] = sock.getsockname()[1]
+        threading.Thread(target=_serve, args=(sock, mode, key), daemon=True).start()
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    ports["closed"] = free.getsockname()[1]
+    free.close()
+    print(json.dumps(ports), flush=True)
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""A host that cannot be reached is that host's result with its real cause, never a traceback,
+and the other hosts carry on: endpoints on 127.0.0.1 that misbehave (tests/robustness/
+endpoints.py), an unresolvable name, a real SSH server refusing authentication, a host key that
+does not match known_hosts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.robustness.conftest import gpuhost
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, int], Path]]:
+    folder = tmp_path_factory.mktemp("endpoints")
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / "host_key")],
+        check=True,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "endpoints.py"), str(folder)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ports = json.loads(proc.stdout.readline())
+        yield ports, folder
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _inventory(folder: Path, ports: dict[str, int], modes: list[str]) -> Path:
+    # a known_hosts entry for the SSH endpoint with ANOTHER key: a host key mismatch
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / "other")],
+        check=True,
+        input="y\n",
+        text=True,
+        capture_output=True,
+    )
+    other = (folder / "other.pub").read_text().split()[:2]
+    known = folder / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{ports['ssh']} {' '.join(other)}\n")
+    client_key = folder / "client"
+    if not client_key.exists():
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(client_key)], check=True
+        )
+    hosts = []
+    for mode in modes:
+        data: dict[str, object] = {"gpuhost_profile": "debian12-nonfree-535"}
+        if mode == "dns":
+            hosts.append(("nxdomain.invalid", data))
+            continue
+        port = ports["ssh" if mode in ("auth", "hostkey") else mode]
+        data |= {"ssh_hostname": "127.0.0.1", "ssh_port": port, "ssh_user": "nobody"}
+        data |= {"ssh_key": str(client_key), "ssh_strict_host_key_checking": "no"}
+        if mode == "hostkey":
+            data |= {"ssh_known_hosts_file": str(known), "ssh_strict_host_key_checking": "yes"}
+        hosts.append((mode, data))
+    path = folder / "inv.py"
+    path.write_text(f"hosts = {hosts!r}\n", encoding="utf-8")
+    return path
+
+
+CAUSES = {
+    "garbage": "not SSH: 127.0.0.1:{garbage} closed the connection without an SSH banner",
+    "close": "not SSH: 127.0.0.1:{close} closed the connection without an SSH banner",
+    "silent": "not SSH: 127.0.0.1:{silent} accepts TCP connections but sent no SSH banner",
+    "closed": "connection refused: nothing listens on 127.0.0.1:{closed}",
+    "dns": "name does not resolve: nxdomain.invalid",
+    "auth": "authentication failed on 127.0.0.1:{ssh} as nobody",
+    "hostkey": "host key mismatch: 127.0.0.1:{ssh}",
+}
+
+
+def test_audit_names_each_hosts_cause(endpoints) -> None:
+    ports, folder = endpoints
+    modes = list(CAUSES)
+    inv = _inventory(folder, ports, modes)
+    run = gpuhost("audit", str(inv), "--json", "-", "--connect-timeout", "2", "-q")
+    assert "Traceback" not in run.err and "Exception" not in run.err, run.err
+    assert run.code == 1
+    report = json.loads(run.out)
+    found = {h["name"]: h["findings"][0]["message"] for h in report["hosts"]}
+    for mode, cause in CAUSES.items():
+        name = "nxdomain.invalid" if mode == "dns" else mode
+        assert cause.format(**ports) in found[name], (mode, found[name])
+    assert "No hosts remaining" not in run.out
+
+
+def test_provision_names_each_hosts_cause(endpoints) -> None:
+    ports, folder = endpoints
+    modes = [m for m in CAUSES if m != "silent"]  # provision waits 10 s for a silent port
+    inv = _inventory(folder, ports, modes)
+    run = gpuhost("provision", str(inv), "--dry")
+    assert "Traceback" not in run.err + run.out, run.err
+    assert run.code == 1
+    lines = {line.split(":")[0]: line for line in run.out.splitlines() if ": unreachable" in line}
+    for mode in modes:
+        name = "nxdomain.invalid" if mode == "dns" else mode
+        assert CAUSES[mode].format(**ports) in lines[name], (mode, lines.get(name))
