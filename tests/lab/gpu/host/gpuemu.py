@@ -34,6 +34,7 @@ STATE = f"{ROOT}/run/gpuhost-lab-gpu/state.json"
 PERSISTENT = f"{ROOT}/var/lib/gpuhost-lab-gpu/persistent.json"
 PERSISTENCED_PID = f"{ROOT}/var/run/nvidia-persistenced/nvidia-persistenced.pid"
 PROC_DRIVER = f"{ROOT}/proc/driver"
+SYS_MODULE = f"{ROOT}/sys/module"
 # Packages whose installed version is "the installed driver" (Debian and NVIDIA's debian12 names;
 # the lab repository's stand-ins use the same names).
 DRIVER_PACKAGES = ("nvidia-smi", "libnvidia-ml1", "nvidia-driver")
@@ -88,7 +89,7 @@ def installed_driver() -> str | None:
         return None
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) >= 3 and parts[2].startswith("i"):
+        if len(parts) >= 3 and parts[2][1:2] == "i":  # "ii", "hi": installed (held or not)
             version = parts[1].split(":", 1)[-1]
             return version.rsplit("-", 1)[0] if "-" in version else version
     return None
@@ -908,14 +909,26 @@ def boot_main() -> int:
     per = load_persistent(len(m.get("bus_ids", [])))
     _write_json(PERSISTENT, per)
     if ROOT == "" and loaded:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0555,size=1m", "gpuemu",
-                        PROC_DRIVER], check=True)
+        # The loaded module as the kernel shows it: /proc/driver/nvidia/version (gpuhost's audit
+        # probe) and /sys/module/nvidia/version (gpuhost's reboot check).  Both are tmpfs mounts
+        # inside this container only; the one over /sys/module hides the host kernel's modules
+        # there (nothing in a lab host loads modules).
+        for where in (PROC_DRIVER, SYS_MODULE):
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=1m", "gpuemu", where],
+                           check=True)
         os.makedirs(f"{PROC_DRIVER}/nvidia/gpus", exist_ok=True)
-        with open(f"{PROC_DRIVER}/nvidia/version", "w") as f:
-            f.write(proc_version(loaded, m))
         for bus in m.get("bus_ids", []):
             os.makedirs(f"{PROC_DRIVER}/nvidia/gpus/{bus[4:].lower()}", exist_ok=True)
+        os.makedirs(f"{SYS_MODULE}/nvidia", exist_ok=True)
+        write_loaded(loaded, m)
     return 0
+
+
+def write_loaded(driver: str, m: dict[str, Any]) -> None:
+    with open(f"{PROC_DRIVER}/nvidia/version", "w") as f:
+        f.write(proc_version(driver, m))
+    with open(f"{SYS_MODULE}/nvidia/version", "w") as f:
+        f.write(f"{driver}\n")
 
 
 def sync_main() -> int:
@@ -923,12 +936,15 @@ def sync_main() -> int:
     def installed(package: str) -> bool:
         out = subprocess.run(["dpkg-query", "-W", "-f", "${db:Status-Abbrev}", package],
                              capture_output=True, text=True, check=False).stdout
-        return out.startswith("i")
+        return out[1:2] == "i"
 
     has_smi = installed("nvidia-smi")
-    # Debian: /usr/bin/nvidia-smi is nvidia-alternative's link to SMI_REAL_PATH, whose packaged
-    # file is diverted away; NVIDIA's debian12 packages (lab stand-ins) ship /usr/bin/nvidia-smi
-    targets = [(SMI_REAL_PATH, has_smi), (PERSISTENCED_PATH, installed("nvidia-persistenced"))]
+    # Debian: /usr/bin/nvidia-smi is a slave link of nvidia-alternative to SMI_REAL_PATH, whose
+    # packaged file is diverted away.  update-alternatives only makes a slave link whose target
+    # exists, so SMI_REAL_PATH is always the emulator (made by tests/lab at attach time, never
+    # removed here): without the alternative nothing reaches it.  NVIDIA's debian12 packages
+    # (the lab repository's stand-ins) ship /usr/bin/nvidia-smi itself.
+    targets = [(SMI_REAL_PATH, True), (PERSISTENCED_PATH, installed("nvidia-persistenced"))]
     debian_smi = os.path.exists(SMI_REAL_PATH + ".debian")
     if has_smi and not os.path.lexists(SMI_PATH) and not debian_smi:
         targets.append((SMI_PATH, True))
@@ -1010,8 +1026,7 @@ def inject_main(args: list[str]) -> int:
         parts[1] = str(int(parts[1]) - 1).zfill(len(parts[1]))
         st["loaded"] = ".".join(parts)
         if ROOT == "" and os.path.exists(f"{PROC_DRIVER}/nvidia/version"):
-            with open(f"{PROC_DRIVER}/nvidia/version", "w") as f:
-                f.write(proc_version(st["loaded"], m))
+            write_loaded(st["loaded"], m)
     elif knob == "persistence-off":
         if ROOT == "":
             subprocess.run(["systemctl", "stop", "nvidia-persistenced.service"], check=False,
@@ -1074,8 +1089,7 @@ def clear_main() -> int:
                 if name.startswith("remote-gpuemu-"):
                     os.unlink(f"{folder}/{name}")
         if loaded and os.path.exists(f"{PROC_DRIVER}/nvidia/version"):
-            with open(f"{PROC_DRIVER}/nvidia/version", "w") as f:
-                f.write(proc_version(loaded, m))
+            write_loaded(loaded, m)
     return 0
 
 
