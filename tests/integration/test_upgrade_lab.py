@@ -11,7 +11,10 @@ bookworm-security). Drain is ``none`` (no scheduler in these tests).
    from its sources (only bookworm-security remains, 535.261.03 cannot be downloaded) and its
    validation fails. Every host must come back to 535.261.03, held, with its pin file and marker
    as before, left drained (no undrain).
-2. A 4-host rolling upgrade (canary h1, then batches of 2) whose controller is SIGKILLed during
+2. h4 alone: SIGINT to the controller's whole process group (a terminal's Ctrl-C) while apt
+   installs 535.309.01 on the host; the install is journaled interrupted (nothing rolled back),
+   ``--resume`` redoes it and finishes; ``gpuhost rollback --yes`` puts h4 back at 535.261.03.
+3. A 4-host rolling upgrade (canary h1, then batches of 2) whose controller is SIGKILLed during
    the install of the first batch; ``--resume`` finishes it without touching h1 again; every
    host ends at 535.309.01, held, its snapshot holding the old set, and ``gpuhost audit`` has no
    error findings other than the lab's no-GPU state.
@@ -211,6 +214,71 @@ def test_rollback_installs_from_the_cache_when_the_repository_lost_the_old_versi
     _assert_rolled_back(failure_run, "h3", "validate", "validation hook 50-site-check")
     assert failure_run["h3"]["download"] != 0  # no repository offers 535.261.03 any more
     assert "/var/cache/gpuhost/packages/" in failure_run["h3"]["history"]
+
+
+def test_ctrl_c_during_install_is_resumed_not_rolled_back(fleet: dict[str, Any]) -> None:
+    h4, tmp = fleet["hosts"][3], fleet["tmp"]
+    before = _host_state(h4)
+    assert _at(before, OLD), before
+    state_dir = tmp / "state-ctrl-c"
+    inventory = _inventory(tmp / "ctrl-c.py", fleet["lab"], [h4], BASE)
+    args = ["upgrade", str(inventory), "--to", TARGET, "--canary", "0",
+            "--state-dir", str(state_dir), *ACCEPT]
+    log_path = tmp / "ctrl-c-first.log"
+    with log_path.open("w") as log:
+        # its own process group, as a shell gives a foreground job: the SIGINT goes to all of it
+        controller = subprocess.Popen([GPUHOST, *args], stdout=log, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 600
+            apt_running = False
+            while time.monotonic() < deadline and controller.poll() is None and not apt_running:
+                runs = list((state_dir / "runs").glob("*.jsonl"))
+                if runs and any(r.get("step") == "install" and r.get("status") == "started"
+                                for r in read_records(runs[0])):
+                    apt_running = h4.run("pgrep -x 'apt-get|dpkg'").returncode == 0
+                time.sleep(0.5)
+            assert apt_running, log_path.read_text()[-3000:]
+            os.killpg(controller.pid, signal.SIGINT)
+            sent = time.monotonic()
+            code = controller.wait(timeout=60)
+            took = time.monotonic() - sent
+        finally:
+            if controller.poll() is None:
+                os.killpg(controller.pid, signal.SIGKILL)
+                controller.wait()
+    output = log_path.read_text()
+    assert code == 130, output[-3000:]
+    assert took < 15, (took, output[-2000:])  # no long silence after Ctrl-C
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output[-3000:]
+    assert "gpuhost: upgrade stopped by SIGINT; journal " in output
+    journal = _journal(state_dir)
+    records = read_records(journal)
+    installs = [r["status"] for r in records if r.get("step") == "install"]
+    assert installs == ["started", "interrupted"], installs
+    assert not any(r.get("kind") == "outcome" for r in records)
+    progress = Journal.open(journal).progress()["h4"]
+    assert progress.current == "install" and progress.failed is None
+    seen = len(records)
+
+    proc = _gpuhost(*args, "--resume")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    later = read_records(journal)[seen:]
+    assert (later[0]["step"], later[0]["status"], later[0]["detail"]) == (
+        "install", "started", "resumed")
+    steps = [r["step"] for r in read_records(journal) if r.get("kind") == "step"]
+    assert not {"rollback", "rollback_restart", "rollback_validate", "abort"} & set(steps)
+    assert Journal.open(journal).progress()["h4"].outcome == "upgraded"
+    after = _host_state(h4)
+    assert _at(after, NEW) and after["dpkg_audit"] == "", after
+
+    # back to BASE for the rolling upgrade below: the brake needs --yes without a terminal
+    refused = _gpuhost("rollback", str(inventory), "--state-dir", str(state_dir))
+    assert refused.returncode == 2 and "confirm with --yes" in refused.stderr, refused.stderr
+    back = _gpuhost("rollback", str(inventory), "--state-dir", str(state_dir), "--yes")
+    assert back.returncode == 0, back.stdout[-3000:] + back.stderr[-2000:]
+    restored = _host_state(h4)
+    assert restored["packages"] == before["packages"] and restored["holds"] == before["holds"]
 
 
 def test_killed_rolling_upgrade_resumes_without_redoing_finished_hosts(
