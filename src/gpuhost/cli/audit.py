@@ -63,6 +63,7 @@ def _outputs(
     junit_path: str | None,
     prom_path: str | None,
     matrix_date: str | None = None,
+    html_path: str | None = None,
 ) -> dict[str, Any]:
     report = json_report.build_report(reports, extra, matrix_date)
     if json_path:
@@ -71,6 +72,10 @@ def _outputs(
         _write(junit_path, junit.render(reports), "junit")
     if prom_path:
         _write(prom_path, prom.render(reports, report["summary"]), "prom")
+    if html_path:
+        from gpuhost.audit.report import html
+
+        _write(html_path, html.render(report), "html")
     return report
 
 
@@ -145,6 +150,12 @@ def _audit_fleet(
 )
 @click.option("--prom", "prom_path", metavar="FILE", help="Write a node_exporter textfile.")
 @click.option(
+    "--html",
+    "html_path",
+    metavar="FILE",
+    help="Write the HTML fleet report (one self-contained page; see gpuhost report html).",
+)
+@click.option(
     "--parallel",
     type=click.IntRange(1, 10000),
     default=64,
@@ -180,6 +191,7 @@ def command(
     json_path: str | None,
     junit_path: str | None,
     prom_path: str | None,
+    html_path: str | None,
     parallel: int,
     shard: str | None,
     profiles_file: str | None,
@@ -214,7 +226,7 @@ def command(
             if quiet:
                 stream.close()
     matrix_date = getattr(settings.matrix, "updated", None)
-    report = _outputs(reports, extra, json_path, junit_path, prom_path, matrix_date)
+    report = _outputs(reports, extra, json_path, junit_path, prom_path, matrix_date, html_path)
     if not quiet and inventory is None:
         click.echo(table.host_block(reports[0]), file=out)
         text = table.findings_text(reports[0])

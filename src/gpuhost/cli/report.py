@@ -90,7 +90,12 @@ def command() -> None:
     help="Where to write the merged report.",
 )
 def merge(reports: tuple[str, ...], output: str) -> int:
-    """Merge the JSON reports of inventory shards (gpuhost audit --shard K/N --json ...)."""
+    """Merge the JSON reports of inventory shards (gpuhost audit --shard K/N --json ...).
+
+    \b
+    Example:
+      gpuhost report merge shard1.json shard2.json -o fleet.json
+    """
     merged = merge_reports(list(reports))
     text = json_report.dumps(merged)
     if output == "-":
@@ -102,3 +107,40 @@ def merge(reports: tuple[str, ...], output: str) -> int:
             raise ConfigError(f"-o {output}: cannot write ({exc.strerror or exc})") from exc
         click.echo(fleet_text(merged["summary"]))
     return exit_code_for(merged["summary"])
+
+
+def write_html(report: dict[str, Any], output: str, option: str = "-o") -> None:
+    """Write the HTML fleet report; ConfigError naming the option when it cannot be written."""
+    from gpuhost.audit.report import html
+
+    try:
+        Path(output).write_text(html.render(report), encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{option} {output}: cannot write ({exc.strerror or exc})") from exc
+
+
+@command.command("html")
+@click.argument("report")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    metavar="FILE",
+    help="Where to write the HTML page (one self-contained file).",
+)
+def html_cmd(report: str, output: str) -> int:
+    """Render a JSON audit report as one self-contained HTML page.
+
+    The page needs no network when opened: verdict counts, identical-stack groups as a chart,
+    outliers highlighted, findings filterable by rule, severity and host, each host's stack.
+
+    \b
+    Example:
+      gpuhost audit inventories/fleet.py --json fleet.json
+      gpuhost report html fleet.json -o fleet.html
+    """
+    data = _read(report)
+    write_html(data, output)
+    click.echo(f"{output}: {len(data['hosts'])} host(s), verdict {data['summary'].get('verdict')}")
+    return 0
