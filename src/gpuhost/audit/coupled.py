@@ -24,29 +24,64 @@ def _template_regex(template: str) -> str:
     return "".join(r"\d+(?:-\d+)?" if p.startswith("{") else re.escape(p) for p in parts)
 
 
-def _collect(node: Any, found: set[str]) -> None:
+# the package_sets.yaml keys that hold package names (templates), besides "coupled"
+MANAGED_KEYS = frozenset(
+    {
+        "install",
+        "coupled",
+        "companions",
+        "proprietary",
+        "open",
+        "cuda_toolkit",
+        "cudnn",
+        "container_toolkit",
+        "fabric_manager",
+        "persistenced",
+    }
+)
+
+
+def _collect(node: Any, found: set[str], keys: frozenset[str] = frozenset({"coupled"})) -> None:
     if isinstance(node, dict):
         for key, value in node.items():
-            if key == "coupled" and isinstance(value, list):
+            if key in keys and isinstance(value, list):
                 found.update(str(item) for item in value)
+            elif key in keys and isinstance(value, str) and value:
+                found.add(value)
             else:
-                _collect(value, found)
+                _collect(value, found, keys)
 
 
-@lru_cache(maxsize=1)
-def coupled_pattern() -> re.Pattern[str]:
-    """One regex matching every coupled package name of every source in the data."""
+def _pattern(keys: frozenset[str], what: str) -> re.Pattern[str]:
     try:
         text = resources.files("gpuhost.data").joinpath(PACKAGE_SETS).read_text(encoding="utf-8")
         data = load_yaml(text)
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"gpuhost/data/{PACKAGE_SETS}: cannot read package sets: {exc}") from exc
     names: set[str] = set()
-    _collect(data, names)
+    _collect(data, names, keys)
     if not names:
-        raise ConfigError(f"gpuhost/data/{PACKAGE_SETS}: no 'coupled' package lists found")
+        raise ConfigError(f"gpuhost/data/{PACKAGE_SETS}: no {what} package lists found")
     return re.compile("^(?:" + "|".join(sorted(_template_regex(n) for n in names)) + ")$")
 
 
+@lru_cache(maxsize=1)
+def coupled_pattern() -> re.Pattern[str]:
+    """One regex matching every coupled package name of every source in the data."""
+    return _pattern(frozenset({"coupled"}), "'coupled'")
+
+
+@lru_cache(maxsize=1)
+def managed_pattern() -> re.Pattern[str]:
+    """One regex matching every package name the data lets gpuhost install, pin or hold."""
+    return _pattern(MANAGED_KEYS, "package")
+
+
 def is_coupled(name: str) -> bool:
+    """Whether ``name`` carries the driver's version (must move with it and be held)."""
     return bool(coupled_pattern().match(name))
+
+
+def is_managed(name: str) -> bool:
+    """Whether ``name`` is a package of gpuhost's stack in any source (coupled or not)."""
+    return bool(managed_pattern().match(name))

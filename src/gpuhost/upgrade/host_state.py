@@ -13,17 +13,26 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuhost.audit.coupled import is_managed
 from gpuhost.errors import ParseError
+from gpuhost.parsers.marked import MARK, split_marked
 
-MARK = "##GPUHOST"
-
-# Packages that move together with the driver: driver/kernel module/userspace, fabric manager,
-# NSCQ, CUDA, cuDNN, NCCL, DCGM, container toolkit. Names, not versions: versions live in data.
-COUPLED_PACKAGE_RE = re.compile(
+# The GPU stack packages a snapshot records (and rollback restores): every package of the data
+# (gpuhost.audit.coupled.is_managed, from data/package_sets.yaml), plus what moves with a stack
+# though its version is its own: CUDA, cuDNN, NCCL, NSCQ, DCGM, container toolkit, CUDA libraries.
+# tests/upgrade/test_host_state.py checks every package name of the data is recorded.
+STACK_PACKAGE_RE = re.compile(
     r"nvidia|cuda|cudnn|nccl|nscq|fabricmanager|datacenter-gpu-manager|^libcublas|^libcufft"
     r"|^libcurand|^libcusolver|^libcusparse|^libnpp|^libnvrtc|^libnvvm|^libnvjpeg|^libnvjitlink"
     r"|^libnvtoolsext|^libcupti|^libaccinj|^libthrust|^dcgm"
 )
+
+
+def is_stack_package(name: str) -> bool:
+    """Whether a snapshot records package ``name`` (see STACK_PACKAGE_RE)."""
+    return is_managed(name) or bool(STACK_PACKAGE_RE.search(name))
+
+
 KERNEL_PACKAGE_RE = re.compile(r"^linux-(image|headers|modules)-")
 
 # Files a snapshot keeps (globs, expanded on the host). Category is derived from the path.
@@ -117,14 +126,8 @@ class HostState:
 
 def parse_host_state(output: str) -> HostState:
     """Parse ``state_command()`` output. Raises ParseError when it is cut short or foreign."""
-    sections: list[tuple[str, list[str], list[str]]] = []
-    for line in output.split("\n"):
-        if line.startswith(MARK + " "):
-            words = line[len(MARK) + 1 :].split(" ", 2)
-            sections.append((words[0], words[1:], []))
-        elif sections:
-            sections[-1][2].append(line)
-    names = [s[0] for s in sections]
+    sections = split_marked(output.split("\n"), MARK + " ", maxsplit=2)
+    names = [s.name for s in sections]
     if "packages" not in names or not names or names[-1] != "end":
         raise ParseError(
             "host state output is incomplete (no package section or no end marker); "
@@ -162,7 +165,7 @@ def _packages(state: HostState, lines: list[str]) -> None:
         if not status.startswith(("ii", "hi", "iU", "iF", "hU", "hF")) or not version:
             continue  # removed, config-files only, not installed
         record = {"version": version, "arch": arch, "status": status.strip()}
-        if COUPLED_PACKAGE_RE.search(name):
+        if is_stack_package(name):
             state.packages[name] = record
         elif KERNEL_PACKAGE_RE.match(name):
             state.kernel_packages[name] = record

@@ -29,9 +29,9 @@ from gpuhost.upgrade.connect import (
 )
 from gpuhost.upgrade.drain import make_drainer
 from gpuhost.upgrade.host_state import (
-    COUPLED_PACKAGE_RE,
     HostState,
     file_bytes,
+    is_stack_package,
     parse_host_state,
     state_command,
 )
@@ -278,7 +278,7 @@ class HostSteps:
         if ctx.resumed_step == "install":
             self._check(host, SETTLE_DPKG_COMMAND, "waiting for the interrupted install", 900)
         state = self.read_state(host)
-        held = [p for p in state.holds if COUPLED_PACKAGE_RE.search(p)]
+        held = [p for p in state.holds if is_stack_package(p)]
         self._unhold(host, held)
         self.provision(host, self.settings.target.name)
         # done only when the host shows it: every driver package at the target's version, held
@@ -389,7 +389,7 @@ class HostSteps:
             raise HostError(
                 host, f"cannot restore {', '.join(differs)}: not in the snapshot's package cache"
             )
-        held = [p for p in state.holds if COUPLED_PACKAGE_RE.search(p)]
+        held = [p for p in state.holds if is_stack_package(p)]
         self._unhold(host, held)
         restored = self._restore_files(host, doc, state)
         if files:
@@ -406,7 +406,7 @@ class HostSteps:
             )
         holds = [str(p) for p in doc.get("holds", [])]
         installed = set(self.read_state(host).packages)
-        holds = [p for p in holds if p in installed or not COUPLED_PACKAGE_RE.search(p)]
+        holds = [p for p in holds if p in installed or not is_stack_package(p)]
         if holds:
             self._check(host, "apt-mark hold " + " ".join(map(shlex.quote, holds)), "hold")
         remote.run("systemctl daemon-reload")

@@ -2,7 +2,8 @@
 
 Checks, all from facts gpuhost reads anyway:
 
-- every installed coupled driver package is at the expected version (a target profile: its
+- every installed driver-coupled package (``gpuhost.audit.coupled``, from the package data) is
+  at the expected version (a target profile: its
   upstream driver version; a snapshot: exactly the recorded versions) and nothing else;
 - every installed coupled package that should be held is held;
 - site validation hooks: executables in ``/etc/gpuhost/validate.d/`` on the host, run with
@@ -17,21 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gpuhost.audit.coupled import is_coupled
 from gpuhost.upgrade.host_state import HostState
 from gpuhost.upgrade.remote import Remote
 from gpuhost.versions import upstream_of_package_version
 
 HOOKS_DIR = "/etc/gpuhost/validate.d"
-# the packages built from the driver's source: they all carry the driver's version
-DRIVER_PACKAGES = (
-    "nvidia-smi",
-    "libnvidia-ml1",
-    "nvidia-driver",
-    "nvidia-kernel-dkms",
-    "libcuda1",
-    "nvidia-alternative",
-    "nvidia-kernel-support",
-)
 
 
 class _TargetLike(Protocol):
@@ -71,7 +63,7 @@ def package_problems(expect: Expectation, state: HostState) -> list[str]:
     problems = []
     installed = {n: r["version"] for n, r in state.packages.items()}
     if expect.driver_version is not None:
-        present = [p for p in DRIVER_PACKAGES if p in installed]
+        present = sorted(p for p in installed if is_coupled(p))
         if not present:
             problems.append("no NVIDIA driver package installed")
         for name in present:

@@ -1,0 +1,55 @@
+"""What a snapshot records, and the driver-coupled packages validation checks, come from the
+package data (data/package_sets.yaml via gpuhost.audit.coupled), on every OS the data names."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhost.audit.coupled import is_coupled
+from gpuhost.deploys.spec import package_sets, supported_os
+from gpuhost.upgrade.host_state import HostState, is_stack_package
+from gpuhost.upgrade.validate import Expectation, package_problems
+
+VALUES = {"branch": "550", "cuda_major": "12", "cuda_dash": "12-4", "cudnn_major": "9"}
+KEYS = (
+    "install",
+    "coupled",
+    "companions",
+    "cuda_toolkit",
+    "cudnn",
+    "container_toolkit",
+    "fabric_manager",
+)
+
+
+def _names() -> list[tuple[str, str, str]]:
+    out = []
+    for source, entries in package_sets()["sources"].items():
+        for os_key in supported_os(source):
+            entry = entries[os_key]
+            for key in KEYS:
+                for template in entry.get(key) or []:
+                    out.append((f"{source}/{os_key}", key, template.format(**VALUES)))
+            for names in (entry.get("kernel_module") or {}).values():
+                out += [(f"{source}/{os_key}", "kernel_module", n.format(**VALUES)) for n in names]
+    return out
+
+
+@pytest.mark.parametrize(("where", "key", "name"), _names())
+def test_every_package_of_the_data_is_recorded_by_a_snapshot(where: str, key: str, name: str):
+    assert is_stack_package(name), f"{where} {key}: a snapshot would not record {name}"
+
+
+def test_ubuntu_coupled_package_at_another_version_is_a_problem() -> None:
+    assert is_coupled("libnvidia-compute-550-server")
+    record = {"arch": "amd64", "status": "hi"}
+    state = HostState(
+        packages={
+            "nvidia-driver-550-server": {"version": "550.127.05-0ubuntu1", **record},
+            "libnvidia-compute-550-server": {"version": "550.90.07-0ubuntu1", **record},
+            "nvidia-container-toolkit": {"version": "1.17.8-1", **record},
+        },
+        holds=["nvidia-driver-550-server", "libnvidia-compute-550-server"],
+    )
+    problems = package_problems(Expectation("t", "550.127.05", profile="t"), state)
+    assert problems == ["libnvidia-compute-550-server is 550.90.07-0ubuntu1, expected 550.127.05"]
