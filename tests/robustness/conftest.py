@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).parent
 
 
 @dataclass
@@ -45,3 +50,37 @@ def assert_one_line(run: Run, code: int, *culprits: str) -> None:
     assert len(errors) == 1, run.err
     for culprit in culprits:
         assert culprit in errors[0], (culprit, errors[0])
+
+
+@pytest.fixture(scope="session")
+def endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, int], Path]]:
+    folder = tmp_path_factory.mktemp("endpoints")
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / "host_key")],
+        check=True,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "endpoints.py"), str(folder)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ports = json.loads(proc.stdout.readline())
+        yield ports, folder
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def start(*args: str) -> subprocess.Popen[str]:
+    """``python -m gpuhost ARGS`` in the background (to signal it)."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", NO_COLOR="1")
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpuhost", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )

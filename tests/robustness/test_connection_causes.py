@@ -7,36 +7,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from tests.robustness.conftest import gpuhost
-
-HERE = Path(__file__).parent
-
-
-@pytest.fixture(scope="module")
-def endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, int], Path]]:
-    folder = tmp_path_factory.mktemp("endpoints")
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / "host_key")],
-        check=True,
-    )
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "endpoints.py"), str(folder)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        ports = json.loads(proc.stdout.readline())
-        yield ports, folder
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def _inventory(folder: Path, ports: dict[str, int], modes: list[str]) -> Path:

@@ -9,13 +9,21 @@ become messages and exit codes.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+import signal
 import sys
+import threading
+from types import FrameType
+from typing import Any
 
 import click
 
 from gpuhost import __version__
 from gpuhost.errors import EXIT_USAGE, GpuhostError
+
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
 
 
 class _ModuleCommands(click.Group):
@@ -50,15 +58,43 @@ def cli() -> None:
     """Pinned, validated NVIDIA GPU servers: provision, audit, upgrade and check fleets."""
 
 
+class _Stopped(SystemExit):
+    """SIGINT or SIGTERM, raised where the program is: a SystemExit, so that gevent's hub hands
+    it to the main greenlet without printing a traceback, and no ``except Exception`` swallows
+    it. ``code`` is the exit code (128 + the signal)."""
+
+
+def _quit_now(signum: int, frame: FrameType | None) -> None:
+    sys.stderr.write(f"gpuhost: {signal.Signals(signum).name} again: quitting now\n")
+    sys.stderr.flush()
+    os._exit(128 + signum)
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    """The first SIGINT/SIGTERM unwinds the command (its finally blocks close connections); a
+    second one quits at once instead of interrupting that clean-up with tracebacks."""
+    for each in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(each, _quit_now)
+    raise _Stopped(EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT)
+
+
+def _handle_signals() -> dict[int, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {each: signal.signal(each, _stop) for each in (signal.SIGINT, signal.SIGTERM)}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; return (and exit with) 0 ok, 1 findings/incompatible, 2 bad input."""
+    """Run the CLI; return (and exit with) 0 ok, 1 findings/incompatible, 2 bad input, 130 on
+    SIGINT (Ctrl-C) and 143 on SIGTERM, each with one line."""
+    previous = _handle_signals() if argv is None else {}
     try:
         rv = cli.main(args=argv, prog_name="gpuhost", standalone_mode=False)
     except click.exceptions.Exit as exc:
         code = exc.exit_code
     except click.Abort:
         click.echo("gpuhost: aborted", err=True)
-        code = 130
+        code = EXIT_SIGINT
     except click.ClickException as exc:
         exc.show()
         code = EXIT_USAGE if isinstance(exc, click.UsageError) else exc.exit_code
@@ -66,10 +102,17 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"gpuhost: error: {exc}", err=True)
         code = exc.exit_code
     except KeyboardInterrupt:
-        click.echo("gpuhost: interrupted", err=True)
-        code = 130
+        click.echo("gpuhost: interrupted (SIGINT)", err=True)
+        code = EXIT_SIGINT
+    except _Stopped as exc:
+        name = "terminated (SIGTERM)" if exc.code == EXIT_SIGTERM else "interrupted (SIGINT)"
+        click.echo(f"gpuhost: {name}", err=True)
+        code = EXIT_SIGTERM if exc.code == EXIT_SIGTERM else EXIT_SIGINT
     else:
         code = rv if isinstance(rv, int) else 0
+    finally:
+        for each, handler in previous.items():
+            signal.signal(each, handler)
     if argv is None:
         sys.exit(code)
     return code

@@ -4,9 +4,10 @@ The checks ship in the package (:mod:`gpuhost.checks`), so this works from an in
 any folder; ``$GPUHOST_CHECKS_DIR`` names another suite folder (with a conftest.py) instead.
 The same as ``pytest -p gpuhost.checks.plugin --pyargs gpuhost.checks --inventory INVENTORY
 [--tier T] [--limit L] [--junitxml FILE]``;
-with no inventory, or ``@local``, it checks this machine. The exit code is pytest's: 0 every check
-passed (or skipped with a reason), 1 a check failed, 2 interrupted, 3 internal error, 4 pytest
-usage error, 5 no check selected. A bad inventory or --limit is found before pytest runs (exit 2).
+with no inventory, or ``@local``, it checks this machine. Exit 0 every check passed (or skipped
+with a reason), 1 a check failed, 2 bad input: a bad inventory or --limit (found before pytest
+runs), or pytest's own usage error (4), no check selected (5), interrupted (2) or internal error
+(3), each with one line saying so; 130/143 when gpuhost itself is stopped by SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -68,4 +69,22 @@ def command(
         return run_health(drain, node, click.echo)
     load_hosts(None if inventory == LOCAL else inventory, limit)  # bad input: exit 2 here
     argv = pytest_argv(checks_dir(), inventory, tier, limit, junit, pytest_args)
-    return subprocess.run(argv, check=False).returncode
+    return pytest_exit(subprocess.run(argv, check=False).returncode)
+
+
+PYTEST_CODES = {
+    2: "pytest was interrupted",
+    3: "pytest had an internal error (see its output above)",
+    4: "pytest refused its arguments (see above; arguments after -- go to pytest)",
+    5: "no check was selected (the tier, --limit or -k selects nothing)",
+}
+
+
+def pytest_exit(code: int) -> int:
+    """pytest's exit code as gpuhost's: 0 and 1 as they are, 2-5 (pytest's own problems) are
+    exit 2 with one line; a pytest killed by a signal is 128 + the signal."""
+    if code < 0:
+        return 128 - code
+    if code in PYTEST_CODES:
+        raise ConfigError(f"check: {PYTEST_CODES[code]} (pytest exit code {code})")
+    return code
