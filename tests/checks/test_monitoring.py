@@ -33,7 +33,7 @@ def test_healthcheck_wrapper_runs_the_health_tier():
 def test_metrics_units():
     service = render_metrics_service("gpuhost", "/var/lib/prometheus/node-exporter/")
     assert (
-        "ExecStart=gpuhost audit @local --prom /var/lib/prometheus/node-exporter/gpuhost.prom\n"
+        "ExecStart=gpuhost audit --prom /var/lib/prometheus/node-exporter/gpuhost.prom\n"
         in service
     )
     assert "SuccessExitStatus=1\n" in service and "Type=oneshot\n" in service

@@ -6,7 +6,7 @@ on the node (``pip install gpuhost``), ``gpuhost`` names that command:
 - ``install_health_check(gpuhost="gpuhost", drain=True)``: ``/usr/local/sbin/gpuhost-healthcheck``
   for slurm.conf's ``HealthCheckProgram`` (docs/monitoring.md shows the slurm.conf lines)
 - ``install_metrics_timer(gpuhost="gpuhost", textfile_dir=..., minutes=15)``: a systemd timer
-  writing ``gpuhost audit @local --prom`` into node_exporter's textfile directory
+  writing ``gpuhost audit --prom`` into node_exporter's textfile directory
 """
 
 from __future__ import annotations

@@ -50,7 +50,8 @@ def render_metrics_service(gpuhost: str, textfile_dir: str) -> str:
         "SuccessExitStatus=1\n"
         "Nice=10\n"
         f"ExecStartPre=/usr/bin/install -d -m 0755 {shlex.quote(textfile_dir)}\n"
-        f"ExecStart={shlex.quote(gpuhost)} audit @local --prom {shlex.quote(target)}\n"
+        # no inventory: the audit probes this machine (locally, no SSH)
+        f"ExecStart={shlex.quote(gpuhost)} audit --prom {shlex.quote(target)}\n"
     )
 
 
@@ -89,7 +90,8 @@ def metrics_timer(
     gpuhost: str = "gpuhost", textfile_dir: str = DEFAULT_TEXTFILE_DIR, minutes: int = 15
 ) -> Generator[Any, None, None]:
     """
-    A systemd timer running ``gpuhost audit @local --prom DIR/gpuhost.prom`` every ``minutes``.
+    A systemd timer running ``gpuhost audit --prom DIR/gpuhost.prom`` (this machine) every
+    ``minutes``.
 
     + gpuhost: the gpuhost command on the node
     + textfile_dir: node_exporter's ``--collector.textfile.directory``
