@@ -12,6 +12,8 @@ A case file holds:
   commands         expected commands; a file upload is {"upload": dest, "lines": [text lines]}
   noop_description (optional) expected noop text when no commands are expected
   exception        (optional) {"type": name, "contains": text}
+  stage            (optional) "execute" (default: the operation runs for real, after the ones
+                   before it) or "prepare" (pyinfra's planning pass, also ``--dry``)
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from __future__ import annotations
 import json
 from io import BytesIO, StringIO
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from pyinfra.api import FileUploadCommand
+from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host
 
 from gpuhost.parsers.nvidia_smi import parse_output
@@ -44,9 +48,14 @@ class FakeHost:
 
     name = "fixture-host"
 
-    def __init__(self, facts: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, facts: dict[str, dict[str, Any]], stage: str = "execute") -> None:
         self.facts = facts
         self.noops: list[str] = []
+        executing = stage == "execute"
+        self.state = SimpleNamespace(
+            is_executing=executing,
+            current_stage=StateStage.Execute if executing else StateStage.Prepare,
+        )
 
     def get_fact(self, cls: type, *args: Any, **kwargs: Any) -> Any:
         name = cls.name  # type: ignore[attr-defined]
@@ -88,7 +97,7 @@ def run_case(operation: Any, case: dict[str, Any]) -> tuple[list[Any], list[str]
     report = case_report(case)
     if report is not None:
         args["report"] = report
-    fake = FakeHost(case.get("facts", {}))
+    fake = FakeHost(case.get("facts", {}), case.get("stage", "execute"))
     with ctx_host.use(fake):
         commands = [render(c) for c in operation._inner(**args)]
     return commands, fake.noops

@@ -19,6 +19,7 @@ provision_module = importlib.import_module("gpuhost.deploys.provision")
 
 STEPS = (
     "harden",
+    "dpkg_settled",  # an operation: what an interrupted install left is finished first
     "install_driver",
     "install_cuda",
     "install_cudnn",

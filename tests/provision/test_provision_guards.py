@@ -120,3 +120,20 @@ def test_secure_boot_fact_reads_the_audit_probe_section() -> None:
     on = ["efi=yes", "mokutil=SecureBoot enabled"]
     assert fact.process(on) == SecureBoot(True, True, "mokutil")
     assert fact.process(["efi=yes", "efivar=   6   0   0   0   1"]).enabled is True
+
+
+@pytest.mark.parametrize("marker", [_marker("550.127.05"), None])
+def test_one_coupled_package_at_another_version_is_drift_provision_repairs(marker) -> None:
+    """driver.packages-mixed (fix: gpuhost provision): the host's driver is the profile's, one
+    library was moved by hand; provision must not refuse it."""
+    installed = {"nvidia-driver": "550.127.05", "nvidia-smi": "550.127.05",
+                 "libnvidia-ml1": "550.54.15"}
+    guards.check_driver_unchanged("h1", _spec(), marker, installed)
+
+
+def test_most_packages_at_another_driver_is_still_a_driver_change() -> None:
+    installed = {"nvidia-driver": "550.54.15", "nvidia-smi": "550.54.15",
+                 "libnvidia-ml1": "550.127.05"}
+    with pytest.raises(DeployError, match=r"this host has 550.54.15 installed "
+                                          r"\(nvidia-driver, nvidia-smi\): provision never"):
+        guards.check_driver_unchanged("h1", _spec(), None, installed)

@@ -133,10 +133,15 @@ def check_driver_unchanged(
     installed: dict[str, str],
 ) -> None:
     """Refuse (DeployError, before any change) a run that would change the NVIDIA driver of a
-    host that has one: the marker records another driver version or kernel module flavour, or a
-    coupled package of the profile is installed at another version (``installed``: {package:
-    upstream version}). Replacing the driver under running workloads leaves the loaded module
-    and the new libraries mismatched until a reboot; ``gpuhost upgrade`` does that move."""
+    host that has one: the marker records another driver version or kernel module flavour, or
+    the driver the packages show (the version most coupled packages have, ``installed``:
+    {package: upstream version}) is another one. Replacing the driver under running workloads
+    leaves the loaded module and the new libraries mismatched until a reboot; ``gpuhost
+    upgrade`` does that move.
+
+    A host whose driver is the profile's but with some coupled packages at another version
+    (``driver.packages-mixed``: a hand install, a half-finished run) is not refused: that is
+    drift provision repairs, by installing those packages at the pinned version."""
     found: list[str] = []
     if marker is not None and marker.driver_version not in (None, spec.driver_version):
         found.append(f"{marker.driver_version} (provisioned with profile {marker.profile})")
@@ -147,9 +152,13 @@ def check_driver_unchanged(
         )
     by_version: dict[str, list[str]] = {}
     for name, version in sorted(installed.items()):
-        if version != spec.driver_version:
-            by_version.setdefault(version, []).append(name)
-    found += [f"{v} installed ({', '.join(names)})" for v, names in sorted(by_version.items())]
+        by_version.setdefault(version, []).append(name)
+    if by_version and (found or host_driver(installed) != spec.driver_version):
+        found += [
+            f"{v} installed ({', '.join(names)})"
+            for v, names in sorted(by_version.items())
+            if v != spec.driver_version
+        ]
     if not found:
         return
     raise DeployError(
@@ -160,3 +169,12 @@ def check_driver_unchanged(
         "no longer match it until a reboot), nothing was changed; "
         + UPGRADE_HINT.format(profile=spec.profile),
     )
+
+
+def host_driver(installed: dict[str, str]) -> str | None:
+    """The driver version the coupled packages show: the one most of them have (ties: the
+    higher version string), None when none is installed (pure)."""
+    versions = list(installed.values())
+    if not versions:
+        return None
+    return max(set(versions), key=lambda v: (versions.count(v), v))

@@ -30,6 +30,7 @@ from gpuhost.errors import ConfigError, DeployError, GpuhostError, ParseError
 from gpuhost.facts.kernel import SecureBootState
 from gpuhost.operations import marker
 from gpuhost.operations._facts import fact
+from gpuhost.operations.apt_pin import dpkg_settled
 from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker
 from gpuhost.versions import upstream_of_package_version
 
@@ -107,6 +108,7 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
         guards.check_driver_unchanged(host.name, spec, recorded, installed)
     if guards.check_harden(host.name, _host_data()):
         harden()
+    dpkg_settled(name="Finish package installs an earlier run left half-done")
     install_driver(spec=spec, plan=plan)
     install_cuda(spec=spec, plan=plan)
     install_cudnn(spec=spec, plan=plan)

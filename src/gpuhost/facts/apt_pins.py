@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyinfra.api import FactBase
 from typing_extensions import override
 
-from gpuhost.parsers.packages import parse_apt_policy
+from gpuhost.parsers.packages import parse_apt_policy, parse_dpkg_audit
 
 
 class _PackageLockList(FactBase[list[str]]):
@@ -65,6 +65,21 @@ class AptPolicy(FactBase[dict[str, dict[str, str | None]]]):
             policy.name: {"installed": policy.installed, "candidate": policy.candidate}
             for policy in parse_apt_policy("\n".join(output))
         }
+
+
+class DpkgAudit(_PackageLockList):
+    """Packages ``dpkg --audit`` reports as not fully installed (unpacked, half-configured,
+    half-installed, awaiting triggers), by name, sorted; [] when dpkg is content."""
+
+    tool = "dpkg"
+
+    @override
+    def command(self) -> str:
+        return "LC_ALL=C dpkg --audit"
+
+    @override
+    def process(self, output: list[str]) -> list[str]:
+        return parse_dpkg_audit(output)
 
 
 class DnfVersionLocks(_PackageLockList):

@@ -20,7 +20,7 @@ from pyinfra.api import OperationError, operation
 from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.facts.deb import DebPackages
 
-from gpuhost.facts.apt_pins import AptHolds, AptPolicy, DnfVersionLocks
+from gpuhost.facts.apt_pins import AptHolds, AptPolicy, DnfVersionLocks, DpkgAudit
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
 from gpuhost.parsers.packages import parse_versionlock_entry
@@ -151,6 +151,32 @@ def versionlocked(packages: list[str], version: str) -> Generator:
     yield "dnf -y versionlock add " + " ".join(f"'{name}-{version}*'" for name in missing)
 
 
+def _executing() -> bool:
+    """True in pyinfra's execute stage. In the prepare stage (and ``--dry``) an operation sees
+    the host as it was before the run, not as the operations before it will leave it."""
+    return bool(host.state.is_executing)
+
+
+@operation()
+def dpkg_settled() -> Generator:
+    """Finish what an interrupted or failed package run left half-done (``dpkg --audit`` lists
+    packages unpacked but not configured, half-installed, awaiting triggers): ``dpkg --configure
+    -a`` before anything else is installed. It fails the host when dpkg cannot finish them (e.g.
+    a DKMS build that fails again), with dpkg's own message.
+
+    **Example:**
+
+    .. code:: python
+
+        apt_pin.dpkg_settled(name="Finish interrupted package installs")
+    """
+    unfinished: list[str] = fact(DpkgAudit)
+    if not unfinished:
+        host.noop("dpkg has no half-installed package")
+        return
+    yield "DEBIAN_FRONTEND=noninteractive dpkg --configure -a --force-confdef --force-confold"
+
+
 def _upstream(package_version: str | None) -> str | None:
     return upstream_of_package_version(package_version) if package_version else None
 
@@ -187,6 +213,7 @@ def installed(
     policy = fact(AptPolicy, packages=sorted(set(packages)))
     wanted = []
     moving = []
+    unavailable = []
     for name in packages:
         info = policy.get(name, {"installed": None, "candidate": None})
         have = _upstream(info["installed"])
@@ -197,8 +224,17 @@ def installed(
         candidate = info["candidate"]
         if version is not None and candidate and extends_version(_upstream(candidate), version):
             wanted.append(f"{name}={candidate}")
+        elif version is not None and _executing():
+            # the pins are written by now: apt cannot get this version from any source
+            unavailable.append(f"{name} (candidate {candidate or 'none'})")
         else:
             wanted.append(name)
+    if unavailable:
+        raise OperationError(
+            f"version {version} is not offered by the configured repositories for "
+            f"{', '.join(unavailable)}; nothing was installed for them (check the sources and "
+            f"{PREFERENCES_PATH}, or pick a profile whose version is available)"
+        )
     if not wanted:
         host.noop(f"{len(packages)} packages installed{' at ' + version if version else ''}")
         return
@@ -217,11 +253,15 @@ def verified(packages: list[str], version: str) -> Generator:
 
     Runs after installation as the last word on pinning: a coupled package at another version
     means the pin did not take (wrong repository, a manual install) and the host must not be
-    reported as provisioned.
+    reported as provisioned. It judges in the execute stage only: while a run is prepared (and
+    in ``--dry``) the packages are as they were before the install that repairs them.
 
     + packages: the coupled package names
     + version: upstream version they must have
     """
+    if not _executing():
+        host.noop(f"coupled packages are checked at {version} after the install")
+        return
     policy = fact(AptPolicy, packages=sorted(set(packages)))
     wrong = sorted(
         f"{name} {info['installed']}"

@@ -127,6 +127,18 @@ def parse_dpkg_query(text: str) -> list[Package]:
     return packages
 
 
+def parse_dpkg_audit(lines: list[str]) -> list[str]:
+    """Package names from ``dpkg --audit`` (each listed package is an indented line: name, maybe
+    ``:arch``, then its description; headers and notes are not indented), sorted (pure)."""
+    names = set()
+    for line in lines:
+        if line.startswith(" ") and line.strip():
+            token = line.split()[0]
+            if PACKAGE_NAME_RE.match(token):
+                names.add(_split_arch(token)[0])
+    return sorted(names)
+
+
 def parse_apt_mark_showhold(text: str) -> set[str]:
     """Held package names (architecture qualifiers like ":amd64" removed). Empty → set()."""
     text = require_text(text, "apt-mark showhold output (one package per line)")
