@@ -55,7 +55,9 @@ def test_local_audit_junit_and_prom_files(tmp_path):
                  "--prom", str(prom)]) == 0
     root = ET.parse(junit).getroot()
     cases = root.findall(".//testcase")
-    assert {c.get("name") for c in cases} >= {"gpu.none", "driver.reboot-needed", "ssh"}
+    assert {c.get("name") for c in cases} >= {"driver.state", "driver.reboot-needed", "ssh"}
+    (state,) = [c for c in cases if c.get("name") == "driver.state"]
+    assert "warning: gpu.none:" in state.find("system-out").text
     assert root.get("failures") == "0"
     skipped = [c for c in cases if c.find("skipped") is not None]
     assert skipped and all(s.find("skipped").get("message") for s in skipped)
@@ -98,5 +100,5 @@ def test_junit_is_valid_xml_for_odd_messages():
     text = junit.render([unreachable_host("h<1>&", 'said "<no>" & left')])
     root = ET.fromstring(text.split("\n", 1)[1])
     case = root.find(".//testcase")
-    assert case is not None and case.get("classname") == "gpuhost.audit.h<1>&"
+    assert case is not None and case.get("classname") == "gpuhost.h<1>&"
     assert root.get("errors") == "1"

@@ -71,7 +71,10 @@ def _outputs(
     if junit_path:
         _write(junit_path, junit.render(reports), "junit")
     if prom_path:
-        _write(prom_path, prom.render(reports, report["summary"]), "prom")
+        try:  # a temporary file renamed over the target: node_exporter never reads half of it
+            prom.write(prom_path, reports, report["summary"])
+        except OSError as exc:
+            raise ConfigError(f"--prom {prom_path}: cannot write ({exc.strerror or exc})") from exc
     if html_path:
         from gpuhost.audit.report import html
 
@@ -148,7 +151,12 @@ def _audit_fleet(
 @click.option(
     "--junit", "junit_path", metavar="FILE", help="Write JUnit XML (a case per host and rule)."
 )
-@click.option("--prom", "prom_path", metavar="FILE", help="Write a node_exporter textfile.")
+@click.option(
+    "--prom",
+    "prom_path",
+    metavar="FILE",
+    help="Write a node_exporter textfile (replaced atomically; metrics in docs/audit-report.md).",
+)
 @click.option(
     "--html",
     "html_path",

@@ -1,8 +1,16 @@
-"""JUnit XML: one test case per host and rule, for CI dashboards.
+"""JUnit XML (``--junit FILE``) for CI dashboards; valid against the Jenkins/Surefire schema
+(junit-10.xsd, shipped in tests/reports/ and checked there).
 
-A rule with an error finding fails its case; warnings and info pass with their messages in
-``system-out``; a rule that did not apply is skipped with its reason; an unreachable host has one
-case, ``host.unreachable``, in error.
+One ``<testsuite>`` per host (``name`` and ``hostname`` = the host), one ``<testcase>`` per rule
+check (the ids of ``gpuhost.audit.rules.RULES`` plus ``matrix``), so every run and every host has
+the same case names. A check with an error finding fails (``<failure>``, its findings listed with
+found/expected/fix); warnings and info pass with their findings in ``<system-out>``; a check that
+did not apply is ``<skipped message="reason">``; an unreachable host has one case,
+``host.unreachable``, in ``<error>``.
+
+``classname`` is ``gpuhost.HOST`` with the host's dots written as ``_``: JUnit readers (Jenkins,
+GitLab) split a classname at dots into packages, and ``gpu01.dc1.example.org`` must stay one
+host, not the package path ``gpu01.dc1.example``.
 """
 
 from __future__ import annotations
@@ -10,52 +18,63 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 
+from gpuhost.audit.findings import ERROR, Finding
 from gpuhost.audit.host import HostReport
 
 SUITE_NAME = "gpuhost audit"
+MESSAGE_LIMIT = 500
+
+
+def classname(host: str) -> str:
+    """``gpuhost.`` + the host name with its dots as underscores (one class per host)."""
+    return "gpuhost." + host.replace(".", "_")
+
+
+def _finding_text(finding: Finding) -> str:
+    parts = [f"{finding.severity}: {finding.rule}: {finding.message}"]
+    for key in ("found", "expected", "fix", "source"):
+        value = getattr(finding, key)
+        if value:
+            parts.append(f"  {key}: {value}")
+    return "\n".join(parts)
 
 
 def _case(suite: ET.Element, host: str, name: str) -> ET.Element:
-    return ET.SubElement(suite, "testcase", {"classname": f"gpuhost.audit.{host}", "name": name})
+    return ET.SubElement(suite, "testcase", {"classname": classname(host), "name": name})
 
 
 def render(hosts: Iterable[HostReport]) -> str:
     root = ET.Element("testsuites", {"name": SUITE_NAME})
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    totals = {"tests": 0, "failures": 0, "errors": 0}
     for host in sorted(hosts, key=lambda h: h.name):
-        suite = ET.SubElement(root, "testsuite", {"name": host.name})
+        suite = ET.SubElement(root, "testsuite", {"name": host.name, "hostname": host.name})
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         for result in host.results:
-            by_rule: dict[str, list] = {}
-            for finding in result.findings:
-                by_rule.setdefault(finding.rule, []).append(finding)
-            if not by_rule:
-                case = _case(suite, host.name, result.rule)
-                counts["tests"] += 1
-                if result.skipped:
-                    ET.SubElement(case, "skipped", {"message": result.skipped})
-                    counts["skipped"] += 1
+            case = _case(suite, host.name, result.rule)
+            counts["tests"] += 1
+            if result.skipped is not None and not result.findings:
+                ET.SubElement(case, "skipped", {"message": result.skipped})
+                counts["skipped"] += 1
                 continue
-            for rule, findings in by_rule.items():
-                case = _case(suite, host.name, rule)
-                counts["tests"] += 1
-                errors = [f for f in findings if f.severity == "error"]
-                text = "\n".join(f"{f.severity}: {f.message}" for f in findings)
-                if not host.reachable:
-                    node = ET.SubElement(case, "error", {"message": errors[0].message[:500]})
-                    node.text = text
-                    counts["errors"] += 1
-                elif errors:
-                    node = ET.SubElement(
-                        case, "failure", {"message": errors[0].message[:500], "type": "error"}
-                    )
-                    node.text = text
-                    counts["failures"] += 1
-                else:
-                    ET.SubElement(case, "system-out").text = text
+            if not result.findings:
+                continue
+            text = "\n".join(_finding_text(f) for f in result.findings)
+            errors = [f for f in result.findings if f.severity == ERROR]
+            if errors:
+                kind = "failure" if host.reachable else "error"
+                node = ET.SubElement(
+                    case,
+                    kind,
+                    {"message": errors[0].message[:MESSAGE_LIMIT], "type": errors[0].rule},
+                )
+                node.text = text
+                counts["failures" if host.reachable else "errors"] += 1
+            else:
+                ET.SubElement(case, "system-out").text = text
         for key, value in counts.items():
             suite.set(key, str(value))
-            totals[key] += value
+            if key in totals:
+                totals[key] += value
     for key, value in totals.items():
         root.set(key, str(value))
     ET.indent(root)

@@ -1,104 +1,107 @@
-"""Prometheus node_exporter textfile format (``--prom FILE``; put it in the collector's
-textfile directory). Metrics:
+"""Prometheus node_exporter textfile (``--prom FILE``), written with prometheus_client.
 
-- ``gpuhost_audit_host_up{host}`` 1 reachable, 0 not
+``write(path, ...)`` writes a temporary file beside ``path`` and renames it over ``path``
+(``prometheus_client.write_to_textfile``), so node_exporter never reads half a file. Metric
+names and labels (documented in docs/audit-report.md; docs/monitoring.md's alert rules use them):
+
+- ``gpuhost_audit_host_up{host}`` 1 probed, 0 not
 - ``gpuhost_audit_host_verdict{host,verdict}`` 1 for the host's verdict
-- ``gpuhost_audit_finding{host,rule,severity}`` 1 per finding (same rule twice: counted)
-- ``gpuhost_audit_findings{host,severity}`` number of findings per severity
+- ``gpuhost_audit_finding{host,rule,severity}`` findings of that rule on the host
+- ``gpuhost_audit_findings{host,severity}`` number of findings per severity (every severity)
 - ``gpuhost_audit_stack_info{host,driver,driver_installed,cuda,cudnn,kernel_module,gpus}`` 1
 - ``gpuhost_audit_gpus{host}`` GPUs nvidia-smi reports
 - ``gpuhost_audit_hosts{verdict}`` hosts per verdict; ``gpuhost_audit_stacks`` distinct stacks
+- ``gpuhost_audit_last_run_timestamp_seconds`` when the audit finished (unix time)
+- ``gpuhost_audit_last_run_success`` 1 when every host was probed, else 0
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_to_textfile
 
 from gpuhost.audit.findings import SEVERITIES, VERDICTS
 from gpuhost.audit.host import HostReport
 from gpuhost.audit.summary import stack_of
 
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+STACK_LABELS = ("driver", "driver_installed", "cuda", "cudnn", "kernel_module", "gpus")
 
 
-def _labels(**labels: str) -> str:
-    inner = ",".join(f'{key}="{_escape(str(value))}"' for key, value in labels.items())
-    return "{" + inner + "}"
+def registry(
+    hosts: Iterable[HostReport], summary: Mapping[str, Any], now: float | None = None
+) -> CollectorRegistry:
+    """Every metric of one audit in a fresh registry."""
+    reg = CollectorRegistry(auto_describe=True)
 
+    def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+        return Gauge(name, doc, labelnames=labels, registry=reg)
 
-class _Families:
-    def __init__(self) -> None:
-        self.order: list[str] = []
-        self.meta: dict[str, tuple[str, str]] = {}
-        self.samples: dict[str, list[str]] = {}
-
-    def add(self, name: str, kind: str, help_text: str) -> None:
-        self.order.append(name)
-        self.meta[name] = (kind, help_text)
-        self.samples[name] = []
-
-    def sample(self, name: str, value: float, **labels: str) -> None:
-        shown = int(value) if float(value).is_integer() else value
-        self.samples[name].append(f"{name}{_labels(**labels) if labels else ''} {shown}")
-
-    def render(self) -> str:
-        lines = []
-        for name in self.order:
-            kind, help_text = self.meta[name]
-            lines.append(f"# HELP {name} {help_text}")
-            lines.append(f"# TYPE {name} {kind}")
-            lines.extend(self.samples[name])
-        return "\n".join(lines) + "\n"
+    up = gauge("gpuhost_audit_host_up", "1 if gpuhost could probe the host, else 0.", ("host",))
+    verdict = gauge(
+        "gpuhost_audit_host_verdict", "1 for the host's audit verdict.", ("host", "verdict")
+    )
+    finding = gauge(
+        "gpuhost_audit_finding",
+        "Findings of the audit per host, rule and severity.",
+        ("host", "rule", "severity"),
+    )
+    findings = gauge(
+        "gpuhost_audit_findings", "Number of findings per host and severity.", ("host", "severity")
+    )
+    stack_info = gauge(
+        "gpuhost_audit_stack_info",
+        "The GPU stack found on the host (always 1).",
+        ("host", *STACK_LABELS),
+    )
+    gpus = gauge("gpuhost_audit_gpus", "GPUs nvidia-smi reports on the host.", ("host",))
+    per_verdict = gauge("gpuhost_audit_hosts", "Hosts per audit verdict.", ("verdict",))
+    stacks = gauge("gpuhost_audit_stacks", "Distinct GPU stacks among reachable hosts.")
+    last_run = gauge(
+        "gpuhost_audit_last_run_timestamp_seconds", "When the audit finished (unix time)."
+    )
+    success = gauge("gpuhost_audit_last_run_success", "1 when the audit probed every host, else 0.")
+    all_probed = True
+    for host in sorted(hosts, key=lambda h: h.name):
+        up.labels(host=host.name).set(1 if host.reachable else 0)
+        verdict.labels(host=host.name, verdict=host.verdict).set(1)
+        counts = Counter((f.rule, f.severity) for f in host.findings)
+        for (rule, severity), count in sorted(counts.items()):
+            finding.labels(host=host.name, rule=rule, severity=severity).set(count)
+        per_severity = Counter(f.severity for f in host.findings)
+        for severity in SEVERITIES:
+            findings.labels(host=host.name, severity=severity).set(per_severity.get(severity, 0))
+        if host.facts is None:
+            all_probed = False
+            continue
+        stack = stack_of(host.facts.to_dict())
+        stack_info.labels(
+            host=host.name,
+            driver=stack["driver_loaded"],
+            driver_installed=stack["driver_installed"],
+            cuda=stack["cuda_default"],
+            cudnn=stack["cudnn"],
+            kernel_module=stack["kernel_module"],
+            gpus=stack["gpus"],
+        ).set(1)
+        gpus.labels(host=host.name).set(len(host.facts.driver.smi.gpus))
+    verdicts = summary.get("verdicts") or {}
+    for name in VERDICTS:
+        per_verdict.labels(verdict=name).set(int(verdicts.get(name, 0)))
+    stacks.set(len(summary.get("stacks") or []))
+    last_run.set(time.time() if now is None else now)
+    success.set(1 if all_probed else 0)
+    return reg
 
 
 def render(hosts: Iterable[HostReport], summary: Mapping[str, Any]) -> str:
-    families = _Families()
-    families.add("gpuhost_audit_host_up", "gauge", "1 if gpuhost could probe the host, else 0.")
-    families.add("gpuhost_audit_host_verdict", "gauge", "1 for the host's audit verdict.")
-    families.add(
-        "gpuhost_audit_finding", "gauge", "Findings of the audit per host, rule, severity."
-    )
-    families.add("gpuhost_audit_findings", "gauge", "Number of findings per host and severity.")
-    families.add("gpuhost_audit_stack_info", "gauge", "The GPU stack found on the host (always 1).")
-    families.add("gpuhost_audit_gpus", "gauge", "GPUs nvidia-smi reports on the host.")
-    families.add("gpuhost_audit_hosts", "gauge", "Hosts per audit verdict.")
-    families.add("gpuhost_audit_stacks", "gauge", "Distinct GPU stacks among reachable hosts.")
-    for host in sorted(hosts, key=lambda h: h.name):
-        families.sample("gpuhost_audit_host_up", 1 if host.reachable else 0, host=host.name)
-        families.sample("gpuhost_audit_host_verdict", 1, host=host.name, verdict=host.verdict)
-        counts = Counter((f.rule, f.severity) for f in host.findings)
-        for (rule, severity), count in sorted(counts.items()):
-            families.sample(
-                "gpuhost_audit_finding", count, host=host.name, rule=rule, severity=severity
-            )
-        per_severity = Counter(f.severity for f in host.findings)
-        for severity in SEVERITIES:
-            families.sample(
-                "gpuhost_audit_findings",
-                per_severity.get(severity, 0),
-                host=host.name,
-                severity=severity,
-            )
-        if host.facts is not None:
-            stack = stack_of(host.facts.to_dict())
-            families.sample(
-                "gpuhost_audit_stack_info",
-                1,
-                host=host.name,
-                driver=stack["driver_loaded"],
-                driver_installed=stack["driver_installed"],
-                cuda=stack["cuda_default"],
-                cudnn=stack["cudnn"],
-                kernel_module=stack["kernel_module"],
-                gpus=stack["gpus"],
-            )
-            families.sample("gpuhost_audit_gpus", len(host.facts.driver.smi.gpus), host=host.name)
-    verdicts = summary.get("verdicts") or {}
-    for verdict in VERDICTS:
-        families.sample("gpuhost_audit_hosts", int(verdicts.get(verdict, 0)), verdict=verdict)
-    families.sample("gpuhost_audit_stacks", len(summary.get("stacks") or []))
-    return families.render()
+    """The textfile's content."""
+    return generate_latest(registry(hosts, summary)).decode("utf-8")
+
+
+def write(path: str, hosts: Iterable[HostReport], summary: Mapping[str, Any]) -> None:
+    """Write the textfile atomically (temporary file beside ``path``, then rename); OSError."""
+    write_to_textfile(path, registry(hosts, summary))
