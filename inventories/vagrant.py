@@ -6,4 +6,3 @@ driver installs, nvidia-smi reports that no driver is loaded).
 
 debian12 = [("@vagrant/debian12", {"gpuhost_profile": "debian12-nonfree-535"})]
 ubuntu2204 = [("@vagrant/ubuntu2204", {"gpuhost_profile": "nvidia-repo-550-cuda12.4"})]
-rocky9 = [("@vagrant/rocky9", {"gpuhost_profile": "nvidia-repo-550-cuda12.4"})]

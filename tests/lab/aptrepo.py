@@ -2,7 +2,10 @@
 
 THE PACKAGES ARE EMPTY STAND-INS generated here with dpkg-deb: they carry the names, versions and
 Depends/Provides/Conflicts of NVIDIA's packages and one marker file each
-(/usr/share/gpuhost-lab/<package>.version), nothing else.  They let tests exercise repository
+(/usr/share/gpuhost-lab/<package>.version), nothing else - except the CUDA toolkits
+(``_cuda_toolkit``), which lay out what gpuhost reads of a real one: /usr/local/cuda-X.Y with
+version.json, an nvcc answering ``--version`` in nvcc's format, and the ``cuda`` update-alternatives
+entry for /usr/local/cuda.  They let tests exercise repository
 layout, signed-by trust, pinning, holds and upgrades that this machine cannot download.  Real NVIDIA
 packages come from Debian non-free (driver 535.261.03 in bookworm, 535.309.01 in bookworm-security).
 
@@ -39,6 +42,8 @@ class StandIn:
     conflicts: str = ""
     section: str = "multiverse/devel"
     extra: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)  # path under / -> text
+    scripts: dict[str, str] = field(default_factory=dict)  # postinst/prerm -> shell text
 
 
 DRIVER_550 = ["550.54.14-1", "550.54.15-1", "550.127.05-1"]
@@ -87,6 +92,41 @@ def _upstream(version: str) -> str:
     return version.rsplit("-", 1)[0]
 
 
+def _cuda_toolkit(series: str, v: str) -> StandIn:
+    """``cuda-toolkit-X-Y``: the toolkit directory as the probe and checks read it, and the
+    ``cuda`` alternative NVIDIA's packages register for /usr/local/cuda (priority from the version,
+    so auto mode picks the newest toolkit, as users see after installing a second one)."""
+    upstream = _upstream(v)
+    dot = series.replace("-", ".")
+    home = f"/usr/local/cuda-{dot}"
+    priority = "".join(f"{int(part):02d}" for part in upstream.split(".")[:2])
+    nvcc = (
+        "#!/bin/sh\n"
+        "# gpuhost lab stand-in: answers --version in nvcc's format, compiles nothing\n"
+        'cat <<"EOF"\n'
+        "nvcc: NVIDIA (R) Cuda compiler driver\n"
+        "Copyright (c) 2005-2024 NVIDIA Corporation\n"
+        "Built on gpuhost lab stand-in\n"
+        f"Cuda compilation tools, release {dot}, V{upstream}\n"
+        f"Build cuda_{dot}.r{dot}/compiler.0\n"
+        "EOF\n"
+    )
+    return StandIn(
+        f"cuda-toolkit-{series}", v,
+        depends=f"cuda-toolkit-config-common (>= {upstream})",
+        files={
+            f"{home}/version.json": f'{{\n   "cuda" : {{\n      "name" : "CUDA SDK",\n'
+            f'      "version" : "{upstream}"\n   }}\n}}\n',
+            f"{home}/bin/nvcc": nvcc,
+        },
+        scripts={
+            "postinst": f"#!/bin/sh\nset -e\nupdate-alternatives --install /usr/local/cuda cuda "
+            f"{home} {priority}\n",
+            "prerm": f"#!/bin/sh\nset -e\nupdate-alternatives --remove cuda {home}\n",
+        },
+    )
+
+
 def _driver(branch: str, v: str) -> list[StandIn]:
     u = _upstream(v)
     pkgs = [StandIn(name, v, depends=dep.format(v=v, u=u), provides=prov.format(v=v, u=u),
@@ -121,8 +161,7 @@ def stand_ins() -> list[StandIn]:
         f"cuda-drivers-560 (= {newest}), nvidia-kernel-open-dkms (= {newest})")))
     for series, versions in TOOLKIT.items():
         for v in versions:
-            pkgs.append(StandIn(f"cuda-toolkit-{series}", v,
-                                depends=f"cuda-toolkit-config-common (>= {_upstream(v)})"))
+            pkgs.append(_cuda_toolkit(series, v))
             pkgs.append(StandIn("cuda-toolkit-config-common", _upstream(v)))
     for v in TOOLKIT["12-6"]:
         pkgs.append(StandIn("cuda", v, depends=f"cuda-toolkit-12-6 (= {v}), cuda-drivers"))
@@ -148,6 +187,15 @@ def _build_deb(pkg: StandIn, arch: str, out: Path, work: Path) -> None:
     marker = root / "usr/share/gpuhost-lab" / f"{pkg.name}.version"
     marker.parent.mkdir(parents=True)
     marker.write_text(pkg.version + "\n")
+    for path, text in pkg.files.items():
+        dest = root / path.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text)
+        dest.chmod(0o755 if "/bin/" in path else 0o644)
+    for name, text in pkg.scripts.items():
+        script = root / "DEBIAN" / name
+        script.write_text(text)
+        script.chmod(0o755)
     fields = {
         "Package": pkg.name,
         "Version": pkg.version,

@@ -21,6 +21,12 @@ from gpuhost.parsers import nvcc_release, parse_nvidia_ctk_version
 
 def _component(facts: HostFacts, names: list[str], version: str | None, label: str) -> None:
     """Installed, at ``version`` (upstream prefix) when given, and held."""
+    fail_with(_component_problems(facts, names, version, label), f"{facts.name}: {label}")
+
+
+def _component_problems(
+    facts: HostFacts, names: list[str], version: str | None, label: str
+) -> list[str]:
     packages = facts.packages(names)
     problems = [f"{n} is not installed" for n in pk.missing(packages, names)]
     if version:
@@ -31,17 +37,21 @@ def _component(facts: HostFacts, names: list[str], version: str | None, label: s
                 problems.append(f"{p.name} {p.version} is not {label} {version}")
     if facts.has("apt-mark"):
         problems += [f"{n} is not held" for n in pk.not_held(packages, facts.holds, names)]
-    fail_with(problems, f"{facts.name}: {label}")
+    return problems
 
 
 def test_cuda_toolkit(facts: HostFacts, expected: Expected, inventory_data: dict) -> None:
-    """The profile's CUDA toolkit is installed, held, and its nvcc reports the profile's CUDA."""
+    """Every CUDA toolkit of the profile is installed at its version and held, and the default
+    one's nvcc reports the profile's default CUDA."""
     spec, plan = need_spec(expected)
     if inventory_data.get("gpuhost_install_cuda") is False:
         pytest.skip("inventory data gpuhost_install_cuda is false: this host gets no CUDA toolkit")
     if not plan.cuda_toolkit:
         pytest.skip(f"profile {spec.profile} installs no CUDA toolkit")
-    _component(facts, plan.cuda_toolkit, spec.cuda_package_version, "CUDA toolkit")
+    problems = []
+    for version, packages in plan.cuda_toolkits.items():
+        problems += _component_problems(facts, packages, version, f"CUDA toolkit {version}")
+    fail_with(problems, f"{facts.name}: CUDA toolkits {', '.join(plan.cuda_toolkits)}")
     candidates = [f"/usr/local/cuda-{spec.cuda_default}/bin/nvcc", "/usr/local/cuda/bin/nvcc"]
     probe = " ".join(shlex.quote(c) for c in candidates)
     out = facts.run(

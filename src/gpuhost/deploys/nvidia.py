@@ -74,11 +74,13 @@ def _component(packages: list[str], version: str | None, label: str) -> None:
 
 @deploy("Install CUDA toolkit")
 def install_cuda(spec: StackSpec, plan: PackagePlan) -> None:
-    """The profile's toolkit(s) side by side, never the ``cuda`` metapackage. Inventory data
-    ``gpuhost_install_cuda = False`` leaves the toolkit out (driver-only nodes, CI lab hosts)."""
+    """Every toolkit the profile lists, side by side, each pinned to its version and held; never
+    the ``cuda`` metapackage. Inventory data ``gpuhost_install_cuda = False`` leaves the toolkits
+    out (driver-only nodes, CI lab hosts)."""
     if host.data.get("gpuhost_install_cuda") is False:
         return
-    _component(plan.cuda_toolkit, spec.cuda_package_version, f"CUDA toolkit {spec.cuda_default}")
+    for version, packages in plan.cuda_toolkits.items():
+        _component(packages, version, f"CUDA toolkit {version}")
     if spec.source == "nvidia-cuda-repo" and spec.cuda_default:
         env.cuda_default(
             name=f"/usr/local/cuda -> CUDA {spec.cuda_default}",

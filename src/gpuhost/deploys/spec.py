@@ -26,7 +26,6 @@ class StackSpec:
     kernel_module: str = "proprietary"
     cuda_versions: tuple[str, ...] = ()
     cuda_default: str | None = None
-    cuda_package_version: str | None = None
     cudnn_version: str | None = None
     container_toolkit_version: str | None = None
     fabric_manager: bool = False
@@ -70,11 +69,13 @@ class PackagePlan:
     blocked: list[str]
     blocked_patterns: list[str]
     persistenced: str
-    cuda_toolkit: list[str]
+    cuda_toolkit: list[str]  # every toolkit's packages (all of cuda_toolkits' names)
     cudnn: list[str]
     container_toolkit: list[str]
     fabric_manager: list[str]
     pins: dict[str, list[str]] = field(default_factory=dict)  # upstream version -> packages
+    #: CUDA version -> its toolkit packages, the profile's default first; installed side by side
+    cuda_toolkits: dict[str, list[str]] = field(default_factory=dict)
     apt_components: list[str] = field(default_factory=list)  # Debian archive components needed
 
     @property
@@ -119,6 +120,26 @@ def cudnn_pin(version: str) -> str:
     return f"{version}.*" if version.count(".") < 3 else version
 
 
+def cuda_pin(version: str) -> str:
+    """The pins key for a CUDA toolkit version: a profile's ``12.4`` pins every 12.4 release of the
+    toolkit's packages (``12.4.*`` -> ``12.4.0-1``, ``12.4.1-1``, never ``12.40``); a three-field
+    ``12.4.1`` pins that release (``12.4.1-*``)."""
+    return f"{version}.*" if version.count(".") < 2 else version
+
+
+def cuda_order(spec: StackSpec) -> list[str]:
+    """The profile's CUDA versions, its default first."""
+    versions = list(dict.fromkeys(spec.cuda_versions))
+    if spec.cuda_default:
+        versions = [spec.cuda_default] + [v for v in versions if v != spec.cuda_default]
+    return versions
+
+
+def _cuda_values(version: str) -> dict[str, str]:
+    parts = version.split(".")
+    return {"cuda_major": parts[0], "cuda_dash": "-".join(parts[:2])}
+
+
 def package_plan(spec: StackSpec, os_key: str) -> PackagePlan:
     """The package names for ``spec`` on ``os_key``; ConfigError when the data has none."""
     sources = package_sets()["sources"]
@@ -129,11 +150,9 @@ def package_plan(spec: StackSpec, os_key: str) -> PackagePlan:
             f"accepted: {', '.join(supported_os(spec.source)) or 'none'}"
         )
     values = {"branch": spec.driver_branch}
-    cuda = spec.cuda_default or (spec.cuda_versions[0] if spec.cuda_versions else None)
-    if cuda:
-        parts = cuda.split(".")
-        values["cuda_major"] = parts[0]
-        values["cuda_dash"] = "-".join(parts[:2])
+    cudas = cuda_order(spec)
+    if cudas:
+        values.update(_cuda_values(cudas[0]))
     if spec.cudnn_version:
         values["cudnn_major"] = spec.cudnn_version.split(".")[0]
 
@@ -145,14 +164,26 @@ def package_plan(spec: StackSpec, os_key: str) -> PackagePlan:
     )
     coupled = names("coupled")
     pins: dict[str, list[str]] = {spec.driver_version: coupled}
-    cuda_toolkit = names("cuda_toolkit") if cuda else []
+    toolkits: dict[str, list[str]] = {}
+    for version in cudas:
+        toolkit = _fill(list(entry.get("cuda_toolkit") or []), {**values, **_cuda_values(version)})
+        clash = [v for v, other in toolkits.items() if set(other) & set(toolkit)]
+        if clash:
+            raise ConfigError(
+                f"{PACKAGE_SETS}: source {spec.source} on {os_key} installs one CUDA toolkit "
+                f"({', '.join(toolkit)}), but profile {spec.profile} lists CUDA "
+                f"{clash[0]} and {version}; list one CUDA version for this source"
+            )
+        if toolkit:
+            toolkits[version] = toolkit
+    cuda_toolkit = [name for names_ in toolkits.values() for name in names_]
     cudnn = names("cudnn") if spec.cudnn_version else []
     container = names("container_toolkit") if spec.container_toolkit_version else []
     fabric = names("fabric_manager") if spec.fabric_manager else []
     if spec.fabric_manager:
         pins[spec.driver_version] = coupled + fabric
-    if cuda_toolkit and spec.cuda_package_version:
-        pins.setdefault(spec.cuda_package_version, []).extend(cuda_toolkit)
+    for version, toolkit in toolkits.items():
+        pins.setdefault(cuda_pin(version), []).extend(toolkit)
     if cudnn and spec.cudnn_version:
         pins.setdefault(cudnn_pin(spec.cudnn_version), []).extend(cudnn)
     if container and spec.container_toolkit_version:
@@ -166,6 +197,7 @@ def package_plan(spec: StackSpec, os_key: str) -> PackagePlan:
         blocked_patterns=list(entry.get("blocked_patterns") or []),
         persistenced=_fill([entry.get("persistenced") or ""], values)[0],
         cuda_toolkit=cuda_toolkit,
+        cuda_toolkits=toolkits,
         cudnn=cudnn,
         container_toolkit=container,
         fabric_manager=fabric,

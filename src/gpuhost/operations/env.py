@@ -15,6 +15,7 @@ from gpuhost.operations._files import put_text
 PROFILE_SCRIPT = "/etc/profile.d/gpuhost.sh"
 LD_CONF = "/etc/ld.so.conf.d/gpuhost-cuda.conf"
 CUDA_LINK = "/usr/local/cuda"
+ALTERNATIVE_LINK = "/etc/alternatives/cuda"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -49,17 +50,41 @@ def profile(variables: dict[str, object], cuda_home: str | None = None) -> Gener
     yield from commands
 
 
+def cuda_link_commands(link_target: str | None, alternative: str | None, target: str) -> list[str]:
+    """The commands pointing ``/usr/local/cuda`` at ``target``.
+
+    NVIDIA's toolkit packages register ``/usr/local/cuda`` with update-alternatives (link group
+    ``cuda``, auto mode picks the newest toolkit): when the link goes through
+    ``/etc/alternatives/cuda``, the group is set to ``target`` (manual mode, so installing a newer
+    toolkit later does not move the default); otherwise the link itself is managed.
+
+    + link_target: where ``/usr/local/cuda`` points now (None: no link)
+    + alternative: where ``/etc/alternatives/cuda`` points now (None: no such link)
+    """
+    if link_target == ALTERNATIVE_LINK:
+        if alternative == target:
+            return []
+        return [f"update-alternatives --set cuda {shlex.quote(target)}"]
+    if link_target == target:
+        return []
+    return [f"ln -sfn {shlex.quote(target)} {CUDA_LINK}"]
+
+
 @operation()
 def cuda_default(target: str) -> Generator:
-    """``/usr/local/cuda`` → ``target`` (e.g. ``/usr/local/cuda-12.4``) and its libraries in
-    ``ld.so.conf.d``; ``ldconfig`` only when that changed.
+    """``/usr/local/cuda`` → ``target`` (e.g. ``/usr/local/cuda-12.4``), through NVIDIA's
+    update-alternatives group when the packages made one, and its libraries in ``ld.so.conf.d``;
+    ``ldconfig`` only when that changed.
 
     + target: the default toolkit's directory
     """
     link = host.get_fact(Link, path=CUDA_LINK)
-    changes: list = []
-    if not link or link.get("link_target") != target:
-        changes.append(f"ln -sfn {shlex.quote(target)} {CUDA_LINK}")
+    link_target = link.get("link_target") if link else None
+    alternative = None
+    if link_target == ALTERNATIVE_LINK:
+        alt = host.get_fact(Link, path=ALTERNATIVE_LINK)
+        alternative = alt.get("link_target") if alt else None
+    changes: list = cuda_link_commands(link_target, alternative, target)
     conf = list(put_text(LD_CONF, f"{CUDA_LINK}/lib64\n"))
     changes += conf
     if conf:

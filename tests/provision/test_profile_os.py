@@ -1,0 +1,81 @@
+"""A built-in profile lists only OSes whose install path exists (package names in
+data/package_sets.yaml for its source, an apt-based deploy); the Ubuntu path resolves offline."""
+
+from __future__ import annotations
+
+import importlib
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from pyinfra.context import ctx_host
+
+from gpuhost.deploys.spec import supported_os
+from gpuhost.errors import DeployError
+from gpuhost.facts.host_facts import SecureBoot
+from gpuhost.matrix.profiles import load_profiles
+
+provision_module = importlib.import_module("gpuhost.deploys.provision")
+
+BUILTIN = load_profiles()
+#: the OSes gpuhost can install on: apt-based (the deploys write apt preferences and holds);
+#: there is no dnf/RPM install path
+APT_OSES = {"debian-12", "ubuntu-22.04", "ubuntu-24.04"}
+UBUNTU = [(name, os_key) for name, p in sorted(BUILTIN.items()) for os_key in p.os
+          if os_key.startswith("ubuntu-")]
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN))
+def test_profile_lists_only_oses_with_an_install_path(name: str) -> None:
+    profile = BUILTIN[name]
+    assert profile.os, f"{name}: lists no OS"
+    no_names = [o for o in profile.os if o not in supported_os(profile.source)]
+    assert not no_names, f"{name}: {no_names} have no package names for {profile.source}"
+    assert set(profile.os) <= APT_OSES, f"{name}: {set(profile.os) - APT_OSES} has no install path"
+
+
+class _Data(dict):
+    def dict(self) -> dict[str, Any]:
+        return dict(self)
+
+
+def _fake_host(os_id: str, version: str, data: dict[str, Any]) -> SimpleNamespace:
+    distro = {"name": os_id.capitalize(), "major": None,
+              "release_meta": {"ID": os_id, "VERSION_ID": version}}
+
+    def get_fact(cls: type, *args: Any, **kwargs: Any) -> Any:
+        if cls.__name__ == "LinuxDistribution":
+            return distro
+        if cls.__name__ == "SecureBootState":
+            return SecureBoot(enabled=False)
+        raise AssertionError(f"unexpected fact {cls.__name__}")
+
+    return SimpleNamespace(name="gpu1", data=_Data(data), get_fact=get_fact)
+
+
+REPO_DATA = {
+    "gpuhost_cuda_repo_url": "https://developer.download.nvidia.com/compute/cuda/repos/x/x86_64",
+    "gpuhost_cuda_repo_key": "/dev/null",
+    "gpuhost_cuda_repo_key_sha256": "0" * 64,
+}
+
+
+@pytest.mark.parametrize(("name", "os_key"), UBUNTU)
+def test_ubuntu_host_resolves_to_ubuntu_package_names(name: str, os_key: str) -> None:
+    version = os_key.split("-", 1)[1]
+    fake = _fake_host("ubuntu", version, {"gpuhost_profile": name, **REPO_DATA})
+    with ctx_host.use(fake):
+        spec, plan = provision_module.resolve_host()
+    assert spec.profile == name
+    branch = BUILTIN[name].driver_branch
+    # Ubuntu's per-branch names, not debian12's Debian-style ones
+    assert any(n.endswith(f"-{branch}") for n in plan.coupled), plan.coupled
+    assert "nvidia-driver" not in plan.coupled
+    assert set(plan.driver_install) <= set(plan.pins[spec.driver_version])
+    assert plan.cuda_toolkits and all(plan.cuda_toolkits.values())
+
+
+def test_rpm_hosts_are_refused_before_any_change() -> None:
+    fake = _fake_host("rocky", "9.4", {"gpuhost_profile": "nvidia-repo-580-cuda12.9", **REPO_DATA})
+    with ctx_host.use(fake), pytest.raises(DeployError, match=r"OS: rocky-9.4 is not supported"):
+        provision_module.resolve_host()
