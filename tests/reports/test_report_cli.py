@@ -46,3 +46,9 @@ def test_audit_html_option(tmp_path):
     assert main(["audit", "-q", "--python", "/no/such/python", "--html", str(out)]) == 0
     page = out.read_text()
     assert '"localhost"' in page and "gpuhost fleet report" in page
+
+
+def test_html_page_data_is_compact_for_big_fleets():
+    # hosts point at their stack group; their facts are not embedded
+    data = html.page_data(fleet_report(50))
+    assert len(data["hosts"]) == 50 and "facts" not in str(data["hosts"][:1])

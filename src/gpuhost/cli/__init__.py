@@ -21,6 +21,7 @@ import click
 
 from gpuhost import __version__
 from gpuhost.errors import EXIT_USAGE, GpuhostError
+from gpuhost.terminal import colour_allowed
 
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
@@ -88,8 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return (and exit with) 0 ok, 1 findings/incompatible, 2 bad input, 130 on
     SIGINT (Ctrl-C) and 143 on SIGTERM, each with one line."""
     previous = _handle_signals() if argv is None else {}
+    # NO_COLOR (https://no-color.org) or TERM=dumb: click.echo strips every style; else click
+    # colours only on a terminal.
+    color = None if colour_allowed() else False
     try:
-        rv = cli.main(args=argv, prog_name="gpuhost", standalone_mode=False)
+        rv = cli.main(args=argv, prog_name="gpuhost", standalone_mode=False, color=color)
     except click.exceptions.Exit as exc:
         code = exc.exit_code
     except click.Abort:

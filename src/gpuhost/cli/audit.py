@@ -24,6 +24,7 @@ from gpuhost.audit.host import (
 from gpuhost.audit.report import json_report, junit, prom, table
 from gpuhost.audit.summary import exit_code_for
 from gpuhost.errors import ConfigError, GpuhostError
+from gpuhost.terminal import FleetProgress
 
 PYTHONS_KEY = "gpuhost_pythons"
 
@@ -117,27 +118,35 @@ def _audit_fleet(
 
     selection = fleet.select_hosts(inventory, limit=limit, shard=shard)
     click.echo(table.header_line(), file=out)
+    # On a terminal a status line (n/N done, failing, elapsed) stays under the host lines.
+    progress = FleetProgress(len(selection.names), "audit", out)
+    progress.start()
 
     def fact_kwargs(data: Mapping[str, Any]) -> dict[str, Any]:
         named = data.get(PYTHONS_KEY)
         return {"pythons": list(pythons) if pythons else named}
 
     reports = []
-    for result in fleet.gather(
-        selection,
-        GpuStack,
-        fact_kwargs=fact_kwargs,
-        parallel=parallel,
-        connect_timeout=connect_timeout,
-    ):
-        if result.ok and result.value is not None:
-            report = audit_host(result.name, result.value, result.data, host_settings(result.data))
-        elif result.reachable:
-            report = failed_host(result.name, result.error or "no result")
-        else:
-            report = unreachable_host(result.name, result.error or "no result")
-        reports.append(report)
-        click.echo(table.host_line(report), file=out)
+    try:
+        for result in fleet.gather(
+            selection,
+            GpuStack,
+            fact_kwargs=fact_kwargs,
+            parallel=parallel,
+            connect_timeout=connect_timeout,
+        ):
+            if result.ok and result.value is not None:
+                settings_here = host_settings(result.data)
+                report = audit_host(result.name, result.value, result.data, settings_here)
+            elif result.reachable:
+                report = failed_host(result.name, result.error or "no result")
+            else:
+                report = unreachable_host(result.name, result.error or "no result")
+            reports.append(report)
+            failing = report.verdict in ("error", "unreachable")
+            progress.host_done(table.host_line(report, out), failing)
+    finally:
+        progress.close()
     extra = {"inventory": inventory, "limit": limit, "shard": selection.shard_label}
     return reports, extra
 

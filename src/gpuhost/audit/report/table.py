@@ -7,13 +7,16 @@ and ``fleet_text`` once all are in. A single host gets ``host_block`` (its stack
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any
 
 from gpuhost.audit.findings import severity_rank
 from gpuhost.audit.host import HostReport
 from gpuhost.audit.summary import stack_of
+from gpuhost.terminal import colour_enabled, verdict_word, wrap_last
 
-LINE_FORMAT = "{name:<24} {verdict:<11} {driver:<13} {cuda:<9} {gpus:<28} {counts}"
+# Columns of the fleet table: (title, width). Values longer than their column are printed whole
+# (the row shifts); the GPUs column comes last and wraps under itself at the terminal's width.
+COLUMNS = (("HOST", 24), ("VERDICT", 11), ("DRIVER", 13), ("CUDA", 9), ("FINDINGS", 26))
 STACK_LABELS = {
     "os": "OS",
     "kernel": "kernel",
@@ -30,10 +33,6 @@ STACK_LABELS = {
 }
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "~"
-
-
 def _counts(report: HostReport) -> str:
     findings = report.findings
     errors = sum(1 for f in findings if f.severity == "error")
@@ -41,36 +40,38 @@ def _counts(report: HostReport) -> str:
     return f"{errors} error(s), {warnings} warning(s)"
 
 
+def _row(values: tuple[str, ...]) -> str:
+    """The fixed columns, each padded to its width or printed whole when longer."""
+    return "".join(f"{value:<{width}} " for value, (_, width) in zip(values, COLUMNS, strict=True))
+
+
 def header_line() -> str:
-    return LINE_FORMAT.format(
-        name="HOST", verdict="VERDICT", driver="DRIVER", cuda="CUDA", gpus="GPUS", counts="FINDINGS"
-    )
+    return _row(tuple(title for title, _ in COLUMNS)) + "GPUS"
 
 
-def host_line(report: HostReport) -> str:
-    """One line per host, printed as soon as the host is done."""
+def host_line(report: HostReport, stream: IO[str] | None = None, width: int | None = None) -> str:
+    """One row per host, printed as soon as the host is done. Nothing is cut: the last column
+    (GPUs, or why the host was unreachable) wraps at ``width`` (default: the terminal's).
+    On a terminal (``stream``) the verdict is coloured."""
     if not report.reachable:
-        reason = report.findings[0].message if report.findings else "unreachable"
-        return LINE_FORMAT.format(
-            name=_cut(report.name, 24),
-            verdict="UNREACHABLE",
-            driver="-",
-            cuda="-",
-            gpus="-",
-            counts=_cut(reason, 60),
-        )
-    stack = stack_of(report.facts.to_dict() if report.facts else None)
-    driver = stack["driver_loaded"] if stack["driver_loaded"] != "-" else stack["driver_installed"]
-    return LINE_FORMAT.format(
-        name=_cut(report.name, 24),
-        verdict=report.verdict.upper(),
-        driver=_cut(driver, 13),
-        cuda=_cut(
-            stack["cuda_default"] if stack["cuda_default"] != "-" else stack["cuda_toolkits"], 9
-        ),
-        gpus=_cut(stack["gpus"], 28),
-        counts=_counts(report),
-    )
+        reason = report.findings[0].found or "unreachable" if report.findings else "unreachable"
+        values = (report.name, "UNREACHABLE", "-", "-", _counts(report))
+        last = reason
+    else:
+        stack = stack_of(report.facts.to_dict() if report.facts else None)
+        driver = stack["driver_loaded"]
+        if driver == "-":
+            driver = stack["driver_installed"]
+        cuda = stack["cuda_default"] if stack["cuda_default"] != "-" else stack["cuda_toolkits"]
+        values = (report.name, report.verdict.upper(), driver, cuda, _counts(report))
+        last = stack["gpus"]
+    line = wrap_last(_row(values), last, width)
+    if stream is not None and colour_enabled(stream):
+        plain = values[1]
+        verdict = "unreachable" if not report.reachable else report.verdict
+        start = line.index(plain, len(values[0]))
+        line = line[:start] + verdict_word(verdict, stream, 0) + line[start + len(plain) :]
+    return line
 
 
 def host_block(report: HostReport) -> str:

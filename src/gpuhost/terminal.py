@@ -1,0 +1,132 @@
+"""What a person sees in a terminal: colour only where it helps, progress of fleet runs.
+
+- ``colour_enabled(stream)``: colour only on a terminal, never with ``NO_COLOR`` set
+  (https://no-color.org) or ``TERM=dumb``; ``gpuhost.cli.main`` applies the same rule to every
+  ``click.echo`` of the CLI.
+- ``FleetProgress``: per-host lines as hosts finish; on a terminal also one status line kept at
+  the bottom (``audit: 37/120 done, 2 failing, 0:14 elapsed``), redrawn in place; elsewhere (a
+  pipe, a log file, CI) only the plain per-host lines.
+- ``wrap_last(prefix, text, width)``: a table row whose last column wraps under itself at the
+  terminal's width instead of being cut.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, Any
+
+import click
+
+FAILED_COLOURS = {"ok": "green", "warning": "yellow", "error": "red", "unreachable": "magenta"}
+
+
+def is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # closed or not a real stream
+        return False
+
+
+def colour_allowed() -> bool:
+    """False when the environment asks for no colour (``NO_COLOR`` non-empty, ``TERM=dumb``)."""
+    return not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def colour_enabled(stream: IO[str]) -> bool:
+    return is_terminal(stream) and colour_allowed()
+
+
+def style(text: str, stream: IO[str], **styles: Any) -> str:
+    """``click.style(text, **styles)`` when ``stream`` shows colour, else ``text``."""
+    return click.style(text, **styles) if colour_enabled(stream) else text
+
+
+def verdict_word(verdict: str, stream: IO[str], width: int = 0) -> str:
+    """A verdict in upper case, padded to ``width``, coloured on a terminal."""
+    word = verdict.upper().ljust(width)
+    return style(word, stream, fg=FAILED_COLOURS.get(verdict), bold=verdict != "ok")
+
+
+def terminal_width(default: int = 100) -> int:
+    return shutil.get_terminal_size((default, 24)).columns
+
+
+def wrap_last(prefix: str, text: str, width: int | None = None) -> str:
+    """``prefix`` + ``text``; when too long for ``width``, ``text`` wraps onto lines indented
+    to where it started (nothing is cut). ``prefix`` must be plain text (no colour codes)."""
+    width = width or terminal_width()
+    room = width - len(prefix)
+    if room < 20 or len(prefix) + len(text) <= width:
+        return prefix + text
+    lines = textwrap.wrap(text, room, break_on_hyphens=False) or [""]
+    return prefix + ("\n" + " " * len(prefix)).join(lines)
+
+
+def elapsed_text(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class FleetProgress:
+    """Progress of a run over ``total`` hosts (thread-safe; hosts finish in any order)."""
+
+    def __init__(
+        self,
+        total: int,
+        label: str,
+        stream: IO[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        live: bool | None = None,
+    ) -> None:
+        self.total = total
+        self.label = label
+        self.stream = stream if stream is not None else sys.stdout
+        self.clock = clock
+        self.live = is_terminal(self.stream) if live is None else live
+        self.started = clock()
+        self.done = 0
+        self.failing = 0
+        self.lock = threading.Lock()
+        self._status_shown = False
+
+    def status_text(self) -> str:
+        return (
+            f"{self.label}: {self.done}/{self.total} done, {self.failing} failing, "
+            f"{elapsed_text(self.clock() - self.started)} elapsed"
+        )
+
+    def _clear_status(self) -> None:
+        if self._status_shown:
+            self.stream.write("\r\x1b[K")
+            self._status_shown = False
+
+    def _draw_status(self) -> None:
+        if self.live and self.done < self.total:
+            self.stream.write(self.status_text()[: max(terminal_width() - 1, 20)])
+            self._status_shown = True
+        self.stream.flush()
+
+    def start(self) -> None:
+        with self.lock:
+            self._draw_status()
+
+    def host_done(self, line: str, failing: bool) -> None:
+        """Print a finished host's line (above the status line on a terminal) and count it."""
+        with self.lock:
+            self._clear_status()
+            self.done += 1
+            self.failing += 1 if failing else 0
+            self.stream.write(line + "\n")
+            self._draw_status()
+
+    def close(self) -> None:
+        with self.lock:
+            self._clear_status()
+            self.stream.flush()
