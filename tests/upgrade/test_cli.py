@@ -188,3 +188,13 @@ def test_rollback_host_without_snapshot_is_a_usage_error(tmp_path, capsys):
     code = main(["rollback", str(_inventory(tmp_path, 2)), "--state-dir", str(tmp_path), "--yes"])
     err = capsys.readouterr().err
     assert code == 2 and "n2: no snapshot under" in err
+
+
+def test_a_driver_in_a_security_bulletin_is_a_reason_to_upgrade_not_to_refuse() -> None:
+    from gpuhost.upgrade.hoststeps import blocking_errors
+
+    errors = [("security.driver", "driver 535.261.03 is affected by bulletin 5703"),
+              ("gpu.ecc-uncorrectable", "GPU 0: 3 uncorrectable errors"),
+              ("driver.not-loaded", "no module")]
+    assert blocking_errors(errors, {"driver.not-loaded"}) == [
+        "gpu.ecc-uncorrectable: GPU 0: 3 uncorrectable errors"]

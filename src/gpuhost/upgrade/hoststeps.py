@@ -52,6 +52,9 @@ PROFILE_KEY = "gpuhost_profile"
 # The upgrade moves the GPU stack only: SSH/firewall hardening (part of provision's deploy) is not
 # in the snapshot, so a rollback could not undo it; ``gpuhost provision`` owns it.
 HARDEN_KEY = "gpuhost_harden"
+# Audit findings about the stack the host runs now that are a reason to upgrade, not to refuse
+# one (a driver named in a security bulletin); validation still judges the target with them.
+UPGRADE_FIXES_RULES = ("security.",)
 # Files a rollback puts back exactly as the snapshot had them; files in these folders that the
 # snapshot did not have and whose name says gpuhost wrote them are removed.
 RESTORED_CATEGORIES = ("apt_preferences", "apt_sources", "modprobe", "gpuhost", "units")
@@ -198,7 +201,7 @@ class HostSteps:
         if not problems:
             raise HostIsCurrent(f"already on {self.settings.target.name}, validated")
         errors = self._audit_errors(host)
-        blocking = [f"{rule}: {msg}" for rule, msg in errors if rule not in self.accepted(ctx)]
+        blocking = blocking_errors(errors, self.accepted(ctx))
         if blocking and not self.settings.force:
             raise StepFailed(
                 "preflight audit has errors (pass --force to upgrade anyway, or --accept-audit "
@@ -458,6 +461,16 @@ class HostSteps:
     def close(self) -> None:
         for remote in self._remotes.values():
             remote.close()
+
+
+def blocking_errors(errors: list[tuple[str, str]], accepted: set[str]) -> list[str]:
+    """The preflight audit errors that refuse a host: not accepted, not a reason to upgrade
+    (``UPGRADE_FIXES_RULES``) (pure)."""
+    return [
+        f"{rule}: {message}"
+        for rule, message in errors
+        if rule not in accepted and not rule.startswith(UPGRADE_FIXES_RULES)
+    ]
 
 
 def snapshot_summary(doc: Mapping[str, Any]) -> str:
