@@ -56,7 +56,13 @@ def _command_modules() -> dict[str, str]:
 @click.group(cls=_ModuleCommands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpuhost")
 def cli() -> None:
-    """Pinned, validated NVIDIA GPU servers: provision, audit, upgrade and check fleets."""
+    """Pinned, validated NVIDIA GPU servers: provision, audit, upgrade and check fleets.
+
+    \b
+    Example:
+      gpuhost audit inventories/fleet.py --html fleet.html
+      gpuhost COMMAND --help
+    """
 
 
 class _Stopped(SystemExit):

@@ -35,7 +35,14 @@ from gpuhost.matrix.wheeldata import default_wheels_path, read_wheels_file
     type=click.Path(file_okay=False),
     help="Store the (trimmed) answers used under DIR, for tests and offline runs.",
 )
-@click.option("--index", "index_url", default=DEFAULT_INDEX, show_default=True, metavar="URL")
+@click.option(
+    "--index",
+    "index_url",
+    default=DEFAULT_INDEX,
+    show_default=True,
+    metavar="URL",
+    help="Package index to ask (PyPI's JSON API or a mirror of it).",
+)
 @click.option(
     "--wheels",
     "wheels_file",
@@ -51,7 +58,12 @@ def sync_cmd(
     index_url: str,
     wheels_file: str | None,
 ) -> int:
-    """Compare the matrix with the torch / TensorFlow wheels' own metadata on PyPI."""
+    """Compare the matrix with the torch / TensorFlow wheels' own metadata on PyPI.
+
+    \b
+    Example:
+      gpuhost matrix sync --check
+    """
     path = wheels_file or default_wheels_path()
     current = read_wheels_file(path)
     ranges = current.get("range")

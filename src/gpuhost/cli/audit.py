@@ -216,7 +216,13 @@ def command(
     connect_timeout: int,
     quiet: bool,
 ) -> int:
-    """Audit the GPU stack of this machine, or of every host in INVENTORY (a pyinfra inventory)."""
+    """Audit the GPU stack of this machine, or of every host in INVENTORY (a pyinfra inventory).
+
+    \b
+    Example:
+      gpuhost audit
+      gpuhost audit inventories/fleet.py --json fleet.json --html fleet.html
+    """
     if inventory is None and (limit or shard):
         raise click.UsageError("--limit and --shard need an INVENTORY")
     settings = load_settings(profiles_file)

@@ -56,7 +56,12 @@ def command(
     pytest_args: tuple[str, ...],
 ) -> int:
     """Validate hosts: run the checks on INVENTORY (a pyinfra inventory; default @local, this
-    machine). Arguments after -- go to pytest (e.g. -- -k driver)."""
+    machine). Arguments after -- go to pytest (e.g. -- -k driver).
+
+    \b
+    Example:
+      gpuhost check inventories/fleet.py --tier static --junit checks.xml
+    """
     if tier == "health" or drain or node:
         from gpuhost.checks_support.health import run_health
 

@@ -41,6 +41,10 @@ def command(
     nftables firewall; --dry also prints the exact ruleset.
 
     Every lockout check runs before anything changes; see docs/harden.md for the inventory data.
+
+    \b
+    Example:
+      gpuhost harden inventories/fleet.py --dry
     """
     from gpuhost.deploys.harden import harden, planned_rulesets
 

@@ -12,7 +12,12 @@ from gpuhost.errors import ConfigError
 
 @click.group("inventory")
 def command() -> None:
-    """Check inventories against gpuhost's inventory data contract (docs/inventory.md)."""
+    """Check inventories against gpuhost's inventory data contract (docs/inventory.md).
+
+    \b
+    Example:
+      gpuhost inventory check inventories/fleet.py
+    """
 
 
 @command.command("check")
@@ -21,7 +26,12 @@ def command() -> None:
 @click.option("--profiles", "profiles_file", metavar="FILE", help="Profiles file for every host.")
 def check(inventory: str, limit: tuple[str, ...], profiles_file: str | None) -> int:
     """Load INVENTORY and check every selected host's data; no host is contacted.
-    Exit 0 all good, 2 with one line naming the host, key, found and expected value."""
+    Exit 0 all good, 2 with one line naming the host, key, found and expected value.
+
+    \b
+    Example:
+      gpuhost inventory check inventories/fleet.py --limit gpu_a100
+    """
     from gpuhost.inventory.loader import select
     from gpuhost.inventory.profiles import PROFILES_FILE_KEY, profile_table
 
@@ -39,7 +49,12 @@ def check(inventory: str, limit: tuple[str, ...], profiles_file: str | None) -> 
     "--output", "-o", default="docs/inventory.md", show_default=True, help="File to write."
 )
 def render(output: str) -> int:
-    """Write the inventory data reference (Markdown) rendered from the contract."""
+    """Write the inventory data reference (Markdown) rendered from the contract.
+
+    \b
+    Example:
+      gpuhost inventory render -o docs/inventory.md
+    """
     from gpuhost.inventory.render import render_markdown
 
     try:

@@ -79,7 +79,12 @@ _fw_option = click.option(
 
 @click.group("matrix")
 def command() -> None:
-    """The compatibility matrix: judge a stack, propose one, show and validate the data."""
+    """The compatibility matrix: judge a stack, propose one, show and validate the data.
+
+    \b
+    Example:
+      gpuhost matrix check --gpu V100 --cuda 13.0
+    """
 
 
 @command.command("check")
@@ -106,7 +111,12 @@ def check_cmd(
     as_json: bool,
     as_of: str | None,
 ) -> int:
-    """Judge a concrete stack; exit 1 when it is incompatible."""
+    """Judge a concrete stack; exit 1 when it is incompatible.
+
+    \b
+    Example:
+      gpuhost matrix check --gpu V100 --cuda 13.0 --json
+    """
     findings = check_stack(
         load_matrix(),
         gpus=list(gpus),
@@ -135,7 +145,12 @@ def resolve_cmd(
     as_json: bool,
     as_of: str | None,
 ) -> int:
-    """Propose the newest supported, mutually compatible version set; exit 1 when none exists."""
+    """Propose the newest supported, mutually compatible version set; exit 1 when none exists.
+
+    \b
+    Example:
+      gpuhost matrix resolve --gpu H100 --framework torch==2.5.1
+    """
     try:
         res = resolve_stack(
             load_matrix(),
@@ -188,7 +203,12 @@ def resolve_cmd(
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (with --framework).")
 def show_cmd(gpu: str | None, framework: str | None, as_json: bool) -> int:
-    """Print a readable summary of the matrix, of one GPU, or of one framework release."""
+    """Print a readable summary of the matrix, of one GPU, or of one framework release.
+
+    \b
+    Example:
+      gpuhost matrix show --gpu H100
+    """
     m = load_matrix()
     if framework is not None:
         return _show_framework(framework_answer(m, framework), as_json)
@@ -282,7 +302,12 @@ def _show_framework(answer: dict[str, Any], as_json: bool) -> int:
 @command.command("validate")
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 def validate_cmd(file: str | None) -> int:
-    """Validate a matrix file (default: the one shipped with gpuhost); exit 2 when invalid."""
+    """Validate a matrix file (default: the one shipped with gpuhost); exit 2 when invalid.
+
+    \b
+    Example:
+      gpuhost matrix validate
+    """
     m = load_matrix(file)
     click.echo(
         f"{m.path}: valid ({len(m.cuda)} CUDA releases, {len(m.architectures)} "
@@ -303,7 +328,12 @@ def validate_cmd(file: str | None) -> int:
     help="Where to write the Markdown.",
 )
 def render_cmd(output: str) -> int:
-    """Write the matrix as Markdown (docs/matrix.md)."""
+    """Write the matrix as Markdown (docs/matrix.md).
+
+    \b
+    Example:
+      gpuhost matrix render -o docs/matrix.md
+    """
     path = Path(output)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -316,7 +346,12 @@ def render_cmd(output: str) -> int:
 
 @command.group("profile")
 def profile_group() -> None:
-    """Named, pinned version sets."""
+    """Named, pinned version sets.
+
+    \b
+    Example:
+      gpuhost matrix profile list
+    """
 
 
 _profiles_option = click.option(
@@ -331,7 +366,12 @@ _profiles_option = click.option(
 @profile_group.command("list")
 @_profiles_option
 def profile_list_cmd(profiles_file: str | None) -> int:
-    """List profiles."""
+    """List profiles.
+
+    \b
+    Example:
+      gpuhost matrix profile list --profiles my-profiles.yaml
+    """
     for name, p in sorted(load_profiles(profiles_file).items()):
         click.echo(f"{name:34} {p.description}")
     return 0
@@ -346,7 +386,12 @@ def profile_list_cmd(profiles_file: str | None) -> int:
 def profile_verify_cmd(
     name: str, profiles_file: str | None, gpus: tuple[str, ...], as_json: bool, as_of: str | None
 ) -> int:
-    """Verify profile NAME against the matrix (for the given GPUs); exit 1 when incompatible."""
+    """Verify profile NAME against the matrix (for the given GPUs); exit 1 when incompatible.
+
+    \b
+    Example:
+      gpuhost matrix profile verify debian12-nonfree-535 --gpu H100
+    """
     profile = get_profile(load_profiles(profiles_file), name)
     findings = verify_profile(load_matrix(), profile, list(gpus), as_of=_as_of(as_of))
     return _print_findings(findings, as_json)

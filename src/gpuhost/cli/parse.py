@@ -74,7 +74,12 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print everything read, as JSON.")
 def command(file: Path, as_json: bool) -> int:
     """Recognise a captured output FILE (nvidia-smi XML/-q/table/error, /proc/driver/nvidia/version,
-    nvcc --version, torch collect_env, dpkg -l, ...) and show what gpuhost reads from it."""
+    nvcc --version, torch collect_env, dpkg -l, ...) and show what gpuhost reads from it.
+
+    \b
+    Example:
+      gpuhost parse nvidia-smi-q.xml --json
+    """
     text = read_capture(file)
     try:
         result = parse_any(text)

@@ -62,7 +62,12 @@ def command(
     parallel: int | None,
 ) -> int:
     """Install and pin driver, CUDA, cuDNN and container toolkit to each host's profile, and
-    harden SSH and the firewall (inventory data ``gpuhost_harden: false`` opts out)."""
+    harden SSH and the firewall (inventory data ``gpuhost_harden: false`` opts out).
+
+    \b
+    Example:
+      gpuhost provision inventories/fleet.py --dry
+    """
     from gpuhost.deploys.provision import provision
 
     override = {}

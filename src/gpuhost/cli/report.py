@@ -76,7 +76,12 @@ def merge_reports(paths: list[str]) -> dict[str, Any]:
 
 @click.group("report")
 def command() -> None:
-    """Work with audit reports (JSON, schema 1)."""
+    """Work with audit reports (JSON, schema 1).
+
+    \b
+    Example:
+      gpuhost report html fleet.json -o fleet.html
+    """
 
 
 @command.command("merge")

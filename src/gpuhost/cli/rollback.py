@@ -34,7 +34,13 @@ from gpuhost.upgrade.snapshot import SnapshotStore, load_snapshot
 )
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--no-reboot", is_flag=True, help="Restore without rebooting (not validated live).")
-@click.option("--reboot-timeout", default=900, show_default=True, type=float)
+@click.option(
+    "--reboot-timeout",
+    default=900,
+    show_default=True,
+    type=float,
+    help="Seconds to wait for a rebooted host to answer SSH again.",
+)
 @click.option(
     "--parallel",
     default=8,
@@ -53,7 +59,12 @@ def command(
     parallel: int,
     state_dir: Path,
 ) -> int:
-    """Roll INVENTORY's hosts back to a snapshot."""
+    """Roll INVENTORY's hosts back to a snapshot.
+
+    \b
+    Example:
+      gpuhost rollback inventories/fleet.py --limit gpu-07 --yes
+    """
     from gpuhost.upgrade.connect import InventoryHost, load_inventory
     from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, Target
 

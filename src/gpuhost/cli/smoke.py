@@ -80,7 +80,12 @@ def _with_expect_options(func: F) -> F:
 
 @click.group("smoke")
 def command() -> None:
-    """PyTorch/TensorFlow GPU smoke test: run it here, or judge a saved result."""
+    """PyTorch/TensorFlow GPU smoke test: run it here, or judge a saved result.
+
+    \b
+    Example:
+      gpuhost smoke run --quick
+    """
 
 
 @command.command("run")
@@ -91,7 +96,13 @@ def command() -> None:
     show_default=True,
     help="Interpreter whose frameworks are tested.",
 )
-@click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default="all", show_default=True)
+@click.option(
+    "--framework",
+    type=click.Choice(FRAMEWORK_CHOICES),
+    default="all",
+    show_default=True,
+    help="Which framework's checks to run.",
+)
 @click.option("--quick", is_flag=True, help="Smaller sizes and fewer iterations.")
 @click.option(
     "--timeout",
@@ -117,7 +128,12 @@ def run_command(
     min_ratio: float | None,
     as_json: bool,
 ) -> int:
-    """Run the smoke script with PYTHON on this machine and judge it."""
+    """Run the smoke script with PYTHON on this machine and judge it.
+
+    \b
+    Example:
+      gpuhost smoke run --framework torch --save result.json
+    """
     raw, source = run_local_text(python, framework, quick, timeout)
     if save is not None:  # saved before parsing, so a malformed document can be inspected
         try:
@@ -137,6 +153,11 @@ def judge_command(
     min_ratio: float | None,
     as_json: bool,
 ) -> int:
-    """Judge RESULT_FILE, a JSON document printed by the smoke script."""
+    """Judge RESULT_FILE, a JSON document printed by the smoke script.
+
+    \b
+    Example:
+      gpuhost smoke judge result.json --gpus 8
+    """
     text = read_capture(result_file)
     return _judge_document(text, str(result_file), gpus, driver_cuda, min_ratio, as_json)

@@ -31,15 +31,29 @@ class _InventoryDefault(click.Group):
 
 @click.group("snapshot", cls=_InventoryDefault)
 def command() -> None:
-    """Snapshot hosts before a change; list and compare snapshots."""
+    """Snapshot hosts before a change; list and compare snapshots.
+
+    \b
+    Example:
+      gpuhost snapshot take inventories/fleet.py
+    """
 
 
 @command.command("take")
 @click.argument("inventory")
-@click.option("--provider-config", type=click.Path(dir_okay=False))
+@click.option(
+    "--provider-config",
+    type=click.Path(dir_okay=False),
+    help="YAML file of the snapshot provider (command or OpenStack) to also call per host.",
+)
 @state_option
 def take(inventory: str, provider_config: str | None, state_dir: Path) -> int:
-    """Snapshot every host of INVENTORY (one failing host never stops the others)."""
+    """Snapshot every host of INVENTORY (one failing host never stops the others).
+
+    \b
+    Example:
+      gpuhost snapshot take inventories/fleet.py
+    """
     from gpuhost.upgrade.connect import load_inventory
     from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, Target
 
@@ -79,7 +93,12 @@ def take(inventory: str, provider_config: str | None, state_dir: Path) -> int:
 @click.argument("host", required=False)
 @state_option
 def list_(host: str | None, state_dir: Path) -> int:
-    """List snapshots (of HOST, or of every host)."""
+    """List snapshots (of HOST, or of every host).
+
+    \b
+    Example:
+      gpuhost snapshot list gpu-07
+    """
     refs = SnapshotStore(snapshots_dir(state_dir)).list(host)
     if not refs:
         click.echo(f"no snapshots under {snapshots_dir(state_dir)}")
@@ -97,7 +116,13 @@ def list_(host: str | None, state_dir: Path) -> int:
 @click.argument("b")
 @state_option
 def diff_(a: str, b: str, state_dir: Path) -> int:
-    """What changed from snapshot A to snapshot B (exit 1 when anything did)."""
+    """What changed from snapshot A to snapshot B (exit 1 when anything did).
+
+    \b
+    Example:
+      gpuhost snapshot list gpu-07
+      gpuhost snapshot diff OLDER_ID NEWER_ID
+    """
     store = SnapshotStore(snapshots_dir(state_dir))
     doc_a, doc_b = load_snapshot(store.resolve(a)), load_snapshot(store.resolve(b))
     changes = diff(doc_a, doc_b)

@@ -44,8 +44,20 @@ from gpuhost.upgrade.signals import StopOnSignals, signal_name
     metavar="HOSTS",
     help="Only these hosts or groups (comma list, globs; repeatable), as for other commands.",
 )
-@click.option("--canary", default=1, show_default=True, type=click.IntRange(min=0))
-@click.option("--batch", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--canary",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Hosts upgraded (and validated) alone first, before any batch.",
+)
+@click.option(
+    "--batch",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Hosts upgraded at the same time after the canaries.",
+)
 @click.option(
     "--max-failures",
     default=1,
@@ -53,7 +65,13 @@ from gpuhost.upgrade.signals import StopOnSignals, signal_name
     type=click.IntRange(min=1),
     help="Stop starting new hosts once this many hosts failed.",
 )
-@click.option("--drain", "drain_mode", type=click.Choice(DRAIN_MODES), default="none")
+@click.option(
+    "--drain",
+    "drain_mode",
+    type=click.Choice(DRAIN_MODES),
+    default="none",
+    help="How to take a host's work away before it changes.",
+)
 @click.option("--drain-timeout", default=3600, show_default=True, type=float, help="Seconds.")
 @click.option("--resume", is_flag=True, help="Continue the interrupted run of this inventory.")
 @click.option("--dry", is_flag=True, help="Print the plan; connect to nothing, change nothing.")
@@ -126,7 +144,12 @@ def command(
     provider_config: str | None,
     state_dir: Path,
 ) -> int:
-    """Upgrade INVENTORY's hosts to profile --to, safely, host by host."""
+    """Upgrade INVENTORY's hosts to profile --to, safely, host by host.
+
+    \b
+    Example:
+      gpuhost upgrade inventories/fleet.py --to debian12-nonfree-535-security --canary 1 --batch 4
+    """
     from gpuhost.upgrade.connect import load_inventory
     from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, resolve_target
 
