@@ -68,7 +68,7 @@ from gpuhost.errors import (
     DeployError,
     GpuhostError,
 )
-from gpuhost.fleet import forget_cached_host_keys
+from gpuhost.pyinfra_adapter import forget_cached_host_keys, may_change, setup_cli_logging
 
 logger = logging.getLogger("pyinfra")
 
@@ -136,9 +136,7 @@ parallel_option = click.option(
 def setup_logging(verbose: bool) -> None:
     """pyinfra's own progress output (operations, per-host results) on stderr."""
     _quiet_gevent_warning()
-    from pyinfra_cli.log import setup_logging as pyinfra_setup_logging
-
-    pyinfra_setup_logging(logging.DEBUG if verbose else logging.INFO)
+    setup_cli_logging(logging.DEBUG if verbose else logging.INFO)
     if not verbose:  # paramiko's transport tracebacks; each host's cause is in its outcome
         quiet_ssh_logs(("paramiko",))
 
@@ -252,7 +250,7 @@ def plan_changes_nothing(state: State, target: Host) -> bool:
     for op_data in state.ops.get(target, {}).values():
         if op_data.global_arguments.get("_if"):
             return False
-        if op_data.operation_meta._maybe_is_change is not False:
+        if may_change(op_data.operation_meta) is not False:
             return False
     return True
 
@@ -347,7 +345,7 @@ def _count_results(state: State, outcomes: dict[str, HostOutcome], dry: bool) ->
             if meta.is_complete():
                 outcome.executed += 1
             if planned_only:
-                changed = bool(meta._maybe_is_change)
+                changed = bool(may_change(meta))
             elif not meta.is_complete():
                 continue
             elif meta.did_error():

@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 
 from gpuhost.connection import connect_cause, quiet_ssh_logs
 from gpuhost.errors import ConfigError, GpuhostError
+from gpuhost.pyinfra_adapter import forget_cached_host_keys
 
 T = TypeVar("T")
 DEFAULT_PARALLEL = 64
@@ -46,17 +47,6 @@ def ensure_gevent() -> None:
     # pyinfra and paramiko log through their loggers; gpuhost reports hosts itself, so keep them
     # off the terminal unless the user configured logging.
     quiet_ssh_logs()
-
-
-def forget_cached_host_keys() -> None:
-    """pyinfra memoizes each known_hosts file for the life of the process; a long-lived process
-    (a rolling upgrade, a test session) must re-read it so hosts added or re-keyed since are
-    checked against the file as it is now, not as it was at the first connection."""
-    from pyinfra.connectors.sshuserclient import client
-
-    cache = getattr(client.get_host_keys, "cache", None)
-    if isinstance(cache, dict):
-        cache.clear()
 
 
 def parse_shard(text: str) -> tuple[int, int]:

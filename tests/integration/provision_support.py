@@ -13,7 +13,7 @@ from pyinfra.api.deploy import add_deploy
 from pyinfra.api.operations import run_ops
 
 from gpuhost.deploys import provision
-from gpuhost.fleet import forget_cached_host_keys
+from gpuhost.pyinfra_adapter import forget_cached_host_keys
 
 LAB_PROFILES = str(Path(__file__).parent / "data" / "lab_repo_profiles.yaml")
 

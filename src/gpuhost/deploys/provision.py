@@ -32,6 +32,7 @@ from gpuhost.operations import marker
 from gpuhost.operations._facts import fact
 from gpuhost.operations.apt_pin import dpkg_settled
 from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker
+from gpuhost.pyinfra_adapter import real_host
 from gpuhost.versions import upstream_of_package_version
 
 GUARD_REPORT_ENV = "GPUHOST_GUARD_REPORT"
@@ -131,4 +132,4 @@ def provision_or_stop(allow_driver_change: bool = False) -> None:
         if report:
             with open(report, "a", encoding="utf-8") as handle:
                 handle.write(f"{exc}\n")
-        host.state.fail_hosts({host._get_module() if hasattr(host, "_get_module") else host})
+        host.state.fail_hosts({real_host(host)})

@@ -24,7 +24,6 @@ checks around it, all before any host is contacted; each failure is one ConfigEr
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 import traceback
 import warnings
@@ -32,10 +31,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 from gpuhost.errors import ConfigError
 from gpuhost.inventory import contract
+from gpuhost.pyinfra_adapter import inventory_groups, make_inventory
 
 SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -138,22 +137,15 @@ def load_inventory(
         warnings.simplefilter("ignore")  # pyinfra_cli patches the stdlib for gevent on import
         from pyinfra.api import State
         from pyinfra.context import ctx_state
-        from pyinfra_cli import inventory as cli_inventory
-        from pyinfra_cli import util as cli_util
 
     if state is None:
         state = State()
-    # pyinfra keeps each file's compiled code for the life of the process: read it afresh
-    cli_util.PYTHON_CODES.pop(str(path), None)
     try:
         with ctx_state.use(state):
-            groups = cli_inventory._get_groups_from_filename(str(path))
+            groups = inventory_groups(str(path))  # read afresh, not pyinfra's cached code
             _check_duplicates(path, groups)
             # the file is executed once: pyinfra builds the inventory from the groups read above
-            with mock.patch.object(cli_inventory, "_get_groups_from_filename", lambda _f: groups):
-                inventory = cli_inventory.make_inventory_from_files(
-                    str(path), dict(override_data or {}), os.getcwd()
-                )
+            inventory = make_inventory(str(path), groups, override_data)
     except ConfigError:
         raise
     except SystemExit as exc:

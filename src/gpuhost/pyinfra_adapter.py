@@ -1,0 +1,85 @@
+"""The pyinfra internals gpuhost relies on, in one place (pyinfra 3.x; tests/test_pyinfra_adapter.py
+pins each behaviour against the installed pyinfra, so an upgrade that changes one fails there).
+
+Public pyinfra API is used directly elsewhere; only what pyinfra does not offer publicly is here:
+
+- :func:`may_change`: whether a prepared operation would change anything (``OperationMeta.
+  _maybe_is_change``, set when ``State(check_for_changes=True)`` evaluates it at prepare time);
+- :func:`real_host`: the ``Host`` behind pyinfra's context proxy ``pyinfra.host`` (``_get_module``);
+- :func:`forget_cached_host_keys`: the known_hosts files pyinfra memoizes per process;
+- :func:`setup_cli_logging`: pyinfra CLI's progress output (``pyinfra_cli.log``);
+- :func:`inventory_groups` / :func:`make_inventory`: pyinfra CLI's inventory file loader
+  (``pyinfra_cli.inventory``) with its per-process compiled-file cache dropped first.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from typing import Any
+from unittest import mock
+
+
+def may_change(operation_meta: Any) -> bool | None:
+    """True/False: pyinfra's prepare stage found the operation would (not) yield a command; None:
+    not decided (prepared without ``check_for_changes``)."""
+    value = getattr(operation_meta, "_maybe_is_change", None)
+    return None if value is None else bool(value)
+
+
+def real_host(host: Any) -> Any:
+    """The ``pyinfra.api.Host`` itself for ``pyinfra.host`` (a context proxy) or a Host."""
+    get_module = getattr(host, "_get_module", None)
+    return get_module() if callable(get_module) else host
+
+
+def forget_cached_host_keys() -> None:
+    """pyinfra memoizes each known_hosts file for the life of the process; a long-lived process
+    (a rolling upgrade, a test session) must re-read it so hosts added or re-keyed since are
+    checked against the file as it is now, not as it was at the first connection."""
+    from pyinfra.connectors.sshuserclient import client
+
+    cache = getattr(client.get_host_keys, "cache", None)
+    if isinstance(cache, dict):
+        cache.clear()
+
+
+def setup_cli_logging(level: int) -> None:
+    """pyinfra CLI's own progress lines (operations, per-host results) on stderr at ``level``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pyinfra_cli patches the stdlib for gevent on import
+        from pyinfra_cli.log import setup_logging
+
+    setup_logging(level)
+
+
+def _cli_inventory() -> tuple[Any, Any]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pyinfra_cli patches the stdlib for gevent on import
+        from pyinfra_cli import inventory as cli_inventory
+        from pyinfra_cli import util as cli_util
+    return cli_inventory, cli_util
+
+
+def inventory_groups(path: str) -> dict[str, Any]:
+    """Execute an inventory file as the pyinfra CLI does: {group name: (hosts, data)} of its
+    module-level lists (``all`` included). The file is read afresh (pyinfra otherwise keeps each
+    file's compiled code for the life of the process). Call inside ``ctx_state.use(state)``."""
+    cli_inventory, cli_util = _cli_inventory()
+    cli_util.PYTHON_CODES.pop(str(path), None)
+    groups: dict[str, Any] = cli_inventory._get_groups_from_filename(str(path))
+    return groups
+
+
+def make_inventory(
+    path: str, groups: dict[str, Any], override_data: Mapping[str, Any] | None = None
+) -> Any:
+    """pyinfra's Inventory for ``path`` built from ``groups`` already read by
+    :func:`inventory_groups` (the file is not executed twice), with ``group_data/`` beside it
+    and ``override_data`` applied, as the pyinfra CLI builds it."""
+    cli_inventory, _ = _cli_inventory()
+    with mock.patch.object(cli_inventory, "_get_groups_from_filename", lambda _f: groups):
+        return cli_inventory.make_inventory_from_files(
+            str(path), dict(override_data or {}), os.getcwd()
+        )

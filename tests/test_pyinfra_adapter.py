@@ -1,0 +1,92 @@
+"""Pins the pyinfra internals gpuhost relies on (gpuhost.pyinfra_adapter) against the installed
+pyinfra: real States, a real @local host, real inventory files."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from pyinfra.api import Config, Inventory, State
+from pyinfra.api.connect import connect_all
+from pyinfra.api.operation import add_op
+from pyinfra.context import ctx_host, ctx_state
+from pyinfra.operations import files, server
+
+from gpuhost import pyinfra_adapter as adapter
+
+
+@pytest.fixture
+def local_state() -> State:
+    state = State(Inventory((["@local"], {})), Config(), check_for_changes=True)
+    connect_all(state)
+    return state
+
+
+def test_prepare_tells_whether_an_operation_would_change(local_state, tmp_path: Path) -> None:
+    existing = add_op(local_state, files.directory, path=str(tmp_path))
+    missing = add_op(local_state, files.directory, path=str(tmp_path / "new"))
+    shell = add_op(local_state, server.shell, commands=["true"])
+    host = local_state.inventory.get_host("@local")
+    by_op = {"existing": existing[host], "missing": missing[host], "shell": shell[host]}
+    assert adapter.may_change(by_op["existing"]) is False
+    assert adapter.may_change(by_op["missing"]) is True
+    assert adapter.may_change(by_op["shell"]) is True
+    assert not (tmp_path / "new").exists()  # prepared, not executed
+
+
+def test_undecided_without_check_for_changes() -> None:
+    class Meta:
+        _maybe_is_change = None
+
+    assert adapter.may_change(Meta()) is None
+
+
+def test_real_host_unwraps_the_context_proxy(local_state) -> None:
+    from pyinfra import host as proxy
+    from pyinfra.api import Host
+
+    target = local_state.inventory.get_host("@local")
+    with ctx_state.use(local_state), ctx_host.use(target):
+        assert not isinstance(proxy, Host)
+        assert adapter.real_host(proxy) is target
+    assert adapter.real_host(target) is target
+
+
+def test_known_hosts_cache_is_forgotten(tmp_path: Path) -> None:
+    from pyinfra.connectors.sshuserclient import client
+
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    client.get_host_keys(str(known))
+    assert client.get_host_keys.cache  # pyinfra memoizes the file
+    adapter.forget_cached_host_keys()
+    assert not client.get_host_keys.cache
+
+
+def test_cli_logging_installs_pyinfra_handlers() -> None:
+    logger = logging.getLogger("pyinfra")
+    before = list(logger.handlers)
+    try:
+        adapter.setup_cli_logging(logging.INFO)
+        assert logger.level == logging.INFO and len(logger.handlers) > len(before)
+    finally:
+        logger.handlers[:] = before
+
+
+def test_inventory_file_is_read_afresh_and_built_once(tmp_path: Path) -> None:
+    inventory = tmp_path / "inventory.py"
+    inventory.write_text("gpus = [('g1', {'x': 1})]\n")
+    (tmp_path / "group_data").mkdir()
+    (tmp_path / "group_data" / "gpus.py").write_text("from_group = 'yes'\n")
+    state = State()
+    with ctx_state.use(state):
+        groups = adapter.inventory_groups(str(inventory))
+        assert set(groups) >= {"gpus"}
+        inventory.write_text("gpus = [('g1', {'x': 1}), 'g2']\n")
+        groups = adapter.inventory_groups(str(inventory))  # not the cached first version
+        built = adapter.make_inventory(str(inventory), groups, {"y": 2})
+    names = sorted(h.name for h in built)
+    assert names == ["g1", "g2"]
+    g1 = built.get_host("g1")
+    assert g1.data.x == 1 and g1.data.y == 2 and g1.data.from_group == "yes"
