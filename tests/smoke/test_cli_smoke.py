@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from gpuhost.cli import main
+from tests.schema_check import assert_valid
 
 from .documents import find_check, gpu_document
 
@@ -84,4 +85,5 @@ def test_run_here_saves_and_judges_the_real_document(tmp_path, capsys):
     assert code == 0  # nothing FAILs on a machine where no GPU is expected
     assert "COULD-NOT-RUN torch.matmul_tflops" in out
     assert json.loads(saved.read_text())["schema"] == 1
+    assert_valid(json.loads(saved.read_text()), "smoke-result")
     assert main(["smoke", "judge", str(saved), "--gpus", "1"]) == 1  # but a GPU was expected

@@ -23,6 +23,7 @@ from gpuhost.upgrade.snapshot import (
     load_snapshot,
     profile_from_files,
 )
+from tests.schema_check import assert_valid
 
 PIN_OLD = "Package: nvidia-smi libnvidia-ml1\nPin: version 535.261.03-1\nPin-Priority: 1001\n"
 PIN_NEW = (
@@ -121,6 +122,7 @@ def test_profile_from_files(content, expected):
 
 def test_build_snapshot_document():
     doc = build_snapshot("h1", parse_host_state(host_output()), "20250101T000000Z")
+    assert_valid(doc, "snapshot")
     assert doc["schema"] == 1 and doc["kind"] == "gpuhost.snapshot"
     assert doc["profile"] == "debian12-nonfree-535"
     assert doc["gpu"]["rc"] == 9
