@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gpuhost.probe.script import MARK
 
-SHARED_FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 
 CLEAN_DEBIAN = {
     "meta": "probe=1\nuid=0\nhost=h1\n",
@@ -65,10 +65,6 @@ def host_with(**changes: object) -> str:
     return probe_output(sections)
 
 
-def shared_fixture(relative: str) -> str:
-    import pytest
-
-    path = SHARED_FIXTURES / relative
-    if not path.is_file():
-        pytest.skip(f"shared fixtures not available ({path} missing; they sit beside the repo)")
-    return path.read_text(encoding="utf-8")
+def capture(relative: str) -> str:
+    """A real captured output (tests/fixtures/captures, sources in its INDEX.json)."""
+    return (CAPTURES / relative).read_text(encoding="utf-8")

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from probe_text import probe_output, shared_fixture
+from probe_text import capture, probe_output
 
 from gpuhost.errors import ConfigError, ParseError
 from gpuhost.facts.build import host_facts_from_text
@@ -105,7 +105,7 @@ def test_nvidia_smi_exit_9_becomes_driver_not_loaded(tmp_path):
 
 
 def test_real_xml_capture_is_read_through_the_probe(tmp_path):
-    xml = shared_fixture("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml")
+    xml = capture("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml")
     (tmp_path / "capture.xml").write_text(xml)
     _stub(tmp_path, "nvidia-smi", f"cat '{tmp_path / 'capture.xml'}'\n")
     facts = host_facts_from_text(_run_with_stubs(tmp_path))
@@ -116,7 +116,7 @@ def test_real_xml_capture_is_read_through_the_probe(tmp_path):
 
 
 def test_broken_xml_falls_back_to_the_q_text(tmp_path):
-    text = shared_fixture("nvidia-smi-q-text/thamada-gls__L4__550.90.07.txt")
+    text = capture("nvidia-smi-q-text/thamada-gls__L4__550.90.07.txt")
     (tmp_path / "q.txt").write_text(text)
     _stub(tmp_path, "nvidia-smi",
           f'if [ "$2" = "-x" ]; then echo "<nvidia_smi_log><driver_ver"; exit 0; fi\n'

@@ -1,11 +1,11 @@
-"""Rules on hand-made probe outputs and on real captures from ../shared/fixtures."""
+"""Rules on hand-made probe outputs and on real captures (tests/fixtures/captures)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
-from probe_text import CLEAN_DEBIAN, host_with, probe_output, shared_fixture
+from probe_text import CLEAN_DEBIAN, capture, host_with, probe_output
 
 from gpuhost.audit.host import AuditSettings, audit_host
 from gpuhost.audit.rules import RULE_IDS, RULES
@@ -216,7 +216,7 @@ def test_host_matching_its_profile_has_no_profile_finding():
 
 
 def test_clocks_at_max_when_the_profile_says_so():
-    xml = shared_fixture("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml")
+    xml = capture("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml")
     settings = dataclasses.replace(SETTINGS, profiles=PROFILES)
     report = audit(
         host_with(nvidia_smi=xml), {"gpuhost_profile": "nvidia-repo-550-cuda12.4"}, settings
@@ -236,7 +236,7 @@ def test_unknown_profile_from_the_marker_file():
 
 
 def _xml_host(relative: str) -> str:
-    xml = shared_fixture(relative)
+    xml = capture(relative)
     return host_with(nvidia_smi=xml, proc_driver=PROC_535_309, dpkg="")
 
 
@@ -268,12 +268,11 @@ def test_retired_pages_capture():
     assert rules_of(report) & {"gpu.retired-pages", "gpu.retired-pages-pending"}
 
 
-def test_all_shared_xml_captures_build_facts():
-    from probe_text import SHARED_FIXTURES
+def test_all_xml_captures_build_facts():
+    from probe_text import CAPTURES
 
-    folder = SHARED_FIXTURES / "nvidia-smi-xml"
-    if not folder.is_dir():
-        pytest.skip(f"shared fixtures not available ({folder} missing; they sit beside the repo)")
+    folder = CAPTURES / "nvidia-smi-xml"
+    assert len(list(folder.glob("*.xml"))) > 20
     for path in sorted(folder.glob("*.xml")):
         report = audit(host_with(nvidia_smi=path.read_text(encoding="utf-8")))
         assert report.facts is not None, path.name

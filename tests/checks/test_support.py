@@ -16,22 +16,20 @@ from gpuhost.parsers.packages import Package
 from gpuhost.smoke import Expectations, judge
 from gpuhost.smoke.script import COULD_NOT_RUN, make_check
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 OWN = Path(__file__).resolve().parents[1] / "fixtures" / "parsers"
 
 
-def shared(rel: str) -> str:
-    path = SHARED / rel
-    if not path.is_file():
-        pytest.skip(f"{path} is not here (the shared fixtures live beside the repository)")
-    return path.read_text()
+def capture(rel: str) -> str:
+    """A real captured output (tests/fixtures/captures, sources in its INDEX.json)."""
+    return (CAPTURES / rel).read_text()
 
 
 # --------------------------------------------------------------------------- GPU health
 
 
 def test_retired_pages_pending_and_ecc_found_on_real_v100_capture() -> None:
-    report = parse_xml(shared("nvidia-smi-xml/openpai__nvidia_smi_retired_pages.xml"))
+    report = parse_xml(capture("nvidia-smi-xml/openpai__nvidia_smi_retired_pages.xml"))
     pages = gpu.retired_page_problems(report)
     assert pages and "page retirement pending" in pages[0] and "Tesla V100" in pages[0]
     assert any("uncorrectable ECC" in p for p in gpu.ecc_problems(report))
@@ -40,7 +38,7 @@ def test_retired_pages_pending_and_ecc_found_on_real_v100_capture() -> None:
 def test_healthy_h100_capture_has_no_health_problem() -> None:
     from gpuhost.parsers import parse_query_text
 
-    report = parse_query_text(shared("nvidia-smi-q-text/thamada-gls__H100SXMx8__565.57.01.txt"))
+    report = parse_query_text(capture("nvidia-smi-q-text/thamada-gls__H100SXMx8__565.57.01.txt"))
     assert len(report.gpus) == 8
     busy = {g.index: "P0" for g in report.gpus if g.index is not None}
     assert gpu.ecc_problems(report) == []
@@ -51,7 +49,7 @@ def test_healthy_h100_capture_has_no_health_problem() -> None:
 
 
 def test_pcie_width_always_judged_generation_only_when_busy() -> None:
-    report = parse_xml(shared("nvidia-smi-xml/telegraf-pr17482__dual_2070-v13.xml"))
+    report = parse_xml(capture("nvidia-smi-xml/telegraf-pr17482__dual_2070-v13.xml"))
     idle = gpu.pcie_problems(report, {0: "P8", 1: "P8"})
     assert len(idle) == 2 and all("x8, the GPU supports x16" in p for p in idle)
     busy = gpu.pcie_problems(report, gpu.parse_pstates("0, P0\n1, P0\n"))
@@ -59,7 +57,7 @@ def test_pcie_width_always_judged_generation_only_when_busy() -> None:
 
 
 def test_persistence_off_is_named_per_gpu() -> None:
-    report = parse_xml(shared("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml"))
+    report = parse_xml(capture("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml"))
     problems = gpu.persistence_problems(report)
     assert len(problems) == 1
     assert "NVIDIA A100-SXM4-80GB" in problems[0] and problems[0].endswith(
@@ -72,7 +70,7 @@ def test_remapped_row_failure_and_pending() -> None:
 
     from gpuhost.parsers.nvidia_smi import RemappedRows, SmiReport
 
-    base = parse_xml(shared("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml")).gpus[0]
+    base = parse_xml(capture("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml")).gpus[0]
     failed = replace(base, remapped_rows=RemappedRows(0, 3, False, True))
     pending = replace(base, remapped_rows=RemappedRows(0, 1, True, False))
     problems = gpu.remapped_row_problems(SmiReport(gpus=[failed, pending]))
@@ -91,7 +89,7 @@ def test_remapped_row_failure_and_pending() -> None:
     ],
 )
 def test_unavailable_reason_names_the_real_state(fixture: str, said: str) -> None:
-    text = shared(fixture)
+    text = capture(fixture)
     reason = gpu.unavailable_reason(text, parse_output(text), None)
     assert reason is not None and said in reason and "kernel module is not loaded" in reason
 
@@ -99,7 +97,7 @@ def test_unavailable_reason_names_the_real_state(fixture: str, said: str) -> Non
 def test_unavailable_reason_missing_tool_and_ok() -> None:
     missing = gpu.unavailable_reason(gpu.NOT_FOUND, None, None)
     assert missing is not None and missing.startswith("nvidia-smi is not installed")
-    text = shared("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml")
+    text = capture("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml")
     module = parse_proc_version(
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.261.03  Release Build\n"
     )
@@ -133,7 +131,7 @@ def test_xid_events_judged() -> None:
 
 
 def test_real_syslog_without_xid_and_unreadable_log() -> None:
-    lines = shared("nvidia-smi-errors/no-devices-were-found__rtx5090__syslog-NVRM.txt")
+    lines = capture("nvidia-smi-errors/no-devices-were-found__rtx5090__syslog-NVRM.txt")
     nvrm = "\n".join(line for line in lines.splitlines() if "NVRM:" in line)
     assert all(e.code >= 0 for e in xid.xid_events(nvrm))
     broken = xid.parse_kernel_log(

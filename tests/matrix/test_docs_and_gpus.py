@@ -1,4 +1,4 @@
-"""docs/matrix.md is current; real nvidia-smi names from the shared fixtures resolve."""
+"""docs/matrix.md is current; real nvidia-smi names from the captures resolve."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from gpuhost.matrix import Matrix, gpu_info, render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / ".." / "shared" / "fixtures"
+FIXTURES = ROOT / "tests" / "fixtures" / "captures"
 
 
 def test_docs_matrix_md_is_up_to_date(matrix: Matrix) -> None:
@@ -60,7 +60,7 @@ def test_gpu_info_fields(matrix: Matrix) -> None:
     assert gpu_info(matrix, "") is None
 
 
-# Names nvidia-smi printed in the shared captures whose compute capability no source gives us.
+# Names nvidia-smi printed in the captures whose compute capability no source gives us.
 NOT_IN_SOURCES = {
     "NVIDIA GeForce GTX 680",
     "NVIDIA GeForce RTX 3080",
@@ -81,9 +81,6 @@ def _fixture_names() -> set[str]:
     return names
 
 
-@pytest.mark.skipif(
-    not FIXTURES.is_dir(), reason="shared fixtures (../shared/fixtures) not present"
-)
 def test_every_captured_name_resolves_unless_no_source_knows_it(matrix: Matrix) -> None:
     names = _fixture_names()
     assert len(names) > 10
@@ -91,9 +88,6 @@ def test_every_captured_name_resolves_unless_no_source_knows_it(matrix: Matrix) 
     assert unknown <= NOT_IN_SOURCES, unknown - NOT_IN_SOURCES
 
 
-@pytest.mark.skipif(
-    not FIXTURES.is_dir(), reason="shared fixtures (../shared/fixtures) not present"
-)
 def test_compute_capability_agrees_with_captures(matrix: Matrix) -> None:
     index = json.loads((FIXTURES / "INDEX.json").read_text())
     checked = 0

@@ -45,16 +45,15 @@ PARSERS: dict[str, Callable[[str], Any]] = {
 }
 
 OWN = Path(__file__).resolve().parents[1] / "fixtures" / "parsers"
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 
 
 def _samples() -> list[str]:
-    files = sorted(OWN.glob("*"))
-    if SHARED.exists():
-        # one file per folder keeps the run short while covering every format
-        files += [
-            sorted(p for p in d.iterdir() if p.is_file())[0] for d in SHARED.iterdir() if d.is_dir()
-        ]
+    files = sorted(p for p in OWN.glob("*") if p.is_file())
+    # one capture per folder keeps the run short while covering every format
+    files += [
+        sorted(p for p in d.iterdir() if p.is_file())[0] for d in CAPTURES.iterdir() if d.is_dir()
+    ]
     return [p.read_text(encoding="utf-8") for p in files]
 
 

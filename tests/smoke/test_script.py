@@ -23,7 +23,7 @@ from gpuhost.smoke.runner import SCRIPT_PATH
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures"
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
+CAPTURES = HERE.parent / "fixtures" / "captures"
 SYSTEM_PYTHON = "/usr/bin/python3"
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -34,9 +34,6 @@ def _has_module(python: str, module: str) -> bool:
 
 
 TORCH_IN_VENV = _has_module(sys.executable, "torch")
-needs_shared_fixtures = pytest.mark.skipif(
-    not SHARED.is_dir(), reason="../shared/fixtures not present (outside the dev tree)"
-)
 needs_torch = pytest.mark.skipif(
     not TORCH_IN_VENV,
     reason=f"torch cannot be imported by {sys.executable} (scripts/test installs torch==2.13.0)",
@@ -103,9 +100,8 @@ def test_parse_smi_list_counts_mig_instances_under_their_gpu():
     assert [g["mig_devices"] for g in gpus] == [2, 0]
 
 
-@needs_shared_fixtures
 def test_parse_smi_list_reads_every_captured_listing():
-    files = sorted((SHARED / "nvidia-smi-misc").glob("*__L.txt"))
+    files = sorted((CAPTURES / "nvidia-smi-misc").glob("*__L.txt"))
     assert files
     for path in files:
         gpus = script.parse_smi_list(path.read_text())
@@ -113,9 +109,8 @@ def test_parse_smi_list_reads_every_captured_listing():
         assert all(g["name"] and g["uuid"] for g in gpus), path.name
 
 
-@needs_shared_fixtures
 def test_parse_smi_header_reads_every_captured_table():
-    files = sorted((SHARED / "nvidia-smi-table").glob("*.txt"))
+    files = sorted((CAPTURES / "nvidia-smi-table").glob("*.txt"))
     assert files
     for path in files:
         text = path.read_text(errors="replace")
