@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from gpuhost.errors import ParseError
 from gpuhost.parsers import container, cuda, detect, driver, frameworks, packages, smi_misc, topo
 from gpuhost.parsers import nvidia_smi as smi
+from gpuhost.parsers.listening import parse_ss_listening
 from gpuhost.parsers.profile_marker import parse_profile_marker
+from gpuhost.slurm import parse_show_node
 
 PARSERS: dict[str, Callable[[str], Any]] = {
     "parse_xml": smi.parse_xml,
@@ -42,6 +44,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "detect_kind": detect.detect_kind,
     "parse_any": detect.parse_any,
     "parse_profile_marker": parse_profile_marker,
+    "parse_ss_listening": parse_ss_listening,
+    "parse_show_node": parse_show_node,
 }
 
 OWN = Path(__file__).resolve().parents[1] / "fixtures" / "parsers"
