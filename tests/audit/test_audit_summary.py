@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -68,8 +70,16 @@ def test_cli_bad_inventory_exits_2_without_traceback(tmp_path, capsys):
     assert "Traceback" not in err
 
 
+# a whole facts document as `gpuhost audit --json` writes it (report merge checks its inputs
+# against the audit report schema), with the loaded driver set per host
+_LOCAL = Path(__file__).parents[1] / "robustness" / "data" / "audit-local.json"
+
+
 def _host(name, driver, verdict="ok", reachable=True):
-    facts = {"driver": {"loaded_module": {"version": driver, "flavor": "open"}}} if driver else {}
+    facts = copy.deepcopy(json.loads(_LOCAL.read_text(encoding="utf-8"))["hosts"][0]["facts"])
+    facts["driver"]["loaded_module"] = (
+        {"version": driver, "flavor": "open"} if driver else None
+    )
     return {"name": name, "reachable": reachable, "facts": facts if reachable else None,
             "findings": [], "verdict": verdict}
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import click
 
-from gpuhost.errors import ConfigError, ParseError
+from gpuhost.errors import ParseError
 from gpuhost.parsers.detect import parse_any
+from gpuhost.readers import read_text
 
 MAX_FILE_BYTES = 50_000_000
 SUMMARY_KEYS = (
@@ -29,21 +30,9 @@ SUMMARY_KEYS = (
 
 
 def read_capture(path: Path) -> str:
-    """The file's text; ConfigError when it cannot be read, ParseError when it is binary."""
-    try:
-        if path.is_dir():
-            raise ConfigError(f"{path}: is a directory, expected a captured output file")
-        data = path.read_bytes()[: MAX_FILE_BYTES + 1]
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read file ({exc.strerror or exc})") from exc
-    if len(data) > MAX_FILE_BYTES:
-        raise ConfigError(f"{path}: file larger than {MAX_FILE_BYTES} bytes, not a capture")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ParseError(
-            f"{path}: binary data (not UTF-8 text), expected a captured output"
-        ) from exc
+    """The file's text (``gpuhost.readers.read_text``: regular files only, UTF-8 with or without
+    a BOM, UTF-16); ConfigError when it cannot be read or is not text."""
+    return read_text(path, "a captured output", MAX_FILE_BYTES)
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:

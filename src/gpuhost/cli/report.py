@@ -7,7 +7,6 @@ stack groups, outliers — is computed again over all of them, exactly as one ru
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +21,18 @@ HOST_KEYS = ("name", "reachable", "facts", "findings", "verdict")
 
 
 def _read(path: str) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    except ValueError as exc:
-        raise ConfigError(
-            f"{path}: not JSON ({exc}); expected a gpuhost audit --json report"
-        ) from exc
+    """One input report, checked by shape against its JSON Schema (field path in the message)."""
+    from gpuhost.readers import check_shape, read_json
+
+    what = "a gpuhost audit --json report"
+    data = read_json(path, what)
     if not isinstance(data, dict) or data.get("schema") != json_report.SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise ConfigError(
             f"{path}: expected a gpuhost audit report with schema {json_report.SCHEMA}, "
             f"found schema {found!r}"
         )
+    check_shape(data, "merged-report" if "merged_from" in data else "audit-report", path)
     hosts = data.get("hosts")
     if not isinstance(hosts, list):
         raise ConfigError(f"{path}: 'hosts' must be a list, found {type(hosts).__name__}")

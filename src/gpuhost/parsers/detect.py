@@ -142,8 +142,8 @@ def detect_kind(text: str) -> str:
         return "rpm-qa"
     raise ParseError(
         "unrecognised output: not an nvidia-smi, driver, CUDA, package, container toolkit or "
-        f"torch capture gpuhost knows (see gpuhost.parsers.detect.KINDS); found: "
-        f"{first_line(text)!r}"
+        f"torch capture gpuhost knows; found: {first_line(text)!r} "
+        "('gpuhost parse --help' lists the outputs it reads)"
     )
 
 
