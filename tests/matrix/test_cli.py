@@ -31,8 +31,9 @@ def test_check_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_check_warn_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    # 575.51.03 (R575 after NVIDIA's April 2025 fix, never fixed again: a security warning)
     code, out, _ = _run(
-        capsys, "matrix", "check", "--driver", "550.54.14", "--cuda", "12.4.1", *AS_OF
+        capsys, "matrix", "check", "--driver", "575.51.03", "--cuda", "12.9.1", *AS_OF
     )
     assert code == 0 and "cuda_driver_minor_compat" in out and "verdict: warn" in out
 
@@ -101,9 +102,15 @@ def test_render(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
 
 def test_profile_verify(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, _ = _run(
-        capsys, "matrix", "profile", "verify", "nvidia-repo-550-cuda12.4", "--json", *AS_OF
+        capsys, "matrix", "profile", "verify", "debian12-nonfree-535-security", "--json", *AS_OF
     )
     assert code == 0 and json.loads(out)["verdict"] in ("ok", "warning")
+    # compatible, but its driver and toolkit are older than NVIDIA's security fixes: refused
+    code, out, _ = _run(
+        capsys, "matrix", "profile", "verify", "nvidia-repo-550-cuda12.4", "--json", *AS_OF
+    )
+    rules = {f["rule"] for f in json.loads(out)["findings"] if f["severity"] == "error"}
+    assert code == 1 and rules == {"security.driver", "security.container-toolkit"}
     code, out, _ = _run(
         capsys, "matrix", "profile", "verify", "debian12-nonfree-535", "--gpu", "B200"
     )

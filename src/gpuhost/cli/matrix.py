@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from gpuhost.cli._matrix_sync import sync_cmd
+from gpuhost.cli._matrix_sync import advisories_sync_cmd, sync_cmd
 from gpuhost.errors import ConfigError
 from gpuhost.matrix import (
     NoCompatibleSet,
@@ -21,6 +21,7 @@ from gpuhost.matrix import (
     resolve_stack,
     verdict,
 )
+from gpuhost.matrix.advisories import load_advisories, security_findings
 from gpuhost.matrix.findings import Finding
 from gpuhost.matrix.frameworks import framework_answer
 from gpuhost.matrix.lookup import arch_cuda_range, cc_covered, cudnn_packages, package_covers
@@ -99,6 +100,12 @@ def command() -> None:
     metavar="V",
     help="Installed nvidia-fabricmanager version.",
 )
+@click.option(
+    "--container-toolkit",
+    "container_toolkit",
+    metavar="V",
+    help="Installed nvidia-container-toolkit version (judged against NVIDIA's advisories).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_as_of_option
 def check_cmd(
@@ -108,10 +115,12 @@ def check_cmd(
     cudnn: str | None,
     frameworks: tuple[str, ...],
     fabric_manager: str | None,
+    container_toolkit: str | None,
     as_json: bool,
     as_of: str | None,
 ) -> int:
-    """Judge a concrete stack; exit 1 when it is incompatible.
+    """Judge a concrete stack (and its security advisories); exit 1 when it is incompatible or
+    affected by an advisory at CVSS >= 7.
 
     \b
     Example:
@@ -125,7 +134,11 @@ def check_cmd(
         cudnn=cudnn,
         frameworks=list(frameworks),
         fabric_manager=fabric_manager,
+        container_toolkit=container_toolkit,
         as_of=_as_of(as_of),
+    )
+    findings += security_findings(
+        load_advisories(), driver=driver, container_toolkit=container_toolkit
     )
     return _print_findings(findings, as_json)
 
@@ -393,8 +406,11 @@ def profile_verify_cmd(
       gpuhost matrix profile verify debian12-nonfree-535 --gpu H100
     """
     profile = get_profile(load_profiles(profiles_file), name)
-    findings = verify_profile(load_matrix(), profile, list(gpus), as_of=_as_of(as_of))
+    findings = verify_profile(
+        load_matrix(), profile, list(gpus), as_of=_as_of(as_of), advisories=load_advisories()
+    )
     return _print_findings(findings, as_json)
 
 
 command.add_command(sync_cmd)
+command.add_command(advisories_sync_cmd)

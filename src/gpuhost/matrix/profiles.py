@@ -18,6 +18,7 @@ import yaml
 
 from gpuhost.datafiles import load_yaml
 from gpuhost.errors import ConfigError, UnknownNameError, VersionError
+from gpuhost.matrix.advisories import Advisories, security_findings
 from gpuhost.matrix.findings import Finding
 from gpuhost.matrix.gpus import gpu_info
 from gpuhost.matrix.model import Matrix
@@ -255,10 +256,19 @@ def verify_profile(
     gpus: list[str] | tuple[str, ...] = (),
     *,
     as_of: dt.date | None = None,
+    advisories: Advisories | None = None,
 ) -> list[Finding]:
     """Judge ``profile`` against the matrix for ``gpus``: every CUDA version of the profile with
-    its driver, cuDNN, frameworks and container toolkit, plus the kernel module flavour."""
+    its driver, cuDNN, frameworks and container toolkit, plus the kernel module flavour.
+
+    ``advisories``: also judge its driver and container toolkit against NVIDIA's security
+    bulletins (``gpuhost matrix profile verify`` does; provision's guard does not, so a
+    distribution's own driver still installs while the audit reports it)."""
     findings: list[Finding] = []
+    if advisories is not None:
+        findings += security_findings(
+            advisories, driver=profile.driver_version, container_toolkit=profile.container_toolkit
+        )
     seen: set[Finding] = set()
     for i, cuda in enumerate(profile.cuda_versions):
         for f in check_stack(

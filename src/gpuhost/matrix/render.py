@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuhost.matrix.advisories import Advisories, load_advisories
 from gpuhost.matrix.model import Matrix
 
 
@@ -11,7 +12,55 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out + [""]
 
 
-def render_markdown(matrix: Matrix) -> str:
+def _wheels(m: Matrix) -> list[str]:
+    lines = [
+        "## What pip installs: the PyPI wheels' own pins",
+        "",
+        "From `src/gpuhost/data/wheels.yaml` (`gpuhost matrix sync`): the libraries each release's "
+        "Linux x86_64 wheel pins (TensorFlow: its `and-cuda` extra; `>=` = a minimum, not a pin). "
+        '"no metadata" = PyPI publishes no core metadata for those wheels, so it is not known.',
+        "",
+    ]
+    rows = []
+    for w in reversed(m.wheels):
+        b = w.default
+        if b is None:
+            libs = ["no metadata" if "x86_64" in w.no_metadata else "no wheel"] + [""] * 3
+        elif b.cuda is None:
+            libs = ["no CUDA pins", "", "", ""]
+        else:
+            floor = "" if b.exact else ">= "
+            libs = [b.cuda, floor + (b.cudnn or ""), floor + (b.cublas or ""), b.nccl or ""]
+        rows.append([w.framework, w.version, w.released, *libs, ", ".join(w.python)])
+    return lines + _table(
+        ["framework", "release", "released", "CUDA", "cuDNN", "cuBLAS", "NCCL", "Python"], rows
+    )
+
+
+def _advisories(advs: Advisories) -> list[str]:
+    lines = [
+        "## NVIDIA security bulletins (Linux driver, container toolkit)",
+        "",
+        "From `src/gpuhost/data/advisories.yaml` (`gpuhost matrix advisories-sync`, NVIDIA's CSAF "
+        f"documents). A version below the fixed one is affected; error at CVSS >= "
+        f"{advs.error_at_cvss}.",
+        "",
+    ]
+    rows = [
+        [
+            f"[{a.id}]({a.url})",
+            a.date,
+            a.component,
+            ", ".join(f"R{k} {v}" if k.isdigit() else v for k, v in a.fixed.items()),
+            str(a.highest_cvss) if a.highest_cvss is not None else "not given",
+            ", ".join(c.id for c in a.cves),
+        ]
+        for a in reversed(advs.rows)
+    ]
+    return lines + _table(["bulletin", "date", "component", "fixed in", "CVSS", "CVEs"], rows)
+
+
+def render_markdown(matrix: Matrix, advisories: Advisories | None = None) -> str:
     """The whole matrix as Markdown, newest rows first, every row with its source key."""
     m = matrix
     lines = [
@@ -126,6 +175,8 @@ def render_markdown(matrix: Matrix) -> str:
         ["TensorFlow", "CUDA", "cuDNN", "source"],
         [[t.version, t.cuda, t.cudnn, t.source] for t in reversed(m.tensorflow)],
     )
+    lines += _wheels(m)
+    lines += _advisories(advisories if advisories is not None else load_advisories())
     lines += ["## Driver branches", ""]
     lines += _table(
         ["branch", "type", "end of life", "source", "confidence", "note"],

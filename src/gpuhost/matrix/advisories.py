@@ -1,0 +1,285 @@
+"""NVIDIA security advisories as data (``data/advisories.yaml``, written by
+``gpuhost matrix advisories-sync`` from NVIDIA's CSAF bulletins) and the judgement of a driver or
+container toolkit version against them.
+
+Rules (ids shared by ``matrix check``, ``profile verify`` and ``gpuhost audit``):
+
+- ``security.driver``: the driver is older than the first fixed version a bulletin names for the
+  driver's own branch (error at CVSS >= ``error_at_cvss``, else warning); or the branch is older
+  than the branches a bulletin fixes and gets no fix at all (warning);
+- ``security.container-toolkit``: the container toolkit is older than a bulletin's fixed version.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuhost.datafiles import load_yaml
+from gpuhost.errors import ConfigError, MatrixError, VersionError
+from gpuhost.findings import ERROR, WARNING, Finding
+from gpuhost.versions import driver_branch, parse_version
+
+COMPONENTS = ("driver", "container-toolkit")
+
+
+@dataclass(frozen=True)
+class Cve:
+    id: str
+    cvss: float | None  # CVSS base score; None = the bulletin gives none
+    branches: tuple[int, ...] = ()  # driver branches it affects (driver bulletins)
+
+
+@dataclass(frozen=True)
+class Advisory:
+    """One NVIDIA security bulletin, reduced to Linux drivers or the container toolkit."""
+
+    id: str
+    component: str  # "driver" | "container-toolkit"
+    title: str
+    date: str
+    url: str
+    csaf: str
+    highest_cvss: float | None
+    fixed: dict[str, str]  # driver: "535" -> "535.274.02"; toolkit: "toolkit" -> "1.17.8"
+    cves: tuple[Cve, ...]
+    confidence: str
+
+    def fixed_branches(self) -> list[int]:
+        return sorted(int(b) for b in self.fixed if b.isdigit())
+
+
+@dataclass(frozen=True)
+class Advisories:
+    path: str
+    error_at_cvss: float
+    rows: tuple[Advisory, ...]
+
+
+def default_advisories_path() -> str:
+    return str(resources.files("gpuhost") / "data" / "advisories.yaml")
+
+
+def read_raw(path: str) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from exc
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping with error_at_cvss and advisories")
+    return data
+
+
+def load_advisories(path: str | None = None) -> Advisories:
+    """The advisories file (default: the shipped one, cached); MatrixError lists bad fields."""
+    if path is None:
+        return _default()
+    return _load(path)
+
+
+@functools.lru_cache(maxsize=1)
+def _default() -> Advisories:
+    return _load(default_advisories_path())
+
+
+def _load(path: str) -> Advisories:
+    data = read_raw(path)
+    problems: list[str] = []
+    threshold = data.get("error_at_cvss")
+    if not isinstance(threshold, (int, float)) or isinstance(threshold, bool):
+        problems.append(f"error_at_cvss: expected a number, found {threshold!r}")
+        threshold = 7.0
+    rows = []
+    raw_rows = data.get("advisories", [])
+    for i, r in enumerate(raw_rows if isinstance(raw_rows, list) else []):
+        where = f"advisories[{i}]"
+        try:
+            rows.append(_row(r, where))
+        except (KeyError, TypeError, ValueError, VersionError) as exc:
+            problems.append(f"{where}: {exc}")
+    if not isinstance(raw_rows, list):
+        problems.append("advisories: expected a list")
+    if problems:
+        raise MatrixError(path, problems)
+    return Advisories(path, float(threshold), tuple(rows))
+
+
+def _row(r: dict[str, Any], where: str) -> Advisory:
+    if r["component"] not in COMPONENTS:
+        raise ValueError(f"component {r['component']!r} is not one of {', '.join(COMPONENTS)}")
+    for key in ("url", "csaf", "confidence"):
+        if not isinstance(r.get(key), str) or not r[key]:
+            raise ValueError(f"{key} missing: every row names its source and confidence")
+    fixed = {str(k): str(v) for k, v in (r.get("fixed") or {}).items()}
+    for k, v in fixed.items():
+        parse_version(v, field=f"{where}.fixed.{k}")
+    cves = tuple(
+        Cve(
+            str(c["id"]),
+            None if c.get("cvss") is None else float(c["cvss"]),
+            tuple(int(b) for b in c.get("branches", [])),
+        )
+        for c in r["cves"]
+    )
+    high = r.get("highest_cvss")
+    return Advisory(
+        id=str(r["id"]),
+        component=str(r["component"]),
+        title=str(r["title"]),
+        date=str(r["date"]),
+        url=str(r["url"]),
+        csaf=str(r["csaf"]),
+        highest_cvss=None if high is None else float(high),
+        fixed=fixed,
+        cves=cves,
+        confidence=str(r["confidence"]),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# judging
+
+
+@dataclass(frozen=True)
+class Hit:
+    advisory: Advisory
+    cves: tuple[Cve, ...]
+    fixed: str | None  # first fixed version for this host (None: no fix on its branch)
+
+
+def driver_hits(advs: Advisories, driver: str) -> tuple[list[Hit], list[Advisory]]:
+    """(bulletins whose fix for the driver's branch is newer than ``driver``, bulletins that fix
+    newer branches but not the driver's own)."""
+    v = parse_version(driver, field="driver")
+    branch = driver_branch(v)
+    hits, unpatched = [], []
+    for adv in advs.rows:
+        if adv.component != "driver":
+            continue
+        fixed = adv.fixed.get(str(branch))
+        if fixed is not None:
+            if v < parse_version(fixed, field="fixed"):
+                cves = tuple(c for c in adv.cves if not c.branches or branch in c.branches)
+                hits.append(Hit(adv, cves, fixed))
+        elif adv.fixed_branches() and branch < max(adv.fixed_branches()):
+            unpatched.append(adv)
+    return hits, unpatched
+
+
+def toolkit_hits(advs: Advisories, version: str) -> list[Hit]:
+    v = parse_version(version, field="container toolkit")
+    hits = []
+    for adv in advs.rows:
+        fixed = adv.fixed.get("toolkit")
+        if adv.component == "container-toolkit" and fixed and v < parse_version(fixed, field="f"):
+            hits.append(Hit(adv, adv.cves, fixed))
+    return hits
+
+
+def _worst(hits: list[Hit]) -> float | None:
+    scores = [c.cvss for h in hits for c in h.cves if c.cvss is not None]
+    return max(scores) if scores else None
+
+
+def _cve_text(hits: list[Hit], limit: int = 6) -> str:
+    ids = [c.id for h in hits for c in h.cves]
+    shown = ", ".join(ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def _bulletins(advs: list[Advisory]) -> str:
+    return ", ".join(f"{a.id} ({a.date})" for a in advs)
+
+
+def _newest_fixes(advs: Advisories) -> str:
+    """The newest driver bulletin's fixed version per branch (where to go from an old branch)."""
+    newest = max((a for a in advs.rows if a.component == "driver"), key=lambda a: a.date)
+    return ", ".join(f"R{b} >= {v}" for b, v in newest.fixed.items())
+
+
+def security_findings(
+    advs: Advisories, *, driver: str | None = None, container_toolkit: str | None = None
+) -> list[Finding]:
+    """``security.driver`` / ``security.container-toolkit`` findings for the given versions."""
+    out: list[Finding] = []
+    if driver is not None:
+        out += _driver(advs, driver)
+    if container_toolkit is not None:
+        out += _toolkit(advs, container_toolkit)
+    return out
+
+
+def _severity(advs: Advisories, score: float | None) -> str:
+    return ERROR if score is not None and score >= advs.error_at_cvss else WARNING
+
+
+def _driver(advs: Advisories, driver: str) -> list[Finding]:
+    hits, unpatched = driver_hits(advs, driver)
+    branch = driver_branch(driver)
+    out = []
+    if hits:
+        score = _worst(hits)
+        need = max((h.fixed for h in hits if h.fixed), key=lambda x: parse_version(x, field="f"))
+        out.append(
+            Finding(
+                "security.driver",
+                _severity(advs, score),
+                f"driver {driver} (R{branch}) is affected by NVIDIA security bulletin(s) "
+                f"{_bulletins([h.advisory for h in hits])}: {_cve_text(hits)} (highest CVSS "
+                f"{score if score is not None else 'not given'}); the first R{branch} driver "
+                f"fixing them all is {need}; fix: upgrade the driver to >= {need}",
+                source=hits[-1].advisory.url,
+                found=f"driver {driver}",
+                expected=f"driver >= {need} on R{branch} (NVIDIA security bulletins)",
+                fix=f"upgrade the driver to >= {need}",
+            )
+        )
+    if unpatched:
+        cves = [Hit(a, tuple(a.cves), None) for a in unpatched]
+        score = _worst(cves)
+        out.append(
+            Finding(
+                "security.driver",
+                WARNING,
+                f"R{branch} gets no fix in NVIDIA security bulletin(s) {_bulletins(unpatched)} "
+                f"({_cve_text(cves)}; highest CVSS "
+                f"{score if score is not None else 'not given'}), which fix newer branches "
+                f"only; fix: move to a branch NVIDIA still fixes ({_newest_fixes(advs)})",
+                source=unpatched[-1].url,
+                found=f"driver {driver} (R{branch})",
+                expected="a driver branch NVIDIA's newest bulletins fix",
+                fix=f"move to a branch NVIDIA still fixes ({_newest_fixes(advs)})",
+            )
+        )
+    return out
+
+
+def _toolkit(advs: Advisories, version: str) -> list[Finding]:
+    hits = toolkit_hits(advs, version)
+    if not hits:
+        return []
+    score = _worst(hits)
+    need = max((h.fixed for h in hits if h.fixed), key=lambda x: parse_version(x, field="f"))
+    return [
+        Finding(
+            "security.container-toolkit",
+            _severity(advs, score),
+            f"NVIDIA Container Toolkit {version} is affected by NVIDIA security bulletin(s) "
+            f"{_bulletins([h.advisory for h in hits])}: {_cve_text(hits)} (highest CVSS "
+            f"{score if score is not None else 'not given'}); fixed in {need}; fix: upgrade "
+            f"nvidia-container-toolkit to >= {need}",
+            source=hits[-1].advisory.url,
+            found=f"nvidia-container-toolkit {version}",
+            expected=f"nvidia-container-toolkit >= {need} (NVIDIA security bulletins)",
+            fix=f"upgrade nvidia-container-toolkit to >= {need}",
+        )
+    ]
