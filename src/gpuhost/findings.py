@@ -66,6 +66,12 @@ class Finding:
     to_json = to_dict
 
 
+def fix_in(message: str) -> str | None:
+    """The fix a message names after its "; fix: " (the form every gpuhost message uses)."""
+    _, sep, fix = message.partition("; fix: ")
+    return (fix.strip() or None) if sep else None
+
+
 def severity_rank(severity: str) -> int:
     """0 for the worst severity; unknown severities sort last."""
     return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)

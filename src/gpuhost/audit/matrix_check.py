@@ -14,6 +14,7 @@ from gpuhost.audit.findings import WARNING, Finding, RuleResult, rule_doc
 from gpuhost.audit.rules import loaded_driver_version, userspace_driver_version
 from gpuhost.errors import GpuhostError
 from gpuhost.facts.host_facts import HostFacts
+from gpuhost.findings import fix_in
 
 RULE = "matrix"
 
@@ -30,12 +31,6 @@ def _judged(args: dict[str, Any], cuda: str | None) -> str:
     if args.get("container_toolkit"):
         parts.append(f"container toolkit {args['container_toolkit']}")
     return "; ".join(parts)
-
-
-def _fix_of(message: str) -> str | None:
-    """The matrix's messages end in "; fix: ..." where there is a fix."""
-    _, sep, fix = message.partition("; fix: ")
-    return fix.strip() or None if sep else None
 
 
 def _expectation(rule: str) -> str:
@@ -114,7 +109,7 @@ def matrix_results(facts: HostFacts, matrix: Any) -> tuple[RuleResult, ...]:
                     source=item.source or rule_doc(f"matrix.{item.rule}"),
                     found=item.found or _judged(args, cuda),
                     expected=item.expected or _expectation(item.rule),
-                    fix=item.fix or _fix_of(item.message),
+                    fix=item.fix or fix_in(item.message),
                 )
             )
     return (RuleResult(RULE, tuple(findings)),)

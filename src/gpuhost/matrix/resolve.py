@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhost.errors import IncompatibleError, UnknownNameError
+from gpuhost.findings import fix_in
 from gpuhost.matrix.findings import Finding, Severity
 from gpuhost.matrix.gpus import gpu_info
 from gpuhost.matrix.lookup import (
@@ -96,7 +97,9 @@ class _Out:
         self.items: list[Finding] = []
 
     def add(self, rule: str, severity: Severity, message: str, source: str) -> None:
-        self.items.append(Finding(rule, severity, message, self.matrix.url(source)))
+        self.items.append(
+            Finding(rule, severity, message, self.matrix.url(source), fix=fix_in(message))
+        )
 
 
 def _gpus(out: _Out, names: list[str]) -> list[tuple[GpuInfo, Architecture]]:
