@@ -12,7 +12,8 @@ import re
 import pytest
 
 from gpuhost.audit.coupled import is_coupled
-from gpuhost.deploys.spec import StackSpec, package_plan, package_sets, supported_os
+from gpuhost.deploys.spec import package_plan, package_sets, supported_os
+from gpuhost.desired import DesiredState
 
 ENTRIES = [
     (source, os_key)
@@ -31,8 +32,8 @@ def _entry(source: str, os_key: str) -> dict:
     return package_sets()["sources"][source][os_key]
 
 
-def _spec(source: str, module: str, branch: str = "550", **extra: object) -> StackSpec:
-    return StackSpec(
+def _spec(source: str, module: str, branch: str = "550", **extra: object) -> DesiredState:
+    return DesiredState(
         profile="t",
         source=source,
         os=("debian-12",),
@@ -41,8 +42,8 @@ def _spec(source: str, module: str, branch: str = "550", **extra: object) -> Sta
         kernel_module=module,
         cuda_versions=("12.4",),
         cuda_default="12.4",
-        cudnn_version="9.1.0.70",
-        container_toolkit_version="1.16.2",
+        cudnn="9.1.0.70",
+        container_toolkit="1.16.2",
         fabric_manager=True,
         **extra,  # type: ignore[arg-type]
     )

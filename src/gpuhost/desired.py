@@ -106,9 +106,6 @@ class DesiredState:
             },
         }
 
-    # the name provision's deploys have always called
-    marker = to_marker
-
     @classmethod
     def from_marker(cls, marker: ProfileMarker) -> DesiredState | None:
         """The state a schema-1 marker records; None for a legacy marker (a profile name only,

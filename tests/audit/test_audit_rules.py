@@ -281,12 +281,12 @@ def test_all_xml_captures_build_facts():
 
 
 def _marker_json(profile: str, **changes: object) -> str:
-    """The marker provision writes for ``profile`` (gpuhost.deploys: StackSpec.marker())."""
+    """The marker provision writes for ``profile`` (gpuhost.deploys: DesiredState.to_marker())."""
     from gpuhost.deploys.guards import spec_from_profile
     from gpuhost.operations.marker import render_marker
 
     spec = dataclasses.replace(spec_from_profile(PROFILES[profile], []), **changes)
-    return render_marker(spec.marker())
+    return render_marker(spec.to_marker())
 
 
 def test_json_marker_of_the_inventory_profile_is_no_drift():

@@ -96,13 +96,14 @@ def test_cuda_metapackage_drags_in_the_newest_driver_branch(fresh_host, lab) -> 
 
 def test_three_field_cudnn_profile_pins_the_four_field_package(fresh_host, lab) -> None:
     """cuDNN "9.5.1" (profiles, cudnn_version.h) pins NVIDIA's 9.5.1.17-1, not 9.10.2.21-1."""
-    from gpuhost.deploys.spec import StackSpec, package_plan
+    from gpuhost.deploys.spec import package_plan
+    from gpuhost.desired import DesiredState
     from gpuhost.operations.apt_pin import render_preferences
 
-    spec = StackSpec(profile="t", source="nvidia-cuda-repo", os=("debian-12",),
+    spec = DesiredState(profile="t", source="nvidia-cuda-repo", os=("debian-12",),
                      driver_version="550.54.15", driver_branch="550",
                      kernel_module="proprietary", cuda_versions=("12.4",), cuda_default="12.4",
-                     cudnn_version="9.5.1")
+                     cudnn="9.5.1")
     plan = package_plan(spec, "debian-12")
     prefs = render_preferences(plan.pins, plan.blocked, plan.blocked_patterns)
     view = lab(1)

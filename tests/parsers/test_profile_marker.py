@@ -16,13 +16,13 @@ from gpuhost.parsers.profile_marker import parse_profile_marker
 def test_what_provision_writes_reads_back_with_its_versions() -> None:
     profile = load_profiles()["nvidia-repo-550-cuda12.4"]
     spec = spec_from_profile(profile, ["NVIDIA A100-SXM4-80GB"], fabric_manager=True)
-    marker = parse_profile_marker(render_marker(spec.marker()))
+    marker = parse_profile_marker(render_marker(spec.to_marker()))
     assert marker is not None and not marker.legacy
     assert marker.profile == "nvidia-repo-550-cuda12.4" and marker.schema == 1
     assert marker.driver_version == spec.driver_version == "550.54.15"
     assert marker.kernel_module == spec.kernel_module in ("open", "proprietary")
     assert marker.cuda_versions == ("12.4",) and marker.cuda_default == "12.4"
-    assert marker.cudnn == "9.5.1" and marker.container_toolkit == spec.container_toolkit_version
+    assert marker.cudnn == "9.5.1" and marker.container_toolkit == spec.container_toolkit
     assert marker.fabric_manager is True and marker.persistence is True
     assert json.loads(json.dumps(marker.to_dict()))["cuda_versions"] == ["12.4"]
 

@@ -7,16 +7,17 @@ from __future__ import annotations
 import pytest
 
 from gpuhost.audit.rules import _cudnn_matches
-from gpuhost.deploys.spec import StackSpec, cudnn_pin, package_plan
+from gpuhost.deploys.spec import cudnn_pin, package_plan
+from gpuhost.desired import DesiredState
 from gpuhost.operations.apt_pin import render_preferences, version_glob
 from gpuhost.versions import extends_version
 
 
-def _spec(cudnn: str) -> StackSpec:
-    return StackSpec(profile="t", source="nvidia-cuda-repo", os=("debian-12",),
+def _spec(cudnn: str) -> DesiredState:
+    return DesiredState(profile="t", source="nvidia-cuda-repo", os=("debian-12",),
                      driver_version="550.54.15", driver_branch="550",
                      kernel_module="proprietary", cuda_versions=("12.4",), cuda_default="12.4",
-                     cudnn_version=cudnn, container_toolkit_version="1.16.2")
+                     cudnn=cudnn, container_toolkit="1.16.2")
 
 
 def test_three_field_cudnn_pins_every_build_of_that_release() -> None:

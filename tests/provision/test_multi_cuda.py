@@ -6,14 +6,15 @@ from __future__ import annotations
 import pytest
 
 from gpuhost.deploys.guards import check_profile, load_profile_table
-from gpuhost.deploys.spec import StackSpec, cuda_order, cuda_pin, package_plan
+from gpuhost.deploys.spec import cuda_order, cuda_pin, package_plan
+from gpuhost.desired import DesiredState
 from gpuhost.errors import ConfigError
 from gpuhost.operations.apt_pin import render_preferences
 from gpuhost.operations.env import ALTERNATIVE_LINK, CUDA_LINK, cuda_link_commands
 
 
-def _spec(source: str, versions: tuple[str, ...], default: str) -> StackSpec:
-    return StackSpec(profile="t", source=source, os=("debian-12",),
+def _spec(source: str, versions: tuple[str, ...], default: str) -> DesiredState:
+    return DesiredState(profile="t", source=source, os=("debian-12",),
                      driver_version="580.95.05", driver_branch="580", kernel_module="open",
                      cuda_versions=versions, cuda_default=default)
 

@@ -56,7 +56,7 @@ def _run(
         return record
 
     spec = SimpleNamespace(
-        marker=dict, profile="p2", driver_version="550.54.15", kernel_module="proprietary"
+        to_marker=dict, profile="p2", driver_version="550.54.15", kernel_module="proprietary"
     )
     monkeypatch.setattr(provision_module, "resolve_host", lambda profiles: (spec, "plan"))
     monkeypatch.setattr(provision_module, "current_driver", current_driver)

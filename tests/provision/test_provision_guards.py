@@ -55,9 +55,9 @@ def test_debian_plan_pins_the_whole_coupled_set(profiles) -> None:
 
 
 def _spec(version: str = "550.127.05", module: str = "proprietary"):
-    from gpuhost.deploys.spec import StackSpec
+    from gpuhost.desired import DesiredState
 
-    return StackSpec(
+    return DesiredState(
         profile="lab-new",
         source="nvidia-cuda-repo",
         os=("debian-12",),

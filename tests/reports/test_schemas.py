@@ -131,7 +131,7 @@ def test_smoke_documents_are_valid(tmp_path):
 @pytest.mark.parametrize("name", sorted(load_profiles(None)))
 def test_provision_marker_of_every_built_in_profile_is_valid(name):
     profile = load_profiles(None)[name]
-    marker = spec_from_profile(profile, ["NVIDIA H100 80GB HBM3"]).marker()
+    marker = spec_from_profile(profile, ["NVIDIA H100 80GB HBM3"]).to_marker()
     assert_valid(json.loads(render_marker(marker)), "provision-marker")
     parsed = parse_profile_marker(render_marker(marker))
     assert parsed is not None and parsed.profile == name

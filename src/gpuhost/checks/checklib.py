@@ -16,7 +16,8 @@ from gpuhost.checks_support import expected as expected_mod
 from gpuhost.checks_support import gpu as gpu_mod
 from gpuhost.checks_support import packages as packages_mod
 from gpuhost.checks_support.expected import Expected
-from gpuhost.deploys.spec import PackagePlan, StackSpec
+from gpuhost.deploys.spec import PackagePlan
+from gpuhost.desired import DesiredState
 from gpuhost.errors import ParseError
 from gpuhost.parsers import (
     parse_apt_mark_showhold,
@@ -85,7 +86,7 @@ class HostFacts:
         return parse_dpkg_query(self.run(packages_mod.dpkg_command(names)))
 
 
-def need_spec(expected: Expected) -> tuple[StackSpec, PackagePlan]:
+def need_spec(expected: Expected) -> tuple[DesiredState, PackagePlan]:
     """The host's resolved profile, or FAIL the check saying why there is none."""
     __tracebackhide__ = True
     if expected.spec is None or expected.plan is None:

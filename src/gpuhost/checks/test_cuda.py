@@ -71,26 +71,26 @@ def test_cuda_toolkit(facts: HostFacts, expected: Expected, inventory_data: dict
 def test_cudnn(facts: HostFacts, expected: Expected) -> None:
     """cuDNN at the profile's version, held."""
     spec, plan = need_spec(expected)
-    if not spec.cudnn_version or not plan.cudnn:
+    if not spec.cudnn or not plan.cudnn:
         pytest.skip(f"profile {spec.profile} installs no cuDNN")
-    _component(facts, plan.cudnn, spec.cudnn_version, "cuDNN")
+    _component(facts, plan.cudnn, spec.cudnn, "cuDNN")
 
 
 def test_container_toolkit(facts: HostFacts, expected: Expected) -> None:
     """The NVIDIA container toolkit at the profile's version (packages and nvidia-ctk), held."""
     spec, plan = need_spec(expected)
-    if not spec.container_toolkit_version or not plan.container_toolkit:
+    if not spec.container_toolkit or not plan.container_toolkit:
         pytest.skip(f"profile {spec.profile} installs no NVIDIA container toolkit")
     _component(
-        facts, plan.container_toolkit, spec.container_toolkit_version, "NVIDIA container toolkit"
+        facts, plan.container_toolkit, spec.container_toolkit, "NVIDIA container toolkit"
     )
     try:
         found = parse_nvidia_ctk_version(facts.run("nvidia-ctk --version 2>/dev/null; true"))
     except ParseError as exc:
         pytest.fail(f"{facts.name}: nvidia-ctk --version unreadable: {exc}", pytrace=False)
-    assert found == spec.container_toolkit_version, (
+    assert found == spec.container_toolkit, (
         f"{facts.name}: nvidia-ctk reports {found or '(not installed)'}, profile {spec.profile} "
-        f"pins {spec.container_toolkit_version}"
+        f"pins {spec.container_toolkit}"
     )
 
 
@@ -99,7 +99,7 @@ def _needs_runtime(facts: HostFacts, expected: Expected, binary: str, what: str)
     spec, _plan = need_spec(expected)
     if not (facts.has(binary) or facts.has(f"{binary}d")):
         pytest.skip(f"{what} is not installed on {facts.name}")
-    if not spec.container_toolkit_version:
+    if not spec.container_toolkit:
         pytest.skip(
             f"profile {spec.profile} installs no NVIDIA container toolkit, so {what} "
             "is not configured for GPUs"

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhost.deploys.guards import PROFILE_KEY, check_profile, load_profile_table
-from gpuhost.deploys.spec import PackagePlan, StackSpec, package_plan
+from gpuhost.deploys.spec import PackagePlan, package_plan
+from gpuhost.desired import DesiredState
 from gpuhost.errors import GpuhostError, ParseError
 from gpuhost.facts.probe_parsers import parse_os_release
 from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker
@@ -41,7 +42,7 @@ class Expected:
     host: str
     profile: str | None
     origin: str
-    spec: StackSpec | None = None
+    spec: DesiredState | None = None
     plan: PackagePlan | None = None
     os_key: str | None = None
     marker: Marker = field(default_factory=lambda: Marker(False))

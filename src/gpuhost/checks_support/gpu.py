@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from gpuhost.deploys.spec import StackSpec
+from gpuhost.desired import DesiredState
 from gpuhost.operations.clocks import clocks_in_effect, uses_application_clocks
 from gpuhost.parsers.driver import KernelModule
 from gpuhost.parsers.nvidia_smi import GpuInfo, SmiReport
@@ -60,7 +60,7 @@ def persistence_problems(report: SmiReport) -> list[str]:
     ]
 
 
-def clock_problems(report: SmiReport, spec: StackSpec) -> list[str]:
+def clock_problems(report: SmiReport, spec: DesiredState) -> list[str]:
     """GPUs on application clocks must show the profile's clocks (or their own max); GPUs on
     locked clocks cannot be read back (the clocks service result vouches for them)."""
     problems = []
@@ -69,14 +69,14 @@ def clock_problems(report: SmiReport, spec: StackSpec) -> list[str]:
         try:
             application = uses_application_clocks(gpu, spec.clocks_mode)
             in_effect = clocks_in_effect(
-                single, spec.clocks_mode, spec.clocks_graphics, spec.clocks_memory
+                single, spec.clocks_mode, spec.graphics_mhz, spec.memory_mhz
             )
         except Exception as exc:  # OperationValueError: the GPU reports no max clocks
             problems.append(f"{_label(i, gpu)}: {exc}")
             continue
         if application and not in_effect:
-            want_gr = spec.clocks_graphics or gpu.clocks.max_graphics
-            want_mem = spec.clocks_memory or gpu.clocks.max_mem
+            want_gr = spec.graphics_mhz or gpu.clocks.max_graphics
+            want_mem = spec.memory_mhz or gpu.clocks.max_mem
             problems.append(
                 f"{_label(i, gpu)}: application clocks are {gpu.clocks.applications_mem},"
                 f"{gpu.clocks.applications_graphics} MHz (memory,graphics), the profile wants "

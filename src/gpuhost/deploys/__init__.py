@@ -1,7 +1,7 @@
 """Packaged pyinfra deploys: call them from your own deploy files.
 
 ``provision`` composes them all (and ``gpuhost.deploys.harden.harden``, first, unless
-``gpuhost_harden: false``); each takes the host's resolved ``StackSpec`` and ``PackagePlan``
+``gpuhost_harden: false``); each takes the host's resolved ``DesiredState`` and ``PackagePlan``
 (``gpuhost.deploys.provision.resolve_host()``).
 """
 

@@ -5,28 +5,28 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import deploy
 
-from gpuhost.deploys.spec import StackSpec
+from gpuhost.desired import DesiredState
 from gpuhost.operations import clocks, env, persistence
 
 
 @deploy("Configure persistence mode")
-def configure_persistence(spec: StackSpec) -> None:
+def configure_persistence(spec: DesiredState) -> None:
     if spec.persistence:
         persistence.enabled(name="nvidia-persistenced enabled and running")
 
 
 @deploy("Configure GPU clocks")
-def configure_gpu_clocks(spec: StackSpec) -> None:
+def configure_gpu_clocks(spec: DesiredState) -> None:
     clocks.applied(
         name=f"GPU clocks ({spec.clocks_mode})",
         mode=spec.clocks_mode,
-        graphics=spec.clocks_graphics,
-        memory=spec.clocks_memory,
+        graphics=spec.graphics_mhz,
+        memory=spec.memory_mhz,
     )
 
 
 @deploy("Configure environment")
-def configure_environment(spec: StackSpec) -> None:
+def configure_environment(spec: DesiredState) -> None:
     """``/etc/profile.d/gpuhost.sh`` from inventory data ``gpuhost_env`` (e.g. NCCL_* settings)."""
     cuda_home = (
         "/usr/local/cuda" if spec.source == "nvidia-cuda-repo" and spec.cuda_default else None

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuhost.deploys.spec import StackSpec, supported_os
+from gpuhost.deploys.spec import supported_os
+from gpuhost.desired import DesiredState
 from gpuhost.errors import DeployError, GpuhostError
 from gpuhost.facts.host_facts import OsInfo, SecureBoot
 from gpuhost.matrix.profiles import Profile, load_profiles, verify_profile
@@ -16,40 +17,19 @@ PROFILE_KEY = "gpuhost_profile"
 HARDEN_KEY = "gpuhost_harden"
 
 
-CLOCK_MODES = {"none": "off", "max": "auto", "explicit": "auto"}
-
-
-def spec_from_profile(profile: Profile, gpus: list[str], fabric_manager: bool = False) -> StackSpec:
+def spec_from_profile(
+    profile: Profile, gpus: list[str], fabric_manager: bool = False
+) -> DesiredState:
     """A matrix ``Profile`` → the versions provision installs (kernel module "auto" resolved
     for ``gpus``; fabric manager "auto" follows inventory data ``gpuhost_fabric_manager``)."""
-    from gpuhost.matrix import load_matrix
-    from gpuhost.matrix.profiles import kernel_module_for
-
-    fabric = profile.fabric_manager if isinstance(profile.fabric_manager, bool) else fabric_manager
-    return StackSpec(
-        profile=profile.name,
-        source=profile.source,
-        os=profile.os,
-        driver_version=profile.driver_version,
-        driver_branch=str(profile.driver_branch),
-        kernel_module=kernel_module_for(load_matrix(), profile, gpus),
-        cuda_versions=profile.cuda_versions,
-        cuda_default=profile.cuda_default or None,
-        cudnn_version=profile.cudnn,
-        container_toolkit_version=profile.container_toolkit,
-        fabric_manager=fabric,
-        clocks_mode=CLOCK_MODES[profile.clocks.policy],
-        clocks_graphics=profile.clocks.graphics_mhz,
-        clocks_memory=profile.clocks.memory_mhz,
-        persistence=profile.persistence,
-    )
+    return DesiredState.from_profile(profile, gpus, {"gpuhost_fabric_manager": fabric_manager})
 
 
 def load_profile_table(extra_file: str | None = None) -> dict[str, Profile]:
     return load_profiles(extra_file)
 
 
-def check_profile(host: str, data: dict[str, Any], profiles: dict[str, Profile]) -> StackSpec:
+def check_profile(host: str, data: dict[str, Any], profiles: dict[str, Profile]) -> DesiredState:
     """The host's profile resolved, or DeployError (static checks: no connection needed)."""
     accepted = ", ".join(sorted(profiles)) or "(no profiles defined)"
     name = data.get(PROFILE_KEY)
@@ -89,7 +69,7 @@ def os_key(distro: dict[str, Any]) -> str:
     return OsInfo(id=ident, version_id=version).key or "unknown"
 
 
-def check_os(host: str, spec: StackSpec, found: str) -> None:
+def check_os(host: str, spec: DesiredState, found: str) -> None:
     accepted = [o for o in supported_os(spec.source) if not spec.os or o in spec.os]
     if found not in accepted:
         raise DeployError(
@@ -128,7 +108,7 @@ UPGRADE_HINT = (
 
 def check_driver_unchanged(
     host: str,
-    spec: StackSpec,
+    spec: DesiredState,
     marker: ProfileMarker | None,
     installed: dict[str, str],
 ) -> None:

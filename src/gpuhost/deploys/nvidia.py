@@ -7,7 +7,8 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import apt
 
-from gpuhost.deploys.spec import PackagePlan, StackSpec
+from gpuhost.deploys.spec import PackagePlan
+from gpuhost.desired import DesiredState
 from gpuhost.operations import (
     apt_pin,
     container_runtime,
@@ -22,7 +23,7 @@ APT_CACHE_S = 3600
 
 
 @deploy("Install NVIDIA driver")
-def install_driver(spec: StackSpec, plan: PackagePlan) -> None:
+def install_driver(spec: DesiredState, plan: PackagePlan) -> None:
     """Kernel prerequisites, package source, pins, the driver at the exact version, holds."""
     kernel.headers(name="Kernel headers for the running and next-boot kernels")
     kernel.nouveau_blacklisted(name="Blacklist nouveau (initramfs rebuilt on change)")
@@ -73,7 +74,7 @@ def _component(packages: list[str], version: str | None, label: str) -> None:
 
 
 @deploy("Install CUDA toolkit")
-def install_cuda(spec: StackSpec, plan: PackagePlan) -> None:
+def install_cuda(spec: DesiredState, plan: PackagePlan) -> None:
     """Every toolkit the profile lists, side by side, each pinned to its version and held; never
     the ``cuda`` metapackage. Inventory data ``gpuhost_install_cuda = False`` leaves the toolkits
     out (driver-only nodes, CI lab hosts)."""
@@ -89,19 +90,19 @@ def install_cuda(spec: StackSpec, plan: PackagePlan) -> None:
 
 
 @deploy("Install cuDNN")
-def install_cudnn(spec: StackSpec, plan: PackagePlan) -> None:
-    _component(plan.cudnn, spec.cudnn_version, f"cuDNN {spec.cudnn_version}")
+def install_cudnn(spec: DesiredState, plan: PackagePlan) -> None:
+    _component(plan.cudnn, spec.cudnn, f"cuDNN {spec.cudnn}")
 
 
 @deploy("Install NVIDIA container toolkit")
-def install_container_toolkit(spec: StackSpec, plan: PackagePlan) -> None:
+def install_container_toolkit(spec: DesiredState, plan: PackagePlan) -> None:
     """The toolkit pinned; Docker/containerd configured by merging; /dev/char symlinks."""
     if not plan.container_toolkit:
         return
     _component(
         plan.container_toolkit,
-        spec.container_toolkit_version,
-        f"NVIDIA container toolkit {spec.container_toolkit_version}",
+        spec.container_toolkit,
+        f"NVIDIA container toolkit {spec.container_toolkit}",
     )
     container_runtime.docker(name="nvidia runtime in Docker's daemon.json (merged)")
     container_runtime.containerd(name="nvidia runtime in containerd (when present)")

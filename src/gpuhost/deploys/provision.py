@@ -25,7 +25,8 @@ from gpuhost.deploys.nvidia import (
     install_cudnn,
     install_driver,
 )
-from gpuhost.deploys.spec import PackagePlan, StackSpec, package_plan
+from gpuhost.deploys.spec import PackagePlan, package_plan
+from gpuhost.desired import DesiredState
 from gpuhost.errors import ConfigError, DeployError, GpuhostError, ParseError
 from gpuhost.facts.kernel import SecureBootState
 from gpuhost.operations import marker
@@ -42,7 +43,7 @@ def _host_data() -> dict[str, Any]:
     return host.data.dict() if hasattr(host.data, "dict") else dict(host.data)
 
 
-def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[StackSpec, PackagePlan]:
+def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[DesiredState, PackagePlan]:
     """Run every guard for the current host; DeployError before any change when one fails."""
     name = host.name
     data = _host_data()
@@ -117,7 +118,7 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     configure_persistence(spec=spec)
     configure_gpu_clocks(spec=spec)
     configure_environment(spec=spec)
-    marker.written(name="Provision marker /etc/gpuhost/profile", marker=spec.marker())
+    marker.written(name="Provision marker /etc/gpuhost/profile", marker=spec.to_marker())
 
 
 def provision_or_stop(allow_driver_change: bool = False) -> None:

@@ -1,4 +1,4 @@
-"""What a host must end up with: a profile resolved to versions (``StackSpec``) and to package
+"""What a host must end up with: a profile resolved to versions (``DesiredState``) and to package
 names (``PackagePlan``, from ``data/package_sets.yaml``). Pure data, no host access."""
 
 from __future__ import annotations
@@ -9,53 +9,10 @@ from importlib import resources
 from typing import Any
 
 from gpuhost.datafiles import load_yaml
+from gpuhost.desired import DesiredState
 from gpuhost.errors import ConfigError
 
 PACKAGE_SETS = "package_sets.yaml"
-
-
-@dataclass(frozen=True)
-class StackSpec:
-    """The resolved version set of one profile."""
-
-    profile: str
-    source: str
-    os: tuple[str, ...]
-    driver_version: str
-    driver_branch: str
-    kernel_module: str = "proprietary"
-    cuda_versions: tuple[str, ...] = ()
-    cuda_default: str | None = None
-    cudnn_version: str | None = None
-    container_toolkit_version: str | None = None
-    fabric_manager: bool = False
-    clocks_mode: str = "auto"
-    clocks_graphics: int | None = None
-    clocks_memory: int | None = None
-    persistence: bool = True
-
-    def marker(self) -> dict[str, Any]:
-        """The JSON written to /etc/gpuhost/profile (format: docs/provision.md)."""
-        return {
-            "schema": 1,
-            "profile": self.profile,
-            "source": self.source,
-            "driver": {
-                "version": self.driver_version,
-                "branch": self.driver_branch,
-                "kernel_module": self.kernel_module,
-            },
-            "cuda": {"versions": list(self.cuda_versions), "default": self.cuda_default},
-            "cudnn": self.cudnn_version,
-            "container_toolkit": self.container_toolkit_version,
-            "fabric_manager": self.fabric_manager,
-            "persistence": self.persistence,
-            "clocks": {
-                "mode": self.clocks_mode,
-                "graphics_mhz": self.clocks_graphics,
-                "memory_mhz": self.clocks_memory,
-            },
-        }
 
 
 @dataclass(frozen=True)
@@ -127,7 +84,7 @@ def cuda_pin(version: str) -> str:
     return f"{version}.*" if version.count(".") < 2 else version
 
 
-def cuda_order(spec: StackSpec) -> list[str]:
+def cuda_order(spec: DesiredState) -> list[str]:
     """The profile's CUDA versions, its default first."""
     versions = list(dict.fromkeys(spec.cuda_versions))
     if spec.cuda_default:
@@ -140,7 +97,7 @@ def _cuda_values(version: str) -> dict[str, str]:
     return {"cuda_major": parts[0], "cuda_dash": "-".join(parts[:2])}
 
 
-def package_plan(spec: StackSpec, os_key: str) -> PackagePlan:
+def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
     """The package names for ``spec`` on ``os_key``; ConfigError when the data has none."""
     sources = package_sets()["sources"]
     entry = sources.get(spec.source, {}).get(os_key)
@@ -153,8 +110,8 @@ def package_plan(spec: StackSpec, os_key: str) -> PackagePlan:
     cudas = cuda_order(spec)
     if cudas:
         values.update(_cuda_values(cudas[0]))
-    if spec.cudnn_version:
-        values["cudnn_major"] = spec.cudnn_version.split(".")[0]
+    if spec.cudnn:
+        values["cudnn_major"] = spec.cudnn.split(".")[0]
 
     def names(key: str) -> list[str]:
         return _fill(list(entry.get(key) or []), values)
@@ -177,17 +134,17 @@ def package_plan(spec: StackSpec, os_key: str) -> PackagePlan:
         if toolkit:
             toolkits[version] = toolkit
     cuda_toolkit = [name for names_ in toolkits.values() for name in names_]
-    cudnn = names("cudnn") if spec.cudnn_version else []
-    container = names("container_toolkit") if spec.container_toolkit_version else []
+    cudnn = names("cudnn") if spec.cudnn else []
+    container = names("container_toolkit") if spec.container_toolkit else []
     fabric = names("fabric_manager") if spec.fabric_manager else []
     if spec.fabric_manager:
         pins[spec.driver_version] = coupled + fabric
     for version, toolkit in toolkits.items():
         pins.setdefault(cuda_pin(version), []).extend(toolkit)
-    if cudnn and spec.cudnn_version:
-        pins.setdefault(cudnn_pin(spec.cudnn_version), []).extend(cudnn)
-    if container and spec.container_toolkit_version:
-        pins.setdefault(spec.container_toolkit_version, []).extend(container)
+    if cudnn and spec.cudnn:
+        pins.setdefault(cudnn_pin(spec.cudnn), []).extend(cudnn)
+    if container and spec.container_toolkit:
+        pins.setdefault(spec.container_toolkit, []).extend(container)
     return PackagePlan(
         source_note=str(entry.get("source", "")),
         driver_install=module,

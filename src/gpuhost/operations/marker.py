@@ -24,7 +24,7 @@ def render_marker(marker: dict[str, Any]) -> str:
 def written(marker: dict[str, Any], path: str = MARKER_PATH) -> Generator:
     """Write the marker JSON when its content differs.
 
-    + marker: ``StackSpec.marker()``
+    + marker: ``DesiredState.to_marker()``
     """
     commands = list(put_text(path, render_marker(marker)))
     if not commands:
