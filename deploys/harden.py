@@ -8,5 +8,7 @@ whole run before any change, ``gpuhost harden`` reports it and goes on with the 
 """
 
 from gpuhost.deploys.harden import harden
+from gpuhost.inventory.deploy_check import host_data_ok
 
-harden()
+if host_data_ok():  # docs/inventory.md: bad inventory data stops this host before anything
+    harden()

@@ -8,5 +8,7 @@ data says ``gpuhost_harden: false``.
 """
 
 from gpuhost.deploys.provision import provision_or_stop
+from gpuhost.inventory.deploy_check import host_data_ok
 
-provision_or_stop()
+if host_data_ok():  # docs/inventory.md: bad inventory data stops this host before anything
+    provision_or_stop()

@@ -151,3 +151,23 @@ def test_every_command_refuses_bad_data_before_connecting(tmp_path, command) -> 
 def test_every_command_refuses_an_empty_inventory(tmp_path, command) -> None:
     path = _write(tmp_path, "# nothing yet\n")
     assert_one_line(gpuhost(*command.split(), path), 2, path, "has no hosts")
+
+
+@pytest.mark.parametrize("deploy", ["deploys/provision.py", "deploys/harden.py"])
+def test_plain_pyinfra_deploys_check_the_data_too(tmp_path, deploy) -> None:
+    import subprocess
+    import sys
+
+    path = _write(tmp_path, "hosts = [('@local', {'gpuhost_install_cuda': 'no'})]\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pyinfra", path, deploy, "--dry", "-y"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    text = proc.stdout + proc.stderr
+    assert "Traceback" not in text
+    line = "gpuhost: error: host @local: gpuhost_install_cuda: found 'no' (str)"
+    assert line in text and "Starting operation" not in text

@@ -547,3 +547,14 @@ def value(data: Mapping[str, Any], name: str) -> Any:
             else (dict(default) if isinstance(default, dict) else default)
         )
     return found
+
+
+def check_host_data(name: str, data: Mapping[str, Any]) -> None:
+    """ConfigError naming the host and its first problems when ``data`` breaks the contract (for
+    deploys run by plain ``pyinfra``, which has no gpuhost loader in front of it)."""
+    from gpuhost.errors import ConfigError
+
+    problems = host_problems(data)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise ConfigError(f"host {name}: {'; '.join(problems[:3])}{more}")

@@ -220,10 +220,10 @@ def check_hosts(path: str, inventory: Any, names: Iterable[str]) -> None:
 
     for name in names:
         data = host_data(inventory.get_host(name))
-        problems = contract.host_problems(data)
-        if problems:
-            more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-            raise ConfigError(f"{path}: host {name}: {'; '.join(problems[:3])}{more}")
+        try:
+            contract.check_host_data(name, data)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
         if data.get("gpuhost_profiles_file"):
             try:
                 profile_table(None, data)
