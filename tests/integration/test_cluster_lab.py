@@ -1,0 +1,358 @@
+"""A GPU cluster on real parts (issue #16): Debian's slurmctld/slurmd/munge, prometheus and
+prometheus-node-exporter on three lab hosts (h1 controller + prometheus, h2/h3 compute).
+
+One module sharing the three hosts (set up once, given back their plain shape at the end): the
+listening-port guard refuses a default-deny firewall without roles (slurmd listens), hardening
+with slurm roles and cluster-fabric keeps a 2-node srun working while this machine is cut off
+slurmd, the node health check drains a failing node with gpuhost's reason and resumes it when
+healthy, the metrics timer feeds a real Prometheus whose drift alert fires for the drifted host.
+h3 is GPU-shaped (tests/lab/gpu: one emulated T4, the lab repository's stand-in nvidia-smi
+package); h2 has no GPU, so its health check fails for a real reason (no nvidia-smi).
+About 4 minutes on a loaded machine (Debian's slurm and prometheus packages: about 110 MB).
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from tests.integration.harden_support import REPO, changed_count, run_gpuhost, tcp_state
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+NODE_GPUHOST = "/opt/gpuhost-lab/bin/gpuhost"
+GPU_SHAPE = ("t4", 1)
+EMULATOR = "/usr/bin/python3 /usr/lib/gpuhost-lab-gpu/gpuemu.py"
+SLURM_CONF = """ClusterName=lab
+SlurmctldHost=h1({h1})
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+ReturnToService=2
+SlurmdSpoolDir=/var/spool/slurmd
+StateSaveLocation=/var/spool/slurmctld
+NodeName=h2 NodeAddr={h2} CPUs=1 State=UNKNOWN
+NodeName=h3 NodeAddr={h3} CPUs=1 State=UNKNOWN
+PartitionName=all Nodes=h2,h3 Default=YES State=UP
+"""
+
+
+def _ok(host, command: str, timeout: int = 600) -> str:
+    proc = host.run(command, timeout=timeout)
+    assert proc.returncode == 0, (
+        f"{host.name}: {command}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+    )
+    return proc.stdout
+
+
+def _runtime_tree(target: Path) -> Path:
+    """gpuhost (this checkout's src/gpuhost) and the installed files of every distribution it
+    needs at run time (its requirements, recursively, from this venv's metadata) under
+    ``target``: what ``pip install gpuhost`` puts on a node, without reaching an index. The
+    lab hosts run Debian 12's Python 3.11, the same minor version as this venv."""
+    seen: set[str] = set()
+    stack = ["gpuhost"]
+    while stack:
+        name = canonicalize_name(stack.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        for text in metadata.distribution(name).requires or []:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                stack.append(req.name)
+    seen.discard("gpuhost")
+    for name in sorted(seen):
+        dist = metadata.distribution(name)
+        for file in dist.files or []:
+            source = Path(str(dist.locate_file(file)))
+            if source.is_file() and ".." not in file.parts and file.parts[0] != "bin":
+                dest = target / file
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, dest)
+    shutil.copytree(REPO / "src" / "gpuhost", target / "gpuhost", dirs_exist_ok=True)
+    return target
+
+
+def _install_gpuhost(host, tmp: Path) -> None:
+    """gpuhost and its dependencies copied to the node (``NODE_GPUHOST`` runs it)."""
+    target = tmp / "node-gpuhost"
+    if not target.exists():
+        _runtime_tree(target)
+    tar = subprocess.Popen(["tar", "-C", str(target), "-c", "."], stdout=subprocess.PIPE)
+    subprocess.run(
+        [*host.ssh_args, "mkdir -p /opt/gpuhost-lab/lib && tar -C /opt/gpuhost-lab/lib -x"],
+        stdin=tar.stdout,
+        check=True,
+        timeout=300,
+    )
+    tar.wait()
+    _ok(
+        host,
+        "mkdir -p /opt/gpuhost-lab/bin && printf '%s\\n' '#!/bin/sh' "
+        "'PYTHONPATH=/opt/gpuhost-lab/lib exec python3 -m gpuhost \"$@\"' "
+        f"> {NODE_GPUHOST} && chmod 755 {NODE_GPUHOST}",
+    )
+
+
+def _inventory(tmp: Path, lab_inventory: Path, data: dict[str, dict]) -> Path:
+    path = tmp / "cluster_inventory.py"
+    path.write_text(
+        "import runpy\n"
+        f"_lab = runpy.run_path({str(lab_inventory)!r})\n"
+        f"_extra = {data!r}\n"
+        "hosts = [(n, {**d, **_extra[n]}) for n, d in _lab['lab_hosts'] if n in _extra]\n"
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def cluster(lab, tmp_path_factory):
+    view = lab(3)
+    view.manager.set_shape(3, GPU_SHAPE)
+    h1, h2, h3 = view.hosts
+    tmp = tmp_path_factory.mktemp("cluster")
+    apt = "DEBIAN_FRONTEND=noninteractive apt-get -qq"
+    conf = SLURM_CONF.format(h1=h1.address, h2=h2.address, h3=h3.address)
+    packages = {
+        "h1": "slurmctld slurm-client munge prometheus",
+        "h2": "slurmd slurm-client munge prometheus-node-exporter",
+        "h3": "slurmd slurm-client munge prometheus-node-exporter",
+    }
+
+    def setup(host) -> str:
+        return _ok(
+            host,
+            f"{apt} update && {apt} install -y --no-install-recommends {packages[host.name]} "
+            f">/dev/null && cat > /etc/slurm/slurm.conf <<'EOF'\n{conf}EOF",
+        )
+
+    with ThreadPoolExecutor(3) as pool:  # the three hosts install at once
+        list(pool.map(setup, view.hosts))
+    key = _ok(h1, "base64 -w0 /etc/munge/munge.key")
+    for host in (h2, h3):
+        _ok(host, f"echo {key} | base64 -d > /etc/munge/munge.key && systemctl restart munge")
+        _ok(host, "systemctl restart slurmd")
+    _ok(
+        h1,
+        "mkdir -p /var/spool/slurmctld && chown slurm /var/spool/slurmctld && "
+        "systemctl restart slurmctld",
+    )
+    deadline = time.monotonic() + 60
+    while "idle" not in h1.run("sinfo -h -o %T").stdout:
+        assert time.monotonic() < deadline, h1.run("sinfo; scontrol show nodes").stdout
+        time.sleep(1)
+    yield view, tmp
+    view.manager.set_shape(3, None)
+    view.reset()
+
+
+def test_default_deny_without_roles_is_refused_because_slurmd_listens(cluster):
+    view, tmp = cluster
+    h2 = view.hosts[1]
+    inventory = _inventory(tmp, view.inventory_path, {"h2": {"gpuhost_firewall_enabled": True}})
+
+    rc, line, err = run_gpuhost("harden", inventory)
+
+    assert rc == 1, f"{line}\n{err[-3000:]}"
+    assert (
+        "refusing to load the firewall, nothing was changed: slurmd listens on tcp port 6818"
+        in line
+    )
+    assert "add role slurm-compute to gpuhost_firewall_roles" in line
+    assert "prometheus-node listens on tcp port 9100" in line and "role node-exporter" in line
+    assert h2.run("nft list table inet gpuhost").returncode != 0  # no table was loaded
+
+
+def test_roles_and_cluster_fabric_keep_a_two_node_srun_running(cluster):
+    view, tmp = cluster
+    h1, h2, h3 = view.hosts
+    nodes = [f"{h.address}/32" for h in view.hosts]  # the controller machine is not in it
+    compute = {
+        "gpuhost_firewall_roles": ["slurm-compute", "node-exporter", "cluster-fabric"],
+        "gpuhost_firewall_cluster_subnets": nodes,
+    }
+    controller = {
+        "gpuhost_firewall_roles": ["slurm-controller", "cluster-fabric"],
+        "gpuhost_firewall_cluster_subnets": nodes,
+        "gpuhost_firewall_closed_tcp": [9090],  # prometheus: reached on the host itself here
+    }
+    inventory = _inventory(
+        tmp, view.inventory_path, {"h1": controller, "h2": compute, "h3": compute}
+    )
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuhost", "harden", str(inventory), "--dry"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert f'ip saddr {{ {", ".join(nodes)} }} accept comment "role cluster-fabric"' in proc.stdout
+
+    rc, _line, err = run_gpuhost("harden", inventory)
+
+    assert rc == 0, err[-3000:]
+    for host in view.hosts:
+        assert "policy drop" in _ok(host, "nft list chain inet gpuhost input")
+    assert tcp_state(h2.address, 6818) == "dropped"  # this machine is outside the cluster
+    out = _ok(h1, "srun -N2 -l hostname | sort", timeout=120)
+    assert out.split() == ["0:", "h2", "1:", "h3"], out
+    rc, line, err = run_gpuhost("harden", inventory)
+    assert rc == 0 and changed_count(line) == 0, f"{line}\n{err[-2000:]}"
+
+
+def test_failing_health_check_drains_the_node_with_gpuhosts_reason(cluster):
+    view, tmp = cluster
+    h1, h2 = view.hosts[0], view.hosts[1]
+    _install_gpuhost(h2, tmp)
+    lines = _deploy(tmp, view, ["h2"], f"install_health_check(gpuhost={NODE_GPUHOST!r})")
+    assert lines == ["h2: ok, 1 changed, 0 unchanged"], lines
+
+    start = time.monotonic()
+    check = h2.run("/usr/local/sbin/gpuhost-healthcheck")
+    took = time.monotonic() - start
+
+    assert check.returncode == 1, check.stderr
+    assert check.stdout.startswith("nvidia-smi is not installed"), check.stdout
+    assert took < 10, took  # over SSH, with Python start-up, on a loaded 2-core machine
+    node = _ok(h1, "scontrol show node h2")
+    assert "DRAIN" in node and "Reason=gpuhost: nvidia-smi is not installed" in node, node
+    # an operator's drain is left alone
+    _ok(
+        h1,
+        "scontrol update nodename=h2 state=resume && "
+        "scontrol update nodename=h2 state=drain reason='fan broken'",
+    )
+    h2.run("/usr/local/sbin/gpuhost-healthcheck")
+    assert "Reason=fan broken" in _ok(h1, "scontrol show node h2")
+    _ok(h1, "scontrol update nodename=h2 state=resume")
+
+
+def test_gpu_node_is_drained_on_ecc_errors_and_resumed_when_healthy(cluster):
+    """h3's emulated T4 with the lab repository's nvidia-smi: healthy, then an uncorrectable ECC
+    error drains it with the GPU's line as reason, and once the error is gone the next check
+    resumes it (gpuhost drained it)."""
+    view, tmp = cluster
+    h1, h3 = view.hosts[0], view.hosts[2]
+    _ok(
+        h3,
+        f"echo 'deb [signed-by={view.repo_key_path_on_host}] {view.repo_url} /' "
+        "> /etc/apt/sources.list.d/lab.list && DEBIAN_FRONTEND=noninteractive apt-get -qq "
+        "update && DEBIAN_FRONTEND=noninteractive apt-get -qq install -y nvidia-smi >/dev/null "
+        # the NVIDIA module "loads" at boot in the emulator; run its boot step instead of a reboot
+        "&& systemctl restart gpuhost-lab-gpu.service && nvidia-smi -L",
+    )
+    _install_gpuhost(h3, tmp)
+    lines = _deploy(tmp, view, ["h3"], f"install_health_check(gpuhost={NODE_GPUHOST!r})")
+    assert lines == ["h3: ok, 1 changed, 0 unchanged"], lines
+
+    healthy = h3.run("/usr/local/sbin/gpuhost-healthcheck")
+    assert (healthy.returncode, healthy.stdout) == (0, "healthy\n"), healthy.stdout
+    view.manager.gpu_inject(3, "ecc-uncorrectable")
+
+    sick = h3.run("/usr/local/sbin/gpuhost-healthcheck")
+
+    assert sick.returncode == 1, sick.stdout + sick.stderr
+    assert sick.stdout.startswith("GPU 0 (Tesla T4 "), sick.stdout
+    assert "uncorrectable ECC error(s) since the driver loaded" in sick.stdout
+    node = _ok(h1, "scontrol show node h3")
+    assert "DRAIN" in node and f"Reason=gpuhost: {sick.stdout.strip()}" in node, node
+
+    _ok(h3, f"{EMULATOR} clear")
+    well = h3.run("/usr/local/sbin/gpuhost-healthcheck")
+
+    assert well.returncode == 0, well.stdout + well.stderr
+    assert "resumed Slurm node h3" in well.stderr
+    node = _ok(h1, "scontrol show node h3")
+    assert "DRAIN" not in node and "Reason=" not in node, node
+
+
+def _deploy(tmp: Path, view, hosts: list[str], call: str) -> list[str]:
+    """Run a ``gpuhost.deploys.cluster`` deploy (``call``) on ``hosts``; their summary lines."""
+    inventory = _inventory(tmp, view.inventory_path, {name: {} for name in hosts})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from gpuhost.deploy_runner import run_deploy\n"
+            "from gpuhost.deploys import cluster\n"
+            f"for o in run_deploy({str(inventory)!r}, lambda: cluster.{call}):\n"
+            "    print(o.line(False))\n",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    return proc.stdout.splitlines()
+
+
+def _query(host, promql: str) -> str:
+    url = shlex.quote("http://127.0.0.1:9090/api/v1/query?" + urlencode({"query": promql}))
+    return host.run(
+        "python3 -c 'import urllib.request,sys; "
+        f"print(urllib.request.urlopen(sys.argv[1]).read().decode())' {url}"
+    ).stdout
+
+
+def test_metrics_timer_feeds_prometheus_and_the_drift_alert_fires(cluster):
+    """h3's marker says it was provisioned with the Debian 535 profile but no driver is there
+    (drift: the audit's profile.driver error); h2 has no marker. Both run the metrics timer's
+    audit into node_exporter's textfile directory; a real Prometheus with the example rules
+    scrapes them and GpuhostDrift fires for h3 only."""
+    view, tmp = cluster
+    h1, h2, h3 = view.hosts
+    _install_gpuhost(h3, tmp)  # h2 has it from the health check test
+    marker = '{"schema": 1, "profile": "debian12-nonfree-535", "driver": {"version": "535.261.03"}}'
+    _ok(h3, f"mkdir -p /etc/gpuhost && echo '{marker}' > /etc/gpuhost/profile")
+    lines = _deploy(tmp, view, ["h2", "h3"], f"install_metrics_timer(gpuhost={NODE_GPUHOST!r})")
+    assert all(": ok, 1 changed" in line for line in lines), lines
+    for host in (h2, h3):
+        assert _ok(host, "systemctl is-enabled gpuhost-metrics.timer").strip() == "enabled"
+        _ok(host, "systemctl start gpuhost-metrics.service")  # the timer's run, now
+        prom = _ok(host, "cat /var/lib/prometheus/node-exporter/gpuhost.prom")
+        assert "gpuhost_audit_host_up" in prom, prom
+    rerun = _deploy(tmp, view, ["h2", "h3"], f"install_metrics_timer(gpuhost={NODE_GPUHOST!r})")
+    assert all(": ok, 0 changed" in line for line in rerun), rerun
+
+    rules = (REPO / "docs" / "examples" / "gpuhost-alerts.yml").read_text()
+    _ok(h1, f"cat > /etc/prometheus/gpuhost-alerts.yml <<'EOF'\n{rules}EOF")
+    _ok(h1, "promtool check rules /etc/prometheus/gpuhost-alerts.yml")
+    config = (
+        "global: {scrape_interval: 2s, evaluation_interval: 2s}\n"
+        "rule_files: [/etc/prometheus/gpuhost-alerts.yml]\n"
+        "scrape_configs:\n"
+        f"  - job_name: node\n    static_configs: [{{targets: ['{h2.address}:9100', "
+        f"'{h3.address}:9100']}}]\n"
+    )
+    _ok(
+        h1,
+        "cat > /etc/prometheus/prometheus.yml <<'EOF' && "
+        "promtool check config /etc/prometheus/prometheus.yml && systemctl restart prometheus\n"
+        f"{config}EOF",
+    )
+    deadline = time.monotonic() + 90
+    while True:
+        up = _query(h1, 'up{job="node"} == 1')
+        firing = _query(h1, 'ALERTS{alertname="GpuhostDrift",alertstate="firing"}')
+        if up.count('"instance"') == 2 and '"instance"' in firing:
+            break
+        assert time.monotonic() < deadline, f"{up}\n{firing}"
+        time.sleep(2)
+    assert f'"instance":"{h3.address}:9100"' in firing, firing
+    assert h2.address + ":" not in firing, firing
