@@ -191,3 +191,8 @@ def test_smoke_result_parser_takes_any_text(text: str) -> None:
         parse_result_text(text, "result.json")
     except GpuhostError as exc:
         assert "result.json" in str(exc)
+
+
+def test_a_marker_edited_with_a_bom_is_read() -> None:
+    marker = parse_profile_marker("\ufeffdebian12-nonfree-535\n")
+    assert marker is not None and marker.profile == "debian12-nonfree-535"

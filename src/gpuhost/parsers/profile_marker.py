@@ -138,7 +138,7 @@ def parse_profile_marker(text: str) -> ProfileMarker | None:
 
     ParseError (naming the field, what was found and what is expected) for malformed JSON, a
     schema other than 1, wrong field types, or text that is neither JSON nor a profile name."""
-    text = require_text(text, _EXPECTED)
+    text = require_text(text, _EXPECTED).removeprefix("\ufeff")  # a BOM from a Windows editor
     if not text.strip():
         return None
     if text.lstrip().startswith(("{", "[")):
