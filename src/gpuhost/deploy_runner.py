@@ -69,6 +69,7 @@ from gpuhost.errors import (
     GpuhostError,
 )
 from gpuhost.pyinfra_adapter import forget_cached_host_keys, may_change, setup_cli_logging
+from gpuhost.terminal import FleetProgress
 
 logger = logging.getLogger("pyinfra")
 
@@ -171,7 +172,12 @@ def _fail(state: State, target: Host) -> None:
         state.fail_hosts({target})
 
 
-def _connect(state: State, targets: list[Host], outcomes: dict[str, HostOutcome]) -> None:
+def _connect(
+    state: State,
+    targets: list[Host],
+    outcomes: dict[str, HostOutcome],
+    progress: FleetProgress | None = None,
+) -> None:
     """Connect to every target in parallel; a host that fails is reported, never raised."""
 
     timeout = float(state.config.CONNECT_TIMEOUT)
@@ -191,10 +197,16 @@ def _connect(state: State, targets: list[Host], outcomes: dict[str, HostOutcome]
         else:
             outcomes[target.name].status = "unreachable"
             outcomes[target.name].message = error or "could not connect"
+            if progress is not None:
+                progress.host_finished(failing=True)
 
 
 def _prepare(
-    state: State, target: Host, deploy_func: Callable[[], Any], outcome: HostOutcome
+    state: State,
+    target: Host,
+    deploy_func: Callable[[], Any],
+    outcome: HostOutcome,
+    progress: FleetProgress | None = None,
 ) -> BaseException | None:
     """Call the deploy for one host (in its own greenlet, with its own copy of the config, as
     pyinfra's CLI does); a raised gpuhost/pyinfra error takes the host out. Anything else is
@@ -218,6 +230,8 @@ def _prepare(
         _fail(state, target)
     except Exception as exc:  # a bug, not a host problem: raised by _prepare_all, as before
         return exc
+    if outcome.status != "ok" and progress is not None:
+        progress.host_finished(failing=True)  # refused, bad data or failed: done with this host
     return None
 
 
@@ -226,13 +240,14 @@ def _prepare_all(
     targets: list[Host],
     deploy_func: Callable[[], Any],
     outcomes: dict[str, HostOutcome],
+    progress: FleetProgress | None = None,
 ) -> None:
     """Prepare every connected target at once, one greenlet per host from ``state.pool`` (at
     most ``Config.PARALLEL`` at a time), like ``pyinfra_cli.util._parallel_load_hosts``: each
     host waits for its own facts, not for the hosts before it. One host's error is its outcome
     and never stops the others; an unexpected exception is raised after all hosts finished."""
     greenlets = [
-        state.pool.spawn(_prepare, state, target, deploy_func, outcomes[target.name])
+        state.pool.spawn(_prepare, state, target, deploy_func, outcomes[target.name], progress)
         for target in targets
         if target in state.active_hosts
     ]
@@ -269,7 +284,7 @@ def _run_host(state: State, target: Host) -> bool:
     return True
 
 
-def _execute(state: State, hosts: list[Host]) -> None:
+def _execute(state: State, hosts: list[Host], progress: FleetProgress | None = None) -> None:
     """The execute stage: hosts whose plan changes nothing are left out; every other host runs
     its own operations in its own greenlet from ``state.pool`` without per-operation barriers
     (pyinfra's ``no_wait``, minus its traceback when a host fails). Failed hosts are marked."""
@@ -277,12 +292,21 @@ def _execute(state: State, hosts: list[Host]) -> None:
     for target in hosts:
         if plan_changes_nothing(state, target):
             logger.info(f"{target.print_prefix}{format_text('No changes planned', 'cyan')}")
+            if progress is not None:
+                progress.host_finished(failing=False)
         else:
             busy.append(target)
     if not busy:
         return
     state.is_executing = True
-    greenlets = {target: state.pool.spawn(_run_host, state, target) for target in busy}
+
+    def run(target: Host) -> bool:
+        ok = _run_host(state, target)
+        if progress is not None:
+            progress.host_finished(failing=not ok)
+        return ok
+
+    greenlets = {target: state.pool.spawn(run, target) for target in busy}
     gevent.joinall(list(greenlets.values()))
     for target, greenlet in greenlets.items():
         if not greenlet.get():
@@ -296,12 +320,14 @@ def run_deploy(
     dry: bool = False,
     override_data: Mapping[str, Any] | None = None,
     parallel: int | None = None,
+    progress: FleetProgress | None = None,
 ) -> list[HostOutcome]:
     """Run ``deploy_func`` on the inventory's hosts with pyinfra; one outcome per host, in
     inventory order. ``override_data`` is set on every host (like ``pyinfra --data``);
     ``parallel`` bounds how many hosts connect, prepare and execute at once (None: pyinfra's
     default, 20 per CPU core, at most the number of hosts). Hosts whose plan changes nothing are
-    not executed (``HostOutcome.executed`` stays 0)."""
+    not executed (``HostOutcome.executed`` stays 0). ``progress`` counts hosts as each is done
+    (unreachable, refused, planned with --dry or nothing to change, or executed)."""
     forget_cached_host_keys()
     config = Config(PARALLEL=parallel or 0)
     state = State(check_for_changes=True)
@@ -316,15 +342,24 @@ def run_deploy(
         state.init(inventory, config, initial_limit=initial_limit)
         targets = [h for h in inventory if state.is_host_in_limit(h)]
         outcomes = {h.name: outcomes[h.name] for h in targets}
+        if progress is not None:
+            progress.total = len(targets)
+            progress.start()
         state.set_stage(StateStage.Connect)
-        _connect(state, targets, outcomes)
+        _connect(state, targets, outcomes, progress)
         try:
             state.set_stage(StateStage.Prepare)
-            _prepare_all(state, targets, deploy_func, outcomes)
+            _prepare_all(state, targets, deploy_func, outcomes, progress)
+            if dry and progress is not None:
+                for target in targets:
+                    if target in state.active_hosts and outcomes[target.name].status == "ok":
+                        progress.host_finished(failing=False)
             if not dry and state.active_hosts:
                 state.set_stage(StateStage.Execute)
-                _execute(state, [h for h in targets if h in state.active_hosts])
+                _execute(state, [h for h in targets if h in state.active_hosts], progress)
         finally:
+            if progress is not None:
+                progress.close()
             state.set_stage(StateStage.Disconnect)
             disconnect_all(state)
         _count_results(state, outcomes, dry)

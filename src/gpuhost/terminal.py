@@ -126,6 +126,14 @@ class FleetProgress:
             self.stream.write(line + "\n")
             self._draw_status()
 
+    def host_finished(self, failing: bool) -> None:
+        """Count a finished host whose line comes later (a deploy prints outcomes at the end)."""
+        with self.lock:
+            self._clear_status()
+            self.done += 1
+            self.failing += 1 if failing else 0
+            self._draw_status()
+
     def close(self) -> None:
         with self.lock:
             self._clear_status()

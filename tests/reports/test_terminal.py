@@ -147,3 +147,20 @@ def test_no_color_is_honoured_on_a_terminal(tmp_path):
     args = ["audit", str(_inventory(tmp_path)), "--connect-timeout", "1", "--parallel", "3"]
     out = _run_in_pty(args, env)
     assert "UNREACHABLE" in out and ANSI_COLOUR.search(out) is None
+
+
+def test_harden_and_provision_show_progress_on_a_terminal(tmp_path):
+    env = dict(os.environ, TERM="xterm")
+    inventory = str(_inventory(tmp_path))
+    for command in ("harden", "provision"):
+        out = _run_in_pty([command, inventory, "--dry"], env)
+        assert f"{command}: 0/3 done, 0 failing" in out  # the status line, before any host
+        assert re.search(rf"{command}: [12]/3 done, [12] failing", out)
+        assert out.count("unreachable: cannot connect") == 3 and "Traceback" not in out
+        plain = subprocess.run(
+            [sys.executable, "-m", "gpuhost", command, inventory, "--dry"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert "done," not in plain.stdout and plain.stdout.count("unreachable") == 3

@@ -26,6 +26,7 @@ from gpuhost.deploy_runner import (
     setup_logging,
 )
 from gpuhost.facts.firewall import RULESET_PATH
+from gpuhost.terminal import FleetProgress
 
 
 @click.command("harden")
@@ -50,7 +51,14 @@ def command(
 
     setup_logging(verbose)
     planned_rulesets.clear()
-    outcomes = run_deploy(inventory, harden, limit=limit, dry=dry, parallel=parallel)
+    outcomes = run_deploy(
+        inventory,
+        harden,
+        limit=limit,
+        dry=dry,
+        parallel=parallel,
+        progress=FleetProgress(0, "harden"),  # a status line on a terminal, else nothing
+    )
     for line in outcome_lines(outcomes, dry):
         click.echo(line)
     if dry:

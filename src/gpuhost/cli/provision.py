@@ -28,6 +28,7 @@ from gpuhost.deploy_runner import (
     setup_logging,
 )
 from gpuhost.matrix.profiles import load_profiles
+from gpuhost.terminal import FleetProgress
 
 PROFILES_FILE_KEY = "gpuhost_profiles_file"
 
@@ -76,7 +77,13 @@ def command(
         override[PROFILES_FILE_KEY] = profiles
     setup_logging(verbose)
     outcomes = run_deploy(
-        inventory, provision, limit=limit, dry=dry, override_data=override, parallel=parallel
+        inventory,
+        provision,
+        limit=limit,
+        dry=dry,
+        override_data=override,
+        parallel=parallel,
+        progress=FleetProgress(0, "provision"),  # a status line on a terminal, else nothing
     )
     for line in outcome_lines(outcomes, dry):
         click.echo(line)
