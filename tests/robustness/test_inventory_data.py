@@ -139,18 +139,39 @@ def test_every_gpuhost_key_the_code_reads_is_in_the_contract() -> None:
     assert read - set(contract.KEYS) == set()
 
 
-@pytest.mark.parametrize("command", ["audit", "provision", "harden", "check", "inventory check"])
-def test_every_command_refuses_bad_data_before_connecting(tmp_path, command) -> None:
+# every command that takes an inventory: (command words before it, options after it)
+COMMANDS = [
+    ("audit", ""),
+    ("provision", "--dry"),
+    ("harden", "--dry"),
+    ("check", ""),
+    ("inventory check", ""),
+    ("snapshot take", ""),
+    ("upgrade", "--to debian12-nonfree-535 --dry"),
+    ("rollback", ""),
+]
+
+
+@pytest.mark.parametrize(("command", "options"), COMMANDS)
+def test_every_command_refuses_bad_data_before_connecting(tmp_path, command, options) -> None:
     path = _write(tmp_path, "gpu = [('n1.invalid', {'gpuhost_install_cuda': 'no'})]\n")
-    run = gpuhost(*command.split(), path)
+    run = gpuhost(*command.split(), path, *options.split())
     assert_one_line(run, 2, path, "host n1.invalid", "gpuhost_install_cuda", "'no'")
     assert "unreachable" not in run.out + run.err
 
 
-@pytest.mark.parametrize("command", ["audit", "provision", "harden", "check", "inventory check"])
-def test_every_command_refuses_an_empty_inventory(tmp_path, command) -> None:
+@pytest.mark.parametrize(("command", "options"), COMMANDS)
+def test_every_command_refuses_an_empty_inventory(tmp_path, command, options) -> None:
     path = _write(tmp_path, "# nothing yet\n")
-    assert_one_line(gpuhost(*command.split(), path), 2, path, "has no hosts")
+    run = gpuhost(*command.split(), path, *options.split())
+    assert_one_line(run, 2, path, "has no hosts")
+
+
+@pytest.mark.parametrize(("command", "options"), COMMANDS)
+def test_every_command_refuses_an_inventory_that_exits(tmp_path, command, options) -> None:
+    path = _write(tmp_path, "import sys\nsys.exit(3)\n")
+    run = gpuhost(*command.split(), path, *options.split())
+    assert_one_line(run, 2, path, "called sys.exit(3)")
 
 
 @pytest.mark.parametrize("deploy", ["deploys/provision.py", "deploys/harden.py"])
