@@ -180,10 +180,22 @@ def test_junit_has_a_case_per_host_and_rule(full_run):
     h4_cases = suites["h4"].findall("testcase")
     assert [c.get("name") for c in h4_cases] == ["host.unreachable"]
     assert h4_cases[0].find("error") is not None
+    # one case per rule check; the failing finding's id is the failure's type
     cases = suites["h3"].findall("testcase")
-    failed = {c.get("name") for c in cases if c.find("failure") is not None}
-    assert {"driver.not-loaded", "driver.upgrade-pending"} <= failed
+    failed = {c.get("name"): c.find("failure").get("type") for c in cases
+              if c.find("failure") is not None}
+    assert failed["driver.state"] == "driver.not-loaded"
+    assert failed["driver.held"] == "driver.upgrade-pending"
     assert suites["h1"].get("failures") == "0"
+    xmlschema = pytest.importorskip("xmlschema", reason="xmlschema (a dev dependency) is missing")
+    xsd = Path(__file__).resolve().parents[1] / "reports" / "junit-10.xsd"
+    xmlschema.XMLSchema(str(xsd)).validate(str(full_run["dir"] / "audit.xml"))
+
+
+def test_json_report_matches_its_schema(full_run):
+    from tests.schema_check import assert_valid
+
+    assert_valid(full_run["report"], "audit-report")
 
 
 def test_prometheus_textfile_parses(full_run):
