@@ -97,8 +97,8 @@ def test_cli_check_and_profile_verify(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 AFFECTED_BUILTINS = {
-    # Debian bookworm non-free's 535.261.03 and the NVIDIA-repository profiles' drivers and
-    # container toolkit 1.18.2 (CVE-2026-24260, fixed 1.19.1) are behind NVIDIA's bulletins.
+    # Debian bookworm non-free's 535.261.03 and the NVIDIA-repository profiles' drivers
+    # (550.54.15, 580.65.06, 580.95.05) are behind NVIDIA's driver bulletins.
     "debian12-nonfree-535",
     "nvidia-repo-550-cuda12.4",
     "nvidia-repo-580-cuda12.9",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from gpuhost.matrix.model import GpuInfo, Matrix
+from gpuhost.matrix.model import Gpu, GpuInfo, Matrix
 
 _VENDOR_WORDS = {"NVIDIA", "TESLA", "GEFORCE"}
 # Words that name a memory size, memory type or form factor, not a different chip.
@@ -62,32 +62,47 @@ def normalise_name(name: str) -> str:
     return " ".join(tokens)
 
 
+def _candidates(matrix: Matrix, key: str, truncated: bool) -> list[Gpu]:
+    """The GPU row a key selects: the exact name, or for a name nvidia-smi's table cut short
+    ("NVIDIA GeForce RTX 30...") the rows of every name starting so, when they all share one
+    compute capability (else none: the name does not tell)."""
+    exact = [g for g in matrix.gpus if key in g.names]
+    if exact or not truncated:
+        return exact[:1]
+    found = [g for g in matrix.gpus if any(n.startswith(key) for n in g.names)]
+    return found[:1] if len({g.compute_capability for g in found}) == 1 else []
+
+
 def gpu_info(matrix: Matrix, name: str) -> GpuInfo | None:
     """What the matrix knows about GPU ``name`` (user short name or nvidia-smi name).
 
-    Returns None when the name matches no model in the matrix (callers report "unknown GPU").
+    A name nvidia-smi's table truncated ("NVIDIA A100-SXM...", "NVIDIA GeForce RTX 30...")
+    matches when every model it can be shares one compute capability. Returns None when the
+    name matches no model in the matrix (callers report "unknown GPU").
     """
-    key = normalise_name(name) if isinstance(name, str) else ""
+    if not isinstance(name, str):
+        return None
+    truncated = name.rstrip().endswith(("...", "\u2026"))
+    key = normalise_name(name.rstrip().rstrip(".\u2026"))
     if not key:
         return None
-    for gpu in matrix.gpus:
-        if key in gpu.names:
-            arch = matrix.architecture_of(gpu.compute_capability)
-            if arch is None:  # pragma: no cover - the validator forbids this
-                return None
-            upper = name.upper()
-            fabric: bool | None = False if "PCIE" in upper else None
-            return GpuInfo(
-                name=name,
-                model=gpu.model,
-                compute_capability=gpu.compute_capability,
-                architecture=arch.name,
-                clock_policy=arch.clock_policy,
-                locked_memory_clocks=arch.locked_memory_clocks,
-                kernel_modules=arch.kernel_modules,
-                fabric_manager=fabric,
-                last_driver_branch=arch.last_driver_branch,
-                source=matrix.url(gpu.source),
-                confidence=gpu.confidence,
-            )
+    for gpu in _candidates(matrix, key, truncated):
+        arch = matrix.architecture_of(gpu.compute_capability)
+        if arch is None:  # pragma: no cover - the validator forbids this
+            return None
+        upper = name.upper()
+        fabric: bool | None = False if "PCIE" in upper else None
+        return GpuInfo(
+            name=name,
+            model=gpu.model,
+            compute_capability=gpu.compute_capability,
+            architecture=arch.name,
+            clock_policy=arch.clock_policy,
+            locked_memory_clocks=arch.locked_memory_clocks,
+            kernel_modules=arch.kernel_modules,
+            fabric_manager=fabric,
+            last_driver_branch=arch.last_driver_branch,
+            source=matrix.url(gpu.source),
+            confidence=gpu.confidence,
+        )
     return None

@@ -89,6 +89,17 @@ from gpuhost.versions import Version, driver_branch, parse_version, same_series
 V = parse_version
 
 
+# The rules an unknown GPU escapes (named in its gpu_unknown warning).
+ARCH_RULES = (
+    "cuda_arch_unsupported",
+    "driver_arch_unsupported",
+    "driver_arch_too_old",
+    "cudnn_arch",
+    "framework_arch",
+    "kernel_module_flavour",
+)
+
+
 class _Out:
     """Accumulates findings for one check."""
 
@@ -111,9 +122,10 @@ def _gpus(out: _Out, names: list[str]) -> list[tuple[GpuInfo, Architecture]]:
             out.add(
                 "gpu_unknown",
                 "warning",
-                f'GPU "{name}" is not in the compatibility matrix, so checks that need its compute '
-                f"capability were skipped (known names include {examples}); fix: use a listed name "
-                "or add the model with its source to matrix.yaml",
+                f'GPU "{name}" is not in the compatibility matrix, so the rules that need its '
+                f"compute capability were not applied to it ({', '.join(ARCH_RULES)}); known "
+                f"names include {examples}; fix: use a listed name or add the model with its "
+                "source to matrix.yaml",
                 "cuda-gpus",
             )
             continue
