@@ -88,8 +88,8 @@ def test_cuda_metapackage_drags_in_the_newest_driver_branch(fresh_host, lab) -> 
     for pkg, versions in {"cuda-toolkit-12-4": ("12.4.0-1", "12.4.1-1"),
                           "libcudnn9-cuda-12": ("9.1.0.70-1", "9.3.0.75-1", "9.5.1.17-1",
                                                 "9.10.2.21-1"),
-                          "nvidia-container-toolkit": ("1.16.2-1", "1.17.0-1", "1.18.2-1"),
-                          "libnvidia-container1": ("1.16.2-1", "1.17.0-1", "1.18.2-1")}.items():
+                          "nvidia-container-toolkit": ("1.16.2-1", "1.17.0-1", "1.19.1-1"),
+                          "libnvidia-container1": ("1.16.2-1", "1.17.0-1", "1.19.1-1")}.items():
         policy = _sh(fresh_host, f"apt-cache policy {pkg}")
         assert all(v in policy for v in versions), policy
 

@@ -107,7 +107,7 @@ def test_nvidia_repo_profile_pins_branch_toolkit_and_merges_daemon_json(lab, fre
     assert all(p == -1 for v, p in policy["libcuda1"].items() if v != "550.54.15-1")
     assert policy["cuda-drivers-550"]["550.127.05-1"] == -1
     assert policy["cuda-drivers"]["560.35.05-1"] == -1
-    assert policy["libnvidia-container1"] == {"1.16.2-1": 1001, "1.17.0-1": -1, "1.18.2-1": -1}
+    assert policy["libnvidia-container1"] == {"1.16.2-1": 1001, "1.17.0-1": -1, "1.19.1-1": -1}
     daemon = json.loads(fresh_host.run("cat /etc/docker/daemon.json").stdout)
     assert daemon["log-driver"] == "local" and daemon["data-root"] == "/srv/docker"
     assert daemon["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"

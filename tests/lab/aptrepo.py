@@ -52,8 +52,8 @@ TOOLKIT = {"12-4": ["12.4.0-1", "12.4.1-1"], "12-6": ["12.6.0-1", "12.6.2-1"]}
 #: four-field versions like NVIDIA's (9.5.1.17-1, 9.10.2.21-1 are real package versions): a
 #: three-field profile value ("9.5.1") must select 9.5.1.17-1, never 9.10.2.21-1
 CUDNN = ["9.1.0.70-1", "9.3.0.75-1", "9.5.1.17-1", "9.10.2.21-1"]
-#: 1.18.2: the version the built-in NVIDIA-repository profiles pin (profiles.yaml)
-CONTAINER_TOOLKIT = ["1.16.2-1", "1.17.0-1", "1.18.2-1"]
+#: 1.19.1: the version the built-in NVIDIA-repository profiles pin (profiles.yaml)
+CONTAINER_TOOLKIT = ["1.16.2-1", "1.17.0-1", "1.19.1-1"]
 
 #: Debian-style driver binaries of NVIDIA's debian12 repository: one name for every branch, at the
 #: driver's version (the names Debian's own non-free archive carries at 535.x, so a lab host sees

@@ -1,7 +1,8 @@
 """Built-in profiles never pin an NVIDIA Container Toolkit that a container-escape advisory lists.
 
-The advisory facts below are NVIDIA's (security bulletins / CVE records); they move into data with
-the compatibility-knowledge issue. Until then this test carries them itself.
+The advisory facts below are NVIDIA's (CVE records, security bulletins); data/advisories.yaml
+(``gpuhost matrix advisories-sync``) carries them for the audit too. This test keeps its own copy
+so that a profile edit cannot pass by a data edit alone.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ ADVISORIES = [
     ("CVE-2025-23359", "1.17.4", "https://www.cve.org/CVERecord?id=CVE-2025-23359"),
     # CVE record: "all versions up to and including 1.17.7"
     ("CVE-2025-23266", "1.17.8", "https://www.cve.org/CVERecord?id=CVE-2025-23266"),
+    # NVIDIA security bulletin 5850 (June 2026, CSAF): fixed in 1.19.1
+    ("CVE-2026-24260", "1.19.1", "https://nvidia.custhelp.com/app/answers/detail/a_id/5850"),
 ]
 
 BUILTIN = load_profiles()
@@ -31,11 +34,11 @@ def affected_by(version: str) -> list[str]:
 
 
 def test_affected_by_the_advisory_ranges() -> None:
-    assert affected_by("1.12.0") == ["CVE-2024-0132", "CVE-2025-23359", "CVE-2025-23266"]
-    assert affected_by("1.16.2") == ["CVE-2025-23359", "CVE-2025-23266"]
-    assert affected_by("1.17.7") == ["CVE-2025-23266"]
-    assert affected_by("1.17.8") == []
-    assert affected_by("1.18.2") == []
+    assert affected_by("1.12.0")[:3] == ["CVE-2024-0132", "CVE-2025-23359", "CVE-2025-23266"]
+    assert affected_by("1.16.2") == ["CVE-2025-23359", "CVE-2025-23266", "CVE-2026-24260"]
+    assert affected_by("1.17.7") == ["CVE-2025-23266", "CVE-2026-24260"]
+    assert affected_by("1.18.2") == ["CVE-2026-24260"]
+    assert affected_by("1.19.1") == []
 
 
 def test_there_are_nvidia_repository_profiles() -> None:
