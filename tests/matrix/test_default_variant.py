@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,20 @@ def test_cli_show_framework_json_and_unknown(capsys: pytest.CaptureFixture[str])
     assert main(["matrix", "show", "--framework", "torch==1.0.0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "torch 1.0.0" in err
+
+
+def test_bundled_cudnn_checked_against_the_gpu() -> None:
+    """A wheel whose bundled cuDNN has no package built for the GPU is an error. Test data: the
+    shipped matrix with a 9.17.1 row shaped like its 9.17.0 one (no Maxwell/Pascal/Volta), which
+    torch 2.11's cu128 wheel bundles as 9.17.1.4."""
+    from gpuhost.datafiles import load_yaml
+    from gpuhost.matrix import build_matrix, default_matrix_path
+
+    data = load_yaml(Path(default_matrix_path()).read_text(encoding="utf-8"))
+    row = dict(next(r for r in data["cudnn"] if r["version"] == "9.17.0"), version="9.17.1")
+    data["cudnn"].append(row)
+    m = build_matrix(data)
+    found = check_stack(m, gpus=["V100"], frameworks=["torch==2.11.0+cu128"], as_of=AS_OF)
+    assert "cuDNN 9.17.1.4" in _rules(found)["framework_cudnn_arch"]
+    found = check_stack(m, gpus=["H100"], frameworks=["torch==2.11.0+cu128"], as_of=AS_OF)
+    assert "framework_cudnn_arch" not in _rules(found)

@@ -28,6 +28,7 @@ framework_variant           error     no wheel for that CUDA variant
 framework_cuda_driver       error     driver cannot serve the wheel's CUDA
 framework_arch              error     wheel not built for the GPU's compute capability
 framework_arch_unknown      warn      the wheel's architecture list is not known
+framework_cudnn_arch        error     the wheel's bundled cuDNN is not built for the GPU
 framework_ok                info      a wheel variant that fits
 framework_other_variant     info      PyPI's default wheel does not fit; this variant does
 framework_default_unknown   warn      which build plain pip install gets is not known
@@ -472,7 +473,17 @@ def _variant_problems(
                     var.archs_source or "arch-matrix",
                 )
             )
-        elif runs is None:
+        elif (cudnn_source := _bundled_cudnn_misses(m, var, info.compute_capability)) is not None:
+            problems.append(
+                (
+                    "framework_cudnn_arch",
+                    "error",
+                    f"{label} bundles cuDNN {var.cudnn}, whose packages for CUDA {var.cuda} are "
+                    f"not built for {_label(info)}; fix: {_torch_for_gpu(m, info)}",
+                    cudnn_source,
+                )
+            )
+        if runs is None:
             problems.append(
                 (
                     "framework_arch_unknown",
@@ -484,6 +495,16 @@ def _variant_problems(
                 )
             )
     return problems
+
+
+def _bundled_cudnn_misses(m: Matrix, var: TorchVariant, cc: str) -> str | None:
+    """The cuDNN row's source when the matrix knows the wheel's bundled cuDNN and none of its
+    packages for the wheel's CUDA has code for ``cc``; None otherwise (also when unknown)."""
+    rel = find_cudnn(m, V(var.cudnn, field="cudnn")) if var.cudnn else None
+    pkgs = cudnn_packages(rel, var.cuda) if rel is not None else []
+    if rel is None or not pkgs or any(package_covers(p, cc) for p in pkgs):
+        return None
+    return rel.source
 
 
 def _torch_for_gpu(m: Matrix, info: GpuInfo) -> str:
