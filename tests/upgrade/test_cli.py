@@ -198,3 +198,24 @@ def test_a_driver_in_a_security_bulletin_is_a_reason_to_upgrade_not_to_refuse() 
               ("driver.not-loaded", "no module")]
     assert blocking_errors(errors, {"driver.not-loaded"}) == [
         "gpu.ecc-uncorrectable: GPU 0: 3 uncorrectable errors"]
+
+
+def test_state_dir_defaults_to_a_per_user_folder(tmp_path) -> None:
+    from pathlib import Path
+
+    from gpuhost.upgrade.settings import default_state_dir
+
+    home = Path("/home/op")
+    assert default_state_dir({}, home) == home / ".local/state/gpuhost"
+    assert default_state_dir({"XDG_STATE_HOME": "/srv/st"}, home) == Path("/srv/st/gpuhost")
+    assert default_state_dir({"XDG_STATE_HOME": "rel"}, home) == home / ".local/state/gpuhost"
+    env = {"GPUHOST_STATE_DIR": str(tmp_path), "XDG_STATE_HOME": "/srv/st"}
+    assert default_state_dir(env, home) == tmp_path
+
+
+def test_snapshot_list_reads_the_per_user_state_dir(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("GPUHOST_STATE_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    _snapshots(tmp_path / "gpuhost", ["n1"])
+    assert main(["snapshot", "list"]) == 0
+    assert "n1/20250101T000000Z" in capsys.readouterr().out

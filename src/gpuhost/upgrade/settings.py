@@ -1,13 +1,15 @@
 """Where upgrade state lives on the controller, and reading the provider config file.
 
-``--state-dir`` (default: ``$GPUHOST_STATE_DIR`` or the current directory) holds
-``snapshots/<host>/<id>.json`` and ``runs/<run-id>.jsonl`` (upgrade journals).
+``--state-dir`` holds ``snapshots/<host>/<id>.json``, ``runs/<run-id>.jsonl`` (upgrade journals)
+and ``logs/``. Default: ``$GPUHOST_STATE_DIR``, else ``$XDG_STATE_HOME/gpuhost``, else
+``~/.local/state/gpuhost`` (a per-user folder, never the current directory: state must not
+depend on where a command was started, nor land in a repository checkout).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,13 +21,25 @@ from gpuhost.errors import ConfigError
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def default_state_dir(env: Mapping[str, str], home: Path) -> Path:
+    """``$GPUHOST_STATE_DIR``, else ``$XDG_STATE_HOME/gpuhost``, else
+    ``<home>/.local/state/gpuhost`` (the XDG base directory default) (pure)."""
+    if env.get("GPUHOST_STATE_DIR"):
+        return Path(env["GPUHOST_STATE_DIR"])
+    xdg = env.get("XDG_STATE_HOME", "")
+    if xdg and Path(xdg).is_absolute():  # the spec: a relative value is to be ignored
+        return Path(xdg) / "gpuhost"
+    return home / ".local" / "state" / "gpuhost"
+
+
 def state_option(func: F) -> F:
     return click.option(
         "--state-dir",
         type=click.Path(file_okay=False, path_type=Path),
-        default=lambda: Path(os.environ.get("GPUHOST_STATE_DIR", ".")),
-        show_default="$GPUHOST_STATE_DIR or .",
-        help="Controller-side folder for snapshots/ and runs/ (upgrade journals).",
+        default=lambda: default_state_dir(os.environ, Path.home()),
+        show_default="$GPUHOST_STATE_DIR, else $XDG_STATE_HOME/gpuhost, else "
+        "~/.local/state/gpuhost",
+        help="Controller-side folder for snapshots/, runs/ (upgrade journals) and logs/.",
     )(func)
 
 
