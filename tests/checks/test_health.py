@@ -33,10 +33,11 @@ def test_healthy_gpu_with_matching_marker_has_no_problem():
 def test_sick_gpu_gives_one_line_per_problem():
     problems = judge(HealthInputs(V100_SICK, None, None))
     assert len(problems) == 2
-    assert "1 uncorrectable ECC error(s) since the driver loaded" in problems[0]
-    assert "page retirement pending" in problems[1]
+    assert problems[0].startswith("[gpu.ecc-uncorrectable] GPU 0 (Tesla V100-SXM3-32GB")
+    assert "volatile 1" in problems[0]
+    assert problems[1].startswith("[gpu.retired-pages-pending] ")
     line = reason_line(problems)
-    assert line.startswith("GPU 0 (Tesla V100-SXM3-32GB 00000000:34:00.0): 1 uncorrectable")
+    assert line.startswith("[gpu.ecc-uncorrectable] GPU 0 (Tesla V100-SXM3-32GB, 00000000:34:00.0)")
     assert line.endswith("(+1 more)") and "\n" not in line
 
 

@@ -31,8 +31,9 @@ def capture(rel: str) -> str:
 def test_retired_pages_pending_and_ecc_found_on_real_v100_capture() -> None:
     report = parse_xml(capture("nvidia-smi-xml/openpai__nvidia_smi_retired_pages.xml"))
     pages = gpu.retired_page_problems(report)
-    assert pages and "page retirement pending" in pages[0] and "Tesla V100" in pages[0]
-    assert any("uncorrectable ECC" in p for p in gpu.ecc_problems(report))
+    assert pages and pages[0].startswith("[gpu.retired-pages-pending] GPU")
+    assert "Tesla V100" in pages[0] and "waiting to be retired" in pages[0]
+    assert any(p.startswith("[gpu.ecc-uncorrectable] ") for p in gpu.ecc_problems(report))
 
 
 def test_healthy_h100_capture_has_no_health_problem() -> None:
@@ -51,18 +52,18 @@ def test_healthy_h100_capture_has_no_health_problem() -> None:
 def test_pcie_width_always_judged_generation_only_when_busy() -> None:
     report = parse_xml(capture("nvidia-smi-xml/telegraf-pr17482__dual_2070-v13.xml"))
     idle = gpu.pcie_problems(report, {0: "P8", 1: "P8"})
-    assert len(idle) == 2 and all("x8, the GPU supports x16" in p for p in idle)
+    assert len(idle) == 2 and all(p.startswith("[gpu.pcie-width] ") for p in idle)
+    assert all("PCIe link is x8, below its max x16" in p for p in idle)
     busy = gpu.pcie_problems(report, gpu.parse_pstates("0, P0\n1, P0\n"))
-    assert sum("PCIe gen 1 while busy" in p for p in busy) == 2
+    assert sum(p.startswith("[gpu.pcie-gen] ") and "gen 1 while busy" in p for p in busy) == 2
 
 
 def test_persistence_off_is_named_per_gpu() -> None:
     report = parse_xml(capture("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml"))
     problems = gpu.persistence_problems(report)
     assert len(problems) == 1
-    assert "NVIDIA A100-SXM4-80GB" in problems[0] and problems[0].endswith(
-        "persistence mode is off"
-    )
+    assert problems[0].startswith("[gpu.persistence] persistence mode is off on 1 of 1 GPU(s)")
+    assert "NVIDIA A100-SXM4-80GB" in problems[0]
 
 
 def test_remapped_row_failure_and_pending() -> None:
@@ -74,7 +75,36 @@ def test_remapped_row_failure_and_pending() -> None:
     failed = replace(base, remapped_rows=RemappedRows(0, 3, False, True))
     pending = replace(base, remapped_rows=RemappedRows(0, 1, True, False))
     problems = gpu.remapped_row_problems(SmiReport(gpus=[failed, pending]))
-    assert "FAILED" in problems[0] and "pending" in problems[1]
+    assert problems[0].startswith("[gpu.remap-failure] ") and "no spare rows" in problems[0]
+    assert problems[1].startswith("[gpu.remap-pending] ")
+
+
+@pytest.mark.parametrize(
+    "capture_file",
+    [
+        "nvidia-smi-xml/openpai__nvidia_smi_retired_pages.xml",
+        "nvidia-smi-xml/telegraf-pr17482__dual_2070-v13.xml",
+        "nvidia-smi-xml/telegraf__a100-sxm4-v12.xml",
+    ],
+)
+def test_checks_and_audit_give_the_same_judgement(capture_file: str) -> None:
+    """A check fails exactly on the audit's error and warning findings of the same rules."""
+    from gpuhost.audit.host import AuditSettings, audit_host
+    from gpuhost.facts.host_facts import DriverFacts, HostFacts
+    from gpuhost.matrix import load_matrix
+
+    report = parse_xml(capture(capture_file))
+    facts = HostFacts(driver=DriverFacts(smi=report, smi_installed=True))
+    audited = audit_host("h", facts, {}, AuditSettings(load_matrix(), {}))
+    rules = ("gpu.ecc", "gpu.retired-pages", "gpu.remapped-rows", "gpu.pcie-link")
+    finding_ids = ("gpu.ecc", "gpu.retired-pages", "gpu.remap", "gpu.pcie")  # id prefixes
+    from_audit = sorted(
+        f"[{f.rule}] {f.message}"
+        for f in audited.findings
+        if f.severity in gpu.FAILING and f.rule.startswith(finding_ids)
+    )
+    from_checks = sorted(p for rule in rules for p in gpu.rule_problems(rule, report))
+    assert from_checks == from_audit
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpuhost.desired import DesiredState
 from gpuhost.parsers.profile_marker import ProfileMarker
 
 
@@ -64,6 +65,27 @@ def expected_from_profile(name: str, profile: Any) -> ExpectedStack:
         clock_policy=_text(clock("policy")) if clocks is not None else None,
         graphics_mhz=clock("graphics_mhz") if clocks is not None else None,
         memory_mhz=clock("memory_mhz") if clocks is not None else None,
+    )
+
+
+KERNEL_MODULES = ("open", "proprietary")
+
+
+def expected_from_desired(state: DesiredState) -> ExpectedStack:
+    """What a host resolved for provision (the checks' view) is expected to run."""
+    return ExpectedStack(
+        name=state.profile,
+        driver_version=state.driver_version,
+        driver_branch=state.driver_branch,
+        kernel_module=state.kernel_module if state.kernel_module in KERNEL_MODULES else None,
+        cuda_versions=state.cuda_versions,
+        cuda_default=state.cuda_default,
+        cudnn=state.cudnn,
+        container_toolkit=state.container_toolkit,
+        persistence=state.persistence,
+        clock_policy=state.clock_policy,
+        graphics_mhz=state.graphics_mhz,
+        memory_mhz=state.memory_mhz,
     )
 
 

@@ -16,6 +16,7 @@ from gpuhost.audit.expected import ExpectedStack
 from gpuhost.audit.findings import ERROR, INFO, WARNING, Finding, RuleResult, rule_doc
 from gpuhost.errors import VersionError
 from gpuhost.facts.host_facts import HostFacts
+from gpuhost.operations.clocks import uses_application_clocks
 from gpuhost.parsers.nvidia_smi import GpuInfo
 from gpuhost.parsers.profile_marker import MARKER_PATH
 from gpuhost.parsers.sshd import (
@@ -40,6 +41,9 @@ class AuditContext:
     profile_source: str | None = None  # "inventory" or "marker"
     profile_error: str | None = None  # the named profile does not exist
     matrix_results: tuple[RuleResult, ...] = field(default_factory=tuple)
+    # indexes of GPUs known to be busy (P0): only the checks read performance states; with a
+    # busy GPU a PCIe generation below its max is a warning, not the idle GPU's power saving
+    busy_gpus: frozenset[int] = frozenset()
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -540,8 +544,8 @@ def check_clocks(ctx: AuditContext) -> RuleResult:
 
     def judge(gpu: GpuInfo) -> list[Finding]:
         clocks = gpu.clocks
-        if clocks.applications_clocks_supported is False:
-            return []  # the GPU does not let anyone set application clocks
+        if not uses_application_clocks(gpu, "auto"):
+            return []  # provision sets locked clocks there (not readable back), as it does
         found = {"graphics": clocks.applications_graphics, "memory": clocks.applications_mem}
         wrong = [
             f"application {kind} clock {found[kind]} MHz (expected {want} MHz)"
@@ -708,7 +712,7 @@ def check_remapped_rows(ctx: AuditContext) -> RuleResult:
     return _per_gpu(ctx, "gpu.remapped-rows", _remapped_rows_findings)
 
 
-def _pcie_findings(gpu: GpuInfo) -> list[Finding]:
+def _pcie_findings(gpu: GpuInfo, busy: bool = False) -> list[Finding]:
     findings = []
     link = gpu.pcie
     label = _gpu_label(gpu)
@@ -724,7 +728,20 @@ def _pcie_findings(gpu: GpuInfo) -> list[Finding]:
                 fix="reseat the GPU or check the riser/slot",
             )
         )
-    if link.gen_current and link.gen_max and link.gen_current < link.gen_max:
+    if link.gen_current and link.gen_max and link.gen_current < link.gen_max and busy:
+        findings.append(
+            Finding(
+                "gpu.pcie-gen",
+                WARNING,
+                f"{label} PCIe link runs at gen {link.gen_current} while busy (P0), below its "
+                f"max gen {link.gen_max}; expected the full generation under load; fix: check "
+                "the slot, riser and BIOS link settings",
+                found=f"{label}: PCIe gen {link.gen_current} while busy (P0)",
+                expected=f"PCIe gen {link.gen_max} under load",
+                fix="check the slot, riser and BIOS link settings",
+            )
+        )
+    elif link.gen_current and link.gen_max and link.gen_current < link.gen_max:
         findings.append(
             Finding(
                 "gpu.pcie-gen",
@@ -741,7 +758,10 @@ def _pcie_findings(gpu: GpuInfo) -> list[Finding]:
 
 
 def check_pcie(ctx: AuditContext) -> RuleResult:
-    return _per_gpu(ctx, "gpu.pcie-link", _pcie_findings)
+    def judge(gpu: GpuInfo) -> list[Finding]:
+        return _pcie_findings(gpu, gpu.index is not None and gpu.index in ctx.busy_gpus)
+
+    return _per_gpu(ctx, "gpu.pcie-link", judge)
 
 
 @dataclass(frozen=True)

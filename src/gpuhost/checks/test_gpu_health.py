@@ -1,6 +1,8 @@
 """GPU health from nvidia-smi and the kernel log: persistence, clocks, ECC, retired pages,
 remapped rows, Xid errors, PCIe link. Without a working nvidia-smi each check FAILs with the
-host's state (not installed, driver not loaded, no GPU)."""
+host's state (not installed, driver not loaded, no GPU). The nvidia-smi judgements are the audit's
+rules (gpu.persistence, gpu.clocks, gpu.ecc, gpu.retired-pages, gpu.remapped-rows,
+gpu.pcie-link): a check fails on their errors and warnings, each line naming the finding id."""
 
 from __future__ import annotations
 
@@ -11,17 +13,21 @@ import pytest
 from gpuhost.checks.checklib import HostFacts, fail_with, need_gpus, need_spec
 from gpuhost.checks_support import gpu, xid
 from gpuhost.checks_support.expected import Expected
+from gpuhost.facts.host_facts import ServiceState
 from gpuhost.operations.clocks import UNIT_NAME as CLOCKS_UNIT
 
 
-def test_persistence_mode_on(facts: HostFacts, expected: Expected) -> None:
-    """Persistence mode is on for every GPU (when the profile asks for it)."""
+def test_persistence_mode_on(host: Any, facts: HostFacts, expected: Expected) -> None:
+    """Persistence mode is on for every GPU (when the profile asks for it): the audit's
+    gpu.persistence rule."""
     spec, _plan = need_spec(expected)
     if not spec.persistence:
         pytest.skip(f"profile {spec.profile} leaves persistence mode off (persistence: false)")
     report = need_gpus(facts)
+    running = host.service("nvidia-persistenced").is_running
+    daemon = ServiceState("nvidia-persistenced", "active" if running else "inactive")
     fail_with(
-        gpu.persistence_problems(report),
+        gpu.persistence_problems(report, daemon),
         f"{facts.name}: persistence mode off (fix: systemctl enable --now nvidia-persistenced)",
     )
 

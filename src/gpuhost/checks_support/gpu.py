@@ -1,17 +1,22 @@
 """Judging an nvidia-smi report: each function returns one line per problem (empty: healthy).
 
-The report comes from ``nvidia-smi -q -x`` parsed by ``gpuhost.parsers.nvidia_smi``; a field the
-GPU does not report (None) is never a problem by itself.
+The report comes from ``nvidia-smi -q -x`` parsed by ``gpuhost.parsers.nvidia_smi``. The GPU
+health judgements are the audit's own rules (``gpuhost.audit.rules``: same ids, same thresholds),
+so an audit and a check of the same host agree; a check fails on the rule's errors and warnings
+and each line names the finding id.
 """
 
 from __future__ import annotations
 
 import re
 
+from gpuhost.audit.expected import ExpectedStack, expected_from_desired
+from gpuhost.audit.findings import ERROR, WARNING, Finding
+from gpuhost.audit.rules import RULES, AuditContext
 from gpuhost.desired import DesiredState
-from gpuhost.operations.clocks import clocks_in_effect, uses_application_clocks
+from gpuhost.facts.host_facts import DriverFacts, HostFacts, ServiceState
 from gpuhost.parsers.driver import KernelModule
-from gpuhost.parsers.nvidia_smi import GpuInfo, SmiReport
+from gpuhost.parsers.nvidia_smi import SmiReport
 
 SMI_COMMAND = (
     "if command -v nvidia-smi >/dev/null 2>&1; then LC_ALL=C nvidia-smi -q -x 2>&1; "
@@ -23,12 +28,7 @@ PSTATE_COMMAND = (
 MODULE_COMMAND = "cat /proc/driver/nvidia/version 2>/dev/null || true"
 NOT_FOUND = "#gpuhost: nvidia-smi: command not found"
 PSTATE_RE = re.compile(r"^\s*(\d+)\s*,\s*(P\d+)\s*$")
-
-
-def _label(position: int, gpu: GpuInfo) -> str:
-    index = gpu.index if gpu.index is not None else position
-    bus = f" {gpu.pci_bus_id}" if gpu.pci_bus_id else ""
-    return f"GPU {index} ({gpu.name or 'unknown model'}{bus})"
+FAILING = (ERROR, WARNING)  # finding severities a check fails on (info passes)
 
 
 def unavailable_reason(
@@ -52,75 +52,58 @@ def unavailable_reason(
     return None
 
 
-def persistence_problems(report: SmiReport) -> list[str]:
+def rule_findings(
+    rule: str,
+    report: SmiReport,
+    expected: ExpectedStack | None = None,
+    busy: frozenset[int] = frozenset(),
+    persistenced: ServiceState | None = None,
+) -> list[Finding]:
+    """The audit's own rule ``rule`` (``gpu.ecc``, ``gpu.pcie-link``, ...: RULES in
+    gpuhost.audit.rules, same ids and thresholds as ``gpuhost audit``) on this nvidia-smi
+    report; ``busy``: indexes of GPUs in P0 (PCIe generation is judged on those)."""
+    facts = HostFacts(driver=DriverFacts(smi=report, smi_installed=True), persistenced=persistenced)
+    ctx = AuditContext(facts, expected=expected, busy_gpus=busy)
+    return list(RULES[rule](ctx).findings)
+
+
+def rule_problems(
+    rule: str,
+    report: SmiReport,
+    expected: ExpectedStack | None = None,
+    busy: frozenset[int] = frozenset(),
+    persistenced: ServiceState | None = None,
+    severities: tuple[str, ...] = FAILING,
+) -> list[str]:
+    """One line per finding of ``rule`` a check fails on (errors and warnings; info passes),
+    each naming its audit finding id: ``[gpu.ecc-uncorrectable] GPU 0 (...) has ...``."""
     return [
-        f"{_label(i, g)}: persistence mode is off"
-        for i, g in enumerate(report.gpus)
-        if g.persistence_mode is False
+        f"[{f.rule}] {f.message}"
+        for f in rule_findings(rule, report, expected, busy, persistenced)
+        if f.severity in severities
     ]
+
+
+def persistence_problems(report: SmiReport, persistenced: ServiceState | None = None) -> list[str]:
+    return rule_problems("gpu.persistence", report, persistenced=persistenced)
 
 
 def clock_problems(report: SmiReport, spec: DesiredState) -> list[str]:
-    """GPUs on application clocks must show the profile's clocks (or their own max); GPUs on
-    locked clocks cannot be read back (the clocks service result vouches for them)."""
-    problems = []
-    for i, gpu in enumerate(report.gpus):
-        single = SmiReport(gpus=[gpu])
-        try:
-            application = uses_application_clocks(gpu, spec.clocks_mode)
-            in_effect = clocks_in_effect(
-                single, spec.clocks_mode, spec.graphics_mhz, spec.memory_mhz
-            )
-        except Exception as exc:  # OperationValueError: the GPU reports no max clocks
-            problems.append(f"{_label(i, gpu)}: {exc}")
-            continue
-        if application and not in_effect:
-            want_gr = spec.graphics_mhz or gpu.clocks.max_graphics
-            want_mem = spec.memory_mhz or gpu.clocks.max_mem
-            problems.append(
-                f"{_label(i, gpu)}: application clocks are {gpu.clocks.applications_mem},"
-                f"{gpu.clocks.applications_graphics} MHz (memory,graphics), the profile wants "
-                f"{want_mem},{want_gr}"
-            )
-    return problems
+    """The audit's clocks rule for the profile ``spec`` (application clocks where provision sets
+    them; locked clocks cannot be read back, the clocks service result vouches for them)."""
+    return rule_problems("gpu.clocks", report, expected_from_desired(spec))
 
 
-def ecc_problems(report: SmiReport) -> list[str]:
-    problems = []
-    for i, gpu in enumerate(report.gpus):
-        count = gpu.ecc.volatile_uncorrectable
-        if count:
-            problems.append(
-                f"{_label(i, gpu)}: {count} uncorrectable ECC error(s) since the driver loaded "
-                f"(lifetime: {gpu.ecc.aggregate_uncorrectable})"
-            )
-    return problems
+def ecc_problems(report: SmiReport, severities: tuple[str, ...] = FAILING) -> list[str]:
+    return rule_problems("gpu.ecc", report, severities=severities)
 
 
-def retired_page_problems(report: SmiReport) -> list[str]:
-    return [
-        f"{_label(i, g)}: page retirement pending ({g.retired_pages.double_bit} double-bit "
-        "retired pages); the GPU must be reset or the host rebooted to retire them"
-        for i, g in enumerate(report.gpus)
-        if g.retired_pages.pending
-    ]
+def retired_page_problems(report: SmiReport, severities: tuple[str, ...] = FAILING) -> list[str]:
+    return rule_problems("gpu.retired-pages", report, severities=severities)
 
 
-def remapped_row_problems(report: SmiReport) -> list[str]:
-    problems = []
-    for i, gpu in enumerate(report.gpus):
-        rows = gpu.remapped_rows
-        if rows.failure:
-            problems.append(
-                f"{_label(i, gpu)}: row remapping FAILED (no spare rows left): the GPU needs "
-                "service"
-            )
-        elif rows.pending:
-            problems.append(
-                f"{_label(i, gpu)}: remapped rows pending ({rows.uncorrectable} uncorrectable); "
-                "reset the GPU or reboot to apply them"
-            )
-    return problems
+def remapped_row_problems(report: SmiReport, severities: tuple[str, ...] = FAILING) -> list[str]:
+    return rule_problems("gpu.remapped-rows", report, severities=severities)
 
 
 def parse_pstates(text: str) -> dict[int, str]:
@@ -133,22 +116,12 @@ def parse_pstates(text: str) -> dict[int, str]:
     return found
 
 
+def busy_gpus(pstates: dict[int, str]) -> frozenset[int]:
+    """Indexes of the GPUs in P0 (working) from ``parse_pstates``."""
+    return frozenset(index for index, state in pstates.items() if state == "P0")
+
+
 def pcie_problems(report: SmiReport, pstates: dict[int, str]) -> list[str]:
-    """Width below the GPU's max is always a problem (seating, riser, slot). A lower generation
-    is judged only in P0: idle GPUs lower their link speed to save power."""
-    problems = []
-    for i, gpu in enumerate(report.gpus):
-        link = gpu.pcie
-        label = _label(i, gpu)
-        if link.width_current and link.width_max and link.width_current < link.width_max:
-            problems.append(
-                f"{label}: PCIe link x{link.width_current}, the GPU supports x{link.width_max}"
-            )
-        index = gpu.index if gpu.index is not None else i
-        busy = pstates.get(index) == "P0"
-        if link.gen_current and link.gen_max and link.gen_current < link.gen_max and busy:
-            problems.append(
-                f"{label}: PCIe gen {link.gen_current} while busy (P0), the GPU "
-                f"supports gen {link.gen_max}"
-            )
-    return problems
+    """The audit's PCIe rule: width below the GPU's max is always a problem (seating, riser,
+    slot); a lower generation only in P0 (idle GPUs lower their link speed to save power)."""
+    return rule_problems("gpu.pcie-link", report, busy=busy_gpus(pstates))

@@ -5,7 +5,7 @@ A subset of the static checks that needs no GPU work and no network and answers 
 uncorrectable ECC errors since the driver loaded, pending page retirement or row remapping
 (pending or failed), and the loaded driver is the one the provision marker
 (/etc/gpuhost/profile) records. The judgement is ``judge`` (pure, on the captured texts); the
-GPU judgements are the static checks' own (``checks_support.gpu``).
+GPU judgements are the audit's rules through ``checks_support.gpu`` (their errors only).
 
 .. code:: python
 
@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuhost.audit.findings import ERROR
 from gpuhost.checks_support.gpu import (
     NOT_FOUND,
     ecc_problems,
@@ -97,7 +98,11 @@ def judge(inputs: HealthInputs) -> list[str]:
     reason = unavailable_reason(inputs.smi_output, report, module)
     if reason is not None or report is None:
         return [reason or "nvidia-smi gave no report"]
-    problems = ecc_problems(report) + retired_page_problems(report) + remapped_row_problems(report)
+    problems = (  # the audit's error findings (a warning, e.g. some retired pages, never drains)
+        ecc_problems(report, (ERROR,))
+        + retired_page_problems(report, (ERROR,))
+        + remapped_row_problems(report, (ERROR,))
+    )
     if inputs.marker_text and inputs.marker_text.strip():
         try:
             marker = parse_profile_marker(inputs.marker_text)
@@ -115,11 +120,12 @@ def judge(inputs: HealthInputs) -> list[str]:
 def reason_line(problems: list[str], limit: int = 200) -> str:
     """The one line Slurm shows (and the drain reason): the first problem, with a count of the
     others, shortened to ``limit`` characters."""
-    line = problems[0] if problems else "healthy"
-    if len(problems) > 1:
-        line += f" (+{len(problems) - 1} more)"
-    line = " ".join(line.split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
+    first = " ".join((problems[0] if problems else "healthy").split())
+    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    room = limit - len(more)
+    if len(first) > room:  # the count of the others stays visible
+        first = first[: room - 3] + "..."
+    return first + more
 
 
 def run_health(drain: bool, node: str | None, echo: Callable[..., object]) -> int:
