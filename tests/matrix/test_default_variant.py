@@ -109,15 +109,29 @@ def test_cli_show_framework_json_and_unknown(capsys: pytest.CaptureFixture[str])
 def test_bundled_cudnn_checked_against_the_gpu() -> None:
     """A wheel whose bundled cuDNN has no package built for the GPU is an error. Test data: the
     shipped matrix with a 9.17.1 row shaped like its 9.17.0 one (no Maxwell/Pascal/Volta), which
-    torch 2.11's cu128 wheel bundles as 9.17.1.4."""
+    torch 2.11's cu128 wheel bundles as 9.17.1.4, and torch 2.11 without its arch lists."""
     from gpuhost.datafiles import load_yaml
     from gpuhost.matrix import build_matrix, default_matrix_path
 
     data = load_yaml(Path(default_matrix_path()).read_text(encoding="utf-8"))
     row = dict(next(r for r in data["cudnn"] if r["version"] == "9.17.0"), version="9.17.1")
     data["cudnn"].append(row)
+    torch211 = next(r for r in data["pytorch"] if r["version"] == "2.11")
+    for var in torch211["variants"]:  # arch lists dropped: only the cuDNN rule can speak
+        for key in ("archs", "archs_source", "archs_confidence"):
+            var.pop(key, None)
     m = build_matrix(data)
     found = check_stack(m, gpus=["V100"], frameworks=["torch==2.11.0+cu128"], as_of=AS_OF)
     assert "cuDNN 9.17.1.4" in _rules(found)["framework_cudnn_arch"]
     found = check_stack(m, gpus=["H100"], frameworks=["torch==2.11.0+cu128"], as_of=AS_OF)
     assert "framework_cudnn_arch" not in _rules(found)
+
+
+def test_volta_in_cu128_wheels_until_211(matrix: Matrix) -> None:
+    """PyTorch kept sm_70 in its CUDA 12.8 builds (2.8 build script) and removed it for 2.11."""
+    ok = check_stack(matrix, gpus=["V100"], frameworks=["torch==2.8.0+cu128"], as_of=AS_OF)
+    assert "framework_arch" not in _rules(ok)
+    bad = check_stack(matrix, gpus=["V100"], frameworks=["torch==2.11.0+cu128"], as_of=AS_OF)
+    assert "framework_arch" in _rules(bad)
+    res = resolve_stack(matrix, gpus=["V100"], frameworks=["torch==2.11.0"], as_of=AS_OF)
+    assert res.frameworks["torch"] == "2.11.0+cu126"  # the one 2.11 wheel with Volta kernels
