@@ -7,6 +7,8 @@ JSON line {mode: port} and serves until killed):
 - ``closed``: a port nothing listens on;
 - ``ssh``: a real SSH server (paramiko's server side) that refuses every authentication; its
   host key is written to ``<dir>/host_key.pub`` (argv[1]) for known_hosts tests.
+
+Each accepted connection adds a line to ``<dir>/accepted-MODE``.
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ class _DenyAll(paramiko.ServerInterface):
         return paramiko.AUTH_FAILED
 
 
-def _serve(sock: socket.socket, mode: str, key: paramiko.PKey) -> None:
+def _serve(sock: socket.socket, mode: str, key: paramiko.PKey, folder: Path) -> None:
     while True:
         conn, _ = sock.accept()
+        with open(folder / f"accepted-{mode}", "a") as log:  # tests wait for a client on it
+            log.write("1\n")
         if mode == "garbage":
             conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
             conn.close()
@@ -70,7 +74,7 @@ def main() -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)
         ports[mode] = sock.getsockname()[1]
-        threading.Thread(target=_serve, args=(sock, mode, key), daemon=True).start()
+        threading.Thread(target=_serve, args=(sock, mode, key, folder), daemon=True).start()
     free = socket.socket()
     free.bind(("127.0.0.1", 0))
     ports["closed"] = free.getsockname()[1]

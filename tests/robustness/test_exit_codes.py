@@ -5,12 +5,31 @@ nothing selected 5) into exit 2 with one line."""
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.robustness.conftest import gpuhost, start
+
+
+def _accepted(folder: Path) -> int:
+    path = folder / "accepted-silent"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def _start_connecting(folder: Path, *args: str) -> subprocess.Popen[str]:
+    """Start gpuhost and return once the silent endpoint accepted one of its connections (the
+    run is then connecting, its signal handlers in place), however loaded the machine is."""
+    before = _accepted(folder)
+    proc = start(*args)
+    deadline = time.monotonic() + 120
+    while _accepted(folder) <= before:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    time.sleep(0.5)
+    return proc
 
 
 def _silent_inventory(tmp_path: Path, port: int) -> Path:
@@ -31,11 +50,10 @@ def _silent_inventory(tmp_path: Path, port: int) -> Path:
 def test_a_signal_ends_a_fleet_run_with_one_line(
     endpoints, tmp_path, command, signum, code, line
 ) -> None:
-    ports, _ = endpoints
+    ports, folder = endpoints
     inv = _silent_inventory(tmp_path, ports["silent"])
     args = [command, str(inv)] + (["--connect-timeout", "60"] if command == "audit" else ["--dry"])
-    proc = start(*args)
-    time.sleep(3)  # connecting: the hosts accept TCP and never answer
+    proc = _start_connecting(folder, *args)  # the hosts accept TCP and never answer
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == code, err
@@ -44,11 +62,9 @@ def test_a_signal_ends_a_fleet_run_with_one_line(
 
 
 def test_a_second_signal_quits_at_once(endpoints, tmp_path) -> None:
-    ports, _ = endpoints
-    proc = start(
-        "audit", str(_silent_inventory(tmp_path, ports["silent"])), "--connect-timeout", "60"
-    )
-    time.sleep(3)
+    ports, folder = endpoints
+    inv = _silent_inventory(tmp_path, ports["silent"])
+    proc = _start_connecting(folder, "audit", str(inv), "--connect-timeout", "60")
     proc.send_signal(signal.SIGTERM)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
