@@ -15,14 +15,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from gpuhost.datafiles import load_yaml
-from gpuhost.errors import ConfigError, MatrixError, VersionError
+from gpuhost.errors import MatrixError, VersionError
 from gpuhost.findings import ERROR, WARNING, Finding
+from gpuhost.matrix.yamlfile import read_mapping
 from gpuhost.versions import driver_branch, parse_version
 
 COMPONENTS = ("driver", "container-toolkit")
@@ -66,17 +63,7 @@ def default_advisories_path() -> str:
 
 
 def read_raw(path: str) -> dict[str, Any]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from exc
-    try:
-        data = load_yaml(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping with error_at_cvss and advisories")
-    return data
+    return read_mapping(path, "error_at_cvss and advisories")
 
 
 def load_advisories(path: str | None = None) -> Advisories:

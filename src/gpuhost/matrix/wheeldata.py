@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from gpuhost.datafiles import load_yaml
-from gpuhost.errors import ConfigError, MatrixError, VersionError
+from gpuhost.errors import MatrixError, VersionError
 from gpuhost.matrix.model import WheelRelease
 from gpuhost.matrix.wheels import PLATFORMS, WheelBuild
+from gpuhost.matrix.yamlfile import read_mapping
 from gpuhost.versions import parse_version
 
 _LIBS = ("cuda", "runtime", "cudnn", "cublas", "nccl")
@@ -23,19 +20,7 @@ def default_wheels_path() -> str:
 
 def read_wheels_file(path: str) -> dict[str, Any]:
     """The raw mapping of a wheels file; ConfigError when it cannot be read or parsed."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from exc
-    try:
-        data = load_yaml(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}:{where}: not valid YAML") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping with range/torch/tensorflow")
-    return data
+    return read_mapping(path, "range/torch/tensorflow")
 
 
 def load_wheels(path: str | None = None) -> tuple[WheelRelease, ...]:
