@@ -70,6 +70,12 @@ def render_markdown(matrix: Matrix, advisories: Advisories | None = None) -> str
         'Every row names its source (listed at the end) and how sure it is. "unknown" means no',
         "source confirmed a value, so gpuhost does not rely on one.",
         "",
+        "Two tables are generated from their sources rather than written by hand: what each torch /",
+        "TensorFlow wheel on PyPI pins (`gpuhost matrix sync --write`, from PyPI's JSON API and the",
+        "wheels' core metadata; `--check` in CI) and NVIDIA's security bulletins",
+        "(`gpuhost matrix advisories-sync --from <checkout of github.com/NVIDIA/product-security>",
+        "--write`).",
+        "",
         "## CUDA toolkit: minimum Linux driver",
         "",
     ]
