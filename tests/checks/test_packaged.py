@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import ast
 import os
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from wheel_support import build_wheel_venv
 
 import gpuhost.checks
 from gpuhost.cli import main
@@ -94,31 +94,7 @@ def test_checks_dir_override_error_names_variable(
 
 @pytest.fixture(scope="module")
 def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """gpuhost built as a wheel and installed into a throw-away venv (its dependencies come from
-    this venv through a .pth line; the editable install's finder is not read from there)."""
-    work = tmp_path_factory.mktemp("wheel")
-    src = work / "src"
-    src.mkdir()
-    shutil.copytree(ROOT / "src", src / "src", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
-    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", str(src), "-w", str(work)]
-    subprocess.run(build, check=True, timeout=300, capture_output=True)
-    (wheel,) = work.glob("gpuhost-*.whl")
-    venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    purelib = subprocess.run(
-        [str(venv / "bin/python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    deps = next(p for p in map(Path, sys.path) if p.name == "site-packages" and p.is_dir())
-    Path(purelib, "gpuhost-test-deps.pth").write_text(f"{deps}\n")
-    install = [*pip, "--python", str(venv / "bin/python"), "install", "--no-deps", str(wheel)]
-    subprocess.run(install, check=True, timeout=300, capture_output=True)
-    return venv
+    return build_wheel_venv(tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.mark.slow
