@@ -52,3 +52,19 @@ def test_html_page_data_is_compact_for_big_fleets():
     # hosts point at their stack group; their facts are not embedded
     data = html.page_data(fleet_report(50))
     assert len(data["hosts"]) == 50 and "facts" not in str(data["hosts"][:1])
+
+
+def test_merged_report_renders(tmp_path, capsys):
+    report = fleet_report(6)
+    paths = []
+    for index, hosts in enumerate((report["hosts"][:3], report["hosts"][3:])):
+        path = tmp_path / f"shard{index}.json"
+        path.write_text(json.dumps(dict(report, hosts=hosts)))
+        paths.append(str(path))
+    merged = tmp_path / "merged.json"
+    assert main(["report", "merge", *paths, "-o", str(merged)]) in (0, 1)
+    out = tmp_path / "merged.html"
+    assert main(["report", "html", str(merged), "-o", str(out)]) == 0
+    data = html.page_data(json.loads(merged.read_text()))
+    assert data["meta"]["merged_from"] == paths and len(data["hosts"]) == 6
+    assert '"merged_from":' in out.read_text()

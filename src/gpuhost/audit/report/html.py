@@ -18,22 +18,9 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
+from gpuhost.audit.report.table import STACK_LABELS
 from gpuhost.audit.summary import STACK_FIELDS
 
-STACK_LABELS = {
-    "os": "OS",
-    "kernel": "kernel",
-    "gpus": "GPUs",
-    "driver_loaded": "driver (loaded)",
-    "driver_installed": "driver (packages)",
-    "kernel_module": "kernel module",
-    "cuda_toolkits": "CUDA toolkits",
-    "cuda_default": "CUDA default",
-    "cudnn": "cuDNN",
-    "container_toolkit": "container toolkit",
-    "fabric_manager": "fabric manager",
-    "frameworks": "frameworks",
-}
 FINDING_KEYS = ("severity", "rule", "message", "found", "expected", "fix", "source")
 
 
