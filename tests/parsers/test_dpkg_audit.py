@@ -26,3 +26,28 @@ def test_every_listed_package_and_nothing_from_the_prose() -> None:
 def test_a_content_dpkg_says_nothing() -> None:
     assert parse_dpkg_audit([]) == []
     assert parse_dpkg_audit([""]) == []
+
+
+SPACE = FIXTURE.with_name("apt-install-space-driver-and-toolkit.txt")
+
+
+def test_apt_install_space_and_df_from_a_lab_capture() -> None:
+    """The capture: gpuhost's AptInstallSpace command for nvidia-driver + nvidia-cuda-toolkit on a
+    fresh lab host (Debian 12, apt 2.6; nothing installed, nothing cached)."""
+    from gpuhost.facts.apt_pins import AptInstallSpace
+
+    space = AptInstallSpace().process(SPACE.read_text().splitlines())
+    assert space == {
+        "download": 1869 * 1000**2,
+        "added": 6348 * 1000**2,
+        "free": {"/var/cache/apt/archives": [12500787200, "/"], "/usr": [12500787200, "/"]},
+    }
+
+
+def test_apt_space_lines_partly_cached_and_freeing() -> None:
+    from gpuhost.parsers.packages import parse_apt_space
+
+    text = ("Need to get 20.5 MB/1,869 MB of archives.\n"
+            "After this operation, 512 kB disk space will be freed.\n")
+    assert parse_apt_space(text) == (20_500_000, -512_000)
+    assert parse_apt_space("0 upgraded, 0 newly installed\n") == (0, 0)

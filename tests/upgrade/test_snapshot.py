@@ -183,3 +183,29 @@ def test_diff_shows_versions_holds_profile_and_file_content():
     assert text.startswith("--- h1 20250101T000000Z\n+++ h1 20250102T000000Z")
     assert diff(old, old) == []
     assert format_diff(old, old, []).endswith("no changes")
+
+
+def test_prune_plan_keeps_the_newest_the_ones_in_use_and_unknown_ones() -> None:
+    from gpuhost.upgrade.package_cache import prune_plan
+
+    on_host = ["20250101T000000Z", "20250102T000000Z", "20250102T000000Z-2", "20250103T000000Z",
+               "20240101T000000Z"]
+    known = ["20250101T000000Z", "20250102T000000Z", "20250102T000000Z-2", "20250103T000000Z"]
+    plan = prune_plan(on_host, known, keep=2, in_use={"20250101T000000Z"})
+    assert plan.remove == ["20250102T000000Z"]
+    assert plan.keep == ["20250101T000000Z", "20250102T000000Z-2", "20250103T000000Z"]
+    assert plan.unknown == ["20240101T000000Z"]  # another state dir's snapshot: never removed
+    assert plan.freed({"20250102T000000Z": 5, "20250103T000000Z": 7}) == 5
+
+
+def test_cache_listing_and_removal_commands() -> None:
+    import pytest
+
+    from gpuhost.upgrade.package_cache import parse_cache_dirs, remove_command
+
+    listing = "DIR 20250101T000000Z 1024\nDIR lost+found 10\nDIR 20250102T000000Z-2 2048\n"
+    assert parse_cache_dirs(listing) == {"20250101T000000Z": 1024, "20250102T000000Z-2": 2048}
+    assert remove_command(["20250101T000000Z"]) == (
+        "rm -rf -- /var/cache/gpuhost/packages/20250101T000000Z")
+    with pytest.raises(ValueError, match="not a snapshot id"):
+        remove_command(["../../etc"])

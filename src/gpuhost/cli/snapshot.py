@@ -1,10 +1,13 @@
-"""``gpuhost snapshot INVENTORY`` | ``snapshot list [HOST]`` | ``snapshot diff A B``.
+"""``gpuhost snapshot INVENTORY`` | ``snapshot list [HOST]`` | ``snapshot diff A B`` |
+``snapshot prune INVENTORY``.
 
 Taking a snapshot records each host's coupled package versions, holds, apt preferences and
 sources, modprobe.d, kernel command line, nvidia-smi state, runtime / fabric manager configs and
 gpuhost's own files in ``<state-dir>/snapshots/<host>/<UTC time>.json``, and keeps the package
 files of those versions on the host (``/var/cache/gpuhost/packages/<id>/``). A and B of ``diff``
-are snapshot files, ``host/id`` or ``host`` (its latest). Exit: 0 ok, 1 a host failed, 2 bad input.
+are snapshot files, ``host/id`` or ``host`` (its latest). ``prune`` removes on-host package caches
+of older snapshots (the newest ``--keep`` per host stay, and any an unfinished upgrade needs).
+Exit: 0 ok, 1 a host failed, 2 bad input.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import click
 
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, GpuhostError
 from gpuhost.upgrade.package_cache import human_size
-from gpuhost.upgrade.settings import load_provider_config, snapshots_dir, state_option
+from gpuhost.upgrade.settings import load_provider_config, runs_dir, snapshots_dir, state_option
 from gpuhost.upgrade.snapshot import SnapshotStore, diff, format_diff, load_snapshot
 
 
@@ -128,3 +131,91 @@ def diff_(a: str, b: str, state_dir: Path) -> int:
     changes = diff(doc_a, doc_b)
     click.echo(format_diff(doc_a, doc_b, changes))
     return EXIT_FINDINGS if changes else EXIT_OK
+
+
+@command.command("prune")
+@click.argument("inventory")
+@click.option(
+    "--keep",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Package caches of this many newest snapshots per host stay.",
+)
+@click.option(
+    "--limit",
+    multiple=True,
+    metavar="HOSTS",
+    help="Only these hosts or groups (comma list, globs; repeatable), as for other commands.",
+)
+@click.option("--dry", is_flag=True, help="Say what would be removed; remove nothing.")
+@state_option
+def prune(inventory: str, keep: int, limit: tuple[str, ...], dry: bool, state_dir: Path) -> int:
+    """Remove the on-host package caches (/var/cache/gpuhost/packages/ID) of older snapshots.
+
+    A cache whose snapshot this state dir does not know is kept, and so is the one of a snapshot
+    an unfinished upgrade run still needs for its rollback. The snapshot documents on the
+    controller stay (a rollback to a pruned snapshot installs from the repository where it can).
+
+    \b
+    Example:
+      gpuhost snapshot prune inventories/fleet.py --keep 2 --dry
+    """
+    from gpuhost.upgrade import package_cache
+    from gpuhost.upgrade.connect import PyinfraRemote, load_inventory
+
+    hosts = load_inventory(inventory, limit)
+    store = SnapshotStore(snapshots_dir(state_dir))
+    in_use = _snapshots_in_use(runs_dir(state_dir))
+    failed = 0
+    for entry in hosts:
+        remote = PyinfraRemote(entry)
+        try:
+            listing = remote.run(package_cache.LIST_COMMAND, timeout=120)
+            if not listing.ok:
+                raise GpuhostError(
+                    f"{entry.name}: cannot list the package caches: {listing.tail()}"
+                )
+            sizes = package_cache.parse_cache_dirs(listing.stdout)
+            known = [ref.id for ref in store.list(entry.name)]
+            plan = package_cache.prune_plan(list(sizes), known, keep, in_use.get(entry.name, ()))
+            if plan.remove and not dry:
+                removed = remote.run(package_cache.remove_command(plan.remove), timeout=300)
+                if not removed.ok:
+                    raise GpuhostError(f"{entry.name}: removing failed: {removed.tail()}")
+        except GpuhostError as exc:
+            failed += 1
+            click.echo(f"{entry.name}: failed: {exc}")
+            continue
+        finally:
+            remote.close()
+        verb = "would remove" if dry else "removed"
+        click.echo(
+            f"{entry.name}: {verb} {len(plan.remove)} cache(s)"
+            + (f" ({', '.join(plan.remove)})" if plan.remove else "")
+            + f", {human_size(plan.freed(sizes))}; kept {len(plan.keep)}"
+            + (
+                f"; not snapshots of this state dir, kept: {', '.join(plan.unknown)}"
+                if plan.unknown
+                else ""
+            )
+        )
+    return EXIT_FINDINGS if failed else EXIT_OK
+
+
+def _snapshots_in_use(runs: Path) -> dict[str, set[str]]:
+    """{host: snapshot ids} recorded by upgrade runs that have not ended (a rollback may need
+    their caches)."""
+    from gpuhost.upgrade.journal import read_records, replay
+
+    used: dict[str, set[str]] = {}
+    for path in sorted(runs.glob("upgrade-*.jsonl")) if runs.is_dir() else []:
+        records = read_records(path)
+        if any(r.get("kind") == "end" for r in records):
+            continue
+        hosts = [str(h) for h in records[0].get("hosts", [])]
+        for host, progress in replay(records, hosts).items():
+            sid = progress.data.get("snapshot_id")
+            if sid and progress.outcome is None:
+                used.setdefault(host, set()).add(str(sid))
+    return used

@@ -5,7 +5,12 @@ from __future__ import annotations
 from pyinfra.api import FactBase
 from typing_extensions import override
 
-from gpuhost.parsers.packages import parse_apt_policy, parse_dpkg_audit
+from gpuhost.parsers.packages import (
+    parse_apt_policy,
+    parse_apt_space,
+    parse_df_available,
+    parse_dpkg_audit,
+)
 
 
 class _PackageLockList(FactBase[list[str]]):
@@ -80,6 +85,51 @@ class DpkgAudit(_PackageLockList):
     @override
     def process(self, output: list[str]) -> list[str]:
         return parse_dpkg_audit(output)
+
+
+SPACE_PATHS = ("/var/cache/apt/archives", "/usr")
+DF_MARK = "##GPUHOST-DF"
+
+
+class AptInstallSpace(FactBase[dict[str, object]]):
+    """What installing ``packages`` (``name`` or ``name=version``) would take, as apt computes
+    it without changing anything, and the free space where it goes:
+
+    .. code:: python
+
+        {"download": 1869000000, "added": 6348000000,
+         "free": {"/var/cache/apt/archives": [12500787200, "/"], "/usr": [12500787200, "/"]}}
+    """
+
+    @staticmethod
+    @override
+    def default() -> dict:
+        return {}
+
+    @override
+    def requires_command(self, packages: list[str]) -> str:
+        return "apt-get"
+
+    @override
+    def command(self, packages: list[str]) -> str:
+        names = " ".join(f"'{p}'" for p in packages)
+        return (
+            "LC_ALL=C apt-get install --assume-no --no-install-recommends --allow-downgrades "
+            f"--allow-change-held-packages -o Debug::NoLocking=1 {names} 2>&1 | "
+            f"grep -E '^(Need to get|After this operation)'; echo '{DF_MARK}'; "
+            f"df -P -B1 {' '.join(SPACE_PATHS)}"
+        )
+
+    @override
+    def process(self, output: list[str]) -> dict[str, object]:
+        mark = output.index(DF_MARK) if DF_MARK in output else len(output)
+        download, added = parse_apt_space("\n".join(output[:mark]))
+        free = parse_df_available("\n".join(output[mark + 1 :]))
+        return {
+            "download": download,
+            "added": added,
+            "free": {path: list(row) for path, row in zip(SPACE_PATHS, free, strict=False)},
+        }
 
 
 class DnfVersionLocks(_PackageLockList):

@@ -20,7 +20,14 @@ from pyinfra.api import OperationError, operation
 from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.facts.deb import DebPackages
 
-from gpuhost.facts.apt_pins import AptHolds, AptPolicy, DnfVersionLocks, DpkgAudit
+from gpuhost.facts.apt_pins import (
+    SPACE_PATHS,
+    AptHolds,
+    AptInstallSpace,
+    AptPolicy,
+    DnfVersionLocks,
+    DpkgAudit,
+)
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
 from gpuhost.parsers.packages import parse_versionlock_entry
@@ -177,6 +184,43 @@ def dpkg_settled() -> Generator:
     yield "DEBIAN_FRONTEND=noninteractive dpkg --configure -a --force-confdef --force-confold"
 
 
+SPACE_MARGIN_BYTES = 256 * 1000**2  # dpkg's temporary files, DKMS builds, logs
+
+
+def space_problem(space: dict[str, object]) -> str | None:
+    """Why the install cannot fit, before it starts (pure): the download lands in apt's archive
+    folder, the unpacked packages under /usr; where both are one filesystem they add up. Each
+    filesystem needs that plus a margin free. None when it fits or apt said nothing."""
+    download, added = int(str(space.get("download", 0))), int(str(space.get("added", 0)))
+    free = space.get("free")
+    if not isinstance(free, dict) or (download <= 0 and added <= 0):
+        return None
+    need: dict[str, int] = {}
+    avail: dict[str, int] = {}
+    for path, amount in zip(SPACE_PATHS, (download, max(added, 0)), strict=True):
+        if path not in free:
+            continue
+        available, mount = free[path]
+        need[mount] = need.get(mount, 0) + amount
+        avail[mount] = int(available)
+    short = [
+        f"{mount}: needs {_gb(amount + SPACE_MARGIN_BYTES)}, {_gb(avail[mount])} free"
+        for mount, amount in need.items()
+        if amount > 0 and amount + SPACE_MARGIN_BYTES > avail[mount]
+    ]
+    if not short:
+        return None
+    return (
+        f"not enough disk space for this install (download {_gb(download)} into "
+        f"/var/cache/apt/archives, {_gb(max(added, 0))} unpacked): {'; '.join(short)}; nothing "
+        "was installed; free space (e.g. apt-get clean, gpuhost snapshot prune) and run again"
+    )
+
+
+def _gb(size: int) -> str:
+    return f"{size / 1000**3:.1f} GB"
+
+
 def _upstream(package_version: str | None) -> str | None:
     return upstream_of_package_version(package_version) if package_version else None
 
@@ -238,6 +282,9 @@ def installed(
     if not wanted:
         host.noop(f"{len(packages)} packages installed{' at ' + version if version else ''}")
         return
+    problem = space_problem(fact(AptInstallSpace, packages=wanted))
+    if problem:
+        raise OperationError(problem)
     args = "install --no-install-recommends" if no_recommends else "install"
     if version is not None:
         args += " --allow-downgrades"

@@ -127,6 +127,46 @@ def parse_dpkg_query(text: str) -> list[Package]:
     return packages
 
 
+APT_SIZE_RE = re.compile(r"^([\d.,]+) ?([kMG]?B)$")
+APT_UNITS = {"B": 1, "kB": 1000, "MB": 1000**2, "GB": 1000**3}
+
+
+def _apt_size(text: str) -> int:
+    match = APT_SIZE_RE.match(text.strip())
+    if match is None:
+        raise ParseError(f"expected an apt size like '1869 MB', found {text.strip()[:40]!r}")
+    return int(float(match.group(1).replace(",", "")) * APT_UNITS[match.group(2)])
+
+
+def parse_apt_space(text: str) -> tuple[int, int]:
+    """(bytes to download, bytes the install adds on disk; negative: frees) from apt-get's
+    summary (``LC_ALL=C apt-get install --assume-no ...``): ``Need to get 1869 MB of archives.``
+    (or ``Need to get 20 MB/1869 MB of archives.`` when some are cached: the first number is
+    what is still to fetch) and ``After this operation, 6348 MB of additional disk space will be
+    used.`` (or ``... will be freed.``). Missing lines count 0 (pure)."""
+    download = added = 0
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("Need to get ") and line.endswith(" of archives."):
+            download = _apt_size(line[len("Need to get ") : -len(" of archives.")].split("/")[0])
+        elif line.startswith("After this operation, ") and " disk space will be " in line:
+            size = " ".join(line[len("After this operation, ") :].split()[:2])
+            added = _apt_size(size) * (-1 if line.endswith("freed.") else 1)
+    return download, added
+
+
+def parse_df_available(text: str) -> list[tuple[int, str]]:
+    """(available bytes, mount point) per path of ``df -P -B1 PATH...``, in argument order
+    (pure)."""
+    rows = []
+    for number, line in enumerate(text.splitlines()[1:], start=2):
+        cells = line.split()
+        if len(cells) < 6 or not cells[3].isdigit():
+            raise ParseError(f"expected df -P -B1 output, found on line {number}: {line[:80]!r}")
+        rows.append((int(cells[3]), " ".join(cells[5:])))
+    return rows
+
+
 def parse_dpkg_audit(lines: list[str]) -> list[str]:
     """Package names from ``dpkg --audit`` (each listed package is an indented line: name, maybe
     ``:arch``, then its description; headers and notes are not indented), sorted (pure)."""

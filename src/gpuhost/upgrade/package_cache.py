@@ -9,8 +9,9 @@ with ``dpkg-deb`` (package name and version must match); the folder's size is re
 
 from __future__ import annotations
 
+import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,3 +111,66 @@ def install_command(snapshot_id: str, files: Mapping[str, str]) -> str:
         "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "
         f"{paths}"
     )
+
+
+# -- pruning -------------------------------------------------------------------------------------
+
+SNAPSHOT_ID_RE = re.compile(r"^\d{8}T\d{6}Z(?:-\d+)?$")
+LIST_COMMAND = (
+    f"cd {CACHE_ROOT} 2>/dev/null || exit 0; for d in *; do [ -d \"$d\" ] || continue; "
+    'echo "DIR $d $(du -sb -- "$d" | cut -f1)"; done'
+)
+
+
+def parse_cache_dirs(output: str) -> dict[str, int]:
+    """{snapshot id: bytes} from ``LIST_COMMAND``; folders not named like a snapshot id are not
+    gpuhost's and are left out (pure)."""
+    found = {}
+    for line in output.splitlines():
+        word, _, rest = line.partition(" ")
+        name, _, size = rest.partition(" ")
+        if word == "DIR" and SNAPSHOT_ID_RE.match(name):
+            found[name] = int(size) if size.strip().isdigit() else 0
+    return found
+
+
+@dataclass
+class PrunePlan:
+    remove: list[str] = field(default_factory=list)
+    keep: list[str] = field(default_factory=list)  # the newest snapshots and those in use
+    unknown: list[str] = field(default_factory=list)  # no snapshot of this state dir: kept
+
+    def freed(self, sizes: Mapping[str, int]) -> int:
+        return sum(sizes.get(sid, 0) for sid in self.remove)
+
+
+def prune_plan(
+    on_host: Sequence[str], known: Sequence[str], keep: int, in_use: Collection[str] = ()
+) -> PrunePlan:
+    """Which cache folders of one host go (pure): those of snapshots the controller knows
+    (``known``), except the ``keep`` newest of them and any an unfinished upgrade run still
+    needs for its rollback (``in_use``). A folder of a snapshot the controller does not know is
+    kept: another state dir may rely on it."""
+    newest = sorted(known, key=_id_order, reverse=True)[: max(keep, 0)]
+    plan = PrunePlan()
+    for sid in sorted(on_host, key=_id_order):
+        if sid not in known:
+            plan.unknown.append(sid)
+        elif sid in newest or sid in in_use:
+            plan.keep.append(sid)
+        else:
+            plan.remove.append(sid)
+    return plan
+
+
+def _id_order(sid: str) -> tuple[str, int]:
+    base, _, n = sid.partition("-")
+    return base, int(n) if n.isdigit() else 1
+
+
+def remove_command(snapshot_ids: Sequence[str]) -> str:
+    """``rm -rf`` of the cache folders of ``snapshot_ids`` (each checked to be a snapshot id)."""
+    for sid in snapshot_ids:
+        if not SNAPSHOT_ID_RE.match(sid):
+            raise ValueError(f"not a snapshot id: {sid!r}")
+    return "rm -rf -- " + " ".join(shlex.quote(cache_dir(sid)) for sid in snapshot_ids)
