@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--profile", default=None, help="inventory data gpuhost_profile")
     gpu = sub.add_parser("gpu", help="emulated GPU of a host: inject a fault, clear, state")
     gpu.add_argument("host")
-    gpu.add_argument("action", choices=["inject", "clear", "state"])
+    gpu.add_argument("action", choices=["inject", "clear", "state", "gpu-reset"])
     gpu.add_argument("args", nargs="*", help="KNOB [gpu=N] for inject")
     sub.add_parser("down", help="remove everything of the lab")
     sub.add_parser("status", help="hosts and their health")

@@ -103,6 +103,10 @@ def host_model(name: str, count: int) -> dict[str, Any]:
     """The model.json a host with ``count`` GPUs of model ``name`` gets."""
     data = dict(load_models()[name])
     data["model"] = name
+    # a full HGX board has its NVSwitches on the bus (fabric manager applies); fewer GPUs do not
+    full = count == len(data["bus_ids"])
+    data["nvswitch_bus_ids"] = list(data.get("nvswitch_bus_ids") or [])[:data["nvswitches"]] \
+        if full else []
     data["bus_ids"] = list(data["bus_ids"][:count])
     return data
 

@@ -9,7 +9,7 @@ One program, several names (argv[0] or the first argument):
                             driver installed now (the "loaded module" until the next boot)
   gpuemu sync               dpkg hook: nvidia-smi / nvidia-persistenced appear once a driver
                             package is installed and disappear with it
-  gpuemu inject KNOB [gpu=N] | gpuemu clear | gpuemu state
+  gpuemu inject KNOB [gpu=N] | gpuemu clear | gpuemu state | gpuemu gpu-reset
 
 Files: /etc/gpuhost-lab-gpu/model.json (the model, written by tests/lab at host creation),
 /run/gpuhost-lab-gpu/state.json (per boot: persistence, clocks, volatile ECC, lost GPUs, the
@@ -31,10 +31,12 @@ from typing import Any
 ROOT = os.environ.get("GPUEMU_ROOT", "")
 MODEL = f"{ROOT}/etc/gpuhost-lab-gpu/model.json"
 STATE = f"{ROOT}/run/gpuhost-lab-gpu/state.json"
+CALLS = f"{ROOT}/run/gpuhost-lab-gpu/calls.log"
 PERSISTENT = f"{ROOT}/var/lib/gpuhost-lab-gpu/persistent.json"
 PERSISTENCED_PID = f"{ROOT}/var/run/nvidia-persistenced/nvidia-persistenced.pid"
 PROC_DRIVER = f"{ROOT}/proc/driver"
 SYS_MODULE = f"{ROOT}/sys/module"
+PCI_DEVICES = f"{ROOT}/sys/bus/pci/devices"
 # Packages whose installed version is "the installed driver" (Debian and NVIDIA's debian12 names;
 # the lab repository's stand-ins use the same names).
 DRIVER_PACKAGES = ("nvidia-smi", "libnvidia-ml1", "nvidia-driver")
@@ -767,6 +769,18 @@ def set_state(m: dict[str, Any], gs: list[Gpu], st: dict[str, Any], action: str,
 # ------------------------------------------------------------------ nvidia-smi
 
 
+def log_call(argv: list[str], rc: int) -> None:
+    """One line per state-changing call, per boot: which unit (cgroup) ran what, its exit code
+    (tests read it to see who restored the clocks after a boot)."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            cgroup = f.read().strip().rsplit(":", 1)[-1]
+    except OSError:
+        cgroup = "?"
+    with open(CALLS, "a") as f:
+        f.write(f"{time.time():.3f} rc={rc} cgroup={cgroup} nvidia-smi {' '.join(argv)}\n")
+
+
 def _driver_error(m: dict[str, Any], st: dict[str, Any]) -> tuple[str, int] | None:
     """The error every nvidia-smi call prints first: no module loaded, or a mismatch."""
     installed = installed_driver()
@@ -828,6 +842,7 @@ def smi_main(argv: list[str]) -> int:
                 return RC_ARG
             rc = set_state(m, select, st, action, value)
             _write_json(STATE, st)
+            log_call(argv, rc)
             return rc
     if not args:
         sys.stdout.write(list_gpus(m, select))
@@ -906,8 +921,12 @@ def boot_main() -> int:
     loaded = installed_driver()
     st = fresh_state(loaded, len(m.get("bus_ids", [])))
     _write_json(STATE, st)
+    with open(CALLS, "w"):
+        pass
     per = load_persistent(len(m.get("bus_ids", [])))
     _write_json(PERSISTENT, per)
+    if ROOT == "":
+        present_pci(m)
     if ROOT == "" and loaded:
         # The loaded module as the kernel shows it: /proc/driver/nvidia/version (gpuhost's audit
         # probe) and /sys/module/nvidia/version (gpuhost's reboot check).  Both are tmpfs mounts
@@ -922,6 +941,24 @@ def boot_main() -> int:
         os.makedirs(f"{SYS_MODULE}/nvidia", exist_ok=True)
         write_loaded(loaded, m)
     return 0
+
+
+def present_pci(m: dict[str, Any]) -> None:
+    """The GPUs (and a full HGX board's NVSwitches) on the PCI bus as sysfs shows them to
+    gpuhost's probe and checks: a tmpfs over /sys/bus/pci/devices of this container only, one
+    folder per device with vendor, device and class (the machine's own devices are hidden there)."""
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=1m", "gpuemu", PCI_DEVICES],
+                   check=True)
+    gpu_device = m["pci_device_id"].removeprefix("0x")[:4].lower()  # "0x233010DE": 2330, 10de
+    devices = [(bus, gpu_device, "0x030200") for bus in m["bus_ids"]]  # 3D controller
+    devices += [(bus, m["nvswitch_device_id"], "0x068000") for bus in m.get("nvswitch_bus_ids", [])]
+    for bus, device, pci_class in devices:
+        folder = f"{PCI_DEVICES}/{bus[4:].lower()}"
+        os.makedirs(folder, exist_ok=True)
+        for name, value in (("vendor", "0x10de"), ("device", f"0x{device.removeprefix('0x')}"),
+                            ("class", pci_class)):
+            with open(f"{folder}/{name}", "w") as f:
+                f.write(value + "\n")
 
 
 def write_loaded(driver: str, m: dict[str, Any]) -> None:
@@ -962,6 +999,11 @@ def sync_main() -> int:
     return 0
 
 
+# the driver's wording after the code, for the Xids the lab injects most (NVIDIA Xid catalog)
+XID_TEXTS = {"79": "GPU has fallen off the bus.",
+             "48": "An uncorrectable double bit error (DBE) has been detected on GPU.",
+             "94": "Contained ECC error.", "95": "Uncontained ECC error.",
+             "13": "Graphics Engine Exception.", "31": "Ch 00000008, intr 00000000. MMU Fault"}
 KNOBS = ("xid", "ecc-uncorrectable", "retired-pages", "remap-pending", "gpu-lost",
          "driver-mismatch", "persistence-off", "pcie-downgrade")
 
@@ -996,8 +1038,9 @@ def inject_main(args: list[str]) -> int:
         if not knob_value.isdigit():
             print("gpuemu inject: xid needs a code, e.g. xid=79", file=sys.stderr)
             return 2
-        return _kernel_log(f"NVRM: Xid (PCI:{bus[4:].lower()[:7]}): {knob_value}, pid=0, "
-                           f"name=gpuemu, {m.get('xid_texts', {}).get(knob_value, 'injected')}")
+        text = XID_TEXTS.get(knob_value, "injected by the lab's GPU emulator")
+        return _kernel_log(f"NVRM: Xid (PCI:{bus[4:14].lower()}): {knob_value}, pid=0, "
+                           f"name=gpuemu, {text}")
     if knob == "ecc-uncorrectable":
         g["ecc_vol_unc"] += 1
         p["ecc_agg_unc"] += 1
@@ -1116,6 +1159,11 @@ def main(argv: list[str]) -> int:
         return inject_main(rest)
     if cmd == "clear":
         return clear_main()
+    if cmd == "gpu-reset":  # what a GPU reset does: per-boot state as at boot, same driver
+        m = model()
+        st = load_state(m)
+        _write_json(STATE, fresh_state(st.get("loaded"), len(m.get("bus_ids", []))))
+        return 0
     if cmd == "state":
         m = model()
         print(json.dumps({"state": load_state(m),
