@@ -40,6 +40,14 @@ BAD_DATA = [
         ["gpuhost_ssh_permit_root_login", "ssh_user is 'root'"],
     ),
     ({"gpuhost_profiles_file": "no-such.yaml"}, ["gpuhost_profiles_file", "no-such.yaml"]),
+    (
+        {"gpuhost_ssh_allow_users": ["ops", "adm*"], "ssh_user": "deploy"},
+        ["does not admit ssh_user 'deploy'", "lock gpuhost out"],
+    ),
+    (
+        {"gpuhost_ssh_remove_unlisted_keys": True, "ssh_user": "ops"},
+        ["gpuhost_ssh_remove_unlisted_keys is true", "no key for ssh_user 'ops'"],
+    ),
 ]
 
 
@@ -80,6 +88,16 @@ def test_bad_inventory_files_are_one_config_error(tmp_path, text, named) -> None
     with pytest.raises(ConfigError) as err:
         select(path)
     assert named in str(err.value) and str(err.value).startswith(path)
+
+
+def test_consistent_lockout_settings_pass(tmp_path) -> None:
+    data = {
+        "ssh_user": "admin",
+        "gpuhost_ssh_allow_users": ["ops", "adm*@10.0.0.0/8"],
+        "gpuhost_ssh_remove_unlisted_keys": True,
+        "gpuhost_ssh_authorized_keys": {"admin": ["ssh-ed25519 AAAA admin@laptop"]},
+    }
+    assert select(_write(tmp_path, f"gpu = [('n1', {data!r})]\n")).names == ["n1"]
 
 
 def test_the_same_host_in_two_groups_is_fine(tmp_path) -> None:

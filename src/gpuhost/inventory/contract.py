@@ -14,6 +14,7 @@ left alone; an unknown ``gpuhost_`` key is an error naming the nearest known key
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -511,6 +512,25 @@ def _contradictions(data: Mapping[str, Any]) -> list[str]:
         problems.append(
             "gpuhost_ssh_permit_root_login is 'no' but ssh_user is 'root': hardening would lock "
             "gpuhost out; expected another ssh_user or 'prohibit-password'"
+        )
+    user = data.get("ssh_user")
+    allowed = data.get("gpuhost_ssh_allow_users") or []
+    if (
+        isinstance(user, str)
+        and allowed
+        and not any(fnmatch.fnmatchcase(user, pattern.split("@")[0]) for pattern in allowed)
+    ):
+        problems.append(
+            f"gpuhost_ssh_allow_users {allowed!r} does not admit ssh_user {user!r}: hardening "
+            "would lock gpuhost out; expected the login user among them"
+        )
+    keys = data.get("gpuhost_ssh_authorized_keys") or {}
+    remove = data.get("gpuhost_ssh_remove_unlisted_keys") is True
+    if remove and isinstance(user, str) and not keys.get(user):
+        problems.append(
+            f"gpuhost_ssh_remove_unlisted_keys is true but gpuhost_ssh_authorized_keys lists "
+            f"no key for ssh_user {user!r}: hardening would remove the key gpuhost logs in "
+            "with; expected that user's public key listed"
         )
     return problems
 

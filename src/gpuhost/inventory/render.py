@@ -25,8 +25,11 @@ What is refused:
   (not `"no"`, `"false"`, `0`); tuples count as lists; `None` means "not set" (the default);
 - an unknown `gpuhost_` key (the message names the nearest known key); other keys are pyinfra's
   or yours and are left alone;
-- contradictory values: `gpuhost_cuda_repo_key_sha256` without `gpuhost_cuda_repo_key`;
-  `gpuhost_ssh_permit_root_login: 'no'` with `ssh_user: 'root'`;
+- contradictory values: `gpuhost_cuda_repo_key_sha256` without `gpuhost_cuda_repo_key`; and
+  hardening that would lock gpuhost out: `gpuhost_ssh_permit_root_login: 'no'` with
+  `ssh_user: 'root'`, `gpuhost_ssh_allow_users` not admitting `ssh_user`,
+  `gpuhost_ssh_remove_unlisted_keys: True` without a key for `ssh_user` (harden checks the
+  same against the user it really logs in as);
 - a host listed twice in one group, or given different values for one key by two groups
   (pyinfra would silently keep one);
 - a `gpuhost_profiles_file` that does not load;
