@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -88,7 +88,9 @@ def load_inventory(path: str, state: Any = None) -> Any:
     return inventory
 
 
-def select_hosts(path: str, limit: str | None = None, shard: str | None = None) -> HostSelection:
+def select_hosts(
+    path: str, limit: str | Iterable[str] | None = None, shard: str | None = None
+) -> HostSelection:
     """Load the inventory, pick the hosts of this run (``--limit`` first, then ``--shard``) and
     check their data (``gpuhost.inventory.loader.select``)."""
     from gpuhost.inventory.loader import select

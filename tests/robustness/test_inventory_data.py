@@ -210,3 +210,11 @@ def test_plain_pyinfra_deploys_check_the_data_too(tmp_path, deploy) -> None:
     assert "Traceback" not in text
     line = "gpuhost: error: host @local: gpuhost_install_cuda: found 'no' (str)"
     assert line in text and "Starting operation" not in text
+
+
+# `snapshot take` covers the whole inventory (no --limit)
+@pytest.mark.parametrize(("command", "options"), [c for c in COMMANDS if c[0] != "snapshot take"])
+def test_every_command_refuses_a_limit_matching_nothing(tmp_path, command, options) -> None:
+    path = _write(tmp_path, "gpu = ['n1.invalid']\n")
+    run = gpuhost(*command.split(), path, *options.split(), "--limit", "gpu,nope")
+    assert_one_line(run, 2, "--limit nope: matches no host or group", "groups: gpu")

@@ -154,7 +154,11 @@ def _audit_fleet(
 @click.command("audit")
 @click.argument("inventory", required=False)
 @click.option(
-    "--limit", metavar="HOSTS", help="Only these hosts or groups (comma separated, globs)."
+    "--limit",
+    "limits",
+    multiple=True,
+    metavar="HOSTS",
+    help="Only these hosts or groups (comma separated, globs; repeatable).",
 )
 @click.option("--json", "json_path", metavar="FILE|-", help="Write the JSON report (schema 1).")
 @click.option(
@@ -204,7 +208,7 @@ def _audit_fleet(
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary line and errors.")
 def command(
     inventory: str | None,
-    limit: str | None,
+    limits: tuple[str, ...],
     json_path: str | None,
     junit_path: str | None,
     prom_path: str | None,
@@ -223,6 +227,7 @@ def command(
       gpuhost audit
       gpuhost audit inventories/fleet.py --json fleet.json --html fleet.html
     """
+    limit = ",".join(limits) or None  # one --limit meaning: gpuhost.inventory.loader
     if inventory is None and (limit or shard):
         raise click.UsageError("--limit and --shard need an INVENTORY")
     settings = load_settings(profiles_file)
