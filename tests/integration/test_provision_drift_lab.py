@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 PROFILE = "debian12-nonfree-535"
 GPUHOST = str(Path(sys.executable).with_name("gpuhost"))
+OLD_PROFILES = str(Path(__file__).resolve().parents[1] / "data" / "old_profiles.yaml")
 PREFERENCES = "/etc/apt/preferences.d/gpuhost-nvidia"
 STATE = (
     "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' | grep -i nvidia | sort; "
@@ -71,6 +72,8 @@ def test_provision_repairs_what_the_audit_reports(
         "gpuhost_profile": PROFILE,
         "gpuhost_install_cuda": False,
         "gpuhost_harden": False,  # lab hosts have no CAP_NET_ADMIN for nftables
+        # 535.261.03 left the built-in profiles (NVIDIA security bulletins): test data now
+        "gpuhost_profiles_file": OLD_PROFILES,
     }
     inventory = tmp_path / "inventory.py"
     inventory.write_text(f"gpu_nodes = {[(host.name, data)]!r}\n")

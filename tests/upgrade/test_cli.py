@@ -53,7 +53,7 @@ def test_resume_without_a_run_is_a_usage_error(tmp_path, capsys):
             "upgrade",
             str(_inventory(tmp_path)),
             "--to",
-            "debian12-nonfree-535",
+            "debian12-nonfree-535-security",
             "--resume",
             "--state-dir",
             str(tmp_path),
@@ -219,3 +219,25 @@ def test_snapshot_list_reads_the_per_user_state_dir(tmp_path, capsys, monkeypatc
     _snapshots(tmp_path / "gpuhost", ["n1"])
     assert main(["snapshot", "list"]) == 0
     assert "n1/20250101T000000Z" in capsys.readouterr().out
+
+
+
+def test_to_is_looked_up_with_the_hosts_profiles_file(tmp_path, capsys):
+    """A profile that left the built-ins (tests/data/old_profiles.yaml) is found through
+    --profiles or the hosts' gpuhost_profiles_file, as provision and the audit find it."""
+    from pathlib import Path
+
+    old = str(Path(__file__).parents[1] / "data" / "old_profiles.yaml")
+    inv = _inventory(tmp_path, 2)
+    args = ["upgrade", str(inv), "--to", "debian12-nonfree-535", "--dry", "--state-dir",
+            str(tmp_path)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--to 'debian12-nonfree-535': unknown profile for host n1 (profiles: built-in)" in err
+    assert main([*args, "--profiles", old]) == 0
+    assert "target: debian12-nonfree-535: driver 535.261.03" in capsys.readouterr().out
+    data_inv = tmp_path / "with_data.py"
+    data_inv.write_text(
+        f"gpu = [('n1', {{'ssh_hostname': '10.123.250.1', 'gpuhost_profiles_file': {old!r}}})]\n"
+    )
+    assert main(["upgrade", str(data_inv), *args[2:]]) == 0

@@ -19,19 +19,14 @@ import click
 
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, ConfigError, GpuhostError
 from gpuhost.upgrade.orchestrate import HostContext, StepFailed, UpgradeOptions
-from gpuhost.upgrade.settings import snapshots_dir, state_option
+from gpuhost.upgrade.settings import limit_option, snapshots_dir, state_option
 from gpuhost.upgrade.snapshot import SnapshotStore, load_snapshot
 
 
 @click.command("rollback")
 @click.argument("inventory")
 @click.option("--snapshot", "snapshot_id", help="Snapshot id (default: each host's latest).")
-@click.option(
-    "--limit",
-    multiple=True,
-    metavar="HOSTS",
-    help="Only these hosts or groups (comma list, globs; repeatable), as for other commands.",
-)
+@limit_option
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--no-reboot", is_flag=True, help="Restore without rebooting (not validated live).")
 @click.option(

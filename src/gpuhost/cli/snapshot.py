@@ -19,7 +19,13 @@ import click
 
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, GpuhostError
 from gpuhost.upgrade.package_cache import human_size
-from gpuhost.upgrade.settings import load_provider_config, runs_dir, snapshots_dir, state_option
+from gpuhost.upgrade.settings import (
+    limit_option,
+    load_provider_config,
+    runs_dir,
+    snapshots_dir,
+    state_option,
+)
 from gpuhost.upgrade.snapshot import SnapshotStore, diff, format_diff, load_snapshot
 
 
@@ -142,12 +148,7 @@ def diff_(a: str, b: str, state_dir: Path) -> int:
     type=click.IntRange(min=1),
     help="Package caches of this many newest snapshots per host stay.",
 )
-@click.option(
-    "--limit",
-    multiple=True,
-    metavar="HOSTS",
-    help="Only these hosts or groups (comma list, globs; repeatable), as for other commands.",
-)
+@limit_option
 @click.option("--dry", is_flag=True, help="Say what would be removed; remove nothing.")
 @state_option
 def prune(inventory: str, keep: int, limit: tuple[str, ...], dry: bool, state_dir: Path) -> int:

@@ -18,6 +18,7 @@ stopped early, 2 bad input, 130 / 143 stopped by SIGINT / SIGTERM.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -31,19 +32,31 @@ from gpuhost.upgrade.orchestrate import (
     describe_plan,
 )
 from gpuhost.upgrade.progress import Progress, print_summary
-from gpuhost.upgrade.settings import load_provider_config, runs_dir, snapshots_dir, state_option
+from gpuhost.upgrade.settings import (
+    limit_option,
+    load_provider_config,
+    runs_dir,
+    snapshots_dir,
+    state_option,
+)
 from gpuhost.upgrade.signals import StopOnSignals, signal_name
+
+if TYPE_CHECKING:
+    from gpuhost.upgrade.connect import InventoryHost
+    from gpuhost.upgrade.hoststeps import Target
 
 
 @click.command("upgrade")
 @click.argument("inventory")
 @click.option("--to", "target", required=True, help="Target profile (see data/profiles.yaml).")
 @click.option(
-    "--limit",
-    multiple=True,
-    metavar="HOSTS",
-    help="Only these hosts or groups (comma list, globs; repeatable), as for other commands.",
+    "--profiles",
+    "profiles_file",
+    metavar="FILE",
+    help="Profiles file for every host (else each host's gpuhost_profiles_file), merged over "
+    "the built-in profiles: where --to and the hosts' current profiles are looked up.",
 )
+@limit_option
 @click.option(
     "--canary",
     default=1,
@@ -126,6 +139,7 @@ from gpuhost.upgrade.signals import StopOnSignals, signal_name
 def command(
     inventory: str,
     target: str,
+    profiles_file: str | None,
     limit: tuple[str, ...],
     canary: int,
     batch: int,
@@ -150,14 +164,20 @@ def command(
     Example:
       gpuhost upgrade inventories/fleet.py --to debian12-nonfree-535-security --canary 1 --batch 4
     """
-    from gpuhost.upgrade.connect import load_inventory
-    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, resolve_target
+    from gpuhost.inventory.profiles import PROFILES_FILE_KEY
+    from gpuhost.upgrade.connect import InventoryHost, load_inventory
+    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings
 
     options = UpgradeOptions(
         canary=canary, batch=batch, max_failures=max_failures, drain=drain_mode, force=force
     )
-    profile = resolve_target(target)
     hosts = load_inventory(inventory, limit)
+    if profiles_file:  # the deploy and the audit read it from the host's data
+        hosts = [
+            InventoryHost(h.name, {**h.data, PROFILES_FILE_KEY: profiles_file}, h.groups)
+            for h in hosts
+        ]
+    profile = target_for_hosts(target, hosts)
     names = [h.name for h in hosts]
     journal = None
     if resume:
@@ -243,3 +263,23 @@ def command(
     steps.close()
     print_summary(summary)
     return EXIT_OK if summary.ok else EXIT_FINDINGS
+
+
+def target_for_hosts(target: str, hosts: list[InventoryHost]) -> Target:
+    """``--to`` resolved in every selected host's profile table (built-ins + its profiles file);
+    one ConfigError when a host's table lacks it or two tables disagree on its driver."""
+    from gpuhost.inventory.profiles import profile_table, profiles_file
+    from gpuhost.upgrade.hoststeps import resolve_target
+
+    found: dict[str, Target] = {}
+    for entry in hosts:
+        source = profiles_file(None, entry.data)
+        where = f" for host {entry.name} (profiles: built-in{' + ' + source if source else ''})"
+        found[entry.name] = resolve_target(target, profile_table(None, entry.data), where)
+    versions = {t.driver_version for t in found.values()}
+    if len(versions) > 1:
+        shown = ", ".join(f"{h}: {t.driver_version}" for h, t in found.items())
+        raise ConfigError(f"--to {target!r} names different drivers on different hosts ({shown})")
+    if not found:
+        raise ConfigError("no host selected")
+    return next(iter(found.values()))

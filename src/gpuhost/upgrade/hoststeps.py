@@ -81,15 +81,12 @@ class Target:
         )
 
 
-def resolve_target(name: str, profiles_file: str | None = None) -> Target:
-    """The target profile from gpuhost's profiles (one ConfigError listing known names)."""
-    from gpuhost.matrix.profiles import load_profiles
-
-    profiles = load_profiles(profiles_file)
+def resolve_target(name: str, profiles: Mapping[str, Any], where: str = "") -> Target:
+    """The target profile from a profile table (one ConfigError listing known names)."""
     profile = profiles.get(name)
     if profile is None:
         raise ConfigError(
-            f"--to {name!r}: unknown profile; known: {', '.join(sorted(profiles)) or 'none'}"
+            f"--to {name!r}: unknown profile{where}; known: {', '.join(sorted(profiles)) or 'none'}"
         )
     version = getattr(profile, "driver_version", None)
     if not version:
@@ -226,7 +223,7 @@ class HostSteps:
         profile (after an upgrade the host is judged against the target)."""
         from gpuhost.audit.host import AuditSettings, audit_host
         from gpuhost.facts.build import host_facts_from_text
-        from gpuhost.matrix.profiles import load_profiles
+        from gpuhost.inventory.profiles import profile_table
         from gpuhost.probe.script import build_probe
 
         output = self.remote(host).run(build_probe(), timeout=600).stdout
@@ -234,7 +231,8 @@ class HostSteps:
         data = self._data(host)
         if profile is not None:
             data[PROFILE_KEY] = profile
-        report = audit_host(host, facts, data, AuditSettings(profiles=load_profiles()))
+        profiles = profile_table(None, data)  # the host's gpuhost_profiles_file, if any
+        report = audit_host(host, facts, data, AuditSettings(profiles=profiles))
         return [(f.rule, f.message) for f in report.findings if f.severity == "error"]
 
     def snapshot(self, ctx: HostContext) -> dict[str, Any]:

@@ -43,6 +43,16 @@ def state_option(func: F) -> F:
     )(func)
 
 
+def limit_option(func: F) -> F:
+    """``--limit`` as every gpuhost command reads it (``gpuhost.inventory.loader.limit_names``)."""
+    return click.option(
+        "--limit",
+        multiple=True,
+        metavar="HOSTS",
+        help="Only these hosts or groups (comma list, globs; repeatable), as for other commands.",
+    )(func)
+
+
 def snapshots_dir(state_dir: Path) -> Path:
     return state_dir / "snapshots"
 
