@@ -14,28 +14,8 @@ from gpuhost.audit.findings import WARNING, Finding, RuleResult, rule_doc
 from gpuhost.audit.rules import loaded_driver_version, userspace_driver_version
 from gpuhost.errors import GpuhostError
 from gpuhost.facts.host_facts import HostFacts
-from gpuhost.findings import fix_in
 
 RULE = "matrix"
-
-
-def _judged(args: dict[str, Any], cuda: str | None) -> str:
-    """The host's versions the matrix judged, for a finding's ``found``."""
-    parts = [f"driver {args.get('driver') or 'none'}", f"CUDA {cuda or 'none'}"]
-    if args.get("cudnn"):
-        parts.append(f"cuDNN {args['cudnn']}")
-    if args.get("gpus"):
-        parts.append(f"GPUs {', '.join(sorted(set(args['gpus'])))}")
-    if args.get("frameworks"):
-        parts.append(", ".join(args["frameworks"]))
-    if args.get("container_toolkit"):
-        parts.append(f"container toolkit {args['container_toolkit']}")
-    return "; ".join(parts)
-
-
-def _expectation(rule: str) -> str:
-    """What the matrix expects; the rule's row and its reasoning are in ``source``."""
-    return f"a set the compatibility matrix accepts (rule {rule})"
 
 
 def stack_inputs(facts: HostFacts) -> dict[str, Any]:
@@ -71,6 +51,7 @@ def _cuda_versions(facts: HostFacts) -> list[str | None]:
 def matrix_results(facts: HostFacts, matrix: Any) -> tuple[RuleResult, ...]:
     """One RuleResult ("matrix") with every matrix finding for this host."""
     from gpuhost.matrix import check_stack
+    from gpuhost.matrix.resolve import judged_set
 
     inputs = stack_inputs(facts)
     if not any(inputs.values()) and not facts.cuda.toolkits and not facts.cuda.nvcc_version:
@@ -89,7 +70,7 @@ def matrix_results(facts: HostFacts, matrix: Any) -> tuple[RuleResult, ...]:
                     WARNING,
                     f"a version found on the host could not be judged by the matrix: {exc}",
                     source=rule_doc("matrix.input"),
-                    found=f"{_judged(args, cuda)} ({exc})",
+                    found=f"{judged_set(cuda=cuda, **args)} ({exc})",
                     expected="versions the compatibility matrix can read",
                     fix="check the version the host reports (gpuhost parse on its output)",
                 )
@@ -107,9 +88,6 @@ def matrix_results(facts: HostFacts, matrix: Any) -> tuple[RuleResult, ...]:
                     rule=f"matrix.{item.rule}",
                     message=f"{item.message}{source}",
                     source=item.source or rule_doc(f"matrix.{item.rule}"),
-                    found=item.found or _judged(args, cuda),
-                    expected=item.expected or _expectation(item.rule),
-                    fix=item.fix or fix_in(item.message),
                 )
             )
     return (RuleResult(RULE, tuple(findings)),)

@@ -44,7 +44,7 @@ container_toolkit_driver    error     driver below the container toolkit's minim
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuhost.errors import IncompatibleError, UnknownNameError
@@ -228,7 +228,38 @@ def check_stack(
                 f"{driver}; fix: upgrade the driver",
                 policy.source,
             )
-    return out.items
+    found = judged_set(gpus, driver, cuda, cudnn, frameworks, fabric_manager, container_toolkit)
+    return [
+        replace(
+            f,
+            found=f.found or found,
+            expected=f.expected or f"a set the compatibility matrix accepts (rule {f.rule})",
+        )
+        for f in out.items
+    ]
+
+
+def judged_set(
+    gpus: list[str] | tuple[str, ...] = (),
+    driver: str | None = None,
+    cuda: str | None = None,
+    cudnn: str | None = None,
+    frameworks: list[str] | tuple[str, ...] = (),
+    fabric_manager: str | None = None,
+    container_toolkit: str | None = None,
+) -> str:
+    """The versions ``check_stack`` judged, as a finding's ``found``."""
+    parts = [f"driver {driver or 'none'}", f"CUDA {cuda or 'none'}"]
+    if cudnn:
+        parts.append(f"cuDNN {cudnn}")
+    if gpus:
+        parts.append(f"GPUs {', '.join(sorted(set(gpus)))}")
+    parts.extend(sorted(frameworks))
+    if fabric_manager:
+        parts.append(f"fabric manager {fabric_manager}")
+    if container_toolkit:
+        parts.append(f"container toolkit {container_toolkit}")
+    return "; ".join(parts)
 
 
 def _check_cuda_driver(out: _Out, cv: Version | None, drv: Version | None) -> CudaMinor | None:
