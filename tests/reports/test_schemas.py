@@ -145,3 +145,23 @@ def test_a_finding_without_its_structured_fields_is_rejected():
     found = problems(report, "audit-report")
     assert any("'fix' is a required property" in p for p in found)
     assert any("'warn' is not one of" in p for p in found)
+
+
+def test_upgrade_journal_lines_are_valid_and_the_enums_match_the_code(tmp_path):
+    from gpuhost.upgrade.journal import OUTCOMES, STEP_STATUSES, Journal, read_records
+    from gpuhost.upgrade.orchestrate import ALL_STEPS
+
+    journal = Journal.create(tmp_path, "inv.py", "debian12-nonfree-535", ["h1", "h2"], {"batch": 1})
+    journal.step("h1", "snapshot", "started")
+    journal.step("h1", "snapshot", "done", data={"snapshot_id": "20250101T000000Z"})
+    journal.step("h2", "install", "interrupted", "stopped by the operator")
+    journal.outcome("h1", "upgraded")
+    journal.end({"upgraded": 1})
+    records = read_records(journal.path)
+    assert [r["kind"] for r in records] == ["run", "step", "step", "step", "outcome", "end"]
+    for record in records:
+        assert_valid(record, "upgrade-journal")
+    defs = load_schema("upgrade-journal")["$defs"]
+    assert tuple(defs["step"]["properties"]["status"]["enum"]) == STEP_STATUSES
+    assert tuple(defs["outcome"]["properties"]["outcome"]["enum"]) == OUTCOMES
+    assert tuple(defs["step"]["properties"]["step"]["enum"]) == ALL_STEPS

@@ -8,6 +8,7 @@ name                      document
 ``snapshot``              ``gpuhost snapshot`` / the snapshot before an upgrade
 ``smoke-result``          the smoke script's output (``gpuhost smoke run --json``)
 ``provision-marker``      ``/etc/gpuhost/profile`` written by ``gpuhost provision``
+``upgrade-journal``       one line of an upgrade journal (``runs/upgrade-*.jsonl``)
 ========================  ==========================================================
 
 ``gpuhost schema NAME`` prints one. Each schema's ``$id`` is ``urn:gpuhost:schema:NAME``; the
@@ -23,7 +24,14 @@ from typing import Any
 
 from gpuhost.errors import ConfigError
 
-NAMES = ("audit-report", "merged-report", "snapshot", "smoke-result", "provision-marker")
+NAMES = (
+    "audit-report",
+    "merged-report",
+    "snapshot",
+    "smoke-result",
+    "provision-marker",
+    "upgrade-journal",
+)
 ID_PREFIX = "urn:gpuhost:schema:"
 
 
