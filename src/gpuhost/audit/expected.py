@@ -18,7 +18,7 @@ from gpuhost.parsers.profile_marker import ProfileMarker
 class ExpectedStack:
     """``None`` / empty means "the profile does not say"."""
 
-    name: str
+    profile: str
     driver_version: str | None = None
     driver_branch: str | None = None
     kernel_module: str | None = None  # "open" or "proprietary" ("auto" is not compared)
@@ -53,7 +53,7 @@ def expected_from_profile(name: str, profile: Any) -> ExpectedStack:
     module = _text(get("kernel_module"))
     persistence = get("persistence")
     return ExpectedStack(
-        name=name,
+        profile=name,
         driver_version=_text(get("driver_version")),
         driver_branch=_text(get("driver_branch")),
         kernel_module=module if module in ("open", "proprietary") else None,
@@ -74,7 +74,7 @@ KERNEL_MODULES = ("open", "proprietary")
 def expected_from_desired(state: DesiredState) -> ExpectedStack:
     """What a host resolved for provision (the checks' view) is expected to run."""
     return ExpectedStack(
-        name=state.profile,
+        profile=state.profile,
         driver_version=state.driver_version,
         driver_branch=state.driver_branch,
         kernel_module=state.kernel_module if state.kernel_module in KERNEL_MODULES else None,
@@ -92,7 +92,7 @@ def expected_from_desired(state: DesiredState) -> ExpectedStack:
 def with_marker_resolution(expected: ExpectedStack, marker: ProfileMarker | None) -> ExpectedStack:
     """Fill in what the profile leaves to provision-time resolution from the host's marker, when
     the marker records this profile: ``kernel_module: auto`` → the flavour provision installed."""
-    if marker is None or marker.legacy or marker.profile != expected.name:
+    if marker is None or marker.legacy or marker.profile != expected.profile:
         return expected
     if expected.kernel_module is None and marker.kernel_module in ("open", "proprietary"):
         return replace(expected, kernel_module=marker.kernel_module)

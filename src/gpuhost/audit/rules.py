@@ -500,7 +500,7 @@ def check_persistence(ctx: AuditContext) -> RuleResult:
     if expected is False:
         return _skip(
             rule,
-            f"profile {ctx.expected.name if ctx.expected else ''} does not ask for "
+            f"profile {ctx.expected.profile if ctx.expected else ''} does not ask for "
             "persistence mode",
         )
     off = [g for g in gpus if g.persistence_mode is False]
@@ -540,7 +540,7 @@ def check_clocks(ctx: AuditContext) -> RuleResult:
     if expected is None:
         return _skip(rule, "no profile named for this host")
     if expected.clock_policy not in ("max", "explicit"):
-        return _skip(rule, f"profile {expected.name} leaves the clocks alone")
+        return _skip(rule, f"profile {expected.profile} leaves the clocks alone")
 
     def judge(gpu: GpuInfo) -> list[Finding]:
         clocks = gpu.clocks
@@ -558,19 +558,19 @@ def check_clocks(ctx: AuditContext) -> RuleResult:
             Finding(
                 rule,
                 WARNING,
-                f"{_gpu_label(gpu)} clocks differ from profile {expected.name} "
+                f"{_gpu_label(gpu)} clocks differ from profile {expected.profile} "
                 f"({expected.clock_policy}): {', '.join(wrong)}; fix: gpuhost provision "
                 "(re-applies the clock settings)",
                 found=f"{_gpu_label(gpu)}: "
                 + ", ".join(f"{kind} {found[kind]} MHz" for kind in found),
-                expected=f"profile {expected.name} ({expected.clock_policy}): "
+                expected=f"profile {expected.profile} ({expected.clock_policy}): "
                 + ", ".join(
                     f"{kind} {want} MHz"
                     for kind, want in _wanted_clocks(expected, gpu).items()
                     if want is not None
                 ),
                 fix="gpuhost provision (re-applies the clock settings)",
-                source=f"profile {expected.name}",
+                source=f"profile {expected.profile}",
             )
         ]
 
@@ -877,25 +877,25 @@ def check_profile(ctx: AuditContext) -> RuleResult:
         )
     facts = ctx.facts
     findings = []
-    source = f"profile {expected.name} (from {ctx.profile_source})"
+    source = f"profile {expected.profile} (from {ctx.profile_source})"
     marker = facts.provision_marker
-    if marker and ctx.profile_source == "inventory" and marker.profile != expected.name:
+    if marker and ctx.profile_source == "inventory" and marker.profile != expected.profile:
         findings.append(
             Finding(
                 "profile.marker",
                 WARNING,
-                f"the inventory names profile {expected.name} but the host was provisioned with "
+                f"the inventory names profile {expected.profile} but the host was provisioned with "
                 f"{marker.profile} ({MARKER_PATH}); fix: gpuhost provision with the intended "
                 "profile",
                 found=f"{MARKER_PATH} names profile {marker.profile}",
-                expected=f"profile {expected.name} (inventory)",
+                expected=f"profile {expected.profile} (inventory)",
                 fix="gpuhost provision with the intended profile",
                 source=source,
             )
         )
     elif (
         marker
-        and marker.profile == expected.name
+        and marker.profile == expected.profile
         and marker.driver_version
         and expected.driver_version
         and marker.driver_version != expected.driver_version
@@ -904,16 +904,17 @@ def check_profile(ctx: AuditContext) -> RuleResult:
             Finding(
                 "profile.marker",
                 WARNING,
-                f"the host was provisioned with profile {expected.name} at driver "
+                f"the host was provisioned with profile {expected.profile} at driver "
                 f"{marker.driver_version} ({MARKER_PATH}), the profile now pins "
                 f"{expected.driver_version}; fix: gpuhost upgrade to the profile's versions",
-                found=f"{MARKER_PATH}: profile {expected.name} at driver {marker.driver_version}",
+                found=f"{MARKER_PATH}: profile {expected.profile} at driver "
+                f"{marker.driver_version}",
                 expected=f"driver {expected.driver_version}",
                 fix="gpuhost upgrade to the profile's versions",
                 source=source,
             )
         )
-    pinned = f"profile {expected.name} pins"
+    pinned = f"profile {expected.profile} pins"
     driver = loaded_driver_version(facts) or userspace_driver_version(facts)
     if expected.driver_version and driver != expected.driver_version:
         findings.append(
