@@ -196,9 +196,14 @@ class Journal:
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Parse a journal file; drop a torn final line, reject anything else unreadable."""
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read upgrade journal: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not an upgrade journal (byte {exc.start} is not UTF-8 text; expected one "
+            "JSON object per line)"
+        ) from None
     lines = text.split("\n")
     records: list[dict[str, Any]] = []
     for number, line in enumerate(lines, start=1):
@@ -215,6 +220,11 @@ def read_records(path: Path) -> list[dict[str, Any]]:
             ) from None
         if not isinstance(record, dict) or "kind" not in record:
             raise ConfigError(f"{path}:{number}: journal line has no 'kind' (found {line[:60]!r})")
+        if not records and record.get("kind") != "run":
+            raise ConfigError(f"{path}: not an upgrade journal (first line must be the run header)")
+        problem = _shape_problem(record)
+        if problem:
+            raise ConfigError(f"{path}:{number}: {problem}")
         records.append(record)
     if not records or records[0].get("kind") != "run":
         raise ConfigError(f"{path}: not an upgrade journal (first line must be the run header)")
@@ -223,6 +233,41 @@ def read_records(path: Path) -> list[dict[str, Any]]:
             f"{path}: journal schema {records[0].get('schema')!r}, expected {JOURNAL_SCHEMA}"
         )
     return records
+
+
+_FIELDS: dict[str, tuple[tuple[str, type], ...]] = {
+    "run": (("run_id", str), ("inventory", str), ("target", str), ("hosts", list)),
+    "step": (("host", str), ("step", str), ("status", str)),
+    "outcome": (("host", str), ("outcome", str)),
+    "end": (),
+}
+
+
+def _shape_problem(record: Mapping[str, Any]) -> str | None:
+    """What is wrong with one journal record's fields (field path, found, expected), or None."""
+    kind = record["kind"]
+    if kind not in _FIELDS:
+        return f"kind: {kind!r} is not one of {', '.join(_FIELDS)}"
+    for key, wanted in _FIELDS[kind]:
+        value = record.get(key)
+        if not isinstance(value, wanted):
+            expected = "list" if wanted is list else "string"
+            return f"{kind}.{key}: found {value!r}, expected a {expected}"
+    if kind == "run" and not all(isinstance(h, str) for h in record["hosts"]):
+        return f"run.hosts: found {record['hosts']!r}, expected a list of host names"
+    if kind == "run" and not isinstance(record.get("options", {}), dict):
+        return f"run.options: found {record.get('options')!r}, expected an object"
+    if kind == "step" and record["status"] not in STEP_STATUSES:
+        return (
+            f"step.status: found {record['status']!r}, expected one of {', '.join(STEP_STATUSES)}"
+        )
+    if kind == "step" and not isinstance(record.get("data", {}), dict):
+        return f"step.data: found {record.get('data')!r}, expected an object"
+    if kind == "outcome" and record["outcome"] not in OUTCOMES:
+        return (
+            f"outcome.outcome: found {record['outcome']!r}, expected one of {', '.join(OUTCOMES)}"
+        )
+    return None
 
 
 def replay(records: Iterable[Mapping[str, Any]], hosts: Iterable[str]) -> dict[str, HostProgress]:

@@ -68,6 +68,10 @@ def load_provider_config(path: str | None) -> dict[str, Any] | None:
         data = yaml.safe_load(Path(path).read_text())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read provider config: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: provider config is not text (byte {exc.start} is not UTF-8; expected YAML)"
+        ) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: provider config is not valid YAML: {exc}") from None
     if not isinstance(data, dict):

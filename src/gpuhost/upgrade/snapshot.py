@@ -130,6 +130,26 @@ def validate_document(doc: object, source: str) -> dict[str, Any]:
             raise ConfigError(f"{source}: packages.{name}.version missing or not a string")
     if not isinstance(doc.get("files", {}), dict):
         raise ConfigError(f"{source}: field 'files' is not an object")
+    for path, record in (doc.get("files") or {}).items():
+        if not isinstance(record, dict) or not isinstance(record.get("category", ""), str):
+            raise ConfigError(f"{source}: files.{path}: expected an object with a 'category'")
+    cache = doc.get("package_cache")
+    if cache is not None:
+        if not isinstance(cache, dict):
+            raise ConfigError(f"{source}: package_cache: found {cache!r:.60}, expected an object")
+        for key in ("files", "missing"):
+            value = cache.get(key, {})
+            if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+            ):
+                raise ConfigError(
+                    f"{source}: package_cache.{key}: expected an object of package name -> text"
+                )
+        size = cache.get("size_bytes", 0)
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise ConfigError(
+                f"{source}: package_cache.size_bytes: found {size!r:.40}, expected a number"
+            )
     return doc
 
 
@@ -215,9 +235,13 @@ class SnapshotStore:
 
 def load_snapshot(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read snapshot: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not a snapshot (byte {exc.start} is not UTF-8 text; expected JSON)"
+        ) from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
