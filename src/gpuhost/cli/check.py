@@ -39,7 +39,12 @@ from gpuhost.errors import ConfigError
     "resume it when healthy if gpuhost drained it.",
 )
 @click.option("--node", help="With --drain: the Slurm node name (default: the short hostname).")
-@click.option("--limit", help="Only these hosts or groups of the inventory (comma-separated).")
+@click.option(
+    "--limit",
+    "limits",
+    multiple=True,
+    help="Only these hosts or groups of the inventory (comma-separated, globs; repeatable).",
+)
 @click.option(
     "--junit",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -51,7 +56,7 @@ def command(
     tier: str,
     drain: bool,
     node: str | None,
-    limit: str | None,
+    limits: tuple[str, ...],
     junit: Path | None,
     pytest_args: tuple[str, ...],
 ) -> int:
@@ -62,6 +67,7 @@ def command(
     Example:
       gpuhost check inventories/fleet.py --tier static --junit checks.xml
     """
+    limit = ",".join(limits) or None  # one --limit meaning: gpuhost.inventory.loader
     if tier == "health" or drain or node:
         from gpuhost.checks_support.health import run_health
 
