@@ -274,3 +274,13 @@ def test_errors_after_a_stop_are_interruptions_not_failures(tmp_path):
     statuses = [(r["host"], r["status"]) for r in journal.records() if r.get("step") == "install"]
     assert sorted(statuses) == [("a", "interrupted"), ("a", "started"),
                                 ("b", "interrupted"), ("b", "started")]
+
+
+def test_summary_lists_hosts_in_inventory_order_whatever_order_they_finished(tmp_path):
+    """c finished in an earlier (interrupted) run, a and b now: the table is still a, b, c."""
+    journal = Journal.create(tmp_path / "runs", "inv", "new", ["a", "b", "c"], {})
+    journal.step("c", "preflight", "done", "already on target")
+    journal.outcome("c", "current", "already on target")
+    summary = Orchestrator(journal, FakeFleet().steps(), UpgradeOptions(canary=0, batch=2)).run()
+    assert list(summary.outcomes) == ["a", "b", "c"]
+    assert summary.outcomes["c"] == "current"

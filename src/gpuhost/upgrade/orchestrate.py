@@ -214,7 +214,9 @@ class Orchestrator:
         not_started = [h for h in hosts if h not in outcomes]
         if not stopped and failures >= self.options.max_failures and not_started:
             stopped = f"stopped: {failures} failure(s) reached --max-failures"
-        summary = RunSummary(outcomes, not_started, stopped)
+        # inventory order, whatever order hosts finished in (stable tables between runs)
+        ordered = {h: outcomes[h] for h in hosts if h in outcomes}
+        summary = RunSummary(ordered, not_started, stopped)
         if not not_started:
             self.journal.end(summary.as_dict())
         return summary
