@@ -178,3 +178,18 @@ def test_spec_errors_are_one_line() -> None:
     with pytest.raises(LabConfigError, match="fault"):
         emulator.inject_command("xid")
     assert "inject xid=79 gpu=2" in emulator.inject_command("xid=79", 2)
+
+
+def test_lab_inventory_carries_profile_and_gpu() -> None:
+    from lab import toolfiles
+
+    state = {"name": "x", "state_dir": "/tmp/x", "proxy_url": "p", "repo_url": "r",
+             "repo_key_path": "k", "repo_key_path_on_host": "kh",
+             "hosts": [{"name": "h1", "address": "10.123.9.11", "gpu": ["t4", 1],
+                        "profile": "debian12-nonfree-535-security"},
+                       {"name": "h2", "address": "10.123.9.12"}]}
+    namespace: dict = {}  # type: ignore[type-arg]
+    exec(toolfiles.inventory(state), namespace)  # noqa: S102 - the file pyinfra would exec
+    h1, h2 = (dict(data) for _name, data in namespace["lab_hosts"])
+    assert h1["gpuhost_profile"] == "debian12-nonfree-535-security" and h1["lab_gpu"] == "t4:1"
+    assert "gpuhost_profile" not in h2 and "lab_gpu" not in h2
