@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuhost.errors import ConfigError
 from gpuhost.inventory import contract
@@ -218,3 +220,24 @@ def test_every_command_refuses_a_limit_matching_nothing(tmp_path, command, optio
     path = _write(tmp_path, "gpu = ['n1.invalid']\n")
     run = gpuhost(*command.split(), path, *options.split(), "--limit", "gpu,nope")
     assert_one_line(run, 2, "--limit nope: matches no host or group", "groups: gpu")
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=6) | st.integers(), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from([*contract.KEYS, "gpuhost_x", "other"]), _values))
+def test_the_contract_judges_any_data_in_one_line_per_problem(data: dict) -> None:
+    problems = contract.host_problems(data)
+    assert all(isinstance(p, str) and "\n" not in p for p in problems)
+    if not problems:  # what passes reads back with its defaults
+        for key in contract.KEYS:
+            contract.value(data, key)
