@@ -228,6 +228,13 @@ def command(
       gpuhost audit inventories/fleet.py --json fleet.json --html fleet.html
     """
     limit = ",".join(limits) or None  # one --limit meaning: gpuhost.inventory.loader
+    if pythons:  # a bad --python is bad input (exit 2), not a host that could not be audited
+        from gpuhost.probe.script import check_pythons
+
+        try:
+            check_pythons(list(pythons))
+        except ConfigError as exc:
+            raise ConfigError(f"--python {str(exc).removeprefix('gpuhost_pythons: ')}") from None
     if inventory is None and (limit or shard):
         raise click.UsageError("--limit and --shard need an INVENTORY")
     settings = load_settings(profiles_file)
@@ -262,5 +269,14 @@ def command(
     elif not quiet:
         text = table.grouped_findings_text(reports)
         click.echo(f"findings:\n{text}" if text else "findings: no errors or warnings", file=out)
-    click.echo(table.fleet_text(report["summary"]), file=out)
+    summary_text = table.fleet_text(report["summary"])
+    if quiet:  # what --help promises: the error findings and the summary (verdict) line
+        errors = [
+            line
+            for line in table.grouped_findings_text(reports).splitlines()
+            if line.lstrip().startswith("ERROR ")
+        ]
+        verdict = [line for line in summary_text.splitlines() if line.startswith("verdict:")]
+        summary_text = "\n".join(errors + (verdict or summary_text.splitlines()[-1:]))
+    click.echo(summary_text, file=out)
     return exit_code_for(report["summary"])
