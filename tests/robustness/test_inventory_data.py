@@ -28,6 +28,7 @@ BAD_DATA = [
     ({"gpuhost_env": ["A=1"]}, ["gpuhost_env", "['A=1']", "mapping"]),
     ({"gpuhost_env": {"A-B": "1"}}, ["gpuhost_env", "not a shell variable name"]),
     ({"gpuhost_pythons": 3}, ["gpuhost_pythons", "3 (int)", "interpreter paths"]),
+    ({"gpuhost_pythons": ["python3; rm"]}, ["gpuhost_pythons[0]", "not a plain interpreter"]),
     ({"gpuhost_ssh_authorized_keys": {"ops": ["k", 5]}}, ["gpuhost_ssh_authorized_keys['ops'][1]"]),
     ({"gpuhost_firewall_allow_tcp": [80, True]}, ["gpuhost_firewall_allow_tcp[1]", "True"]),
     ({"gpuhost_ssh_permit_root_login": "yes"}, ["gpuhost_ssh_permit_root_login", "'yes'"]),
@@ -241,3 +242,11 @@ def test_the_contract_judges_any_data_in_one_line_per_problem(data: dict) -> Non
     if not problems:  # what passes reads back with its defaults
         for key in contract.KEYS:
             contract.value(data, key)
+
+
+@pytest.mark.parametrize("inventory", [False, True])
+def test_a_bad_python_option_is_bad_input_not_an_unreachable_host(tmp_path, inventory) -> None:
+    args = [_write(tmp_path, "gpu = ['n1.invalid']\n")] if inventory else []
+    run = gpuhost("audit", *args, "--python", "python3;reboot")
+    assert_one_line(run, 2, "--python 'python3;reboot' is not a plain interpreter path")
+    assert "unreachable" not in run.out

@@ -51,6 +51,17 @@ def _env_names(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+def _plain_python(value: str) -> str:
+    from gpuhost.errors import ConfigError
+    from gpuhost.probe.script import check_pythons
+
+    try:
+        check_pythons([value])
+    except ConfigError:
+        raise ValueError("not a plain interpreter path: letters, digits and ./_+- only") from None
+    return value
+
+
 def _matches(pattern: re.Pattern[str]) -> AfterValidator:
     def check(value: str) -> str:
         if not pattern.match(value):
@@ -324,7 +335,7 @@ KEYS: dict[str, Key] = {
         # audit and checks
         _k(
             "gpuhost_pythons",
-            list[NonEmpty],
+            list[Annotated[StrictStr, AfterValidator(_plain_python)]],
             "a list of interpreter paths, e.g. ['/opt/venv/bin/python']",
             None,
             "Interpreters whose torch/TensorFlow are read (default python3).",
