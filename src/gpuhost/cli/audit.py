@@ -235,13 +235,6 @@ def command(
             check_pythons(list(pythons))
         except ConfigError as exc:
             raise ConfigError(f"--python {str(exc).removeprefix('gpuhost_pythons: ')}") from None
-    if pythons:  # a bad --python is bad input (exit 2), not a host that could not be audited
-        from gpuhost.probe.script import check_pythons
-
-        try:
-            check_pythons(list(pythons))
-        except ConfigError as exc:
-            raise ConfigError(f"--python {str(exc).removeprefix('gpuhost_pythons: ')}") from None
     if inventory is None and (limit or shard):
         raise click.UsageError("--limit and --shard need an INVENTORY")
     settings = load_settings(profiles_file)
