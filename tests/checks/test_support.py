@@ -124,6 +124,13 @@ def test_unavailable_reason_names_the_real_state(fixture: str, said: str) -> Non
     assert reason is not None and said in reason and "kernel module is not loaded" in reason
 
 
+def test_unavailable_reason_names_the_audit_rule_and_fix() -> None:
+    text = capture("nvidia-smi-errors/nvml-driver-library-mismatch__nvml-570.124.txt")
+    reason = gpu.unavailable_reason(text, parse_output(text), None)
+    assert reason is not None and "[driver.library-mismatch: " in reason
+    assert "fix: reboot the host" in reason
+
+
 def test_unavailable_reason_missing_tool_and_ok() -> None:
     missing = gpu.unavailable_reason(gpu.NOT_FOUND, None, None)
     assert missing is not None and missing.startswith("nvidia-smi is not installed")
@@ -177,19 +184,19 @@ def test_real_syslog_without_xid_and_unreadable_log() -> None:
 # --------------------------------------------------------------------------- expected state
 
 
-MARKER = json.dumps({"schema": 1, "profile": "debian12-nonfree-535"})
+MARKER = json.dumps({"schema": 1, "profile": "debian12-nonfree-535-security"})
 DEBIAN = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n'
 
 
 def test_profile_from_inventory_resolves_like_the_deploys() -> None:
     got = expected.resolve(
         "h1",
-        {"gpuhost_profile": "debian12-nonfree-535"},
+        {"gpuhost_profile": "debian12-nonfree-535-security"},
         expected.Marker(False),
         expected.os_key(DEBIAN),
     )
     assert got.problem is None and got.spec is not None and got.plan is not None
-    assert got.os_key == "debian-12" and got.spec.driver_version == "535.261.03"
+    assert got.os_key == "debian-12" and got.spec.driver_version == "535.309.01"
     assert "nvidia-driver" in got.plan.coupled and "nvidia-persistenced" in got.plan.companions
     assert got.origin == "inventory data gpuhost_profile"
 
@@ -197,21 +204,23 @@ def test_profile_from_inventory_resolves_like_the_deploys() -> None:
 def test_profile_from_marker_and_problems() -> None:
     marker = expected.parse_marker(MARKER)
     got = expected.resolve("h1", {}, marker, "debian-12")
-    assert got.profile == "debian12-nonfree-535" and got.origin.startswith("the provision marker")
+    assert got.profile == "debian12-nonfree-535-security"
+    assert got.origin.startswith("the provision marker")
     none = expected.resolve("h2", {}, expected.parse_marker(""), "debian-12")
     assert none.spec is None and "gpuhost_profile is not set" in (none.problem or "")
     unknown = expected.resolve("h3", {"gpuhost_profile": "nope"}, marker, "debian-12")
     assert unknown.spec is None and "'nope' is not a known profile" in (unknown.problem or "")
     other_os = expected.resolve(
-        "h4", {"gpuhost_profile": "debian12-nonfree-535"}, marker, "ubuntu-22.04"
+        "h4", {"gpuhost_profile": "debian12-nonfree-535-security"}, marker, "ubuntu-22.04"
     )
     assert other_os.plan is None and "no package names" in (other_os.problem or "")
     assert expected.parse_marker("{not json").problem is not None
 
 
 def test_marker_read_like_the_audit_reads_it() -> None:
-    legacy = expected.parse_marker("debian12-nonfree-535\n")
-    assert legacy.present and legacy.problem is None and legacy.profile == "debian12-nonfree-535"
+    legacy = expected.parse_marker("debian12-nonfree-535-security\n")
+    assert legacy.present and legacy.problem is None
+    assert legacy.profile == "debian12-nonfree-535-security"
     assert expected.resolve("h1", {}, legacy, "debian-12").spec is not None
     full = expected.parse_marker(
         json.dumps({"schema": 1, "profile": "p", "driver": {"version": "535.261.03"}})

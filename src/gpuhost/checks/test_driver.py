@@ -28,9 +28,15 @@ def test_driver_version_matches_profile(facts: HostFacts, expected: Expected) ->
             "NVIDIA kernel module is loaded",
             pytrace=False,
         )
+    mismatch = facts.smi is not None and facts.smi.state == "driver-library-mismatch"
+    fix = (
+        "reboot the host (drain it first): the installed userspace driver is not the loaded module"
+        if mismatch
+        else "gpuhost upgrade to the profile's versions (gpuhost provision on a fresh host)"
+    )
     assert facts.module.version == spec.driver_version, (
         f"{facts.name}: loaded driver {facts.module.version}, profile {spec.profile} pins "
-        f"{spec.driver_version} ({facts.module.raw})"
+        f"{spec.driver_version} ({facts.module.raw}); fix: {fix}"
     )
 
 

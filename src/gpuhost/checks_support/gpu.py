@@ -12,7 +12,7 @@ import re
 
 from gpuhost.audit.expected import ExpectedStack, expected_from_desired
 from gpuhost.audit.findings import ERROR, WARNING, Finding
-from gpuhost.audit.rules import RULES, AuditContext
+from gpuhost.audit.rules import RULES, SMI_STATE_RULES, AuditContext
 from gpuhost.desired import DesiredState
 from gpuhost.facts.host_facts import DriverFacts, HostFacts, ServiceState
 from gpuhost.parsers.driver import KernelModule
@@ -34,7 +34,8 @@ FAILING = (ERROR, WARNING)  # finding severities a check fails on (info passes)
 def unavailable_reason(
     smi_output: str, report: SmiReport | None, module: KernelModule | None
 ) -> str | None:
-    """Why nvidia-smi cannot vouch for the GPUs, in the host's own words; None when it can."""
+    """Why nvidia-smi cannot vouch for the GPUs, in the host's own words, with the audit's rule
+    id and fix for a known nvidia-smi error state; None when it can."""
     loaded = (
         f"the NVIDIA kernel module {module.version} is loaded"
         if module
@@ -46,7 +47,9 @@ def unavailable_reason(
         return f"nvidia-smi printed output gpuhost cannot read: {smi_output.strip()[:200]!r}"
     if not report.ok:
         said = report.message or report.state
-        return f"nvidia-smi reports {report.state}: {said!r}; {loaded}"
+        known = SMI_STATE_RULES.get(report.state)
+        advice = f" [{known[0]}: {known[1]}; fix: {known[2]}]" if known else ""
+        return f"nvidia-smi reports {report.state}: {said!r}; {loaded}{advice}"
     if not report.gpus:
         return f"nvidia-smi lists no GPU; {loaded}"
     return None
