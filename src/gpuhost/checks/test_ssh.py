@@ -133,6 +133,7 @@ def test_ssh_algorithms_are_the_policy(
     assert not [a for a in offered if any(w in a for w in WEAK)]
 
 
+@pytest.mark.usefixtures("sshd")  # skips, with its reason, where no SSH daemon is installed
 def test_ssh_dropins_are_read_first(host: Any) -> None:
     """sshd_config includes the drop-ins before its own settings, so 00-gpuhost.conf wins."""
     with _as_root(host):
