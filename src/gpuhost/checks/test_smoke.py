@@ -14,16 +14,23 @@ from gpuhost.checks.checklib import HostFacts, need_spec
 from gpuhost.checks_support import smoke
 from gpuhost.checks_support.expected import Expected
 from gpuhost.errors import GpuhostError
+from gpuhost.matrix.peaks import smoke_references
 from gpuhost.probe.script import check_pythons
 from gpuhost.smoke import Expectations, SmokeResult, judge, parse_result_text
+from gpuhost.smoke.judge import gpu_names
 
 pytestmark = pytest.mark.functional
 DEFAULT_TIMEOUT_S = 300.0
 
 
-def _expectations(data: dict[str, Any]) -> Expectations:
+def _expectations(data: dict[str, Any], result: SmokeResult) -> Expectations:
+    """GPU count from inventory data; perf references = the GPUs' published peaks
+    (data/gpu_peaks.yaml, with its required fractions)."""
     gpus = data.get("gpuhost_gpus")
-    return Expectations(gpu_count=len(gpus) if isinstance(gpus, list) and gpus else None)
+    return Expectations(
+        gpu_count=len(gpus) if isinstance(gpus, list) and gpus else None,
+        references=smoke_references(gpu_names(result)),
+    )
 
 
 def _expected_frameworks(expected: Expected, data: dict[str, Any]) -> set[str]:
@@ -76,7 +83,7 @@ def test_smoke_python_envs(
             else:
                 failures.append(f"{python}: {got}")
             continue
-        outcome = smoke.judge_run(python, judge(got, _expectations(data)), wanted, explicit)
+        outcome = smoke.judge_run(python, judge(got, _expectations(data, got)), wanted, explicit)
         if outcome.outcome == smoke.FAILED:
             failures.append(outcome.message)
         elif outcome.outcome == smoke.SKIPPED:
@@ -107,7 +114,7 @@ def test_smoke_in_container(
         pytest.fail(f"{facts.name}: container smoke run: {got}", pytrace=False)
     wanted = _expected_frameworks(expected, inventory_data) or {"torch"}
     outcome = smoke.judge_run(
-        f"python3 in {image}", judge(got, _expectations(inventory_data)), wanted, True
+        f"python3 in {image}", judge(got, _expectations(inventory_data, got)), wanted, True
     )
     if outcome.outcome != smoke.PASSED:
         pytest.fail(f"{facts.name}: container smoke run:\n{outcome.message}", pytrace=False)

@@ -18,7 +18,8 @@ import click
 
 from gpuhost.cli.parse import read_capture
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, ConfigError
-from gpuhost.smoke.judge import Expectations, Verdict, has_failures, judge
+from gpuhost.matrix.peaks import smoke_references
+from gpuhost.smoke.judge import Expectations, Verdict, gpu_names, has_failures, judge
 from gpuhost.smoke.result import SmokeResult, parse_result_text
 from gpuhost.smoke.runner import FRAMEWORK_CHOICES, run_local_text
 
@@ -33,10 +34,16 @@ def _judge_document(
     min_ratio: float | None,
     as_json: bool,
 ) -> int:
-    """Parse a smoke script's JSON document, judge it against the expectation options and print
+    """Parse a smoke script's JSON document, judge it against the expectation options and the
+    GPUs' published peaks (data/gpu_peaks.yaml; --min-ratio overrides its fractions) and print
     the verdicts; the exit code."""
-    expectations = Expectations(gpu_count=gpus, driver_max_cuda=driver_cuda, min_ratio=min_ratio)
     result = parse_result_text(text, source)
+    expectations = Expectations(
+        gpu_count=gpus,
+        driver_max_cuda=driver_cuda,
+        min_ratio=min_ratio,
+        references=smoke_references(gpu_names(result), min_ratio=min_ratio),
+    )
     return _report(result, judge(result, expectations), as_json)
 
 
@@ -66,7 +73,7 @@ _expect_options = [
     click.option(
         "--min-ratio",
         type=click.FloatRange(min=0, max=1, min_open=True),
-        help="Required fraction of a published peak (used only where references exist).",
+        help="Required fraction of a GPU's published peak (default: data/gpu_peaks.yaml's).",
     ),
     click.option("--json", "as_json", is_flag=True, help="Print verdicts as JSON."),
 ]

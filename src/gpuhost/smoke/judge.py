@@ -139,6 +139,13 @@ def judge(result: Mapping[str, object] | SmokeResult, expectations: Expectations
     return verdicts
 
 
+def gpu_names(result: SmokeResult) -> list[str]:
+    """Every GPU name the result shows (nvidia-smi's and each framework's), first seen first."""
+    names = [g.name for g in result.gpus]
+    names += [d.name for fw in result.frameworks.values() for d in fw.devices]
+    return list(dict.fromkeys(names))
+
+
 def has_failures(verdicts: Iterable[Verdict]) -> bool:
     return any(v.outcome == FAIL for v in verdicts)
 
