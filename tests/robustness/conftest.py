@@ -16,6 +16,13 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).parent
 
 
+def a_builtin_profile() -> str:
+    """The name of one built-in profile (the tests do not depend on which)."""
+    from gpuhost.matrix.profiles import load_profiles
+
+    return sorted(load_profiles())[0]
+
+
 @dataclass
 class Run:
     code: int

@@ -9,7 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.robustness.conftest import gpuhost
+from tests.robustness.conftest import a_builtin_profile, gpuhost
 
 
 def _inventory(folder: Path, ports: dict[str, int], modes: list[str]) -> Path:
@@ -31,7 +31,7 @@ def _inventory(folder: Path, ports: dict[str, int], modes: list[str]) -> Path:
         )
     hosts = []
     for mode in modes:
-        data: dict[str, object] = {"gpuhost_profile": "debian12-nonfree-535"}
+        data: dict[str, object] = {"gpuhost_profile": a_builtin_profile()}
         if mode == "dns":
             hosts.append(("nxdomain.invalid", data))
             continue

@@ -13,7 +13,7 @@ from gpuhost.errors import ConfigError
 from gpuhost.inventory import contract
 from gpuhost.inventory.loader import limit_names, load_inventory, select
 from gpuhost.inventory.render import render_markdown
-from tests.robustness.conftest import ROOT, assert_one_line, gpuhost
+from tests.robustness.conftest import ROOT, a_builtin_profile, assert_one_line, gpuhost
 
 # (data of host n1, what the one line must name)
 BAD_DATA = [
@@ -168,7 +168,7 @@ COMMANDS = [
     ("check", ""),
     ("inventory check", ""),
     ("snapshot take", ""),
-    ("upgrade", "--to debian12-nonfree-535 --dry"),
+    ("upgrade", f"--to {a_builtin_profile()} --dry"),
     ("rollback", ""),
 ]
 
