@@ -250,3 +250,9 @@ def test_a_bad_python_option_is_bad_input_not_an_unreachable_host(tmp_path, inve
     run = gpuhost("audit", *args, "--python", "python3;reboot")
     assert_one_line(run, 2, "--python 'python3;reboot' is not a plain interpreter path")
     assert "unreachable" not in run.out
+
+
+@pytest.mark.parametrize("example", ["inventories/fleet.py", "inventories/local.py"])
+def test_the_example_inventories_keep_the_contract(example) -> None:
+    # (inventories/lab.py needs a running lab, inventories/vagrant.py needs vagrant)
+    assert select(str(ROOT / example)).names
