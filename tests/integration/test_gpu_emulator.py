@@ -161,6 +161,14 @@ def test_faults_and_driver_states(host) -> None:  # type: ignore[no-untyped-def]
     mismatch = smi("nvidia-smi", "-q", "-x", GPUEMU_INSTALLED="535.309.01")
     assert parse_output(mismatch.stdout).state == "driver-library-mismatch"
     assert mismatch.returncode == 18
+    # a fault armed for the next boot appears at that boot only
+    assert smi("arm", "gpu-lost", "gpu=7").returncode == 2  # this host has GPUs 0..1
+    assert smi("arm", "remap-pending", "gpu=1").returncode == 0
+    assert parse_output(smi("nvidia-smi", "-q", "-x").stdout).gpus[1].remapped_rows.pending is False
+    smi("boot")
+    assert parse_output(smi("nvidia-smi", "-q", "-x").stdout).gpus[1].remapped_rows.pending is True
+    smi("boot")
+    assert parse_output(smi("nvidia-smi", "-q", "-x").stdout).gpus[1].remapped_rows.pending is False
     # no module loaded at boot (no driver installed then)
     smi("boot", GPUEMU_INSTALLED="")
     none = smi("nvidia-smi")

@@ -4,10 +4,11 @@
                                boot hosts h1..hN (exactly N), print where the inventory is;
                                --gpu: emulated GPUs (once: every host; N times: one per host),
                                --profile: inventory data gpuhost_profile of every host
-  lab [--name NAME] gpu hI inject KNOB [gpu=N] | clear | state
+  lab [--name NAME] gpu hI inject KNOB [gpu=N] | arm KNOB [gpu=N] | clear | state | gpu-reset
                                emulated GPU faults: xid=N, ecc-uncorrectable, retired-pages,
                                remap-pending, gpu-lost, driver-mismatch, persistence-off,
-                               pcie-downgrade; clear removes them all
+                               pcie-downgrade; arm: the same at the next boot only (e.g. to
+                               fail an upgrade's validation); clear removes them all
   lab [--name NAME] down       remove everything the lab made (safe to repeat)
   lab [--name NAME] status     list hosts and their health (exit 1 when one is unhealthy)
   lab [--name NAME] reset hI.. re-create hosts from the base image
@@ -41,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--profile", default=None, help="inventory data gpuhost_profile")
     gpu = sub.add_parser("gpu", help="emulated GPU of a host: inject a fault, clear, state")
     gpu.add_argument("host")
-    gpu.add_argument("action", choices=["inject", "clear", "state", "gpu-reset"])
+    gpu.add_argument("action", choices=["inject", "arm", "clear", "state", "gpu-reset"])
     gpu.add_argument("args", nargs="*", help="KNOB [gpu=N] for inject")
     sub.add_parser("down", help="remove everything of the lab")
     sub.add_parser("status", help="hosts and their health")
@@ -57,16 +58,16 @@ def _gpu(lab: LabManager, host: str, action: str, rest: list[str]) -> int:
     if not host.startswith("h") or not host[1:].isdigit():
         raise LabConfigError(f"host {host!r}: expected h<number>, e.g. h2")
     index = int(host[1:])
-    if action == "inject":
+    if action in ("inject", "arm"):
         if not 1 <= len(rest) <= 2:
-            raise LabConfigError("gpu HOST inject: expected KNOB [gpu=N]")
+            raise LabConfigError(f"gpu HOST {action}: expected KNOB [gpu=N]")
         gpu_index = None
         if len(rest) == 2:
             key, _, value = rest[1].partition("=")
             if key != "gpu" or not value.isdigit():
                 raise LabConfigError(f"{rest[1]!r}: expected gpu=N")
             gpu_index = int(value)
-        sys.stdout.write(lab.gpu_inject(index, rest[0], gpu_index))
+        sys.stdout.write(lab.gpu_inject(index, rest[0], gpu_index, at_next_boot=action == "arm"))
         return 0
     state = lab.load() or {"hosts": []}
     record = next((h for h in state["hosts"] if h["index"] == index), None)

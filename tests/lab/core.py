@@ -577,11 +577,13 @@ class LabManager:
             self._save(state)
             return self.reset(index)[0]
 
-    def gpu_inject(self, index: int, knob: str, gpu: int | None = None) -> str:
-        """Inject a GPU fault on host h<index> (tests/lab/gpu KNOBS); returns its output."""
+    def gpu_inject(self, index: int, knob: str, gpu: int | None = None,
+                   at_next_boot: bool = False) -> str:
+        """Inject a GPU fault on host h<index> (tests/lab/gpu KNOBS), now or armed for its next
+        boot only; returns the emulator's output."""
         from . import gpu as gpu_emulator
 
-        command = gpu_emulator.inject_command(knob, gpu)
+        command = gpu_emulator.inject_command(knob, gpu, "arm" if at_next_boot else "inject")
         state = self.load()
         host = next((h for h in (state or {"hosts": []})["hosts"] if h["index"] == index), None)
         if host is None or not host.get("gpu"):

@@ -148,8 +148,9 @@ JOURNAL_REMOTE = (
 )
 
 
-def inject_command(knob: str, gpu: int | None = None) -> str:
-    """The shell command injecting ``knob`` (``xid=79``, ``gpu-lost``, ...) on a host."""
+def inject_command(knob: str, gpu: int | None = None, verb: str = "inject") -> str:
+    """The shell command injecting ``knob`` (``xid=79``, ``gpu-lost``, ...) on a host now
+    (``verb`` inject) or at its next boot (``arm``)."""
     name, _, value = knob.partition("=")
     if name not in KNOBS or (name == "xid") != bool(value) or (value and not value.isdigit()):
         raise LabConfigError(
@@ -157,4 +158,4 @@ def inject_command(knob: str, gpu: int | None = None) -> str:
         )
     args = f"{knob}" + (f" gpu={gpu}" if gpu is not None else "")
     prefix = f"{JOURNAL_REMOTE} && " if name == "xid" else ""
-    return f"{prefix}python3 {ON_HOST} inject {args}"
+    return f"{prefix}python3 {ON_HOST} {verb} {args}"

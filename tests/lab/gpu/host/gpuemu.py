@@ -9,7 +9,8 @@ One program, several names (argv[0] or the first argument):
                             driver installed now (the "loaded module" until the next boot)
   gpuemu sync               dpkg hook: nvidia-smi / nvidia-persistenced appear once a driver
                             package is installed and disappear with it
-  gpuemu inject KNOB [gpu=N] | gpuemu clear | gpuemu state | gpuemu gpu-reset
+  gpuemu inject KNOB [gpu=N] | gpuemu arm KNOB [gpu=N] (at the next boot, once)
+  gpuemu clear | gpuemu state | gpuemu gpu-reset
 
 Files: /etc/gpuhost-lab-gpu/model.json (the model, written by tests/lab at host creation),
 /run/gpuhost-lab-gpu/state.json (per boot: persistence, clocks, volatile ECC, lost GPUs, the
@@ -927,6 +928,9 @@ def boot_main() -> int:
     _write_json(PERSISTENT, per)
     if ROOT == "":
         present_pci(m)
+    armed = per.pop("armed", [])
+    if armed:
+        _write_json(PERSISTENT, per)
     if ROOT == "" and loaded:
         # The loaded module as the kernel shows it: /proc/driver/nvidia/version (gpuhost's audit
         # probe) and /sys/module/nvidia/version (gpuhost's reboot check).  Both are tmpfs mounts
@@ -940,6 +944,25 @@ def boot_main() -> int:
             os.makedirs(f"{PROC_DRIVER}/nvidia/gpus/{bus[4:].lower()}", exist_ok=True)
         os.makedirs(f"{SYS_MODULE}/nvidia", exist_ok=True)
         write_loaded(loaded, m)
+    for args in armed:  # faults armed for this boot (gpuemu arm), once
+        inject_main(args)
+    return 0
+
+
+def arm_main(args: list[str]) -> int:
+    """Arm a fault for the next boot only (e.g. to fail an upgrade's validation after its
+    reboot): the same arguments as inject, checked now, applied by the boot unit."""
+    m = model()
+    knob = args[0].partition("=")[0] if args else ""
+    gpus = [a for a in args[1:] if a.startswith("gpu=") and a[4:].isdigit()]
+    if (not args or knob not in KNOBS or len(gpus) != len(args) - 1
+            or any(int(a[4:]) >= len(m.get("bus_ids", [])) for a in gpus)):
+        print(f"gpuemu arm: expected one of {', '.join(KNOBS)} (xid=N) [gpu=N] with N a GPU "
+              "of this host", file=sys.stderr)
+        return 2
+    per = load_persistent(len(m.get("bus_ids", [])))
+    per.setdefault("armed", []).append(args)
+    _write_json(PERSISTENT, per)
     return 0
 
 
@@ -1157,6 +1180,8 @@ def main(argv: list[str]) -> int:
         return sync_main()
     if cmd == "inject":
         return inject_main(rest)
+    if cmd == "arm":
+        return arm_main(rest)
     if cmd == "clear":
         return clear_main()
     if cmd == "gpu-reset":  # what a GPU reset does: per-boot state as at boot, same driver
