@@ -26,7 +26,7 @@ def _repo(data: dict) -> dict:
 
 # h1: the real Debian driver; h2..: the NVIDIA-repository layout with stand-in packages
 debian_nonfree = [
-    (name, dict(data, gpuhost_profile="debian12-nonfree-535", gpuhost_install_cuda=False))
+    (name, dict(data, gpuhost_profile="debian12-nonfree-535-security", gpuhost_install_cuda=False))
     for name, data in _hosts[:1]
 ]
 nvidia_repo = [

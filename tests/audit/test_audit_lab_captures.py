@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from old_profiles import OLD_PROFILES
+
 from gpuhost.audit.host import AuditSettings, audit_host
 from gpuhost.facts.build import host_facts_from_text
 from gpuhost.matrix import load_matrix
@@ -66,7 +68,7 @@ def _audit_with_profiles(name: str):
     facts = host_facts_from_text((DATA / name).read_text(encoding="utf-8"))
     assert facts.problems == []
     # the profile comes from the provision marker on the host (no inventory data)
-    settings = AuditSettings(matrix=load_matrix(), profiles=load_profiles())
+    settings = AuditSettings(matrix=load_matrix(), profiles=load_profiles(OLD_PROFILES))
     return audit_host(name, facts, {}, settings)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from old_profiles import OLD_PROFILES
 from probe_text import CLEAN_DEBIAN, capture, host_with, probe_output
 
 from gpuhost.audit.host import AuditSettings, audit_host
@@ -179,7 +180,7 @@ def test_unreadable_section_is_reported_not_raised():
     assert "host.probe-incomplete" in rules_of(report, "warning")
 
 
-PROFILES = load_profiles()
+PROFILES = load_profiles(OLD_PROFILES)  # built-ins + the old ones the cases name
 
 
 def test_drift_from_the_pinned_profile():
@@ -199,7 +200,7 @@ def test_drift_from_the_pinned_profile():
         "profile.container-toolkit",
     } <= errors
     message = next(f.message for f in report.findings if f.rule == "profile.driver")
-    assert "535.261.03" in message and "580.95.05" in message
+    assert "535.261.03" in message and "580.159.03" in message
 
 
 def test_host_matching_its_profile_has_no_profile_finding():

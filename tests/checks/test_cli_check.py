@@ -60,7 +60,7 @@ def test_functional_smoke_with_cpu_torch_fails_on_gpu_host(tmp_path: Path) -> No
     torch without a usable GPU is a failure."""
     pytest.importorskip("torch", reason="this environment has no PyTorch to smoke-test")
     inv = tmp_path / "local.py"
-    data = {"gpuhost_pythons": [sys.executable], "gpuhost_profile": "debian12-nonfree-535"}
+    data = {"gpuhost_pythons": [sys.executable], "gpuhost_profile": "debian12-nonfree-535-security"}
     inv.write_text(f"hosts = [('@local', {data!r})]\n")
     proc = _check([str(inv), "--", "-k", "smoke_python_envs"])
     out = proc.stdout + proc.stderr

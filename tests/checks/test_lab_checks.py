@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from old_profiles import OLD_PROFILES
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 PROFILE = "debian12-nonfree-535"
@@ -57,7 +58,8 @@ def lab_setup(lab, tmp_path_factory):
     good = _inventory(
         work / "inv.py",
         view.inventory_path,
-        {"gpuhost_profile": PROFILE, "gpuhost_install_cuda": False},
+        {"gpuhost_profile": PROFILE, "gpuhost_profiles_file": OLD_PROFILES,
+         "gpuhost_install_cuda": False},
     )
     exe = Path(sys.executable).with_name("pyinfra")
     proc = subprocess.run(
@@ -156,7 +158,8 @@ def test_functional_smoke_policy_on_lab_python(lab_setup) -> None:
     named = _inventory(
         work / "named.py",
         view.inventory_path,
-        {"gpuhost_profile": PROFILE, "gpuhost_pythons": ["/usr/bin/python3"]},
+        {"gpuhost_profile": PROFILE, "gpuhost_profiles_file": OLD_PROFILES,
+         "gpuhost_pythons": ["/usr/bin/python3"]},
     )
     rc, out, got = _check(named, work / "named.xml", "--limit", "h1", "--", "-k", "smoke")
     assert rc == 1 and got["test_smoke_python_envs[ssh://h1]"] == "failure"

@@ -5,6 +5,7 @@ user has no authorized key is refused before anything (driver included) is touch
 from __future__ import annotations
 
 import pytest
+from old_profiles import OLD_PROFILES
 
 from tests.integration.harden_support import (
     UNHARDEN,
@@ -20,7 +21,8 @@ from tests.integration.harden_support import (
 )
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
-DEBIAN = {"gpuhost_profile": "debian12-nonfree-535", "gpuhost_install_cuda": False}
+DEBIAN = {"gpuhost_profile": "debian12-nonfree-535", "gpuhost_profiles_file": OLD_PROFILES,
+          "gpuhost_install_cuda": False}
 SOURCES = "/etc/apt/sources.list.d/debian.sources"
 UNATTENDED = "/etc/apt/apt.conf.d/51gpuhost-unattended-upgrades"
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from old_profiles import OLD_PROFILES
 from provision_support import (
     lab_profiles_with,
     repo_data,
@@ -46,6 +47,7 @@ def test_debian_nonfree_driver_pinned_held_survives_full_upgrade(lab, fresh_host
     although bookworm-security offers 535.309.01; a second run changes nothing."""
     lab_ = lab(lab.count or 1)
     data = dict(ssh_data(lab_, fresh_host), gpuhost_profile=DEBIAN_PROFILE,
+                gpuhost_profiles_file=OLD_PROFILES,
                 gpuhost_install_cuda=False)  # nvidia-cuda-toolkit: 1.6 GB, 5.5 GB installed
     first = run_provision([(fresh_host.name, data)])[fresh_host.name]
     assert any(first.values())
@@ -202,11 +204,16 @@ def _stamp(hosts) -> None:
         assert host.run("touch /root/stamp && sleep 1").returncode == 0
 
 
-def _same_driver_profile() -> dict:
+def _base_profile() -> dict:
+    """debian12-nonfree-535 (535.261.03), from the old profiles file (no longer built in)."""
     import yaml
 
-    with open(REPO / "src" / "gpuhost" / "data" / "profiles.yaml") as handle:
-        profile = copy.deepcopy(yaml.safe_load(handle)["profiles"][BASE])
+    with open(OLD_PROFILES) as handle:
+        return copy.deepcopy(yaml.safe_load(handle)["profiles"][BASE])
+
+
+def _same_driver_profile() -> dict:
+    profile = _base_profile()
     profile["description"] = "lab: the Debian 535 profile with clocks policy max (same driver)"
     profile["clocks"] = {"policy": "max"}
     return profile
@@ -219,7 +226,9 @@ def converged(lab, tmp_path_factory):
     view = lab(max(2, lab.count))
     hosts = view.reset(*view.hosts[:2])
     tmp = tmp_path_factory.mktemp("converged")
-    profiles = lab_profiles_with(tmp / "profiles.yaml", {SAME_DRIVER: _same_driver_profile()})
+    profiles = lab_profiles_with(
+        tmp / "profiles.yaml", {BASE: _base_profile(), SAME_DRIVER: _same_driver_profile()}
+    )
     base = {"gpuhost_harden": False, "gpuhost_install_cuda": False,
             "gpuhost_profiles_file": str(profiles)}
     inventories = {

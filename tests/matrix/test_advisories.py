@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from old_profiles import OLD_PROFILES
 
 from gpuhost.cli import main
 from gpuhost.matrix.advisories import (
@@ -91,36 +92,13 @@ def test_cli_check_and_profile_verify(capsys: pytest.CaptureFixture[str]) -> Non
     assert "security.container-toolkit" in capsys.readouterr().out
     assert main(["matrix", "check", "--driver", "580.159.03", "--container-toolkit", "1.19.1"]) == 0
     assert "security." not in capsys.readouterr().out
-    assert main(["matrix", "profile", "verify", "debian12-nonfree-535"]) == 1
+    old = ["matrix", "profile", "verify", "debian12-nonfree-535", "--profiles", OLD_PROFILES]
+    assert main(old) == 1
     assert "security.driver" in capsys.readouterr().out
     assert main(["matrix", "profile", "verify", "debian12-nonfree-535-security"]) == 0
 
 
-AFFECTED_BUILTINS = {
-    # Debian bookworm non-free's 535.261.03 and the NVIDIA-repository profiles' drivers
-    # (550.54.15, 580.65.06, 580.95.05) are behind NVIDIA's driver bulletins.
-    "debian12-nonfree-535",
-    "nvidia-repo-550-cuda12.4",
-    "nvidia-repo-580-cuda12.9",
-    "nvidia-repo-580-cuda13.0",
-}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            n,
-            marks=pytest.mark.xfail(
-                n in AFFECTED_BUILTINS,
-                reason="built-in profile pins versions NVIDIA's bulletins list as affected; "
-                "data/profiles.yaml (H13a) has to move them (strict: passes once fixed)",
-                strict=True,
-            ),
-        )
-        for n in sorted(load_profiles())
-    ],
-)
+@pytest.mark.parametrize("name", sorted(load_profiles()))
 def test_builtin_profile_pins_no_affected_version(name: str) -> None:
     p = load_profiles()[name]
     found = security_findings(ADVS, driver=p.driver_version, container_toolkit=p.container_toolkit)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from old_profiles import OLD_PROFILES
 
 from gpuhost.cli import main
 
@@ -107,12 +108,13 @@ def test_profile_verify(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     assert code == 0 and json.loads(out)["verdict"] in ("ok", "warning")
     # compatible, but its driver and toolkit are older than NVIDIA's security fixes: refused
     code, out, _ = _run(
-        capsys, "matrix", "profile", "verify", "nvidia-repo-550-cuda12.4", "--json", *AS_OF
+        capsys, "matrix", "profile", "verify", "nvidia-repo-550-cuda12.4", "--json",
+        "--profiles", OLD_PROFILES, *AS_OF
     )
     rules = {f["rule"] for f in json.loads(out)["findings"] if f["severity"] == "error"}
     assert code == 1 and "security.driver" in rules  # 550.54.15: R550 fixed in 550.163.01
     code, out, _ = _run(
-        capsys, "matrix", "profile", "verify", "debian12-nonfree-535", "--gpu", "B200"
+        capsys, "matrix", "profile", "verify", "debian12-nonfree-535-security", "--gpu", "B200"
     )
     assert code == 1
     code, _, err = _run(capsys, "matrix", "profile", "verify", "nope")

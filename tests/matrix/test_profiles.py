@@ -6,6 +6,7 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+from old_profiles import OLD_PROFILES
 
 from gpuhost.errors import ConfigError, UnknownNameError
 from gpuhost.matrix import Matrix, load_profiles, verdict, verify_profile
@@ -16,19 +17,27 @@ AS_OF = dt.date(2026, 11, 22)
 
 def test_required_builtin_profiles(matrix: Matrix) -> None:
     profiles = load_profiles()
-    deb = profiles["debian12-nonfree-535"]
+    assert sorted(profiles) == [
+        "debian12-nonfree-535-security",
+        "nvidia-repo-580-cuda12.9",
+        "nvidia-repo-580-cuda13.0",
+    ]
+    deb = profiles["debian12-nonfree-535-security"]
     assert (deb.driver_version, deb.driver_branch, deb.source) == (
-        "535.261.03",
+        "535.309.01",
         535,
         "debian-nonfree",
     )
     assert deb.kernel_module == "proprietary" and deb.cuda_versions == ("11.8",)
     assert deb.packages["cuda"] == "nvidia-cuda-toolkit"
     assert deb.cudnn is None and deb.container_toolkit is None
-    assert profiles["debian12-nonfree-535-security"].driver_version == "535.309.01"
-    repo = profiles["nvidia-repo-550-cuda12.4"]
-    assert (repo.driver_version, repo.cuda_default) == ("550.54.15", "12.4")
-    assert repo.packages["fabric_manager"] == "nvidia-fabricmanager-550"
+    repo = profiles["nvidia-repo-580-cuda12.9"]
+    assert (repo.driver_version, repo.cuda_default) == ("580.159.03", "12.9")
+    assert repo.packages["fabric_manager"] == "nvidia-fabricmanager-580"
+    # the sets NVIDIA's bulletins cover left the built-ins for the tests' own file
+    old = load_profiles(OLD_PROFILES)
+    assert old["debian12-nonfree-535"].driver_version == "535.261.03"
+    assert old["nvidia-repo-550-cuda12.4"].driver_version == "550.54.15"
 
 
 @pytest.mark.parametrize("name", sorted(load_profiles()))
@@ -38,7 +47,7 @@ def test_every_builtin_profile_verifies(matrix: Matrix, name: str) -> None:
 
 
 def test_profile_for_the_wrong_hardware_fails(matrix: Matrix) -> None:
-    deb = load_profiles()["debian12-nonfree-535"]
+    deb = load_profiles()["debian12-nonfree-535-security"]
     rules = {f.rule for f in verify_profile(matrix, deb, ["B200"], as_of=AS_OF)}
     assert {"cuda_arch_unsupported", "driver_arch_too_old"} <= rules
     open_profile = load_profiles()["nvidia-repo-580-cuda13.0"]
@@ -62,17 +71,17 @@ def test_user_file_merges_over_builtins(tmp_path: Path) -> None:
         "    source: nvidia-cuda-repo\n"
         "    driver: {version: '580.95.05', branch: 580, kernel_module: open}\n"
         "    cuda: {versions: ['13.0'], default: '13.0'}\n"
-        "  debian12-nonfree-535:\n"
+        "  debian12-nonfree-535-security:\n"
         "    description: replaced\n"
         "    os: [debian-12]\n"
         "    source: debian-nonfree\n"
-        "    driver: {version: '535.261.03', branch: 535}\n"
+        "    driver: {version: '535.309.01', branch: 535}\n"
         "    cuda: {versions: ['11.8'], default: '11.8'}\n"
     )
     profiles = load_profiles(str(f))
     assert profiles["mine"].origin == str(f)
-    assert profiles["debian12-nonfree-535"].description == "replaced"
-    assert "nvidia-repo-550-cuda12.4" in profiles
+    assert profiles["debian12-nonfree-535-security"].description == "replaced"
+    assert "nvidia-repo-580-cuda12.9" in profiles
 
 
 def test_user_file_errors_name_file_and_field(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from old_profiles import OLD_PROFILES
 
 from gpuhost.deploys.guards import spec_from_profile
 from gpuhost.errors import ParseError
@@ -14,7 +15,7 @@ from gpuhost.parsers.profile_marker import parse_profile_marker
 
 
 def test_what_provision_writes_reads_back_with_its_versions() -> None:
-    profile = load_profiles()["nvidia-repo-550-cuda12.4"]
+    profile = load_profiles(OLD_PROFILES)["nvidia-repo-550-cuda12.4"]
     spec = spec_from_profile(profile, ["NVIDIA A100-SXM4-80GB"], fabric_manager=True)
     marker = parse_profile_marker(render_marker(spec.to_marker()))
     assert marker is not None and not marker.legacy

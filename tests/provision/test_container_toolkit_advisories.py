@@ -42,7 +42,7 @@ def test_affected_by_the_advisory_ranges() -> None:
 
 
 def test_there_are_nvidia_repository_profiles() -> None:
-    assert len(NVIDIA_REPO) >= 3, NVIDIA_REPO
+    assert len(NVIDIA_REPO) >= 2, NVIDIA_REPO
 
 
 @pytest.mark.parametrize("name", NVIDIA_REPO)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from old_profiles import OLD_PROFILES
 
 from gpuhost.deploys import guards
 from gpuhost.deploys.spec import package_plan
@@ -13,7 +14,7 @@ from gpuhost.facts.kernel import SecureBootState
 
 @pytest.fixture(scope="module")
 def profiles():
-    return guards.load_profile_table()
+    return guards.load_profile_table(OLD_PROFILES)
 
 
 def test_unknown_profile_lists_accepted_names(profiles) -> None:

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 
 import pytest
+from old_profiles import OLD_PROFILES
 
 from gpuhost.deploys import guards
 from gpuhost.deploys.spec import package_plan
@@ -17,7 +18,7 @@ from gpuhost.operations.unattended import render_blacklist
 @pytest.fixture(scope="module")
 def planned() -> list[str]:
     spec = guards.check_profile(
-        "h", {"gpuhost_profile": "debian12-nonfree-535"}, guards.load_profile_table()
+        "h", {"gpuhost_profile": "debian12-nonfree-535"}, guards.load_profile_table(OLD_PROFILES)
     )
     plan = package_plan(spec, "debian-12")
     assert {"nvidia-driver", "nvidia-persistenced", "nvidia-cuda-toolkit"} <= set(

@@ -27,7 +27,7 @@ def test_option_wins_over_host_data_and_builtins_remain() -> None:
     assert profiles_file(None, {"gpuhost_profiles_file": "b.yaml"}) == "b.yaml"
     assert profiles_file(None, {}) is None
     table = profile_table(None, {"gpuhost_profiles_file": str(MY_PROFILES)})
-    assert "my-h100" in table and "debian12-nonfree-535" in table
+    assert "my-h100" in table and "debian12-nonfree-535-security" in table
 
 
 def test_a_bad_profiles_file_names_file_and_host(tmp_path: Path) -> None:

@@ -403,7 +403,7 @@ def profile_verify_cmd(
 
     \b
     Example:
-      gpuhost matrix profile verify debian12-nonfree-535 --gpu H100
+      gpuhost matrix profile verify debian12-nonfree-535-security --gpu H100
     """
     profile = get_profile(load_profiles(profiles_file), name)
     findings = verify_profile(
