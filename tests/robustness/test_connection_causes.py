@@ -9,6 +9,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.robustness.conftest import a_builtin_profile, gpuhost
 
 
@@ -83,3 +85,25 @@ def test_provision_names_each_hosts_cause(endpoints) -> None:
     for mode in modes:
         name = "nxdomain.invalid" if mode == "dns" else mode
         assert CAUSES[mode].format(**ports) in lines[name], (mode, lines.get(name))
+
+
+def test_upgrades_host_sessions_name_the_cause(endpoints) -> None:
+    """``gpuhost upgrade``/``rollback``/``snapshot`` reach hosts through PyinfraRemote: the same
+    causes, never pyinfra's 'No hosts remaining!'."""
+    from gpuhost.errors import HostError
+    from gpuhost.fleet import ensure_gevent
+    from gpuhost.upgrade.connect import InventoryHost, PyinfraRemote
+
+    ensure_gevent()
+    ports, _ = endpoints
+    local = {"ssh_hostname": "127.0.0.1"}
+    cases = [
+        ("nxdomain.invalid", {}, "name does not resolve: nxdomain.invalid"),
+        ("closed", {**local, "ssh_port": ports["closed"]}, "connection refused"),
+        ("garbage", {**local, "ssh_port": ports["garbage"]}, "not SSH: 127.0.0.1:"),
+    ]
+    for name, data, cause in cases:
+        with pytest.raises(HostError) as err:
+            PyinfraRemote(InventoryHost(name, data, ()), connect_timeout=3).connect()
+        assert f"{name}: unreachable over SSH: {cause}" in str(err.value)
+        assert "No hosts remaining" not in str(err.value)

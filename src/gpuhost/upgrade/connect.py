@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from pyinfra.api import Config, State
-from pyinfra.api.connect import connect_all
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.inventory import Inventory
 from pyinfra.api.state import StateStage
 
+from gpuhost.connection import connect_cause
 from gpuhost.errors import HostError
 from gpuhost.upgrade.remote import Result
 
@@ -160,13 +160,15 @@ class PyinfraRemote:
         self.canceller.check(self.host)
         logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
         state = self._new_state()
-        try:
-            connect_all(state)
-        except PyinfraError as exc:  # "No hosts remaining!" when the one host failed
-            raise HostError(self.host, f"unreachable over SSH ({exc})") from exc
         host = state.inventory.get_host(self.host)
+        try:
+            host.connect(show_errors=False, raise_exceptions=True)
+        except Exception as exc:  # DNS, refused, timeout, not SSH, auth, host key: its cause
+            cause = connect_cause(exc, self.entry.data, self.host, self.connect_timeout)
+            raise HostError(self.host, f"unreachable over SSH: {cause}") from exc
         if not host.connected:
             raise HostError(self.host, "unreachable over SSH")
+        state.activate_host(host)
         state.current_stage = StateStage.Prepare
         self.state = state
 
