@@ -284,6 +284,24 @@ def test_ctrl_c_during_install_is_resumed_not_rolled_back(fleet: dict[str, Any])
     restored = _host_state(h4)
     assert restored["packages"] == before["packages"] and restored["holds"] == before["holds"]
 
+    # two more snapshots (their caches are hard links to apt's archive, seconds each), then the
+    # on-host caches of all but the newest are pruned; the controller's documents stay
+    for _ in range(2):
+        time.sleep(1.1)  # snapshot ids are UTC seconds
+        taken = _gpuhost("snapshot", "take", str(inventory), "--state-dir", str(state_dir))
+        assert taken.returncode == 0, taken.stdout + taken.stderr
+    ids = sorted(p.stem for p in (state_dir / "snapshots" / "h4").glob("*.json"))
+    assert len(ids) == 3
+    cache = "ls /var/cache/gpuhost/packages"
+    assert set(ids) <= set(h4.run(cache).stdout.split())
+    pruned = _gpuhost("snapshot", "prune", str(inventory), "--keep", "1",
+                      "--state-dir", str(state_dir))
+    assert pruned.returncode == 0, pruned.stdout + pruned.stderr
+    assert f"h4: removed 2 cache(s) ({ids[0]}, {ids[1]})" in pruned.stdout
+    left = set(h4.run(cache).stdout.split())
+    assert ids[2] in left and not {ids[0], ids[1]} & left
+    assert len(list((state_dir / "snapshots" / "h4").glob("*.json"))) == 3
+
 
 def test_killed_rolling_upgrade_resumes_without_redoing_finished_hosts(
     fleet: dict[str, Any], failure_run: dict[str, Any]
