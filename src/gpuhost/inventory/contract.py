@@ -411,7 +411,7 @@ KEYS: dict[str, Key] = {
         _k(
             "ssh_strict_host_key_checking",
             Literal["yes", "no", "off", "accept-new", "ask"],
-            "'yes', 'accept-new', 'no' or 'off'",
+            "'yes', 'accept-new', 'ask', 'no' or 'off'",
             None,
             "Unknown host keys: refuse (yes), record (accept-new), accept (no/off).",
             "all",
