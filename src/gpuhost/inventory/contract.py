@@ -105,7 +105,7 @@ KEYS: dict[str, Key] = {
         _k(
             "gpuhost_profiles_file",
             NonEmpty,
-            "a path to a profiles YAML file",
+            "a path to a profiles YAML file (a string)",
             None,
             "Extra profiles merged over the built-in ones for this host (a --profiles option "
             "given on the command line takes its place). Relative paths are read from the "
@@ -148,7 +148,7 @@ KEYS: dict[str, Key] = {
         _k(
             "gpuhost_module_signing_key",
             NonEmpty,
-            "a path on the host",
+            "a path on the host (a string)",
             None,
             "Key that signs the NVIDIA kernel modules when Secure Boot is on.",
             "provision",
@@ -164,7 +164,7 @@ KEYS: dict[str, Key] = {
         _k(
             "gpuhost_cuda_repo_key",
             NonEmpty,
-            "a URL or local path of the repository key",
+            "a URL or local path of the repository key (a string)",
             None,
             "The repository's signing key.",
             "provision",
@@ -399,11 +399,18 @@ KEYS: dict[str, Key] = {
             "Login user (default: ssh_config or the local user).",
             "all",
         ),
-        _k("ssh_key", NonEmpty, "a path to a private key", None, "Private key file.", "all"),
+        _k(
+            "ssh_key",
+            NonEmpty,
+            "a path to a private key (a string)",
+            None,
+            "Private key file.",
+            "all",
+        ),
         _k(
             "ssh_known_hosts_file",
             NonEmpty,
-            "a path",
+            "a path (a string)",
             None,
             "known_hosts file to check host keys against.",
             "all",
