@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             for r in rows:
                 print(f"{r['name']:5} {r['address']:15} {'up' if r['running'] else 'DOWN':5} "
-                      f"{r['state']}")
+                      f"{r['state']}{'  gpu ' + r['gpu'] if r.get('gpu') else ''}")
             ok = all(r["running"] and r["state"] in ("running", "degraded") for r in rows)
             return 0 if ok else 1
         if args.cmd == "reset":

@@ -681,7 +681,8 @@ class LabManager:
                 proc = self.ssh(h, "systemctl is-system-running", timeout=10, mux=False)
                 sysstate = proc.stdout.strip() or f"unreachable ({proc.stderr.strip()[:60]})"
             return {"name": h["name"], "address": h["address"], "running": alive,
-                    "state": sysstate}
+                    "state": sysstate,
+                    "gpu": f"{h['gpu'][0]}:{h['gpu'][1]}" if h.get("gpu") else ""}
 
         with ThreadPoolExecutor(max_workers=16) as pool:
             return list(pool.map(one, state["hosts"]))
