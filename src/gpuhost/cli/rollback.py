@@ -6,7 +6,9 @@ as in the snapshot, holds, then a reboot and validation against the snapshot. Th
 scheduler state is not touched. It asks before it changes (and reboots) anything: the hosts and
 snapshots are listed and confirmed on the terminal, or by ``--yes``; without a terminal and
 without ``--yes`` nothing is touched (exit 2).
-Exit: 0 every host restored and valid, 1 a host failed, 2 bad input or not confirmed.
+Ctrl-C or SIGTERM stops it at once (what runs on the hosts is cut off; a run of the same command
+finishes it). Exit: 0 every host restored and valid, 1 a host failed, 2 bad input or not
+confirmed, 130 / 143 stopped by SIGINT / SIGTERM.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import click
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, ConfigError, GpuhostError
 from gpuhost.upgrade.orchestrate import HostContext, StepFailed, UpgradeOptions
 from gpuhost.upgrade.settings import limit_option, snapshots_dir, state_option
+from gpuhost.upgrade.signals import StopOnSignals, signal_name
 from gpuhost.upgrade.snapshot import SnapshotStore, load_snapshot
 
 
@@ -103,11 +106,26 @@ def command(
             click.echo(f"{entry.name}: {steps.validate_against(entry.name, doc)['summary']}")
             return True
         except (GpuhostError, StepFailed) as exc:
-            click.echo(f"{entry.name}: rollback failed: {exc}")
+            if signals.received is not None:
+                click.echo(f"{entry.name}: rollback stopped: run it again to finish it")
+            else:
+                click.echo(f"{entry.name}: rollback failed: {exc}")
             return False
         finally:
             steps.remote(entry.name).close()
 
-    with ThreadPoolExecutor(max_workers=min(parallel, len(hosts))) as pool:
+    # Ctrl-C / SIGTERM: what runs on the hosts is cut off, no host starts; a rollback run again
+    # finishes it (every part of it compares with the snapshot first)
+    with (
+        StopOnSignals(steps.interrupt, "rollback") as signals,
+        ThreadPoolExecutor(max_workers=min(parallel, len(hosts))) as pool,
+    ):
         failed = sum(1 for ok in pool.map(one, hosts) if not ok)
+    if signals.received is not None:
+        click.echo(
+            f"gpuhost: rollback stopped by {signal_name(signals.received)}; run the same command "
+            "again to finish it",
+            err=True,
+        )
+        return signals.exit_code
     return EXIT_FINDINGS if failed else EXIT_OK

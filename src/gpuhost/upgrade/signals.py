@@ -60,8 +60,8 @@ class StopOnSignals:
             os._exit(128 + signum)
         self.received = signum
         sys.stderr.write(
-            f"gpuhost: {signal_name(signum)}: stopping the {self.what}: the steps in flight end "
-            "now and are journaled as interrupted (again to quit at once)\n"
+            f"gpuhost: {signal_name(signum)}: stopping the {self.what}: what runs on the hosts is "
+            "cut off now (again to quit at once)\n"
         )
         sys.stderr.flush()
         _start(self.stop)
