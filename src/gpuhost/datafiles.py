@@ -12,9 +12,15 @@ Both build only plain data (dicts, lists, strings, numbers, booleans, dates, Non
 
 from __future__ import annotations
 
+from functools import lru_cache
+from importlib import resources
 from typing import IO, Any
 
 import yaml
+
+from gpuhost.errors import ConfigError
+
+PACKAGE_SETS = "package_sets.yaml"
 
 SAFE_LOADER: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = (
     yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
@@ -24,3 +30,17 @@ SAFE_LOADER: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = (
 def load_yaml(source: str | bytes | IO[str] | IO[bytes]) -> Any:
     """``yaml.safe_load(source)`` with the fastest safe loader available."""
     return yaml.load(source, Loader=SAFE_LOADER)
+
+
+@lru_cache(maxsize=1)
+def package_sets() -> dict[str, Any]:
+    """``data/package_sets.yaml`` (package names per source and OS), read once per process: the
+    one reader, for provision (``deploys.spec``) and the audit and upgrade (``audit.coupled``)."""
+    try:
+        text = resources.files("gpuhost.data").joinpath(PACKAGE_SETS).read_text(encoding="utf-8")
+        data = load_yaml(text)
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"gpuhost/data/{PACKAGE_SETS}: cannot read package sets: {exc}") from exc
+    if not isinstance(data, dict) or data.get("schema") != 1 or "sources" not in data:
+        raise ConfigError(f"{PACKAGE_SETS}: expected 'schema: 1' and 'sources'")
+    return data

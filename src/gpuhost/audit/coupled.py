@@ -8,15 +8,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
-import yaml
-
-from gpuhost.datafiles import load_yaml
+from gpuhost.datafiles import PACKAGE_SETS, package_sets
 from gpuhost.errors import ConfigError
-
-PACKAGE_SETS = "package_sets.yaml"
 
 
 def _template_regex(template: str) -> str:
@@ -53,13 +48,8 @@ def _collect(node: Any, found: set[str], keys: frozenset[str] = frozenset({"coup
 
 
 def _pattern(keys: frozenset[str], what: str) -> re.Pattern[str]:
-    try:
-        text = resources.files("gpuhost.data").joinpath(PACKAGE_SETS).read_text(encoding="utf-8")
-        data = load_yaml(text)
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"gpuhost/data/{PACKAGE_SETS}: cannot read package sets: {exc}") from exc
     names: set[str] = set()
-    _collect(data, names, keys)
+    _collect(package_sets(), names, keys)
     if not names:
         raise ConfigError(f"gpuhost/data/{PACKAGE_SETS}: no {what} package lists found")
     return re.compile("^(?:" + "|".join(sorted(_template_regex(n) for n in names)) + ")$")

@@ -4,15 +4,10 @@ names (``PackagePlan``, from ``data/package_sets.yaml``). Pure data, no host acc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
-from typing import Any
 
-from gpuhost.datafiles import load_yaml
+from gpuhost.datafiles import PACKAGE_SETS, package_sets
 from gpuhost.desired import DesiredState
 from gpuhost.errors import ConfigError
-
-PACKAGE_SETS = "package_sets.yaml"
 
 
 @dataclass(frozen=True)
@@ -41,15 +36,6 @@ class PackagePlan:
         names = self.coupled + self.companions + self.fabric_manager + self.cuda_toolkit
         names += self.cudnn + self.container_toolkit
         return list(dict.fromkeys(names))
-
-
-@lru_cache(maxsize=1)
-def package_sets() -> dict[str, Any]:
-    text = resources.files("gpuhost.data").joinpath(PACKAGE_SETS).read_text()
-    data = load_yaml(text)
-    if not isinstance(data, dict) or data.get("schema") != 1 or "sources" not in data:
-        raise ConfigError(f"{PACKAGE_SETS}: expected 'schema: 1' and 'sources'")
-    return data
 
 
 def supported_os(source: str) -> list[str]:
