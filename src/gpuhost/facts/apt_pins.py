@@ -117,7 +117,7 @@ class AptInstallSpace(FactBase[dict[str, object]]):
             "LC_ALL=C apt-get install --assume-no --no-install-recommends --allow-downgrades "
             f"--allow-change-held-packages -o Debug::NoLocking=1 {names} 2>&1 | "
             f"grep -E '^(Need to get|After this operation)'; echo '{DF_MARK}'; "
-            f"df -P -B1 {' '.join(SPACE_PATHS)}"
+            f"df -P -B1 {' '.join(SPACE_PATHS)} 2>/dev/null || true"
         )
 
     @override
