@@ -103,6 +103,11 @@ def reboot_reason(loaded: str | None, installed: str | None) -> str | None:
     return None
 
 
+def driver_reboot_reason(remote: Rebootable) -> str | None:
+    """Why this host must reboot for its driver (``reboot_reason`` on the host's state), or None."""
+    return reboot_reason(*parse_driver_state(remote.run(DRIVER_STATE_COMMAND).stdout))
+
+
 def reboot_for_driver(remote: Rebootable, timeout_s: float) -> tuple[bool, str]:
     """Reboot when the loaded nvidia module is not the installed driver; then check again.
     Returns (ok, what happened): ok when no reboot was needed or the module matches after it."""
@@ -116,4 +121,3 @@ def reboot_for_driver(remote: Rebootable, timeout_s: float) -> tuple[bool, str]:
     if still is not None:
         return False, f"rebooted ({reason}); after the reboot: {still}"
     return True, f"rebooted ({reason}); module {loaded} loaded"
-

@@ -8,11 +8,16 @@ import pytest
 from gpuhost.errors import HostError
 from gpuhost.reboot import (
     BOOT_TOKEN_COMMAND,
+    DRIVER_STATE_COMMAND,
     REBOOT_COMMAND,
+    driver_reboot_reason,
     parse_driver_state,
     reboot_and_wait,
     reboot_reason,
 )
+from gpuhost.upgrade import reboot_hosts
+from gpuhost.upgrade.connect import InventoryHost
+from gpuhost.upgrade.remote import Result
 from tests.upgrade.fakes import ScriptedRemote, ok
 
 
@@ -92,3 +97,60 @@ def test_reboot_reason() -> None:
     assert reboot_reason("535.309.01", None) is None  # nothing installed: nothing to load
     assert "differs" in (reboot_reason("535.261.03", "535.309.01") or "")
     assert "no nvidia module loaded" in (reboot_reason(None, "535.309.01") or "")
+
+
+def _driver_host(name: str, state: str) -> ScriptedRemote:
+    host = ScriptedRemote(name).on(DRIVER_STATE_COMMAND, ok(state))
+    host.close = lambda: None  # type: ignore[method-assign]
+    return host
+
+
+def test_driver_reboot_reason_reads_the_host() -> None:
+    assert driver_reboot_reason(_driver_host("h1", "-\n535.309.01-1\n")) == (
+        "driver 535.309.01 installed, no nvidia module loaded"
+    )
+    assert driver_reboot_reason(_driver_host("h1", "535.309.01\n535.309.01-1\n")) is None
+
+
+def test_provision_without_reboot_names_the_hosts_that_need_one(monkeypatch) -> None:
+    """``gpuhost provision`` without --reboot: one line per changed host whose new driver is not
+    loaded (a fresh install, or a module older than the packages); nothing for the others, nor
+    for a host that cannot be asked (the run's own line said how it went)."""
+    states = {
+        "fresh": "-\n535.309.01-1\n",
+        "old-module": "535.261.03\n535.309.01-1\n",
+        "current": "535.309.01\n535.309.01-1\n",
+    }
+
+    class Remote:
+        def __init__(self, entry: InventoryHost) -> None:
+            self.entry = entry
+            self.host = entry.name
+
+        def run(self, command: str, timeout: float | None = None) -> Result:
+            if self.host == "gone":
+                raise HostError(self.host, "unreachable over SSH")
+            return _driver_host(self.host, states[self.host]).run(command, timeout)
+
+        def close(self) -> None:
+            pass
+
+    names = ["fresh", "old-module", "current", "gone", "not-selected"]
+    monkeypatch.setattr(
+        reboot_hosts, "load_inventory", lambda path: [InventoryHost(n, {}, ()) for n in names]
+    )
+    monkeypatch.setattr(reboot_hosts, "PyinfraRemote", Remote)
+    lines: list[str] = []
+    needed = reboot_hosts.report_reboot_needed(
+        "inv.py", ["fresh", "old-module", "current", "gone"], lines.append
+    )
+    assert needed == 2
+    assert sorted(lines) == [
+        "fresh: reboot needed (driver 535.309.01 installed, no nvidia module loaded): the new "
+        "driver is not in use until the host reboots (gpuhost provision --reboot reboots the "
+        "hosts that need it)",
+        "old-module: reboot needed (loaded module 535.261.03 differs from the installed driver "
+        "535.309.01): the new driver is not in use until the host reboots (gpuhost provision "
+        "--reboot reboots the hosts that need it)",
+    ]
+    assert reboot_hosts.report_reboot_needed("inv.py", [], lines.append) == 0

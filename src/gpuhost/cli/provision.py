@@ -94,4 +94,11 @@ def command(
         done = [o.name for o in outcomes if o.status == "ok"]
         if reboot_fleet(inventory, done, reboot_timeout, click.echo):
             code = max(code, 1)
+    elif not dry:
+        from gpuhost.upgrade.reboot_hosts import report_reboot_needed
+
+        # only hosts this run changed: a converged re-run stays one fact-gathering pass; on
+        # stderr, a note after the per-host result lines (stdout keeps one line per host)
+        changed = [o.name for o in outcomes if o.status == "ok" and o.changed]
+        report_reboot_needed(inventory, changed, lambda line: click.echo(line, err=True))
     return code

@@ -11,8 +11,36 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from gpuhost.errors import GpuhostError
-from gpuhost.reboot import reboot_for_driver
+from gpuhost.reboot import driver_reboot_reason, reboot_for_driver
 from gpuhost.upgrade.connect import InventoryHost, PyinfraRemote, load_inventory
+
+
+def report_reboot_needed(inventory: str, names: list[str], echo: Callable[[str], None]) -> int:
+    """After a provision run without ``--reboot``: one line through ``echo`` for each of the
+    hosts ``names`` whose loaded nvidia module is not the installed driver (nothing for the
+    others, nor for a host that cannot be asked now: the run's own lines said how it went).
+    Returns how many hosts need a reboot."""
+    entries = [e for e in load_inventory(inventory) if e.name in set(names)]
+
+    def one(entry: InventoryHost) -> bool:
+        remote = PyinfraRemote(entry)
+        try:
+            reason = driver_reboot_reason(remote)
+        except GpuhostError:
+            reason = None
+        finally:
+            remote.close()
+        if reason is not None:
+            echo(
+                f"{entry.name}: reboot needed ({reason}): the new driver is not in use until "
+                "the host reboots (gpuhost provision --reboot reboots the hosts that need it)"
+            )
+        return reason is not None
+
+    if not entries:
+        return 0
+    with ThreadPoolExecutor(max_workers=min(32, len(entries))) as pool:
+        return sum(1 for needed in pool.map(one, entries) if needed)
 
 
 def reboot_fleet(
