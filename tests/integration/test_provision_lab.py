@@ -51,7 +51,7 @@ def test_debian_nonfree_driver_pinned_held_survives_full_upgrade(lab, fresh_host
                 gpuhost_install_cuda=False)  # nvidia-cuda-toolkit: 1.6 GB, 5.5 GB installed
     first = run_provision([(fresh_host.name, data)])[fresh_host.name]
     assert any(first.values())
-    spec = guards.check_profile(fresh_host.name, data, guards.load_profile_table())
+    spec = guards.check_profile(fresh_host.name, data, guards.load_profile_table(OLD_PROFILES))
     from gpuhost.deploys.spec import package_plan
     plan = package_plan(spec, "debian-12")
     installed = _versions(fresh_host, plan.coupled)
