@@ -20,6 +20,7 @@ __all__ = [
     "Version",
     "SpelledVersion",
     "parse_version",
+    "parse_framework_version",
     "is_version",
     "upstream_of_package_version",
     "driver_branch",
@@ -30,8 +31,11 @@ __all__ = [
 
 # Plain dotted numbers with an optional PEP 440 local part ("+cu124"); this is stricter than
 # packaging on purpose: "v1", "1.0rc1" or "1.0.post1" are not versions NVIDIA or PyTorch print
-# for the things gpuhost compares, and accepting them would hide typos.
+# for the things gpuhost compares, and accepting them would hide typos (framework releases on PyPI:
+# parse_framework_version, which admits ".postN").
 _VERSION_RE = re.compile(r"^\d{1,6}(\.\d{1,6}){0,4}(\+[a-z0-9]+(\.[a-z0-9]+)*)?$")
+# A framework release on PyPI may also be a PEP 440 post release ("2.15.0.post1": TensorFlow).
+_FRAMEWORK_RE = re.compile(r"^\d{1,6}(\.\d{1,6}){0,4}(\.post\d{1,6})?(\+[a-z0-9]+(\.[a-z0-9]+)*)?$")
 _CUDA_VARIANT_RE = re.compile(r"^cu(\d{2,3})$")
 
 
@@ -75,6 +79,20 @@ def parse_version(s: object, *, field: str) -> Version:
         return SpelledVersion(text)
     except InvalidVersion as exc:  # pragma: no cover - the regex admits only valid versions
         raise VersionError(f"{field}: {_show(s)} is not a version") from exc
+
+
+def parse_framework_version(s: object, *, field: str) -> Version:
+    """:func:`parse_version` for a torch / TensorFlow release, which may be a PEP 440 post
+    release: "2.15.0.post1" (ordered after 2.15.0 and before 2.15.1, as pip orders it)."""
+    if isinstance(s, str) and ".post" in s and _FRAMEWORK_RE.match(s.strip()):
+        return SpelledVersion(s.strip())
+    try:
+        return parse_version(s, field=field)
+    except VersionError:
+        raise VersionError(
+            f"{field}: {_show(s)} is not a version (expected dotted numbers such as "
+            '"2.5.1", "2.15.0.post1" or "2.5.1+cu124")'
+        ) from None
 
 
 def is_version(s: object) -> bool:

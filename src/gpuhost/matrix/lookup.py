@@ -24,7 +24,13 @@ from gpuhost.matrix.model import (
     TorchVariant,
     WheelRelease,
 )
-from gpuhost.versions import Version, driver_branch, parse_version, same_series
+from gpuhost.versions import (
+    Version,
+    driver_branch,
+    parse_framework_version,
+    parse_version,
+    same_series,
+)
 
 V = parse_version
 
@@ -63,7 +69,9 @@ def parse_framework(spec: str) -> FrameworkSpec:
             '"tensorflow==2.18.0")'
         )
     name = m.group(1).lower()
-    version = V(m.group(3), field=f"--framework {name}") if m.group(3) else None
+    version = (
+        parse_framework_version(m.group(3), field=f"--framework {name}") if m.group(3) else None
+    )
     canonical = _FRAMEWORK_NAMES.get(name)
     return FrameworkSpec(spec, canonical or name, version, canonical is not None)
 
@@ -230,18 +238,25 @@ def variant_runs_on(var: TorchVariant, gpu: GpuInfo, arch: Architecture) -> bool
 
 
 def wheel_release(matrix: Matrix, framework: str, v: Version) -> WheelRelease | None:
-    """The PyPI release row for ``v`` (2.5.1 exactly; "2.5" = the newest 2.5.x synced)."""
+    """The PyPI release row for ``v`` (2.5.1 exactly, 2.15.0.post1 exactly; "2.5" = the newest
+    2.5.x synced; a post release of a synced release is answered by that release's row when its
+    own row is not synced)."""
     rows = [w for w in matrix.wheels if w.framework == framework]
+    parsed = [(w, parse_framework_version(w.version, field="wheels")) for w in rows]
     want = v.release
     if len(want) >= 3:
-        return next((w for w in rows if V(w.version, field="wheels").release == want[:3]), None)
-    same = [w for w in rows if V(w.version, field="wheels").release[: len(want)] == want]
+        exact = [w for w, wv in parsed if wv.release == want[:3] and wv.post == v.post]
+        same_release = [w for w, wv in parsed if wv.release == want[:3]]
+        found = exact or same_release
+        return found[0] if found else None
+    same = [w for w, wv in parsed if wv.release[: len(want)] == want]
     return same[-1] if same else None
 
 
 def release_text(v: Version) -> str:
-    """``2.5.1+cu124`` -> "2.5.1" (the public version, no local tag)."""
-    return ".".join(str(x) for x in v.release)
+    """``2.5.1+cu124`` -> "2.5.1" (the public version, no local tag); keeps ".postN"."""
+    post = f".post{v.post}" if v.post is not None else ""
+    return ".".join(str(x) for x in v.release) + post
 
 
 def default_torch_variant(rel: TorchRelease | None, wheel: WheelRelease) -> TorchVariant | None:

@@ -1,7 +1,8 @@
 """``gpuhost matrix sync``: derive what each torch / TensorFlow release on PyPI is built with, and
 compare it with ``data/wheels.yaml`` (written by ``--write``) and ``data/matrix.yaml``.
 
-Per release from the range in wheels.yaml (``range:``), final releases only (``X.Y.Z``):
+Per release from the range in wheels.yaml (``range:``), final releases only (``X.Y.Z``, and post
+releases ``X.Y.Z.postN`` such as TensorFlow 2.15.0.post1):
 
 - the release date (first wheel upload) and the CPython versions with a Linux wheel;
 - per Linux machine (x86_64, aarch64) the libraries the default wheel pins (what a plain
@@ -33,14 +34,15 @@ from gpuhost.matrix.wheels import (
     wheel_file,
     wheels_for,
 )
+from gpuhost.versions import Version, parse_framework_version
 
 FRAMEWORKS = {"torch": None, "tensorflow": "and-cuda"}  # project -> extra holding the CUDA pins
-_FINAL_RE = re.compile(r"^\d+\.\d+\.\d+$")
+_FINAL_RE = re.compile(r"^\d+\.\d+\.\d+(\.post\d+)?$")  # no pre/dev releases
 _LIB_FIELDS = ("cuda", "runtime", "cudnn", "cublas", "nccl")
 
 
-def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in version.split("."))
+def _key(version: str) -> Version:
+    return parse_framework_version(version, field="release")
 
 
 @dataclass

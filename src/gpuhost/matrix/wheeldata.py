@@ -9,7 +9,7 @@ from gpuhost.errors import MatrixError, VersionError
 from gpuhost.matrix.model import WheelRelease
 from gpuhost.matrix.wheels import PLATFORMS, WheelBuild
 from gpuhost.matrix.yamlfile import read_mapping
-from gpuhost.versions import parse_version
+from gpuhost.versions import parse_framework_version
 
 _LIBS = ("cuda", "runtime", "cudnn", "cublas", "nccl")
 
@@ -52,7 +52,7 @@ def load_wheels(path: str | None = None) -> tuple[WheelRelease, ...]:
 
 def _version(value: Any, where: str, problems: list[str]) -> str | None:
     try:
-        parse_version(value, field=where)
+        parse_framework_version(value, field=where)
     except VersionError as exc:
         problems.append(str(exc))
         return None
