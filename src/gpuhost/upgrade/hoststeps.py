@@ -193,8 +193,7 @@ class HostSteps:
         if broken:
             raise StepFailed(f"dpkg database has half-installed packages: {broken[:200]}")
         state = self.read_state(host)
-        expect = Expectation.for_target(self.settings.target)
-        problems = validate_host(self.remote(host), expect, state)
+        problems = validate_host(self.remote(host), self.expectation(host), state)
         if not problems:
             raise HostIsCurrent(f"already on {self.settings.target.name}, validated")
         errors = self._audit_errors(host)
@@ -209,6 +208,22 @@ class HostSteps:
             + (f", {len(blocking)} not accepted (forced)" if blocking else ""),
             "preflight_audit_rules": sorted({rule for rule, _ in errors}),
         }
+
+    def expectation(self, host: str) -> Expectation:
+        """The target as this host must end: driver packages, holds, and the provision marker
+        of the target's desired state resolved with the host's data (GPUs, fabric manager), as
+        provision's deploy resolves and writes it (a target that differs from the host's
+        current profile only in clocks, CUDA, ... is not current)."""
+        from gpuhost.deploys.guards import check_profile
+        from gpuhost.inventory.profiles import profile_table
+
+        data = self._data(host)
+        data[PROFILE_KEY] = self.settings.target.name
+        try:
+            desired = check_profile(host, data, profile_table(None, data))
+        except GpuhostError as exc:
+            raise StepFailed(str(exc)) from exc
+        return Expectation.for_target(self.settings.target, marker=desired.to_marker())
 
     def accepted(self, ctx: HostContext) -> set[str]:
         """Audit rules whose errors do not count: --accept-audit, and with --force the rules
@@ -283,9 +298,7 @@ class HostSteps:
         self._unhold(host, held)
         self.provision(host, self.settings.target.name)
         # done only when the host shows it: every driver package at the target's version, held
-        problems = package_problems(
-            Expectation.for_target(self.settings.target), self.read_state(host)
-        )
+        problems = package_problems(self.expectation(host), self.read_state(host))
         if problems:
             raise StepFailed("after the install: " + "; ".join(problems))
         return {"summary": f"unheld {len(held)}, installed {self.settings.target.name}, held"}
@@ -327,7 +340,7 @@ class HostSteps:
         return result.ok
 
     def validate(self, ctx: HostContext) -> dict[str, Any]:
-        expect = Expectation.for_target(self.settings.target)
+        expect = self.expectation(ctx.host)
         problems = validate_host(self.remote(ctx.host), expect, self.read_state(ctx.host))
         errors = self._audit_errors(ctx.host, self.settings.target.name)
         accepted = self.accepted(ctx)

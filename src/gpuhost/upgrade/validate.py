@@ -6,6 +6,9 @@ Checks, all from facts gpuhost reads anyway:
   at the expected version (a target profile: its
   upstream driver version; a snapshot: exactly the recorded versions) and nothing else;
 - every installed coupled package that should be held is held;
+- for a target profile: the provision marker on the host records exactly the target's desired
+  state (``DesiredState.to_marker()`` for that host), so a target with the same driver but other
+  settings (clocks, CUDA, toolkit, ...) is not "current" until provision has applied it;
 - site validation hooks: executables in ``/etc/gpuhost/validate.d/`` on the host, run with
   ``GPUHOST_PROFILE`` and ``GPUHOST_DRIVER_VERSION`` set; any non-zero exit is a failure, its
   output the reason. (Hook for issue 7: the static and functional checks plug in here.)
@@ -19,7 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gpuhost.audit.coupled import is_coupled
-from gpuhost.upgrade.host_state import HostState
+from gpuhost.desired import DesiredState
+from gpuhost.errors import ParseError
+from gpuhost.parsers.profile_marker import MARKER_PATH, parse_profile_marker
+from gpuhost.upgrade.host_state import HostState, file_bytes
 from gpuhost.upgrade.remote import Remote
 from gpuhost.versions import upstream_of_package_version
 
@@ -41,10 +47,15 @@ class Expectation:
     exact: dict[str, str] = field(default_factory=dict)  # package -> exact Debian version
     holds: list[str] = field(default_factory=list)  # must be held (when installed)
     profile: str | None = None
+    # the provision marker the host must carry (the target's DesiredState.to_marker() for this
+    # host); None: the marker is not judged (a snapshot restores its own file)
+    marker: dict[str, Any] | None = None
 
     @classmethod
-    def for_target(cls, target: _TargetLike) -> Expectation:
-        return cls(target.name, target.driver_version, profile=target.name)
+    def for_target(
+        cls, target: _TargetLike, marker: dict[str, Any] | None = None
+    ) -> Expectation:
+        return cls(target.name, target.driver_version, profile=target.name, marker=marker)
 
 
 def expectation_from_snapshot(doc: Mapping[str, Any]) -> Expectation:
@@ -81,7 +92,47 @@ def package_problems(expect: Expectation, state: HostState) -> list[str]:
     missing_holds = [h for h in expect.holds if h in installed and h not in state.holds]
     if missing_holds:
         problems.append(f"not held: {', '.join(missing_holds)}")
+    if expect.marker is not None:
+        problems += marker_problems(expect.marker, state)
     return problems
+
+
+def marker_problems(wanted: Mapping[str, Any], state: HostState) -> list[str]:
+    """Pure: how the host's provision marker differs from ``wanted`` (a ``to_marker()`` dict);
+    one problem naming the differing fields, or why the marker cannot be compared."""
+    record = state.files.get(MARKER_PATH)
+    if record is None:
+        return [f"{MARKER_PATH} is missing, expected profile {wanted.get('profile')}"]
+    try:
+        parsed = parse_profile_marker(file_bytes(record).decode("utf-8", "replace"))
+    except ParseError as exc:
+        return [f"{MARKER_PATH}: {exc}"]
+    recorded = DesiredState.from_marker(parsed) if parsed is not None else None
+    if recorded is None:
+        name = parsed.profile if parsed is not None else "nothing"
+        want = wanted.get("profile")
+        return [f"{MARKER_PATH} names {name} without versions, expected profile {want}"]
+    have = _flat(recorded.to_marker())
+    want = _flat(wanted)
+    differ = [
+        f"{key} {have.get(key)!r} (expected {want.get(key)!r})"
+        for key in sorted(set(have) | set(want))
+        if have.get(key) != want.get(key)
+    ]
+    if not differ:
+        return []
+    return [f"{MARKER_PATH} differs from profile {wanted.get('profile')}: " + ", ".join(differ)]
+
+
+def _flat(doc: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"clocks.mode": "off", ...} of a nested marker dict (pure)."""
+    flat: dict[str, Any] = {}
+    for key, value in doc.items():
+        if isinstance(value, Mapping):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = list(value) if isinstance(value, (list, tuple)) else value
+    return flat
 
 
 def hook_command(expect: Expectation) -> str:
