@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpuhost.matrix.advisories import Advisories, load_advisories
 from gpuhost.matrix.model import Matrix
+from gpuhost.matrix.peaks import Peaks, load_peaks
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -60,7 +61,63 @@ def _advisories(advs: Advisories) -> list[str]:
     return lines + _table(["bulletin", "date", "component", "fixed in", "CVSS", "CVEs"], rows)
 
 
-def render_markdown(matrix: Matrix, advisories: Advisories | None = None) -> str:
+def _num(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:g}"
+
+
+def _peaks(peaks: Peaks) -> list[str]:
+    lines = [
+        "## GPU peaks: what the smoke test measures against",
+        "",
+        "From `src/gpuhost/data/gpu_peaks.yaml` (docs/checks-smoke.md): dense tensor TFLOP/s "
+        '("*": the datasheet printed a with-sparsity figure, halved here), memory and NVLink GB/s, '
+        "and the PCIe link whose per-direction rate the H2D/D2H copies are judged against. "
+        "Required fractions: " + ", ".join(f"{k} {v:g}" for k, v in peaks.min_ratio.items()) + ".",
+        "",
+    ]
+    rows = []
+    for g in peaks.gpus:
+        star = "*" if g.sparse_halved else ""
+        link = f"Gen{g.pcie_gen} x{g.pcie_width}" if g.pcie_gen else "unknown"
+        rows.append(
+            [
+                g.model,
+                ", ".join(g.names),
+                _num(g.fp16_tensor_tflops) + star,
+                _num(g.bf16_tensor_tflops) + (star if g.bf16_tensor_tflops else ""),
+                _num(g.tf32_tensor_tflops) + (star if g.tf32_tensor_tflops else ""),
+                _num(g.memory_gbps),
+                _num(g.nvlink_gbps),
+                link,
+                f"[{g.source}]({peaks.sources[g.source].url})",
+                g.confidence,
+            ]
+        )
+    lines += _table(
+        [
+            "model",
+            "nvidia-smi names",
+            "FP16",
+            "BF16",
+            "TF32",
+            "memory GB/s",
+            "NVLink GB/s",
+            "PCIe",
+            "source",
+            "confidence",
+        ],
+        rows,
+    )
+    lines += ["No reference (no source read):", ""]
+    lines += [f"- {model}: {reason}" for model, reason in peaks.no_reference]
+    lines += ["", "Sources of the peaks:", ""]
+    lines += [f"- `{k}`: [{src.title}]({src.url})" for k, src in peaks.sources.items()]
+    return lines + [""]
+
+
+def render_markdown(
+    matrix: Matrix, advisories: Advisories | None = None, peaks: Peaks | None = None
+) -> str:
     """The whole matrix as Markdown, newest rows first, every row with its source key."""
     m = matrix
     lines = [
@@ -183,6 +240,7 @@ def render_markdown(matrix: Matrix, advisories: Advisories | None = None) -> str
     )
     lines += _wheels(m)
     lines += _advisories(advisories if advisories is not None else load_advisories())
+    lines += _peaks(peaks if peaks is not None else load_peaks())
     lines += ["## Driver branches", ""]
     lines += _table(
         ["branch", "type", "end of life", "source", "confidence", "note"],
