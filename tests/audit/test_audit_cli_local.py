@@ -49,6 +49,15 @@ def test_local_audit_json_on_stdout_is_schema_1(capsys):
     assert "verdict: warning" in captured.err
 
 
+def test_at_local_is_this_machine_as_for_check(capsys):
+    # `gpuhost check @local` and the node-side timer's `gpuhost audit @local`: pyinfra's name for
+    # this machine means the same as no inventory, not a missing file
+    assert main(["audit", "@local", "--python", "/no/such/python", "--json", "-"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (host,) = report["hosts"]
+    assert [f["rule"] for f in host["findings"]] == ["gpu.none"]
+
+
 def test_local_audit_junit_and_prom_files(tmp_path):
     junit, prom = tmp_path / "audit.xml", tmp_path / "audit.prom"
     assert main(["audit", "-q", "--python", "/no/such/python", "--junit", str(junit),

@@ -201,6 +201,10 @@ def test_drift_from_the_pinned_profile():
     } <= errors
     message = next(f.message for f in report.findings if f.rule == "profile.driver")
     assert "535.261.03" in message and "580.159.03" in message
+    # a component the host lacks reads "no cuDNN installed", never "cuDNN not installed found"
+    message = next(f.message for f in report.findings if f.rule == "profile.cudnn")
+    assert message.startswith("no cuDNN installed, profile nvidia-repo-580-cuda13.0 pins")
+    assert not any("not installed found" in f.message for f in report.findings)
 
 
 def test_host_matching_its_profile_has_no_profile_finding():

@@ -29,6 +29,7 @@ from gpuhost.parsers.sshd import (
 from gpuhost.versions import extends_version, upstream_of_package_version
 
 NVIDIA_REPO_HINT = "developer.download.nvidia.com"
+PREFERENCES_PATH = "/etc/apt/preferences.d/gpuhost-nvidia"  # operations.apt_pin writes it
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,11 @@ def _per_gpu(
 
 # --- driver and GPU state --------------------------------------------------------------------
 
+NO_GPU_ON_BUS_FIX = (
+    "no NVIDIA device on the PCI bus (lspci -d 10de: lists none), so the module has nothing to "
+    "drive: check the GPU is seated, powered and passed through to this machine, or run the "
+    "audit on a GPU host"
+)
 SMI_STATE_RULES = {
     "driver-library-mismatch": (
         "driver.library-mismatch",
@@ -267,6 +273,10 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
         )
     if smi.state in SMI_STATE_RULES:
         rule_id, what, fix = SMI_STATE_RULES[smi.state]
+        if smi.state == "driver-not-loaded" and not pci:
+            # loading the module cannot help: it has no device to drive
+            what += ", and no NVIDIA GPU is on the PCI bus"
+            fix = NO_GPU_ON_BUS_FIX
         said = f"; nvidia-smi said: {smi.message!r}" if smi.message else ""
         rc = f" (exit {facts.driver.smi_rc})" if facts.driver.smi_rc else ""
         return _one(
@@ -454,7 +464,7 @@ def check_driver_held(ctx: AuditContext) -> RuleResult:
     pinned = {p.name for p in facts.packages.policy if p.pinned}
     loose = sorted(n for n in coupled if n not in held and n not in pinned)
     if not loose:
-        return _ok(rule)
+        return _found(rule, _layer_findings(ctx, coupled, held))
     pending = [p for p in facts.packages.policy if p.name in loose and p.upgrade_pending]
     if pending:
         shown = "; ".join(
@@ -488,6 +498,84 @@ def check_driver_held(ctx: AuditContext) -> RuleResult:
         found=f"neither held nor pinned: {', '.join(loose)}",
         expected="the driver packages held or pinned",
         fix=f"{how} {' '.join(loose)} (or gpuhost provision)",
+    )
+
+
+def _layer_findings(ctx: AuditContext, coupled: dict[str, str], held: set[str]) -> list[Finding]:
+    """On a host a profile applies to (provision holds *and* pins every coupled package), one
+    layer removed while the other still keeps the driver: holds released by hand, the pin
+    priority lowered or the preferences file deleted (Debian family)."""
+    facts = ctx.facts
+    if ctx.expected is None or facts.packages.manager != "dpkg":
+        return []
+    findings = []
+    unheld = sorted(n for n in coupled if n not in held)
+    if unheld:
+        findings.append(
+            Finding(
+                "driver.hold-removed",
+                WARNING,
+                f"driver packages are pinned but no longer held: {', '.join(unheld[:8])}"
+                f"{' ...' if len(unheld) > 8 else ''}; gpuhost holds every coupled package "
+                "so that removing the pins alone cannot move the driver; fix: gpuhost "
+                "provision (or apt-mark hold " + " ".join(unheld) + ")",
+                found=f"not held: {', '.join(unheld)}",
+                expected="every coupled driver package held (apt-mark hold)",
+                fix="gpuhost provision",
+            )
+        )
+    if facts.packages.policy_known:
+        loose = sorted(
+            (p.name, p.installed_priority)
+            for p in facts.packages.policy
+            if p.name in coupled and p.installed and not p.pinned
+        )
+        if loose:
+            shown = ", ".join(
+                f"{n} (priority {prio if prio is not None else '?'})" for n, prio in loose
+            )
+            few = ", ".join(
+                f"{n} (priority {prio if prio is not None else '?'})" for n, prio in loose[:4]
+            ) + (f" and {len(loose) - 4} more" if len(loose) > 4 else "")
+            findings.append(
+                Finding(
+                    "driver.pin-missing",
+                    WARNING,
+                    f"the installed driver packages are not pinned: {few}; gpuhost pins them "
+                    f"at priority 1001 in {PREFERENCES_PATH} (deleted or edited since); "
+                    "fix: gpuhost provision",
+                    found=f"pin priority below 1000: {shown}",
+                    expected=f"priority 1001 for the installed version ({PREFERENCES_PATH})",
+                    fix="gpuhost provision",
+                )
+            )
+    return findings
+
+
+def check_packages_unfinished(ctx: AuditContext) -> RuleResult:
+    rule = "driver.packages-unfinished"
+    facts = ctx.facts
+    if facts.packages.manager != "dpkg":
+        return _skip(rule, "not a dpkg host")
+    unfinished = sorted(
+        f"{p.name} ({p.status})"
+        for p in facts.packages.packages
+        if p.installed and p.status[1:2] != "i"
+    )
+    if not unfinished:
+        return _ok(rule)
+    shown = ", ".join(unfinished[:8]) + (" ..." if len(unfinished) > 8 else "")
+    return _one(
+        rule,
+        rule,
+        ERROR,
+        f"NVIDIA packages are not fully installed: {shown}; an install or upgrade stopped "
+        "midway (dpkg status U unpacked, F half-configured, H half-installed, W/t awaiting "
+        "triggers), so the driver may not load and apt refuses other installs; fix: gpuhost "
+        "provision (it runs dpkg --configure -a first), or dpkg --configure -a",
+        found=f"dpkg status: {shown}",
+        expected="every NVIDIA package fully installed (status ii or hi)",
+        fix="gpuhost provision (or dpkg --configure -a)",
     )
 
 
@@ -853,6 +941,11 @@ def _cudnn_matches(found: str | None, expected: str) -> bool:
     )
 
 
+def _have(what: str, version: str | None) -> str:
+    """'driver 535.261.03 found' or 'no driver installed' (never 'driver not installed found')."""
+    return f"{what} {version} found" if version else f"no {what} installed"
+
+
 def check_profile(ctx: AuditContext) -> RuleResult:
     rule = "profile"
     if ctx.profile_error:
@@ -921,7 +1014,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
             Finding(
                 "profile.driver",
                 ERROR,
-                f"driver {driver or 'not installed'} found, {pinned} {expected.driver_version}; "
+                f"{_have('driver', driver)}, {pinned} {expected.driver_version}; "
                 "fix: "
                 "gpuhost upgrade (or gpuhost provision on a fresh host)",
                 found=f"driver {driver or 'not installed'}",
@@ -982,7 +1075,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
             Finding(
                 "profile.cudnn",
                 ERROR,
-                f"cuDNN {facts.cudnn.version or 'not installed'} found, {pinned} {expected.cudnn}; "
+                f"{_have('cuDNN', facts.cudnn.version)}, {pinned} {expected.cudnn}; "
                 "fix: gpuhost provision",
                 found=f"cuDNN {facts.cudnn.version or 'not installed'}",
                 expected=f"cuDNN {expected.cudnn}",
@@ -996,7 +1089,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
             Finding(
                 "profile.container-toolkit",
                 ERROR,
-                f"NVIDIA container toolkit {toolkit or 'not installed'} found, {pinned} "
+                f"{_have('NVIDIA container toolkit', toolkit)}, {pinned} "
                 f"{expected.container_toolkit}; fix: gpuhost provision",
                 found=f"NVIDIA container toolkit {toolkit or 'not installed'}",
                 expected=f"NVIDIA container toolkit {expected.container_toolkit}",
@@ -1187,6 +1280,7 @@ RULES: dict[str, RuleCheck] = {
     "driver.reboot-needed": check_reboot_needed,
     "driver.packages-mixed": check_packages_mixed,
     "driver.held": check_driver_held,
+    "driver.packages-unfinished": check_packages_unfinished,
     "kernel.next-boot-module": check_next_boot_kernel,
     "fabricmanager": check_fabric_manager,
     "profile": check_profile,
@@ -1223,6 +1317,9 @@ RULE_IDS: tuple[str, ...] = (
     "driver.packages-mixed",
     "driver.upgrade-pending",
     "driver.unheld",
+    "driver.hold-removed",
+    "driver.pin-missing",
+    "driver.packages-unfinished",
     "kernel.next-boot-module",
     "fabricmanager.version",
     "fabricmanager.inactive",

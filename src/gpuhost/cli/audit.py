@@ -220,7 +220,8 @@ def command(
     connect_timeout: int,
     quiet: bool,
 ) -> int:
-    """Audit the GPU stack of this machine, or of every host in INVENTORY (a pyinfra inventory).
+    """Audit the GPU stack of this machine (no INVENTORY, or @local), or of every host in
+    INVENTORY (a pyinfra inventory).
 
     \b
     Example:
@@ -228,6 +229,8 @@ def command(
       gpuhost audit inventories/fleet.py --json fleet.json --html fleet.html
     """
     limit = ",".join(limits) or None  # one --limit meaning: gpuhost.inventory.loader
+    if inventory == "@local":  # pyinfra's name for this machine, as `gpuhost check @local` takes it
+        inventory = None
     if pythons:  # a bad --python is bad input (exit 2), not a host that could not be audited
         from gpuhost.probe.script import check_pythons
 
