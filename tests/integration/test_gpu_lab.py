@@ -212,17 +212,7 @@ ROUNDS = {
         ("driver-mismatch", 2, None, "driver.library-mismatch", "test_driver", "reboot"),
     ],
 }
-MISMATCH_XFAIL = pytest.mark.xfail(
-    strict=True,
-    reason="the driver checks name no fix for a driver/library mismatch (the audit says "
-           "'reboot'); reported on the board for the checks' owner (H18), 2026-11-23",
-)
-
-
-@pytest.mark.parametrize("round_name", [
-    "gpu-health", "lost-and-persistence",
-    pytest.param("driver-mismatch", marks=MISMATCH_XFAIL),
-])
+@pytest.mark.parametrize("round_name", list(ROUNDS))
 def test_fault_knobs_fail_audit_and_check_naming_the_fix(loop: Loop, round_name: str) -> None:
     faults = ROUNDS[round_name]
     for knob, index, gpu, *_ in faults:
