@@ -183,3 +183,13 @@ def test_real_document_with_captured_nvidia_smi_names_finds_references_but_judge
     for v in verdicts:
         if v.check in ("matmul_tflops", "h2d_bandwidth", "d2h_bandwidth"):
             assert v.outcome != "PASS" and v.ratio is None, (v, sys.executable)
+
+
+def test_l40s_row_takes_the_dense_column_of_the_datasheet():
+    """The L40S table prints 'dense | sparse*'; the row holds the dense figure and a capture's
+    name ('NVIDIA L40S', tests/fixtures/captures) finds it."""
+    row = load_peaks().find("NVIDIA L40S")
+    assert row is not None and not row.sparse_halved
+    assert row.fp16_tensor_tflops == 362.05  # the dense column; 733* is the sparse one
+    assert row.fp16_tensor_tflops == pytest.approx(733 / 2, rel=0.02)
+    assert "NVIDIA L40S" in _capture_gpu_names()
