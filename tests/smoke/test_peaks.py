@@ -71,11 +71,17 @@ def _capture_gpu_names() -> set[str]:
 def test_names_printed_by_real_nvidia_smi_captures_find_their_row():
     names = _capture_gpu_names()
     peaks = load_peaks()
-    wanted = {"NVIDIA H100 80GB HBM3", "Tesla V100-SXM2-16GB", "NVIDIA A40", "NVIDIA L4"}
+    wanted = {
+        "NVIDIA H100 80GB HBM3",
+        "Tesla V100-SXM2-16GB",
+        "NVIDIA A40",
+        "NVIDIA L4",
+        "NVIDIA H200",
+    }
     assert wanted <= names, f"captures changed: {sorted(names)}"
     for name in wanted:
         assert peaks.find(name) is not None, name
-    assert peaks.find("NVIDIA H200") is None  # no datasheet read: no reference, not a guess
+    assert peaks.find("NVIDIA H200 NVL") is None  # no datasheet read: no reference, not a guess
     assert peaks.find("NVIDIA H100") is None  # a truncated name is not matched to one variant
 
 
@@ -145,10 +151,10 @@ def test_t4_uses_its_own_peak_and_min_ratio_overrides_the_data():
 
 
 def test_gpu_without_a_source_gets_no_invented_threshold():
-    doc = gpu_document(model="NVIDIA H200")
+    doc = gpu_document(model="NVIDIA H200 NVL")
     find_check(doc, "matmul_tflops", 0)["numbers"]["tflops"] = 1.0
     matmul = _verdict(_judged(doc), "torch.matmul_tflops[gpu0]")
-    assert matmul.outcome == "PASS" and "no reference for NVIDIA H200" in matmul.message
+    assert matmul.outcome == "PASS" and "no reference for NVIDIA H200 NVL" in matmul.message
 
 
 def test_cli_judge_uses_the_shipped_peaks(tmp_path, capsys):
