@@ -199,3 +199,13 @@ def test_l40s_row_takes_the_dense_column_of_the_datasheet():
     assert row.fp16_tensor_tflops == 362.05  # the dense column; 733* is the sparse one
     assert row.fp16_tensor_tflops == pytest.approx(733 / 2, rel=0.02)
     assert "NVIDIA L40S" in _capture_gpu_names()
+
+
+def test_matrix_validate_checks_the_shipped_peaks(tmp_path, capsys, monkeypatch):
+    assert main(["matrix", "validate"]) == 0
+    assert "gpu_peaks.yaml: valid" in capsys.readouterr().out
+    bad = _write_peaks(tmp_path, lambda d: d["gpus"][0].update(memory_gbps="fast"))
+    monkeypatch.setattr("gpuhost.cli.matrix.load_peaks", lambda: load_peaks(bad))
+    assert main(["matrix", "validate"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "gpus[0].memory_gbps" in err and len(err.splitlines()) == 1 and "Traceback" not in err

@@ -25,6 +25,7 @@ from gpuhost.matrix.advisories import load_advisories, security_findings
 from gpuhost.matrix.findings import Finding
 from gpuhost.matrix.frameworks import framework_answer
 from gpuhost.matrix.lookup import arch_cuda_range, cc_covered, cudnn_packages, package_covers
+from gpuhost.matrix.peaks import default_peaks_path, load_peaks
 from gpuhost.matrix.profiles import get_profile, load_profiles, verify_profile
 from gpuhost.matrix.render import render_markdown
 
@@ -315,7 +316,8 @@ def _show_framework(answer: dict[str, Any], as_json: bool) -> int:
 @command.command("validate")
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 def validate_cmd(file: str | None) -> int:
-    """Validate a matrix file (default: the one shipped with gpuhost); exit 2 when invalid.
+    """Validate a matrix file (default: the one shipped with gpuhost, and with it the shipped
+    GPU peaks the smoke test judges against); exit 2 when invalid.
 
     \b
     Example:
@@ -328,6 +330,12 @@ def validate_cmd(file: str | None) -> int:
         f"{len(m.pytorch)} PyTorch, {len(m.tensorflow)} TensorFlow, "
         f"{len(m.driver_branches)} driver branches)"
     )
+    if file is None:
+        peaks = load_peaks()
+        click.echo(
+            f"{default_peaks_path()}: valid ({len(peaks.gpus)} GPU models with published peaks, "
+            f"{len(peaks.no_reference)} listed without)"
+        )
     return 0
 
 
