@@ -40,6 +40,8 @@ class DesiredState:
     graphics_mhz: int | None = None
     memory_mhz: int | None = None
     persistence: bool = True
+    # (package, exact Debian version): the profile's companion packages, pinned exactly
+    companions: tuple[tuple[str, str], ...] = ()
 
     @property
     def clock_policy(self) -> str:
@@ -80,6 +82,7 @@ class DesiredState:
             graphics_mhz=profile.clocks.graphics_mhz,
             memory_mhz=profile.clocks.memory_mhz,
             persistence=profile.persistence,
+            companions=tuple(sorted(profile.companions.items())),
         )
 
     def to_marker(self) -> dict[str, Any]:
@@ -99,6 +102,7 @@ class DesiredState:
             "container_toolkit": self.container_toolkit,
             "fabric_manager": self.fabric_manager,
             "persistence": self.persistence,
+            "companions": dict(self.companions),
             "clocks": {
                 "mode": self.clocks_mode,
                 "graphics_mhz": self.graphics_mhz,
@@ -128,4 +132,5 @@ class DesiredState:
             graphics_mhz=marker.graphics_mhz,
             memory_mhz=marker.memory_mhz,
             persistence=True if marker.persistence is None else marker.persistence,
+            companions=marker.companions,
         )

@@ -60,17 +60,25 @@ def test_debian_nonfree_driver_pinned_held_survives_full_upgrade(lab, fresh_host
         assert status.startswith("535.261.03-1 hi"), (name, status)
     policy = fresh_host.run("apt-cache policy nvidia-smi").stdout
     assert "535.309.01" in policy, "the newer security release must be on offer for this test"
+    # issue 20: the companions at the profile's exact (bookworm) versions, held, although
+    # bookworm-security offers nvidia-modprobe 535.309.01; the marker records them
+    companions = _versions(fresh_host, list(plan.exact))
+    assert plan.exact["nvidia-modprobe"] == "535.161.07-1~deb12u1"
+    assert "535.309.01" in fresh_host.run("apt-cache madison nvidia-modprobe").stdout
+    assert companions == {n: f"{v} hi" for n, v in plan.exact.items()}, companions
     smi = fresh_host.run("nvidia-smi")
     assert smi.returncode == 9  # no GPU in the lab: the honest state
     upgrade = fresh_host.run("DEBIAN_FRONTEND=noninteractive apt-get -y full-upgrade", timeout=600)
     assert upgrade.returncode == 0, upgrade.stderr
     after = _versions(fresh_host, plan.coupled)
     assert after == installed
+    assert _versions(fresh_host, list(plan.exact)) == companions
     second = run_provision([(fresh_host.name, data)])[fresh_host.name]
     assert not any(second.values()), {k: v for k, v in second.items() if v}
     marker = json.loads(fresh_host.run("cat /etc/gpuhost/profile").stdout)
     assert marker["profile"] == DEBIAN_PROFILE
     assert marker["driver"]["version"] == "535.261.03"
+    assert marker["companions"] == plan.exact
 
 
 def test_nvidia_repo_profile_pins_branch_toolkit_and_merges_daemon_json(lab, fresh_host) -> None:

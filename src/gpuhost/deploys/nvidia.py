@@ -45,17 +45,27 @@ def install_driver(spec: DesiredState, plan: PackagePlan) -> None:
         blocked=plan.blocked,
         blocked_patterns=plan.blocked_patterns,
         label=spec.profile,
+        exact=plan.exact,
     )
     apt.update(name="apt update (at most hourly)", cache_time=APT_CACHE_S)
+    # the companions the driver pulls in, at the profile's exact versions, in the same command
+    # (the persistence daemon's only where the profile wants it)
+    companions = {
+        name: version
+        for name, version in plan.exact.items()
+        if spec.persistence or name != plan.persistenced
+    }
     apt_pin.installed(
         name=f"NVIDIA driver {spec.driver_version}",
         packages=plan.driver_install + plan.fabric_manager,
         version=spec.driver_version,
         no_recommends=host.data.get("gpuhost_install_recommends") is not True,
+        exact=companions,
     )
     if spec.persistence and plan.persistenced:
         apt_pin.installed(name="NVIDIA persistence daemon", packages=[plan.persistenced])
-    apt_pin.held(name="Hold the driver packages", packages=plan.coupled + plan.companions)
+    holds = plan.coupled + plan.companions + [n for n in plan.exact if n not in plan.companions]
+    apt_pin.held(name="Hold the driver packages", packages=holds)
     unattended.excluded(
         name="NVIDIA packages excluded from unattended-upgrades", packages=plan.never_upgraded
     )
@@ -63,6 +73,7 @@ def install_driver(spec: DesiredState, plan: PackagePlan) -> None:
         name=f"Every coupled package at {spec.driver_version}",
         packages=plan.coupled + plan.fabric_manager,
         version=spec.driver_version,
+        exact=plan.exact,
     )
 
 

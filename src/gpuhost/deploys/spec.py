@@ -29,12 +29,14 @@ class PackagePlan:
     #: CUDA version -> its toolkit packages, the profile's default first; installed side by side
     cuda_toolkits: dict[str, list[str]] = field(default_factory=dict)
     apt_components: list[str] = field(default_factory=list)  # Debian archive components needed
+    #: companion package -> the exact Debian version the profile pins it to (its companions field)
+    exact: dict[str, str] = field(default_factory=dict)
 
     @property
     def never_upgraded(self) -> list[str]:
         """Every package the plan pins or holds (kept away from unattended-upgrades)."""
         names = self.coupled + self.companions + self.fabric_manager + self.cuda_toolkit
-        names += self.cudnn + self.container_toolkit
+        names += self.cudnn + self.container_toolkit + list(self.exact)
         return list(dict.fromkeys(names))
 
 
@@ -131,6 +133,13 @@ def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
         pins.setdefault(cudnn_pin(spec.cudnn), []).extend(cudnn)
     if container and spec.container_toolkit:
         pins.setdefault(spec.container_toolkit, []).extend(container)
+    exact = dict(spec.companions)
+    pinned = sorted(set(exact) & {name for names_ in pins.values() for name in names_})
+    if pinned:
+        raise ConfigError(
+            f"profile {spec.profile}: companions {', '.join(pinned)} already follow the profile's "
+            f"driver/CUDA/cuDNN/toolkit version ({PACKAGE_SETS}); remove them from companions"
+        )
     return PackagePlan(
         source_note=str(entry.get("source", "")),
         driver_install=module,
@@ -146,4 +155,5 @@ def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
         fabric_manager=fabric,
         pins=pins,
         apt_components=[str(c) for c in entry.get("apt_components") or []],
+        exact=exact,
     )

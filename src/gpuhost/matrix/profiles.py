@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -41,7 +42,10 @@ _FIELDS = {
     "clocks",
     "persistence",
     "packages",
+    "companions",
 }
+# a Debian package version as apt prints it ("535.161.07-1~deb12u1", "20220217+3~deb12u1", "1.2.2")
+_DEB_VERSION_RE = re.compile(r"^([0-9]+:)?[0-9][A-Za-z0-9.+~:-]*$")
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,10 @@ class Profile:
     clocks: Clocks
     persistence: bool
     packages: dict[str, str] = field(default_factory=dict)
+    # package -> exact Debian version of the NVIDIA packages the driver pulls in that carry their
+    # own version (nvidia-modprobe, nvidia-persistenced, ...): pinned exactly, so a host
+    # provisioned later gets the same ones (issue 20)
+    companions: dict[str, str] = field(default_factory=dict)
     origin: str = ""  # file the profile came from
 
 
@@ -225,6 +233,17 @@ def _profile(name: str, raw: Any, path: str, origin: str, problems: list[str]) -
     if not isinstance(packages, dict) or not all(isinstance(v, str) for v in packages.values()):
         bad("packages", "expected a mapping of component -> package name")
         packages = {}
+    companions = raw.get("companions", {})
+    if not isinstance(companions, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and _DEB_VERSION_RE.match(v)
+        for k, v in companions.items()
+    ):
+        bad(
+            "companions",
+            "expected a mapping of package -> exact Debian version (quoted), "
+            f"e.g. nvidia-modprobe: \"535.161.07-1~deb12u1\"; found {companions!r}",
+        )
+        companions = {}
     return Profile(
         name=name,
         description=description,
@@ -246,6 +265,7 @@ def _profile(name: str, raw: Any, path: str, origin: str, problems: list[str]) -
         ),
         persistence=persistence,
         packages={str(k): v for k, v in packages.items()},
+        companions=dict(sorted(companions.items())),
         origin=origin,
     )
 

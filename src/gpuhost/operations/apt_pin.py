@@ -13,7 +13,7 @@ Three layers keep a driver where the profile put it:
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Mapping
 
 from pyinfra import host
 from pyinfra.api import OperationError, operation
@@ -55,8 +55,10 @@ def render_preferences(
     blocked: Iterable[str] = (),
     blocked_patterns: Iterable[str] = (),
     label: str = "",
+    exact: Mapping[str, str] | None = None,
 ) -> str:
-    """The preferences file text for ``pins`` ({upstream version: [package, ...]}).
+    """The preferences file text for ``pins`` ({upstream version: [package, ...]}) and ``exact``
+    ({package: exact Debian version}: companions, each pinned to that one version).
 
     apt uses the first record matching a package version, so each group's 1001 record comes before
     the -1 record for the same names."""
@@ -71,6 +73,9 @@ def render_preferences(
         lines += ["", f"Package: {names}", f"Pin: version {version_glob(version)}"]
         lines += ["Pin-Priority: 1001", "", f"Package: {names}", "Pin: version *"]
         lines += ["Pin-Priority: -1"]
+    for name, version in sorted((exact or {}).items()):
+        lines += ["", f"Package: {name}", f"Pin: version {version}", "Pin-Priority: 1001"]
+        lines += ["", f"Package: {name}", "Pin: version *", "Pin-Priority: -1"]
     never = sorted(set(blocked))
     if never:
         lines += ["", f"Package: {' '.join(never)}", "Pin: version *", "Pin-Priority: -1"]
@@ -86,6 +91,7 @@ def preferences(
     blocked_patterns: list[str] | None = None,
     label: str = "",
     path: str = PREFERENCES_PATH,
+    exact: dict[str, str] | None = None,
 ) -> Generator:
     """Write the apt preferences file pinning each package group to its exact version.
 
@@ -95,6 +101,7 @@ def preferences(
     + blocked_patterns: apt name patterns (``/^cuda-drivers-[0-9]+$/``) blocked after the pins
     + label: profile name written into the file's header
     + path: the preferences file
+    + exact: {package: exact Debian version}: that version only (priority 1001, others -1)
 
     **Example:**
 
@@ -105,7 +112,9 @@ def preferences(
             pins={"535.261.03": ["nvidia-driver", "nvidia-smi", "libnvidia-ml1"]},
         )
     """
-    content = render_preferences(pins, blocked or [], blocked_patterns or [], label=label)
+    content = render_preferences(
+        pins, blocked or [], blocked_patterns or [], label=label, exact=exact
+    )
     commands = list(put_text(path, content))
     if not commands:
         host.noop(f"{path} up to date")
@@ -238,6 +247,7 @@ def installed(
     packages: list[str],
     version: str | None = None,
     no_recommends: bool = True,
+    exact: dict[str, str] | None = None,
 ) -> Generator:
     """Install ``packages`` at the version apt's pins select; with ``version`` given, name the
     exact candidate (``pkg=535.261.03-1``) once the pins make it the candidate. A package held at
@@ -247,6 +257,8 @@ def installed(
     + packages: package names
     + version: upstream version the packages must have (None: any, e.g. companions)
     + no_recommends: pass ``--no-install-recommends``
+    + exact: {package: exact Debian version} installed in the same command (companions the
+      driver pulls in); the host fails, naming the version, when apt cannot get it
 
     **Example:**
 
@@ -254,7 +266,8 @@ def installed(
 
         apt_pin.installed(packages=["nvidia-driver", "nvidia-smi"], version="535.261.03")
     """
-    policy = fact(AptPolicy, packages=sorted(set(packages)))
+    exact = exact or {}
+    policy = fact(AptPolicy, packages=sorted(set(packages) | set(exact)))
     wanted = []
     moving = []
     unavailable = []
@@ -279,14 +292,24 @@ def installed(
             f"{', '.join(unavailable)}; nothing was installed for them (check the sources and "
             f"{PREFERENCES_PATH}, or pick a profile whose version is available)"
         )
+    missing = _exact_wanted(exact, policy, wanted, moving)
+    if missing:
+        raise OperationError(
+            f"the profile's exact versions are not offered by the configured repositories: "
+            f"{', '.join(missing)}; nothing was installed (add the source that carries them, "
+            "or a profile whose companions field names versions these sources offer)"
+        )
     if not wanted:
-        host.noop(f"{len(packages)} packages installed{' at ' + version if version else ''}")
+        host.noop(
+            f"{len(packages) + len(exact)} packages installed"
+            f"{' at ' + version if version else ''}"
+        )
         return
     problem = space_problem(fact(AptInstallSpace, packages=wanted))
     if problem:
         raise OperationError(problem)
     args = "install --no-install-recommends" if no_recommends else "install"
-    if version is not None:
+    if version is not None or exact:
         args += " --allow-downgrades"
     install = noninteractive_apt(args) + " " + " ".join(wanted)
     held_now = set(fact(AptHolds)) if moving else set()
@@ -294,8 +317,41 @@ def installed(
     yield hold_kept(held, install) if held else install
 
 
+def _exact_wanted(
+    exact: Mapping[str, str],
+    policy: Mapping[str, Mapping[str, str | None]],
+    wanted: list[str],
+    moving: list[str],
+) -> list[str]:
+    """Adds ``name=version`` to ``wanted`` for each package of ``exact`` not installed at its
+    version (and to ``moving`` when installed at another); returns "name version (candidate
+    X)" for those apt cannot get (judged in the execute stage, when the pins are written)."""
+    missing = []
+    for name, want in sorted(exact.items()):
+        info = policy.get(name, {"installed": None, "candidate": None})
+        if info["installed"] == want:
+            continue
+        if info["installed"] is not None:
+            moving.append(name)
+        if info["candidate"] == want or not _executing():
+            wanted.append(f"{name}={want}")
+        else:
+            missing.append(f"{name} {want} (candidate {info['candidate'] or 'none'})")
+    return missing
+
+
+def exact_problems(exact: Mapping[str, str], installed: Mapping[str, str | None]) -> list[str]:
+    """Pure: "name version (expected X)" for each installed package of ``exact`` at another
+    version than the one it must have."""
+    return [
+        f"{name} {installed[name]} (expected {want})"
+        for name, want in sorted(exact.items())
+        if installed.get(name) and installed[name] != want
+    ]
+
+
 @operation()
-def verified(packages: list[str], version: str) -> Generator:
+def verified(packages: list[str], version: str, exact: dict[str, str] | None = None) -> Generator:
     """Fail the host unless every installed package of ``packages`` is at ``version``.
 
     Runs after installation as the last word on pinning: a coupled package at another version
@@ -305,11 +361,20 @@ def verified(packages: list[str], version: str) -> Generator:
 
     + packages: the coupled package names
     + version: upstream version they must have
+    + exact: {package: exact Debian version} each installed one must have (companions)
     """
     if not _executing():
         host.noop(f"coupled packages are checked at {version} after the install")
         return
-    policy = fact(AptPolicy, packages=sorted(set(packages)))
+    exact = exact or {}
+    policy = fact(AptPolicy, packages=sorted(set(packages) | set(exact)))
+    off = exact_problems(exact, {name: info["installed"] for name, info in policy.items()})
+    if off:
+        raise OperationError(
+            f"packages not at the profile's exact version: {', '.join(off)}; "
+            f"check {PREFERENCES_PATH} and the configured repositories"
+        )
+    policy = {name: info for name, info in policy.items() if name not in exact}
     wrong = sorted(
         f"{name} {info['installed']}"
         for name, info in policy.items()

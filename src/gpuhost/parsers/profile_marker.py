@@ -4,7 +4,8 @@ in docs/provision.md): the one parser that audit, checks, upgrade and reboot use
 Schema 1 is JSON (``schema``, ``profile``, ``source``, ``os`` (the profile's OS keys; markers
 written before it lack it), ``driver{version,branch,kernel_module}``,
 ``cuda{versions,default}``, ``cudnn``, ``container_toolkit``, ``fabric_manager``, ``persistence``,
-``clocks{mode,graphics_mhz,memory_mhz}``). Older or hand-written files hold just a profile name
+``clocks{mode,graphics_mhz,memory_mhz}``, ``companions{package: Debian version}`` (markers
+written before it lack it)). Older or hand-written files hold just a profile name
 (optionally ``profile = NAME`` / ``profile: NAME``, ``#`` comments allowed): read as a legacy
 marker that names a profile and records no versions.
 """
@@ -46,6 +47,9 @@ class ProfileMarker:
     clocks_mode: str | None = None
     graphics_mhz: int | None = None
     memory_mhz: int | None = None
+    # (package, exact Debian version) of the companion packages provision pinned; () in markers
+    # written before companions were pinned
+    companions: tuple[tuple[str, str], ...] = ()
 
     @property
     def legacy(self) -> bool:
@@ -55,6 +59,7 @@ class ProfileMarker:
         data = dataclasses.asdict(self)
         data["cuda_versions"] = list(self.cuda_versions)
         data["os"] = list(self.os)
+        data["companions"] = dict(self.companions)
         return data
 
 
@@ -95,6 +100,9 @@ def _from_json(data: object) -> ProfileMarker:
     os_keys = _get(data, "os", list, "a list of OS keys") or []
     if not all(isinstance(v, str) and v for v in os_keys):
         raise _bad("os", os_keys, "a list of OS keys")
+    companions = _get(data, "companions", dict, "an object {package: Debian version}") or {}
+    if not all(isinstance(v, str) and v for v in companions.values()):
+        raise _bad("companions", companions, "an object {package: Debian version}")
     text = "a version string"
     return ProfileMarker(
         profile=name,
@@ -113,6 +121,7 @@ def _from_json(data: object) -> ProfileMarker:
         clocks_mode=_get(data, "clocks.mode", str, "a clocks mode"),
         graphics_mhz=_get(data, "clocks.graphics_mhz", int, "MHz (an integer)"),
         memory_mhz=_get(data, "clocks.memory_mhz", int, "MHz (an integer)"),
+        companions=tuple(sorted((str(k), str(v)) for k, v in companions.items())),
     )
 
 
