@@ -207,6 +207,23 @@ def test_drift_from_the_pinned_profile():
     assert not any("not installed found" in f.message for f in report.findings)
 
 
+def test_old_module_still_loaded_after_a_driver_change_is_fixed_by_a_reboot():
+    # the profile's driver is installed, the module of the driver before it is still loaded:
+    # nothing to upgrade, the host needs the reboot the upgrade/provision left pending
+    settings = dataclasses.replace(SETTINGS, profiles=PROFILES)
+    loaded_535_261 = PROC_535_309.replace("535.309.01", "535.261.03")
+    installed_535_309 = DRIVER_PACKAGES.replace("535.261.03", "535.309.01")
+    report = audit(
+        host_with(proc_driver=loaded_535_261, dpkg=installed_535_309),
+        {"gpuhost_profile": "debian12-nonfree-535-security"},
+        settings,
+    )
+    finding = next(f for f in report.findings if f.rule == "profile.driver")
+    assert finding.fix is not None and finding.fix.startswith("reboot the host")
+    assert "loaded driver 535.261.03 (installed 535.309.01)" in finding.message
+    assert "gpuhost upgrade" not in finding.message
+
+
 def test_host_matching_its_profile_has_no_profile_finding():
     settings = dataclasses.replace(SETTINGS, profiles=PROFILES)
     nvcc = "path=/usr/bin/nvcc\nCuda compilation tools, release 11.8, V11.8.89\n"

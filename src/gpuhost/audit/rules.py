@@ -1008,18 +1008,23 @@ def check_profile(ctx: AuditContext) -> RuleResult:
             )
         )
     pinned = f"profile {expected.profile} pins"
-    driver = loaded_driver_version(facts) or userspace_driver_version(facts)
+    installed = userspace_driver_version(facts)
+    driver = loaded_driver_version(facts) or installed
     if expected.driver_version and driver != expected.driver_version:
+        if installed == expected.driver_version:  # installed right; the old module still loaded
+            fix = "reboot the host (drain it first) so the installed driver's module loads"
+            what = f"loaded driver {driver} (installed {installed})"
+        else:
+            fix = "gpuhost upgrade (or gpuhost provision on a fresh host)"
+            what = _have("driver", driver)
         findings.append(
             Finding(
                 "profile.driver",
                 ERROR,
-                f"{_have('driver', driver)}, {pinned} {expected.driver_version}; "
-                "fix: "
-                "gpuhost upgrade (or gpuhost provision on a fresh host)",
+                f"{what}, {pinned} {expected.driver_version}; fix: {fix}",
                 found=f"driver {driver or 'not installed'}",
                 expected=f"driver {expected.driver_version}",
-                fix="gpuhost upgrade (or gpuhost provision on a fresh host)",
+                fix=fix,
                 source=source,
             )
         )
