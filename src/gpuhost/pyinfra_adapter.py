@@ -9,7 +9,9 @@ Public pyinfra API is used directly elsewhere; only what pyinfra does not offer 
 - :func:`forget_cached_host_keys`: the known_hosts files pyinfra memoizes per process;
 - :func:`setup_cli_logging`: pyinfra CLI's progress output (``pyinfra_cli.log``);
 - :func:`inventory_groups` / :func:`make_inventory`: pyinfra CLI's inventory file loader
-  (``pyinfra_cli.inventory``) with its per-process compiled-file cache dropped first.
+  (``pyinfra_cli.inventory``) with its per-process compiled-file cache dropped first;
+- :func:`ssh_connector_keys`: the host data keys pyinfra's SSH connector reads
+  (``pyinfra.connectors.ssh.connector_data_meta``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,14 @@ def real_host(host: Any) -> Any:
     """The ``pyinfra.api.Host`` itself for ``pyinfra.host`` (a context proxy) or a Host."""
     get_module = getattr(host, "_get_module", None)
     return get_module() if callable(get_module) else host
+
+
+def ssh_connector_keys() -> frozenset[str]:
+    """The ``ssh_*`` inventory data keys pyinfra's SSH connector knows (``ssh_hostname``,
+    ``ssh_user``, ...): any other ``ssh_*`` key is ignored by pyinfra, so it is a typo."""
+    from pyinfra.connectors.ssh import connector_data_meta
+
+    return frozenset(connector_data_meta)
 
 
 def forget_cached_host_keys() -> None:

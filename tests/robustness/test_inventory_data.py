@@ -25,6 +25,10 @@ BAD_DATA = [
     ({"gpuhost_profle": "x"}, ["gpuhost_profle", "did you mean gpuhost_profile"]),
     ({"ssh_port": "twenty-two"}, ["ssh_port", "'twenty-two'", "1-65535"]),
     ({"ssh_port": 0}, ["ssh_port", "0 (int)"]),
+    (
+        {"ssh_hostnme": "10.0.0.1"},
+        ["ssh_hostnme", "not a key pyinfra", "did you mean ssh_hostname"],
+    ),
     ({"gpuhost_env": ["A=1"]}, ["gpuhost_env", "['A=1']", "mapping"]),
     ({"gpuhost_env": {"A-B": "1"}}, ["gpuhost_env", "not a shell variable name"]),
     ({"gpuhost_pythons": 3}, ["gpuhost_pythons", "3 (int)", "interpreter paths"]),
@@ -221,6 +225,17 @@ def test_every_command_refuses_a_limit_matching_nothing(tmp_path, command, optio
     path = _write(tmp_path, "gpu = ['n1.invalid']\n")
     run = gpuhost(*command.split(), path, *options.split(), "--limit", "gpu,nope")
     assert_one_line(run, 2, "--limit nope: matches no host or group", "groups: gpu")
+
+
+def test_ssh_keys_pyinfra_reads_pass_even_when_gpuhost_does_not_list_them() -> None:
+    data = {
+        "ssh_password": "x",
+        "ssh_allow_agent": False,
+        "ssh_look_for_keys": False,
+        "ssh_connect_timeout": 5,
+        "ssh_file_transfer_protocol": "scp",
+    }
+    assert contract.host_problems(data) == []
 
 
 _values = st.recursive(

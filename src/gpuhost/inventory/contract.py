@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 PREFIX = "gpuhost_"
+SSH_PREFIX = "ssh_"
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RATE_RE = re.compile(r"^[1-9][0-9]*/(second|minute|hour)$")
 _SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
@@ -490,6 +491,14 @@ def _at(value: Any, loc: tuple[Any, ...]) -> Any:
     return value
 
 
+@cache
+def _ssh_keys() -> frozenset[str]:
+    """``ssh_*`` keys that mean something: pyinfra's SSH connector's and gpuhost's own."""
+    from gpuhost.pyinfra_adapter import ssh_connector_keys
+
+    return ssh_connector_keys() | {k for k in KEYS if k.startswith(SSH_PREFIX)}
+
+
 def nearest_key(name: str) -> str | None:
     """The known key closest to a misspelt one (None when nothing is close)."""
     close = difflib.get_close_matches(name, list(KEYS), n=1, cutoff=0.6)
@@ -568,6 +577,10 @@ def host_problems(data: Mapping[str, Any]) -> list[str]:
             near = nearest_key(name)
             hint = f"; did you mean {near}?" if near else "; see docs/inventory.md"
             problems.append(f"{name}: unknown gpuhost key{hint}")
+        elif name.startswith(SSH_PREFIX) and name not in _ssh_keys():
+            close = difflib.get_close_matches(name, sorted(_ssh_keys()), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else "see pyinfra's SSH connector docs"
+            problems.append(f"{name}: not a key pyinfra's SSH connector reads (ignored); {hint}")
     if not problems:
         problems += _contradictions(data)
     return problems

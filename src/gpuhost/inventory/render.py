@@ -23,8 +23,9 @@ What is refused:
 
 - a value of the wrong type or outside the allowed values; booleans accept only `True`/`False`
   (not `"no"`, `"false"`, `0`); tuples count as lists; `None` means "not set" (the default);
-- an unknown `gpuhost_` key (the message names the nearest known key); other keys are pyinfra's
-  or yours and are left alone;
+- an unknown `gpuhost_` key (the message names the nearest known key), and an `ssh_` key that
+  pyinfra's SSH connector does not read (a typo such as `ssh_hostnme`, which pyinfra would
+  ignore); other keys are pyinfra's or yours and are left alone;
 - contradictory values: `gpuhost_cuda_repo_key_sha256` without `gpuhost_cuda_repo_key`; and
   hardening that would lock gpuhost out: `gpuhost_ssh_permit_root_login: 'no'` with
   `ssh_user: 'root'`, `gpuhost_ssh_allow_users` not admitting `ssh_user`,
