@@ -73,3 +73,30 @@ def test_no_check_selected_exits_2() -> None:
     proc = _check(["@local", "--tier", "static", "--", "-k", "no_such_check_name"])
     assert proc.returncode == 2, proc.stdout[-2000:]
     assert "no check was selected" in proc.stderr
+
+
+def test_profiles_option_gives_every_host_the_profiles_file(tmp_path: Path) -> None:
+    """``--profiles FILE`` (docs/profiles.md: the same option as provision, audit, upgrade)
+    takes the place of inventory data gpuhost_profiles_file: a site profile resolves with it,
+    is unknown without it, and a missing file is one line and exit 2."""
+    profiles = tmp_path / "site.yaml"
+    profiles.write_text(
+        "schema: 1\nprofiles:\n  site-t4:\n"
+        '    description: "site: Debian 12 non-free 535.309.01"\n'
+        "    os: [debian-12]\n    source: debian-nonfree\n"
+        '    driver: {version: "535.309.01", branch: 535, kernel_module: proprietary}\n'
+        '    cuda: {versions: ["11.8"], default: "11.8"}\n'
+        "    fabric_manager: false\n"
+    )
+    inv = tmp_path / "inv.py"
+    inv.write_text("hosts = [('@local', {'gpuhost_profile': 'site-t4'})]\n")
+    select = ["--tier", "static", "--", "-k", "test_profile_resolves"]
+    without = _check([str(inv), *select])
+    assert without.returncode == 1, without.stdout[-2000:]
+    assert "'site-t4' is not a known profile" in without.stdout
+    given = _check([str(inv), "--profiles", profiles.name, *select], cwd=tmp_path)
+    assert given.returncode == 0, given.stdout[-2000:] + given.stderr[-2000:]
+    assert "1 passed" in given.stdout
+    missing = _check([str(inv), "--profiles", str(tmp_path / "nope.yaml"), *select])
+    assert missing.returncode == 2 and "nope.yaml" in missing.stderr
+    assert "Traceback" not in missing.stderr

@@ -51,6 +51,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--limit", default=None, help="comma-separated host names, globs or groups of the inventory"
     )
     group.addoption(
+        "--profiles",
+        default=None,
+        help="profiles file for every host (in place of inventory data gpuhost_profiles_file)",
+    )
+    group.addoption(
         "--tier",
         default="functional",
         choices=TIERS,
@@ -72,7 +77,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.option.hosts:
         return
     try:
-        hosts = load_hosts(config.getoption("inventory"), config.getoption("limit"))
+        hosts = load_hosts(
+            config.getoption("inventory"), config.getoption("limit"), config.getoption("profiles")
+        )
     except GpuhostError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[HOSTS_KEY] = {h.test_id: h for h in hosts}

@@ -41,12 +41,15 @@ def pytest_argv(
     limit: str | None,
     junit: Path | None,
     extra: tuple[str, ...] = (),
+    profiles: str | None = None,
 ) -> list[str]:
     argv = [sys.executable, "-m", "pytest", str(directory), "-p", "no:cacheprovider", "-ra"]
     # "--opt=value": pytest reads an argument starting with "@" as a file of arguments
     argv += [f"--inventory={inventory}", f"--tier={tier}"]
     if limit:
         argv += [f"--limit={limit}"]
+    if profiles:
+        argv += [f"--profiles={profiles}"]
     if junit is not None:
         argv += [
             f"--junitxml={junit}",

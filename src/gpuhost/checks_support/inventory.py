@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhost.errors import ConfigError
+from gpuhost.inventory.profiles import PROFILES_FILE_KEY
 
 LOCAL = "@local"
 SSH_KEYS = {
@@ -41,18 +42,27 @@ class CheckHost:
         return "local" if self.name == LOCAL else f"ssh://{self.name}"
 
 
-def load_hosts(inventory: str | None, limit: str | None = None) -> list[CheckHost]:
+def load_hosts(
+    inventory: str | None, limit: str | None = None, profiles: str | None = None
+) -> list[CheckHost]:
     """The hosts of a pyinfra inventory file (``--limit`` applied), or this machine for None or
-    ``@local``. ConfigError for a bad inventory, an unknown --limit name or an unsupported host."""
+    ``@local``. ``profiles`` (``--profiles FILE``) takes the place of every host's
+    ``gpuhost_profiles_file``. ConfigError for a bad inventory or profiles file, an unknown
+    --limit name or an unsupported host."""
+    override = {PROFILES_FILE_KEY: profiles} if profiles else {}
     if inventory is None or inventory == LOCAL:
         if limit:
             raise ConfigError(f"--limit {limit!r}: needs an inventory file (checking this machine)")
-        return [CheckHost(LOCAL)]
+        if profiles:
+            from gpuhost.inventory.profiles import profile_table
+
+            profile_table(profiles, {})  # a bad profiles file is one line, exit 2
+        return [CheckHost(LOCAL, dict(override))]
     with warnings.catch_warnings():  # pyinfra_cli patches gevent late; harmless here
         warnings.simplefilter("ignore")
-        from gpuhost.fleet import select_hosts
+        from gpuhost.inventory.loader import select
 
-        selection = select_hosts(inventory, limit=limit)
+        selection = select(inventory, limit=limit, override_data=override or None)
     hosts = []
     for name in selection.names:
         host = selection.inventory.get_host(name)

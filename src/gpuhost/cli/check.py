@@ -12,6 +12,7 @@ runs), or pytest's own usage error (4), no check selected (5), interrupted (2) o
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -50,6 +51,11 @@ from gpuhost.errors import ConfigError
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write a JUnit XML report (one test case per check and host).",
 )
+@click.option(
+    "--profiles",
+    metavar="FILE",
+    help="Profiles file for every host (in place of inventory data gpuhost_profiles_file).",
+)
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def command(
     inventory: str,
@@ -58,6 +64,7 @@ def command(
     node: str | None,
     limits: tuple[str, ...],
     junit: Path | None,
+    profiles: str | None,
     pytest_args: tuple[str, ...],
 ) -> int:
     """Validate hosts: run the checks on INVENTORY (a pyinfra inventory; default @local, this
@@ -71,15 +78,17 @@ def command(
     if tier == "health" or drain or node:
         from gpuhost.checks_support.health import run_health
 
-        if tier != "health" or inventory != LOCAL or limit or junit or pytest_args:
+        if tier != "health" or inventory != LOCAL or limit or junit or profiles or pytest_args:
             raise ConfigError(
                 "--tier health checks this machine only: gpuhost check @local --tier health "
-                "[--drain [--node NAME]] (no inventory, --limit, --junit or pytest arguments; "
-                "--drain and --node need --tier health)"
+                "[--drain [--node NAME]] (no inventory, --limit, --junit, --profiles or pytest "
+                "arguments; --drain and --node need --tier health)"
             )
         return run_health(drain, node, click.echo)
-    load_hosts(None if inventory == LOCAL else inventory, limit)  # bad input: exit 2 here
-    argv = pytest_argv(checks_dir(), inventory, tier, limit, junit, pytest_args)
+    if profiles:  # the checks run in pytest's folder: the file as this folder sees it
+        profiles = os.path.abspath(profiles)
+    load_hosts(None if inventory == LOCAL else inventory, limit, profiles)  # bad input: exit 2
+    argv = pytest_argv(checks_dir(), inventory, tier, limit, junit, pytest_args, profiles)
     return pytest_exit(subprocess.run(argv, check=False).returncode)
 
 
