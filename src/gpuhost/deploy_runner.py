@@ -51,7 +51,7 @@ import click
 import gevent
 from pyinfra.api import Config, State
 from pyinfra.api.connect import disconnect_all
-from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.exceptions import OperationError, PyinfraError
 from pyinfra.api.host import Host
 from pyinfra.api.inventory import Inventory
 from pyinfra.api.operations import run_host_op
@@ -270,21 +270,35 @@ def plan_changes_nothing(state: State, target: Host) -> bool:
     return True
 
 
-def _run_host(state: State, target: Host) -> bool:
+def _run_host(state: State, target: Host, errors: dict[str, str] | None = None) -> bool:
     """Run ``target``'s operations in order (each evaluated again against the host as the earlier
-    ones left it); stop at the first that fails. False when one failed."""
+    ones left it); stop at the first that fails. False when one failed. An operation that
+    refuses the host while it executes (OperationError: a version apt cannot get, too little
+    disk) is one red line and ``errors[host name]``, never a traceback (pyinfra does not catch
+    it in the execute stage)."""
     for op_hash in state.get_op_order():
         if op_hash not in state.ops[target]:
             continue
         names = ", ".join(sorted(state.op_meta[op_hash].names)) or op_hash
         logger.info(f"{target.print_prefix}{format_text('Starting operation:', 'blue')} {names}")
         with ctx_host.use(target):
-            if run_host_op(state, target, op_hash) is False:
+            try:
+                if run_host_op(state, target, op_hash) is False:
+                    return False
+            except OperationError as exc:
+                target.log_styled(f"{names}: {exc}", fg="red", log_func=logger.error)
+                if errors is not None:
+                    errors[target.name] = f"operation failed: {names}: {exc}"
                 return False
     return True
 
 
-def _execute(state: State, hosts: list[Host], progress: FleetProgress | None = None) -> None:
+def _execute(
+    state: State,
+    hosts: list[Host],
+    progress: FleetProgress | None = None,
+    outcomes: Mapping[str, HostOutcome] | None = None,
+) -> None:
     """The execute stage: hosts whose plan changes nothing are left out; every other host runs
     its own operations in its own greenlet from ``state.pool`` without per-operation barriers
     (pyinfra's ``no_wait``, minus its traceback when a host fails). Failed hosts are marked."""
@@ -299,9 +313,10 @@ def _execute(state: State, hosts: list[Host], progress: FleetProgress | None = N
     if not busy:
         return
     state.is_executing = True
+    errors: dict[str, str] = {}
 
     def run(target: Host) -> bool:
-        ok = _run_host(state, target)
+        ok = _run_host(state, target, errors)
         if progress is not None:
             progress.host_finished(failing=not ok)
         return ok
@@ -311,6 +326,9 @@ def _execute(state: State, hosts: list[Host], progress: FleetProgress | None = N
     for target, greenlet in greenlets.items():
         if not greenlet.get():
             _fail(state, target)
+            outcome = (outcomes or {}).get(target.name)
+            if outcome is not None and target.name in errors:
+                outcome.status, outcome.message = "failed", errors[target.name]
 
 
 def run_deploy(
@@ -356,7 +374,8 @@ def run_deploy(
                         progress.host_finished(failing=False)
             if not dry and state.active_hosts:
                 state.set_stage(StateStage.Execute)
-                _execute(state, [h for h in targets if h in state.active_hosts], progress)
+                active = [h for h in targets if h in state.active_hosts]
+                _execute(state, active, progress, outcomes)
         finally:
             if progress is not None:
                 progress.close()

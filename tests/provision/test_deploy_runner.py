@@ -297,3 +297,33 @@ def test_a_failed_operation_stops_its_host_only(tmp_path) -> None:
     assert outcomes["@chroot//"].status == "failed" and not marker.exists()
     assert outcomes["@chroot//"].executed == 1
     assert (outcomes["@local"].status, outcomes["@local"].changed) == ("ok", 2)
+
+
+@operation()
+def _refuses_when_executing(path: str):
+    """Like apt_pin.installed: judges the host at execute (the pins are written by then)."""
+    from pyinfra import host
+    from pyinfra.api import OperationError
+
+    if host.state.is_executing:
+        raise OperationError("nvidia-modprobe 535.309.01-0+deb12u99 is not offered")
+    yield f"touch {path}"
+
+
+def test_an_operation_refusing_at_execute_is_one_line_not_a_traceback(tmp_path, caplog) -> None:
+    # found on a lab host (issue 20): a companion version apt cannot get raised OperationError
+    # from the execute stage, which pyinfra does not catch: a traceback and no outcome line
+    inventory = _inventory(tmp_path, 'hosts = ["@local"]\n')
+    after = tmp_path / "after"
+
+    def deploy() -> None:
+        _refuses_when_executing(name="install", path=str(tmp_path / "x"))
+        server.shell(name="never", commands=[f"touch {after}"])
+
+    [outcome] = run_deploy(inventory, deploy)
+    assert outcome.status == "failed" and not after.exists()
+    assert outcome.message == (
+        "operation failed: install: nvidia-modprobe 535.309.01-0+deb12u99 is not offered"
+    )
+    assert exit_code([outcome], refused_is_usage=True) == 1
+    assert "Traceback" not in caplog.text
