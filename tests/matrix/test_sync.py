@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -191,6 +194,20 @@ def test_live_pypi_torch_251_default_build() -> None:
             "pypi.org:443 cannot be reached from this machine (offline); the recorded "
             "answers in tests/fixtures/pypi cover the same code"
         )
-    result = sync(HttpIndex(), {"torch": "2.5.1"})
-    row = next(r for r in result.data["torch"] if r["version"] == "2.5.1")
-    assert row["x86_64"]["cuda"] == "12.4" and row["x86_64"]["cudnn"] == "9.1.0.70"
+    # In a fresh interpreter: in the whole suite gevent (pyinfra's) has monkey-patched ssl by
+    # now, and urllib3 then recurses in SSLContext.minimum_version (`gpuhost matrix sync` never
+    # meets that: nothing patches ssl before it)
+    code = (
+        "import json\n"
+        "from gpuhost.matrix.pypi import HttpIndex\n"
+        "from gpuhost.matrix.sync import sync\n"
+        "result = sync(HttpIndex(), {'torch': '2.5.1'})\n"
+        "row = next(r for r in result.data['torch'] if r['version'] == '2.5.1')\n"
+        "print(json.dumps(row['x86_64']))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    x86 = json.loads(proc.stdout)
+    assert x86["cuda"] == "12.4" and x86["cudnn"] == "9.1.0.70"
