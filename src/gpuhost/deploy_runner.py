@@ -339,20 +339,25 @@ def run_deploy(
     override_data: Mapping[str, Any] | None = None,
     parallel: int | None = None,
     progress: FleetProgress | None = None,
+    uses_profiles: bool = False,
 ) -> list[HostOutcome]:
     """Run ``deploy_func`` on the inventory's hosts with pyinfra; one outcome per host, in
     inventory order. ``override_data`` is set on every host (like ``pyinfra --data``);
     ``parallel`` bounds how many hosts connect, prepare and execute at once (None: pyinfra's
     default, 20 per CPU core, at most the number of hosts). Hosts whose plan changes nothing are
     not executed (``HostOutcome.executed`` stays 0). ``progress`` counts hosts as each is done
-    (unreachable, refused, planned with --dry or nothing to change, or executed)."""
+    (unreachable, refused, planned with --dry or nothing to change, or executed).
+    ``uses_profiles``: the deploy installs profiles, so every host's profile name must resolve
+    before any host is contacted (``inventory.loader.select``)."""
     forget_cached_host_keys()
     config = Config(PARALLEL=parallel or 0)
     state = State(check_for_changes=True)
     from gpuhost.inventory.loader import limit_items, select
 
     _quiet_gevent_warning()
-    selection = select(inventory_path, limit, override_data=override_data, state=state)
+    selection = select(
+        inventory_path, limit, override_data=override_data, state=state, uses_profiles=uses_profiles
+    )
     inventory = selection.inventory
     outcomes: dict[str, HostOutcome] = {h.name: HostOutcome(h.name) for h in inventory}
     initial_limit = selection.hosts() if limit_items(limit) else None

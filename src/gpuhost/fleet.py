@@ -89,13 +89,20 @@ def load_inventory(path: str, state: Any = None) -> Any:
 
 
 def select_hosts(
-    path: str, limit: str | Iterable[str] | None = None, shard: str | None = None
+    path: str,
+    limit: str | Iterable[str] | None = None,
+    shard: str | None = None,
+    uses_profiles: bool = False,
+    profiles: str | None = None,
 ) -> HostSelection:
     """Load the inventory, pick the hosts of this run (``--limit`` first, then ``--shard``) and
-    check their data (``gpuhost.inventory.loader.select``)."""
+    check their data (``gpuhost.inventory.loader.select``; ``uses_profiles``: profile names
+    resolve in ``--profiles``/``gpuhost_profiles_file``/built-ins)."""
     from gpuhost.inventory.loader import select
 
-    selection = select(path, limit=limit, shard=shard)
+    selection = select(
+        path, limit=limit, shard=shard, uses_profiles=uses_profiles, profiles=profiles
+    )
     return HostSelection(
         path, selection.inventory, selection.names, selection.shard_label, selection.state
     )

@@ -78,7 +78,7 @@ def test_no_check_selected_exits_2() -> None:
 def test_profiles_option_gives_every_host_the_profiles_file(tmp_path: Path) -> None:
     """``--profiles FILE`` (docs/profiles.md: the same option as provision, audit, upgrade)
     takes the place of inventory data gpuhost_profiles_file: a site profile resolves with it,
-    is unknown without it, and a missing file is one line and exit 2."""
+    is refused as unknown without it, and a missing file is one line and exit 2."""
     profiles = tmp_path / "site.yaml"
     profiles.write_text(
         "schema: 1\nprofiles:\n  site-t4:\n"
@@ -92,8 +92,9 @@ def test_profiles_option_gives_every_host_the_profiles_file(tmp_path: Path) -> N
     inv.write_text("hosts = [('@local', {'gpuhost_profile': 'site-t4'})]\n")
     select = ["--tier", "static", "--", "-k", "test_profile_resolves"]
     without = _check([str(inv), *select])
-    assert without.returncode == 1, without.stdout[-2000:]
-    assert "'site-t4' is not a known profile" in without.stdout
+    # refused by the inventory loader before any check runs (one line, exit 2)
+    assert without.returncode == 2, without.stdout[-2000:] + without.stderr[-2000:]
+    assert "'site-t4' is not a known profile" in without.stderr
     given = _check([str(inv), "--profiles", profiles.name, *select], cwd=tmp_path)
     assert given.returncode == 0, given.stdout[-2000:] + given.stderr[-2000:]
     assert "1 passed" in given.stdout

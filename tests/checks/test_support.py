@@ -383,11 +383,12 @@ def test_inventory_hosts_and_ssh_config(tmp_path: Path) -> None:
     inv = tmp_path / "inv.py"
     inv.write_text(
         "gpu = [('n1', {'ssh_hostname': '10.123.9.9', 'ssh_user': 'root', 'ssh_port': 2222,\n"
-        "               'ssh_key': '/k', 'gpuhost_profile': 'p'}), ('n2', {})]\n"
+        "               'ssh_key': '/k', 'gpuhost_profile': 'debian12-nonfree-535-security'}),\n"
+        "       ('n2', {})]\n"
     )
     hosts = load_hosts(str(inv))
     assert [h.spec for h in hosts] == ["ssh://n1", "ssh://n2"]
-    assert hosts[0].data["gpuhost_profile"] == "p"
+    assert hosts[0].data["gpuhost_profile"] == "debian12-nonfree-535-security"
     text = ssh_config(hosts, "/tmp/ctl")
     assert "Host n1\n    HostName 10.123.9.9\n    Port 2222\n    User root\n" in text
     assert "IdentityFile /k" in text and "ControlPath /tmp/ctl/%C" in text

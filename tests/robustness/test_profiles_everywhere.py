@@ -59,8 +59,8 @@ def test_audit_judges_against_the_users_profile(tmp_path: Path, how: str) -> Non
     assert "profile my-h100 pins" in findings["profile.driver"]
 
 
-def test_without_the_file_the_audit_says_the_profile_is_unknown(tmp_path: Path) -> None:
+def test_without_the_file_the_audit_refuses_the_unknown_profile(tmp_path: Path) -> None:
     inv = tmp_path / "inv.py"
     inv.write_text("hosts = [('@local', {'gpuhost_profile': 'my-h100'})]\n", encoding="utf-8")
     run = gpuhost("audit", str(inv), "-q", "--json", "-")
-    assert "'my-h100'" in _findings(run.out)["profile.unknown"]
+    assert_one_line(run, 2, "host @local", "gpuhost_profile", "'my-h100'", "expected one of")

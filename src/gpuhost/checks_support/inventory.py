@@ -62,7 +62,9 @@ def load_hosts(
         warnings.simplefilter("ignore")
         from gpuhost.inventory.loader import select
 
-        selection = select(inventory, limit=limit, override_data=override or None)
+        selection = select(
+            inventory, limit=limit, override_data=override or None, uses_profiles=True
+        )
     hosts = []
     for name in selection.names:
         host = selection.inventory.get_host(name)

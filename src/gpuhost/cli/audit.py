@@ -116,7 +116,9 @@ def _audit_fleet(
             return settings
         return replace(settings, profiles=profile_table(None, data))
 
-    selection = fleet.select_hosts(inventory, limit=limit, shard=shard)
+    selection = fleet.select_hosts(
+        inventory, limit=limit, shard=shard, uses_profiles=True, profiles=profiles_option
+    )
     click.echo(table.header_line(), file=out)
     # On a terminal a status line (n/N done, failing, elapsed) stays under the host lines.
     progress = FleetProgress(len(selection.names), "audit", out)

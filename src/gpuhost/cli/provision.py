@@ -84,6 +84,7 @@ def command(
         override_data=override,
         parallel=parallel,
         progress=FleetProgress(0, "provision"),  # a status line on a terminal, else nothing
+        uses_profiles=True,
     )
     for line in outcome_lines(outcomes, dry):
         click.echo(line)

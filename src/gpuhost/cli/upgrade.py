@@ -171,7 +171,7 @@ def command(
     options = UpgradeOptions(
         canary=canary, batch=batch, max_failures=max_failures, drain=drain_mode, force=force
     )
-    hosts = load_inventory(inventory, limit)
+    hosts = load_inventory(inventory, limit, uses_profiles=True, profiles=profiles_file)
     if profiles_file:  # the deploy and the audit read it from the host's data
         hosts = [
             InventoryHost(h.name, {**h.data, PROFILES_FILE_KEY: profiles_file}, h.groups)

@@ -18,11 +18,15 @@ checks around it, all before any host is contacted; each failure is one ConfigEr
   the selection keeps inventory order;
 - ``--shard K/N``: the K-th of N slices of the selection;
 - every selected host's data keeps the contract (``gpuhost.inventory.contract``), and its
-  ``gpuhost_profiles_file`` loads.
+  ``gpuhost_profiles_file`` loads;
+- for the commands that use profiles (``uses_profiles``: provision, audit, check, upgrade,
+  inventory check), every selected host's ``gpuhost_profile`` names a profile of the table that
+  host is judged against (``--profiles`` wins over ``gpuhost_profiles_file``, over built-ins).
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import re
 import traceback
@@ -213,9 +217,40 @@ def shard_names(names: list[str], index: int, count: int) -> list[str]:
     return names[index - 1 :: count]
 
 
-def check_hosts(path: str, inventory: Any, names: Iterable[str]) -> None:
+def profile_name_problem(
+    name: str, data: Mapping[str, Any], profiles: str | None = None
+) -> str | None:
+    """Why host ``name``'s ``gpuhost_profile`` is not in the profile table it would use
+    (``profiles`` = the ``--profiles`` option, which wins over its ``gpuhost_profiles_file``);
+    None when it is, or when the host names no profile (the marker decides then)."""
+    from gpuhost.inventory.profiles import profile_table, profiles_file
+
+    wanted = data.get("gpuhost_profile")
+    if not isinstance(wanted, str) or not wanted:
+        return None
+    table = profile_table(profiles, data)
+    if wanted in table:
+        return None
+    source = profiles_file(profiles, data)
+    near = difflib.get_close_matches(wanted, list(table), n=1)
+    return (
+        f"host {name}: gpuhost_profile: {wanted!r} is not a known profile (profiles: built-in"
+        + (f" + {source}" if source else "")
+        + f"); expected one of: {', '.join(sorted(table)) or 'none'}"
+        + (f"; did you mean {near[0]}?" if near else "")
+    )
+
+
+def check_hosts(
+    path: str,
+    inventory: Any,
+    names: Iterable[str],
+    uses_profiles: bool = False,
+    profiles: str | None = None,
+) -> None:
     """Every named host's data against the contract, and each profiles file it names loads;
-    ConfigError with the first host's problems otherwise."""
+    with ``uses_profiles`` also that its ``gpuhost_profile`` is known (see
+    :func:`profile_name_problem`). ConfigError with the first host's problem otherwise."""
     from gpuhost.inventory.profiles import profile_table
 
     for name in names:
@@ -229,6 +264,9 @@ def check_hosts(path: str, inventory: Any, names: Iterable[str]) -> None:
                 profile_table(None, data)
             except ConfigError as exc:
                 raise ConfigError(f"{path}: host {name}: gpuhost_profiles_file: {exc}") from None
+        problem = profile_name_problem(name, data, profiles) if uses_profiles else None
+        if problem:
+            raise ConfigError(f"{path}: {problem}")
 
 
 def select(
@@ -237,9 +275,13 @@ def select(
     shard: str | None = None,
     override_data: Mapping[str, Any] | None = None,
     state: Any = None,
+    uses_profiles: bool = False,
+    profiles: str | None = None,
 ) -> Selection:
     """Load the inventory, pick this run's hosts (``--limit``, then ``--shard``) and check their
-    data: everything a command needs before it contacts any host."""
+    data: everything a command needs before it contacts any host. A command that judges or
+    installs profiles passes ``uses_profiles`` (and its ``--profiles`` option as ``profiles``
+    unless it put it in ``override_data``): every selected host's profile name is resolved."""
     if state is None:
         from pyinfra.api import State
 
@@ -251,5 +293,5 @@ def select(
         index, count = parse_shard(shard)
         names = shard_names(names, index, count)
         label = f"{index}/{count}"
-    check_hosts(path, inventory, names)
+    check_hosts(path, inventory, names, uses_profiles, profiles)
     return Selection(path, inventory, names, state, label)

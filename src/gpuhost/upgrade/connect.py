@@ -108,14 +108,20 @@ class InventoryHost:
     groups: tuple[str, ...]
 
 
-def load_inventory(path: str, limit: str | Iterable[str] | None = None) -> list[InventoryHost]:
+def load_inventory(
+    path: str,
+    limit: str | Iterable[str] | None = None,
+    uses_profiles: bool = False,
+    profiles: str | None = None,
+) -> list[InventoryHost]:
     """The hosts of a pyinfra inventory that ``--limit`` selects (all without one), in file
-    order, with their merged and checked data (gpuhost's one loader, ``inventory.loader``)."""
+    order, with their merged and checked data (gpuhost's one loader, ``inventory.loader``;
+    ``uses_profiles``: each host's profile name resolves, ``profiles`` = ``--profiles``)."""
     from gpuhost.fleet import ensure_gevent
     from gpuhost.inventory.loader import select
 
     ensure_gevent()
-    selection = select(path, limit)
+    selection = select(path, limit, uses_profiles=uses_profiles, profiles=profiles)
     return [InventoryHost(n, selection.data(n), selection.groups(n)) for n in selection.names]
 
 
