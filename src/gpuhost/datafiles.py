@@ -44,3 +44,10 @@ def package_sets() -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("schema") != 1 or "sources" not in data:
         raise ConfigError(f"{PACKAGE_SETS}: expected 'schema: 1' and 'sources'")
     return data
+
+
+def supported_os(source: str) -> list[str]:
+    """OS keys (``debian-12``) ``data/package_sets.yaml`` has package names for, for ``source``
+    (a package source such as ``debian-nonfree``); empty for a source it does not know."""
+    entries = package_sets()["sources"].get(source, {})
+    return sorted(k for k in entries if not k.startswith("_"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuhost.datafiles import PACKAGE_SETS, package_sets
+from gpuhost.datafiles import PACKAGE_SETS, package_sets, supported_os
 from gpuhost.desired import DesiredState
 from gpuhost.errors import ConfigError
 
@@ -38,12 +38,6 @@ class PackagePlan:
         names = self.coupled + self.companions + self.fabric_manager + self.cuda_toolkit
         names += self.cudnn + self.container_toolkit + list(self.exact)
         return list(dict.fromkeys(names))
-
-
-def supported_os(source: str) -> list[str]:
-    """OS keys (``debian-12``) the package data has names for, for ``source``."""
-    entries = package_sets()["sources"].get(source, {})
-    return sorted(k for k in entries if not k.startswith("_"))
 
 
 def _fill(templates: list[str], values: dict[str, str]) -> list[str]:

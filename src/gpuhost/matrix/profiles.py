@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import yaml
 
-from gpuhost.datafiles import load_yaml
+from gpuhost.datafiles import load_yaml, supported_os
 from gpuhost.errors import ConfigError, UnknownNameError, VersionError
 from gpuhost.matrix.advisories import Advisories, security_findings
 from gpuhost.matrix.findings import Finding
@@ -182,6 +182,15 @@ def _profile(name: str, raw: Any, path: str, origin: str, problems: list[str]) -
         bad("os", "expected a non-empty list of OS ids such as debian-12")
         os_ids = []
     source = choice("source", raw.get("source"), SOURCES)
+    if raw.get("source") in SOURCES:  # an OS the source has no package names for cannot install
+        known = supported_os(source)
+        for i, os_id in enumerate(os_ids):
+            if os_id not in known:
+                bad(
+                    f"os[{i}]",
+                    f"{os_id!r}: source {source} has no package set for this OS "
+                    f"(data/package_sets.yaml; expected one of: {', '.join(known) or 'none'})",
+                )
     drv: dict[str, Any] = raw["driver"] if isinstance(raw.get("driver"), dict) else {}
     if not drv:
         bad("driver", "expected a mapping {version, branch, kernel_module}")
