@@ -55,18 +55,23 @@ def command() -> None:
     type=click.Path(dir_okay=False),
     help="YAML file of the snapshot provider (command or OpenStack) to also call per host.",
 )
+@limit_option
 @state_option
-def take(inventory: str, provider_config: str | None, state_dir: Path) -> int:
-    """Snapshot every host of INVENTORY (one failing host never stops the others).
+def take(
+    inventory: str, provider_config: str | None, limit: tuple[str, ...], state_dir: Path
+) -> int:
+    """Snapshot every host of INVENTORY that --limit selects (one failing host never stops the
+    others).
 
     \b
     Example:
       gpuhost snapshot take inventories/fleet.py
+      gpuhost snapshot take inventories/fleet.py --limit gpu_a100,gpu-0*
     """
     from gpuhost.upgrade.connect import load_inventory
     from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, Target
 
-    hosts = load_inventory(inventory)
+    hosts = load_inventory(inventory, limit)
     settings = StepSettings(
         target=Target("-", "-"),
         snapshots=snapshots_dir(state_dir),
