@@ -465,9 +465,11 @@ def test_slurm_drain_waits_for_jobs_resumes_after_validation_and_stays_drained_o
     inventory = _inventory(tmp / "slurm.py", fleet["lab"], [h2, h3], TARGET)
     log = tmp / "slurm-upgrade.log"
     with log.open("w") as out:
+        # --force: BASE's driver is named by NVIDIA's security bulletins (refused without it)
         proc = subprocess.Popen(
             [GPUHOST, "upgrade", str(inventory), "--to", BASE, "--drain", "slurm", "--canary",
-             "0", "--batch", "2", "--max-failures", "2", "--state-dir", str(state_dir), *ACCEPT],
+             "0", "--batch", "2", "--max-failures", "2", "--state-dir", str(state_dir), *ACCEPT,
+             "--force"],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         seen: dict[str, set[str]] = {"h2": set(), "h3": set()}
         while proc.poll() is None:  # what Slurm says about the nodes while they are upgraded

@@ -229,8 +229,9 @@ def test_to_is_looked_up_with_the_hosts_profiles_file(tmp_path, capsys):
 
     old = str(Path(__file__).parents[1] / "data" / "old_profiles.yaml")
     inv = _inventory(tmp_path, 2)
-    args = ["upgrade", str(inv), "--to", "debian12-nonfree-535", "--dry", "--state-dir",
-            str(tmp_path)]
+    # --force: that old driver is named by NVIDIA's security bulletins (test_target_advisories)
+    args = ["upgrade", str(inv), "--to", "debian12-nonfree-535", "--dry", "--force",
+            "--state-dir", str(tmp_path)]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "--to 'debian12-nonfree-535': unknown profile for host n1 (profiles: built-in)" in err

@@ -91,7 +91,8 @@ if TYPE_CHECKING:
 @click.option(
     "--force",
     is_flag=True,
-    help="Upgrade hosts whose preflight audit has errors (validation then fails only on new ones).",
+    help="Upgrade hosts whose preflight audit has errors (validation then fails only on new ones), "
+    "and to a --to profile whose driver or container toolkit NVIDIA's security bulletins name.",
 )
 @click.option(
     "--accept-audit",
@@ -200,6 +201,9 @@ def command(
                 + f" do not select: {', '.join(unknown)}"
             )
         names = journal.header.hosts
+    forced = force or bool(journal is not None and journal.header.options.get("force"))
+    for line in target_advisories(target, hosts, forced):
+        click.echo(line, err=True)
     if dry:
         for line in describe_plan(names, target, options):
             click.echo(line)
@@ -283,3 +287,30 @@ def target_for_hosts(target: str, hosts: list[InventoryHost]) -> Target:
     if not found:
         raise ConfigError("no host selected")
     return next(iter(found.values()))
+
+
+def target_advisories(target: str, hosts: list[InventoryHost], force: bool) -> list[str]:
+    """Judge --to's driver and container toolkit against NVIDIA's security bulletins (as
+    ``gpuhost matrix profile verify`` does) before any host is touched: one ConfigError naming
+    the bulletins and fixed versions for error-level findings unless ``force``; else the
+    findings as warning lines."""
+    from gpuhost.findings import ERROR
+    from gpuhost.inventory.profiles import profile_table
+    from gpuhost.matrix.advisories import load_advisories, security_findings
+
+    advisories = load_advisories()
+    findings = []
+    for entry in hosts:
+        profile = profile_table(None, entry.data)[target]
+        for finding in security_findings(
+            advisories, driver=profile.driver_version, container_toolkit=profile.container_toolkit
+        ):
+            if finding not in findings:
+                findings.append(finding)
+    errors = [f.message for f in findings if f.severity == ERROR]
+    if errors and not force:
+        raise ConfigError(
+            f"--to {target!r}: " + "; ".join(errors) + "; refusing before any host is touched "
+            "(pass --force to upgrade to it anyway)"
+        )
+    return [f"warning: --to {target!r}: {f.message}" for f in findings]
