@@ -45,7 +45,7 @@ import logging
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import gevent
@@ -70,6 +70,9 @@ from gpuhost.errors import (
 )
 from gpuhost.pyinfra_adapter import forget_cached_host_keys, may_change, setup_cli_logging
 from gpuhost.terminal import FleetProgress
+
+if TYPE_CHECKING:
+    from gpuhost.inventory.loader import Selection
 
 logger = logging.getLogger("pyinfra")
 
@@ -340,6 +343,7 @@ def run_deploy(
     parallel: int | None = None,
     progress: FleetProgress | None = None,
     uses_profiles: bool = False,
+    on_selected: Callable[[Selection], None] | None = None,
 ) -> list[HostOutcome]:
     """Run ``deploy_func`` on the inventory's hosts with pyinfra; one outcome per host, in
     inventory order. ``override_data`` is set on every host (like ``pyinfra --data``);
@@ -348,7 +352,8 @@ def run_deploy(
     not executed (``HostOutcome.executed`` stays 0). ``progress`` counts hosts as each is done
     (unreachable, refused, planned with --dry or nothing to change, or executed).
     ``uses_profiles``: the deploy installs profiles, so every host's profile name must resolve
-    before any host is contacted (``inventory.loader.select``)."""
+    before any host is contacted (``inventory.loader.select``). ``on_selected`` is called with
+    the loaded and checked selection before any host is contacted (provision's warnings)."""
     forget_cached_host_keys()
     config = Config(PARALLEL=parallel or 0)
     state = State(check_for_changes=True)
@@ -358,6 +363,8 @@ def run_deploy(
     selection = select(
         inventory_path, limit, override_data=override_data, state=state, uses_profiles=uses_profiles
     )
+    if on_selected is not None:
+        on_selected(selection)
     inventory = selection.inventory
     outcomes: dict[str, HostOutcome] = {h.name: HostOutcome(h.name) for h in inventory}
     initial_limit = selection.hosts() if limit_items(limit) else None

@@ -18,6 +18,8 @@ the others run their operations without waiting for each other (``gpuhost.deploy
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from gpuhost.deploy_runner import (
@@ -29,6 +31,9 @@ from gpuhost.deploy_runner import (
 )
 from gpuhost.matrix.profiles import load_profiles
 from gpuhost.terminal import FleetProgress
+
+if TYPE_CHECKING:
+    from gpuhost.inventory.loader import Selection
 
 PROFILES_FILE_KEY = "gpuhost_profiles_file"
 
@@ -85,6 +90,7 @@ def command(
         parallel=parallel,
         progress=FleetProgress(0, "provision"),  # a status line on a terminal, else nothing
         uses_profiles=True,
+        on_selected=lambda selection: _warn(advisory_warnings(selection)),
     )
     for line in outcome_lines(outcomes, dry):
         click.echo(line)
@@ -103,3 +109,36 @@ def command(
         changed = [o.name for o in outcomes if o.status == "ok" and o.changed]
         report_reboot_needed(inventory, changed, lambda line: click.echo(line, err=True))
     return code
+
+
+def _warn(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(line, err=True)
+
+
+def advisory_warnings(selection: Selection) -> list[str]:
+    """One warning line per profile of this run whose driver or container toolkit NVIDIA's
+    security bulletins name (``gpuhost.matrix.advisories``, as ``gpuhost matrix profile verify``
+    and the audit's security.* rules judge): provision installs it all the same (Debian's own
+    driver must stay installable), but says so once, not per host."""
+    from gpuhost.inventory.profiles import profile_table
+    from gpuhost.matrix.advisories import load_advisories, security_findings
+
+    advisories = load_advisories()
+    lines: list[str] = []
+    for name in selection.names:
+        data = selection.data(name)
+        profile = profile_table(None, data).get(str(data.get("gpuhost_profile") or ""))
+        if profile is None:
+            continue
+        findings = security_findings(
+            advisories, driver=profile.driver_version, container_toolkit=profile.container_toolkit
+        )
+        line = (
+            f"warning: profile {profile.name}: "
+            + "; ".join(f.message for f in findings)
+            + " (provision installs it as the profile says)"
+        )
+        if findings and line not in lines:
+            lines.append(line)
+    return lines
