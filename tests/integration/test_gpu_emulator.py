@@ -201,3 +201,19 @@ def test_lab_inventory_carries_profile_and_gpu() -> None:
     h1, h2 = (dict(data) for _name, data in namespace["lab_hosts"])
     assert h1["gpuhost_profile"] == "debian12-nonfree-535-security" and h1["lab_gpu"] == "t4:1"
     assert "gpuhost_profile" not in h2 and "lab_gpu" not in h2
+
+
+def test_lab_clocks_profile_differs_from_the_built_in_only_in_clocks():
+    """test_gpu_lab's profile is the built-in debian12-nonfree-535-security with clocks at max:
+    companions, driver and packages must follow the built-in when it changes."""
+    import dataclasses
+
+    from gpuhost.matrix.profiles import load_profiles
+
+    path = Path(__file__).parent / "data" / "gpu_lab_profiles.yaml"
+    profiles = load_profiles(str(path))
+    lab = dataclasses.asdict(profiles["lab-debian12-nonfree-535-security-clocks"])
+    built_in = dataclasses.asdict(profiles["debian12-nonfree-535-security"])
+    differ = {k for k in lab if lab[k] != built_in[k]}
+    assert differ == {"name", "description", "clocks", "origin"}
+    assert lab["clocks"]["policy"] == "max"
