@@ -100,7 +100,9 @@ KEYS: dict[str, Key] = {
             "a profile name (gpuhost matrix profile list)",
             None,
             "The profile (driver, CUDA, cuDNN, toolkit versions) the host is provisioned to and "
-            "audited against; without it, audit and check read the provision marker.",
+            "audited against; without it, audit and check read the provision marker. A name "
+            "its profile table (built-ins, --profiles or gpuhost_profiles_file) lacks is "
+            "refused before any host is contacted.",
             "provision, audit, check, upgrade",
         ),
         _k(
