@@ -84,6 +84,8 @@ class FleetProgress:
         stream: IO[str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         live: bool | None = None,
+        done: int = 0,
+        failing: int = 0,
     ) -> None:
         self.total = total
         self.label = label
@@ -91,8 +93,8 @@ class FleetProgress:
         self.clock = clock
         self.live = is_terminal(self.stream) if live is None else live
         self.started = clock()
-        self.done = 0
-        self.failing = 0
+        self.done = done  # hosts an earlier run already finished (a resumed upgrade)
+        self.failing = failing
         self.lock = threading.Lock()
         self._status_shown = False
 
@@ -124,6 +126,13 @@ class FleetProgress:
             self.done += 1
             self.failing += 1 if failing else 0
             self.stream.write(line + "\n")
+            self._draw_status()
+
+    def line(self, text: str) -> None:
+        """Print a line that is not a host's result (a step of a host) above the status line."""
+        with self.lock:
+            self._clear_status()
+            self.stream.write(text + "\n")
             self._draw_status()
 
     def host_finished(self, failing: bool) -> None:

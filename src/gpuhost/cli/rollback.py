@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, ConfigError, GpuhostError
+from gpuhost.terminal import FleetProgress
 from gpuhost.upgrade.orchestrate import HostContext, StepFailed, UpgradeOptions
 from gpuhost.upgrade.settings import limit_option, snapshots_dir, state_option
 from gpuhost.upgrade.signals import StopOnSignals, signal_name
@@ -92,6 +93,8 @@ def command(
     settings = StepSettings(Target("-", "-"), store.root, reboot_timeout_s=reboot_timeout)
     steps = HostSteps({h.name: h for h in hosts}, settings)
 
+    fleet = FleetProgress(len(hosts), "rollback")
+
     def one(entry: InventoryHost) -> bool:
         ref = refs[entry.name]
         assert ref is not None
@@ -99,28 +102,34 @@ def command(
         ctx = HostContext(entry.name, "-", UpgradeOptions(), {"snapshot_path": str(ref.path)})
         try:
             result = steps.restore(entry.name, doc)
-            click.echo(f"{entry.name}: restored {ref.id}: {result['summary']}")
+            fleet.line(f"{entry.name}: restored {ref.id}: {result['summary']}")
             if not no_reboot:
                 steps.restart(ctx)
-                click.echo(f"{entry.name}: rebooted")
-            click.echo(f"{entry.name}: {steps.validate_against(entry.name, doc)['summary']}")
+                fleet.line(f"{entry.name}: rebooted")
+            summary = steps.validate_against(entry.name, doc)["summary"]
+            fleet.host_done(f"{entry.name}: {summary}", failing=False)
             return True
         except (GpuhostError, StepFailed) as exc:
             if signals.received is not None:
-                click.echo(f"{entry.name}: rollback stopped: run it again to finish it")
+                line = f"{entry.name}: rollback stopped: run it again to finish it"
             else:
-                click.echo(f"{entry.name}: rollback failed: {exc}")
+                line = f"{entry.name}: rollback failed: {exc}"
+            fleet.host_done(line, failing=True)
             return False
         finally:
             steps.remote(entry.name).close()
 
     # Ctrl-C / SIGTERM: what runs on the hosts is cut off, no host starts; a rollback run again
     # finishes it (every part of it compares with the snapshot first)
-    with (
-        StopOnSignals(steps.interrupt, "rollback") as signals,
-        ThreadPoolExecutor(max_workers=min(parallel, len(hosts))) as pool,
-    ):
-        failed = sum(1 for ok in pool.map(one, hosts) if not ok)
+    fleet.start()
+    try:
+        with (
+            StopOnSignals(steps.interrupt, "rollback") as signals,
+            ThreadPoolExecutor(max_workers=min(parallel, len(hosts))) as pool,
+        ):
+            failed = sum(1 for ok in pool.map(one, hosts) if not ok)
+    finally:
+        fleet.close()
     if signals.received is not None:
         click.echo(
             f"gpuhost: rollback stopped by {signal_name(signals.received)}; run the same command "

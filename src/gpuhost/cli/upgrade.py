@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, ConfigError
+from gpuhost.terminal import FleetProgress
 from gpuhost.upgrade.drain import DRAIN_MODES
-from gpuhost.upgrade.journal import Journal, find_resumable
+from gpuhost.upgrade.journal import SUCCESSFUL_OUTCOMES, Journal, find_resumable
 from gpuhost.upgrade.orchestrate import (
     Interrupted,
     Orchestrator,
@@ -243,8 +244,15 @@ def command(
         journal = Journal.create(
             runs_dir(state_dir), str(Path(inventory).resolve()), target, names, option_record
         )
-    progress = Progress(journal.header.run_id)
     click.echo(f"run {journal.header.run_id} (journal {journal.path})")
+    finished = [p.outcome for p in journal.progress().values() if p.outcome is not None]
+    fleet = FleetProgress(
+        len(journal.header.hosts),
+        "upgrade",
+        done=len(finished),
+        failing=sum(1 for o in finished if o not in SUCCESSFUL_OUTCOMES),
+    )
+    progress = Progress(journal.header.run_id, fleet)
     steps = HostSteps({h.name: h for h in hosts}, settings)
     orchestrator = Orchestrator(journal, steps.as_mapping(), options, progress.report)
 
@@ -252,18 +260,23 @@ def command(
         orchestrator.stop.set()
         steps.interrupt()
 
-    with StopOnSignals(stop, "upgrade") as signals:
-        try:
-            summary = orchestrator.run()
-        except Interrupted:
-            steps.close()
-            name = signal_name(signals.received) if signals.received else "interrupt"
-            click.echo(
-                f"gpuhost: upgrade stopped by {name}; journal {journal.path}; to continue, run "
-                "the same command with --resume",
-                err=True,
-            )
-            return signals.exit_code
+    fleet.start()
+    try:
+        with StopOnSignals(stop, "upgrade") as signals:
+            try:
+                summary = orchestrator.run()
+            except Interrupted:
+                fleet.close()
+                steps.close()
+                name = signal_name(signals.received) if signals.received else "interrupt"
+                click.echo(
+                    f"gpuhost: upgrade stopped by {name}; journal {journal.path}; to continue, run "
+                    "the same command with --resume",
+                    err=True,
+                )
+                return signals.exit_code
+    finally:
+        fleet.close()  # the status line never outlives the run
     steps.close()
     print_summary(summary)
     return EXIT_OK if summary.ok else EXIT_FINDINGS

@@ -1,4 +1,9 @@
-"""Progress lines per host and step, and the end-of-run summary."""
+"""Progress lines per host and step, and the end-of-run summary.
+
+With a :class:`gpuhost.terminal.FleetProgress` (``fleet``), the same lines go above its status
+line on a terminal (``upgrade: 2/5 done, 1 failing, 3:10 elapsed``; a host counts as failing
+when its outcome is not upgraded/current) and are unchanged elsewhere.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ import time
 
 import click
 
+from gpuhost.terminal import FleetProgress, style
+from gpuhost.upgrade.journal import SUCCESSFUL_OUTCOMES
 from gpuhost.upgrade.orchestrate import STEP_TITLES, RunSummary
 
 _COLOURS = {
@@ -25,10 +32,22 @@ _COLOURS = {
 class Progress:
     """``reporter`` for the orchestrator: one line per step start/end, with durations."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, fleet: FleetProgress | None = None) -> None:
         self.run_id = run_id
+        self.fleet = fleet
         self.started: dict[tuple[str, str], float] = {}
         self.lock = threading.Lock()
+
+    def _echo(self, line: str) -> None:
+        if self.fleet is None:
+            click.echo(line)
+        else:
+            self.fleet.line(line)
+
+    def _word(self, status: str) -> str:
+        if self.fleet is None:
+            return click.style(status, fg=_COLOURS.get(status))  # click.echo drops it off a tty
+        return style(status, self.fleet.stream, fg=_COLOURS.get(status))
 
     def report(self, host: str, step: str, status: str, detail: str) -> None:
         with self.lock:
@@ -36,16 +55,20 @@ class Progress:
             if status == "started":
                 self.started[key] = time.monotonic()
                 extra = " (resumed)" if detail == "resumed" else ""
-                click.echo(f"[{host}] {STEP_TITLES.get(step, step)} ...{extra}")
+                self._echo(f"[{host}] {STEP_TITLES.get(step, step)} ...{extra}")
                 return
             took = ""
             if key in self.started:
                 took = f" ({time.monotonic() - self.started.pop(key):.1f}s)"
-            word = click.style(status, fg=_COLOURS.get(status))
+            word = self._word(status)
             if step == "outcome":
-                click.echo(f"[{host}] => {word}: {detail}")
+                line = f"[{host}] => {word}: {detail}"
+                if self.fleet is None:
+                    click.echo(line)
+                else:
+                    self.fleet.host_done(line, failing=status not in SUCCESSFUL_OUTCOMES)
             else:
-                click.echo(
+                self._echo(
                     f"[{host}] {STEP_TITLES.get(step, step)}: {word}{took}"
                     + (f": {detail}" if detail else "")
                 )
