@@ -18,8 +18,10 @@ from gpuhost.errors import DeployError
 provision_module = importlib.import_module("gpuhost.deploys.provision")
 
 STEPS = (
+    # an operation, before harden's nftables install: apt/dpkg left running is waited for and
+    # what an interrupted install left is finished first
+    "dpkg_settled",
     "harden",
-    "dpkg_settled",  # an operation: what an interrupted install left is finished first
     "install_driver",
     "install_cuda",
     "install_cudnn",
@@ -69,13 +71,14 @@ def _run(
     return calls
 
 
-def test_hardening_comes_first_and_the_marker_last(monkeypatch) -> None:
+def test_dpkg_settles_first_then_hardening_and_the_marker_last(monkeypatch) -> None:
     assert _run(monkeypatch, {}) == ["driver check", *STEPS, "marker"]
     assert _run(monkeypatch, {"gpuhost_harden": True}) == ["driver check", *STEPS, "marker"]
 
 
 def test_gpuhost_harden_false_opts_out(monkeypatch) -> None:
-    assert _run(monkeypatch, {"gpuhost_harden": False}) == ["driver check", *STEPS[1:], "marker"]
+    steps = [step for step in STEPS if step != "harden"]
+    assert _run(monkeypatch, {"gpuhost_harden": False}) == ["driver check", *steps, "marker"]
 
 
 def test_a_driver_change_is_refused_before_hardening(monkeypatch) -> None:

@@ -97,8 +97,10 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     """SSH hardening and firewall, driver, CUDA, cuDNN, container toolkit, persistence, clocks,
     environment, marker (written last: it exists only after a complete run).
 
-    ``harden()`` comes first: its lockout checks run before any operation of this host is added,
-    so a host whose deploy user has no authorized key stops before the driver is touched.
+    ``dpkg_settled`` comes first (it waits for apt/dpkg an interrupted run left behind, then
+    finishes what dpkg left half-done), then ``harden()``: its lockout checks run while the deploy
+    is prepared, so a host whose deploy user has no authorized key is taken out of the run before
+    any of its operations executes, the driver untouched.
     A host that has a driver other than the profile's is refused before any change
     (``guards.check_driver_unchanged``) unless ``allow_driver_change`` (what ``gpuhost
     upgrade`` runs, after its snapshot and drain): other differences (cuDNN, toolkit, clocks,
@@ -108,9 +110,13 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     if not allow_driver_change:
         recorded, installed = current_driver(plan)
         guards.check_driver_unchanged(host.name, spec, recorded, installed)
-    if guards.check_harden(host.name, _host_data()):
+    hardened = guards.check_harden(host.name, _host_data())
+    # before the first package operation (harden installs nftables): apt/dpkg left running (a
+    # run stopped by Ctrl-C) is waited for, what it left half-done finished; a host harden
+    # refuses is taken out of the run before anything executes
+    dpkg_settled(name="Wait for apt/dpkg, finish installs an earlier run left half-done")
+    if hardened:
         harden()
-    dpkg_settled(name="Finish package installs an earlier run left half-done")
     install_driver(spec=spec, plan=plan)
     install_cuda(spec=spec, plan=plan)
     install_cudnn(spec=spec, plan=plan)

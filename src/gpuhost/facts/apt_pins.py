@@ -10,6 +10,7 @@ from gpuhost.parsers.packages import (
     parse_apt_space,
     parse_df_available,
     parse_dpkg_audit,
+    parse_pgrep_processes,
 )
 
 
@@ -85,6 +86,28 @@ class DpkgAudit(_PackageLockList):
     @override
     def process(self, output: list[str]) -> list[str]:
         return parse_dpkg_audit(output)
+
+
+# Process names (``pgrep -x``) of the tools that take dpkg's and apt's locks: a ``gpuhost``
+# run stopped by Ctrl-C, apt's daily timer or an admin leaves one running on the host.
+PACKAGE_TOOLS = "apt-get|apt|aptitude|dpkg|unattended-upgr"
+# Process states that can hold a lock (running, sleeping, in I/O, stopped); a zombie cannot.
+PGREP_LIVE = "-r R,S,D,T,t"
+
+
+class PackageToolsRunning(_PackageLockList):
+    """apt/dpkg processes running now (``PACKAGE_TOOLS``), as ``"PID command line"`` in PID
+    order: ``["4711 apt-get install -y nvidia-driver"]``; [] when none runs."""
+
+    tool = "pgrep"
+
+    @override
+    def command(self) -> str:
+        return f"pgrep -a {PGREP_LIVE} -x '{PACKAGE_TOOLS}' 2>/dev/null || true"
+
+    @override
+    def process(self, output: list[str]) -> list[str]:
+        return parse_pgrep_processes(output)
 
 
 SPACE_PATHS = ("/var/cache/apt/archives", "/usr")

@@ -21,12 +21,15 @@ from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.facts.deb import DebPackages
 
 from gpuhost.facts.apt_pins import (
+    PACKAGE_TOOLS,
+    PGREP_LIVE,
     SPACE_PATHS,
     AptHolds,
     AptInstallSpace,
     AptPolicy,
     DnfVersionLocks,
     DpkgAudit,
+    PackageToolsRunning,
 )
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
@@ -173,12 +176,50 @@ def _executing() -> bool:
     return bool(host.state.is_executing)
 
 
+PACKAGE_TOOLS_WAIT_S = 600  # then the host fails, naming what still runs
+CONFIGURE_PENDING = (
+    "DEBIAN_FRONTEND=noninteractive dpkg --configure -a --force-confdef --force-confold"
+)
+
+
+def wait_for_package_tools(
+    timeout_s: int = PACKAGE_TOOLS_WAIT_S, poll_s: int = 2, tools: str = PACKAGE_TOOLS
+) -> str:
+    """Shell that returns once no apt/dpkg process runs on the host (``PACKAGE_TOOLS``), so the
+    next apt command finds dpkg's lock free; after ``timeout_s`` it fails with one line on
+    stderr naming what still runs (``pgrep -a``: PID and command line). Used by provision
+    (``dpkg_settled``) and by the upgrade's install and rollback steps. ``tools``: the
+    ``pgrep -x`` pattern (tests use a name of their own)."""
+    tries = max(1, timeout_s // poll_s)
+    # pgrep warns on stderr about a pattern longer than a process name; the regex still matches
+    pgrep = f"pgrep {PGREP_LIVE} -x '{tools}' 2>/dev/null"
+    return (
+        f"i=0; while {pgrep} >/dev/null; do i=$((i+1)); if [ $i -gt {tries} ]; then "
+        f'echo "apt/dpkg still running after {timeout_s}s (dpkg\'s lock is taken): '
+        f"$({pgrep.replace('pgrep', 'pgrep -a', 1)} | head -n 3 | tr '\\n' ';')\" >&2; "
+        f"exit 1; fi; sleep {poll_s}; done"
+    )
+
+
+def settle_command(timeout_s: int = PACKAGE_TOOLS_WAIT_S) -> str:
+    """Wait for apt/dpkg left running, then finish what dpkg left half-done, if anything."""
+    return (
+        f"{wait_for_package_tools(timeout_s)}; "
+        f'[ -z "$(LC_ALL=C dpkg --audit 2>/dev/null)" ] || {CONFIGURE_PENDING}'
+    )
+
+
 @operation()
-def dpkg_settled() -> Generator:
-    """Finish what an interrupted or failed package run left half-done (``dpkg --audit`` lists
-    packages unpacked but not configured, half-installed, awaiting triggers): ``dpkg --configure
-    -a`` before anything else is installed. It fails the host when dpkg cannot finish them (e.g.
-    a DKMS build that fails again), with dpkg's own message.
+def dpkg_settled(timeout_s: int = PACKAGE_TOOLS_WAIT_S) -> Generator:
+    """Before any package is installed: wait (up to ``timeout_s``) for apt/dpkg processes still
+    running on the host (a run stopped by Ctrl-C leaves its apt-get behind; apt's daily timer),
+    then finish what an interrupted or failed package run left half-done (``dpkg --audit`` lists
+    packages unpacked but not configured, half-installed, awaiting triggers) with ``dpkg
+    --configure -a``. It fails the host when apt/dpkg still runs after ``timeout_s`` (naming the
+    process) or when dpkg cannot finish them (e.g. a DKMS build that fails again), with dpkg's
+    own message. Nothing to wait for and nothing unfinished: no change.
+
+    + timeout_s: seconds to wait for running apt/dpkg processes
 
     **Example:**
 
@@ -186,11 +227,16 @@ def dpkg_settled() -> Generator:
 
         apt_pin.dpkg_settled(name="Finish interrupted package installs")
     """
+    running: list[str] = fact(PackageToolsRunning)
+    if running:
+        # what dpkg --audit says now may change when they finish: judged after the wait
+        yield settle_command(timeout_s)
+        return
     unfinished: list[str] = fact(DpkgAudit)
     if not unfinished:
-        host.noop("dpkg has no half-installed package")
+        host.noop("no apt/dpkg running, dpkg has no half-installed package")
         return
-    yield "DEBIAN_FRONTEND=noninteractive dpkg --configure -a --force-confdef --force-confold"
+    yield CONFIGURE_PENDING
 
 
 SPACE_MARGIN_BYTES = 256 * 1000**2  # dpkg's temporary files, DKMS builds, logs

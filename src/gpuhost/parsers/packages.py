@@ -179,6 +179,17 @@ def parse_dpkg_audit(lines: list[str]) -> list[str]:
     return sorted(names)
 
 
+def parse_pgrep_processes(lines: list[str]) -> list[str]:
+    """``pgrep -a`` output (``PID command line`` per line) as ``"PID command line"`` strings in
+    PID order; lines that do not start with a PID are left out (pure)."""
+    found: list[tuple[int, str]] = []
+    for line in lines:
+        pid, _, command = line.strip().partition(" ")
+        if pid.isdigit():
+            found.append((int(pid), f"{pid} {command.strip()}".strip()))
+    return [text for _pid, text in sorted(found)]
+
+
 def parse_apt_mark_showhold(text: str) -> set[str]:
     """Held package names (architecture qualifiers like ":amd64" removed). Empty → set()."""
     text = require_text(text, "apt-mark showhold output (one package per line)")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuhost.errors import ConfigError, GpuhostError, HostError
+from gpuhost.operations.apt_pin import wait_for_package_tools
 from gpuhost.reboot import reboot_and_wait
 from gpuhost.upgrade import package_cache
 from gpuhost.upgrade.connect import (
@@ -61,9 +62,9 @@ RESTORED_CATEGORIES = ("apt_preferences", "apt_sources", "modprobe", "gpuhost", 
 REMOVABLE_NEW_FILES = ("/etc/apt/preferences.d/gpuhost", "/etc/modprobe.d/gpuhost", "/etc/gpuhost/")
 # Before changing packages: wait (up to 10 min) until no apt/dpkg runs (a controller killed
 # mid-install leaves one behind on the host), then finish what an interrupted dpkg left.
+# The wait is provision's (apt_pin.wait_for_package_tools, also run by dpkg_settled).
 SETTLE_DPKG_COMMAND = (
-    "i=0; while pgrep -x 'apt-get|apt|dpkg' >/dev/null; do i=$((i+1)); "
-    '[ $i -gt 300 ] && { echo "apt/dpkg still running after 600s" >&2; exit 1; }; sleep 2; done; '
+    f"{wait_for_package_tools()}; "
     '[ -z "$(dpkg --audit 2>/dev/null)" ] || DEBIAN_FRONTEND=noninteractive dpkg --configure -a '
     "--force-confdef --force-confold >/dev/null 2>&1 || true"
 )

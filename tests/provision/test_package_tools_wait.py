@@ -1,0 +1,92 @@
+"""The wait for apt/dpkg left running (provision's dpkg_settled and the upgrade's install and
+rollback steps run the same shell, ``apt_pin.wait_for_package_tools``), run for real with sh and
+pgrep on this machine. A copy of ``sleep`` under a name of the test's own stands in for apt-get,
+so an apt really running here (or on a lab host sharing the process table) cannot disturb it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuhost.facts.apt_pins import PackageToolsRunning
+from gpuhost.operations.apt_pin import settle_command, wait_for_package_tools
+from gpuhost.parsers.packages import parse_pgrep_processes
+from gpuhost.upgrade.hoststeps import SETTLE_DPKG_COMMAND
+
+NAME = "gpuhost-t-apt"  # pgrep -x matches at most 15 characters of a process name
+
+
+@pytest.fixture
+def fake_apt(tmp_path: Path) -> Iterator[Path]:
+    sleeper = tmp_path / NAME
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", sleeper)
+    yield sleeper
+
+
+def _start(sleeper: Path, seconds: float) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([str(sleeper), str(seconds)])
+
+
+def _wait(timeout_s: int) -> subprocess.CompletedProcess[str]:
+    command = wait_for_package_tools(timeout_s, poll_s=1, tools=NAME)
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60)
+
+
+def test_nothing_running_returns_at_once() -> None:
+    started = time.monotonic()
+    result = _wait(30)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert time.monotonic() - started < 2
+
+
+def test_waits_until_the_process_is_gone(fake_apt: Path) -> None:
+    child = _start(fake_apt, 3)
+    try:
+        started = time.monotonic()
+        result = _wait(30)
+        waited = time.monotonic() - started
+    finally:
+        child.kill()
+        child.wait()
+    assert (result.returncode, result.stderr) == (0, "")
+    assert 2 <= waited < 10
+
+
+def test_gives_up_after_the_timeout_naming_the_process(fake_apt: Path) -> None:
+    child = _start(fake_apt, 60)
+    try:
+        result = _wait(2)
+    finally:
+        child.kill()
+        child.wait()
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"apt/dpkg still running after 2s (dpkg's lock is taken): {child.pid} {fake_apt} 60;"
+    ]
+
+
+def test_provision_and_upgrade_share_the_wait() -> None:
+    wait = wait_for_package_tools()
+    assert settle_command().startswith(wait + "; ")
+    assert SETTLE_DPKG_COMMAND.startswith(wait + "; ")
+    assert "after 600s" in wait
+
+
+def test_running_tools_fact_parses_pgrep_output() -> None:
+    assert "pgrep -a" in PackageToolsRunning().command()
+    lines = [
+        "5188 /usr/bin/dpkg --status-fd 35 --configure --pending",
+        "",
+        "5120 apt-get install -y nvidia-driver",
+        "pgrep: pattern that searches for process name longer than 15 characters ...",
+    ]
+    assert parse_pgrep_processes(lines) == [
+        "5120 apt-get install -y nvidia-driver",
+        "5188 /usr/bin/dpkg --status-fd 35 --configure --pending",
+    ]
+    assert PackageToolsRunning().process([]) == []
