@@ -5,6 +5,8 @@ paramiko/socket exception as its context) into the real cause: the name does not
 connection was refused or timed out, the port answers but does not speak SSH, authentication
 failed, the host key does not match or is unknown, the private key file is missing. Every fleet
 command (audit, provision, harden, upgrade) reports a host that way, as that host's result.
+:func:`openssh_cause` gives the same lines for the OpenSSH client's stderr (``gpuhost check``:
+testinfra connects with ``ssh``). The wording of every cause is in one table, ``CAUSES``.
 
 :func:`quiet_ssh_logs` stops paramiko's transport thread from printing its tracebacks (it logs
 them at ERROR through ``paramiko.transport``, which Python's last-resort handler writes to the
@@ -14,6 +16,7 @@ terminal when nobody configured logging) and keeps pyinfra's logger to itself.
 from __future__ import annotations
 
 import logging
+import re
 import socket
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -28,6 +31,66 @@ def quiet_ssh_logs(loggers: tuple[str, ...] = _QUIET) -> None:
         if not any(not isinstance(h, logging.NullHandler) for h in log.handlers):
             log.addHandler(logging.NullHandler())
             log.propagate = False
+
+
+# Every cause a connection can fail with, as one line; filled in by _Target.say.
+CAUSES = {
+    "dns": "name does not resolve: {address} ({reason})",
+    "refused": "connection refused: nothing listens on {where}",
+    "timeout": "connection timed out: no answer from {where} within {timeout}",
+    "closed": "not SSH: {where} closed the connection without an SSH banner",
+    "silent": "not SSH: {where} accepts TCP connections but sent no SSH banner within {timeout}",
+    "handshake": "not SSH: {where} closed the connection during the SSH handshake",
+    "host-key-mismatch": (
+        "host key mismatch: {where} presents another key than known_hosts records "
+        "(if the host was re-installed: ssh-keygen -R '{entry}')"
+    ),
+    "host-key-unknown": "host key of {where} is not known ({reason}); add it to known_hosts",
+    "auth": "authentication failed on {where} as {user}{key} ({reason})",
+    "key-file": "ssh_key: {reason}",
+    "ssh": "SSH error on {where}: {reason}",
+    "other": "cannot connect to {where}: {reason}",
+}
+
+# OpenSSH client stderr -> cause, first match wins (a host key mismatch also says "Host key
+# verification failed"; a silent port says "Connection timed out during banner exchange").
+OPENSSH_MESSAGES = (
+    ("Could not resolve hostname", "dns"),
+    ("REMOTE HOST IDENTIFICATION HAS CHANGED", "host-key-mismatch"),
+    ("Host key verification failed", "host-key-unknown"),
+    ("Permission denied (", "auth"),
+    ("Too many authentication failures", "auth"),
+    ("Connection refused", "refused"),
+    ("timed out during banner exchange", "silent"),
+    ("Connection timed out", "timeout"),
+    ("Operation timed out", "timeout"),
+    ("kex_exchange_identification", "closed"),
+    ("Connection closed by", "closed"),
+    ("Connection reset by", "closed"),
+)
+
+
+class _Target:
+    """Where a connection went (from inventory data), to fill in ``CAUSES``."""
+
+    def __init__(self, data: Mapping[str, Any], name: str, timeout: str) -> None:
+        self.address = str(data.get("ssh_hostname") or name)
+        self.port = data.get("ssh_port") or 22
+        self.user = data.get("ssh_user")
+        self.key = data.get("ssh_key")
+        self.timeout = timeout
+
+    def say(self, cause: str, reason: str = "") -> str:
+        where = f"{self.address}:{self.port}"
+        return CAUSES[cause].format(
+            address=self.address,
+            where=where,
+            entry=self.address if self.port == 22 else f"[{self.address}]:{self.port}",
+            user=self.user or "the default user",
+            key=f" with key {self.key}" if self.key else "",
+            timeout=self.timeout,
+            reason=reason,
+        )
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -53,53 +116,71 @@ def connect_cause(exc: BaseException, data: Mapping[str, Any], name: str, timeou
         SSHException,
     )
 
-    address = str(data.get("ssh_hostname") or name)
-    port = data.get("ssh_port") or 22
-    where = f"{address}:{port}"
-    user = data.get("ssh_user")
+    target = _Target(data, name, f"{timeout:g} s")
     for error in _chain(exc):
         text = _first_line(error)
         if isinstance(error, socket.gaierror):
-            return f"name does not resolve: {address} ({error.strerror or text})"
+            return target.say("dns", error.strerror or text)
         if isinstance(error, NoValidConnectionsError):
             causes = list(error.errors.values())
             if causes and all(isinstance(c, ConnectionRefusedError) for c in causes):
-                return f"connection refused: nothing listens on {where}"
+                return target.say("refused")
             if causes and all(isinstance(c, (TimeoutError, socket.timeout)) for c in causes):
-                return f"connection timed out: no answer from {where} within {timeout:g} s"
-            return f"cannot connect to {where}: {text}"
+                return target.say("timeout")
+            return target.say("other", text)
         if isinstance(error, ConnectionRefusedError):
-            return f"connection refused: nothing listens on {where}"
+            return target.say("refused")
         if isinstance(error, (TimeoutError, socket.timeout)):
-            return f"connection timed out: no answer from {where} within {timeout:g} s"
+            return target.say("timeout")
         if isinstance(error, BadHostKeyException):
-            entry = address if port == 22 else f"[{address}]:{port}"
-            return (
-                f"host key mismatch: {where} presents another key than known_hosts records "
-                f"(if the host was re-installed: ssh-keygen -R '{entry}')"
-            )
+            return target.say("host-key-mismatch")
         if isinstance(error, AuthenticationException):
-            key = data.get("ssh_key")
-            return (
-                f"authentication failed on {where} as {user or 'the default user'}"
-                f"{' with key ' + str(key) if key else ''} ({text})"
-            )
+            return target.say("auth", text)
         if isinstance(error, SSHException):
             if "banner" in text or "No existing session" in text:
                 if any(isinstance(e, (EOFError, ConnectionResetError)) for e in _chain(error)):
-                    return f"not SSH: {where} closed the connection without an SSH banner"
-                return (
-                    f"not SSH: {where} accepts TCP connections but sent no SSH banner "
-                    f"within {timeout:g} s"
-                )
+                    return target.say("closed")
+                return target.say("silent")
             if "known_hosts" in text or "host key" in text.lower():
-                return f"host key of {where} is not known ({text}); add it to known_hosts"
-            return f"SSH error on {where}: {text}"
+                return target.say("host-key-unknown", text)
+            return target.say("ssh", text)
         if isinstance(error, EOFError):
-            return f"not SSH: {where} closed the connection during the SSH handshake"
+            return target.say("handshake")
         if "No such private key file" in text or "Invalid key" in text:
-            return f"ssh_key: {text}"
+            return target.say("key-file", text)
         if isinstance(error, OSError) and error.strerror:
-            return f"cannot connect to {where}: {error.strerror}"
+            return target.say("other", error.strerror)
     text = _first_line(exc)
-    return text if text != "No hosts remaining!" else f"could not connect to {where}"
+    return (
+        text
+        if text != "No hosts remaining!"
+        else f"could not connect to {target.address}:{target.port}"
+    )
+
+
+def _openssh_lines(stderr: str) -> list[str]:
+    lines = [line.strip().strip("@").strip() for line in stderr.splitlines()]
+    return [line for line in lines if line and not line.startswith("Warning: Permanently added")]
+
+
+def openssh_cause(stderr: str, data: Mapping[str, Any], name: str) -> str | None:
+    """The cause in ``CAUSES`` for the OpenSSH client's ``stderr`` after it failed to connect to
+    ``name`` (with inventory ``data``); None when the message is none of ``OPENSSH_MESSAGES``."""
+    connect_timeout = data.get("ssh_connect_timeout")
+    timeout = f"{float(connect_timeout):g} s" if connect_timeout else "the TCP connect timeout"
+    target = _Target(data, name, timeout)
+    lines = _openssh_lines(stderr)
+    for needle, cause in OPENSSH_MESSAGES:
+        hit = next((line for line in lines if needle in line), None)
+        if hit is None:
+            continue
+        if cause == "dns":  # ssh: Could not resolve hostname NAME: Name or service not known
+            return target.say(cause, hit.rsplit(": ", 1)[-1].rstrip("."))
+        if cause == "auth":  # USER@HOST: Permission denied (publickey,password).
+            found = re.search(r"Permission denied \([^)]*\)|Too many authentication failures", hit)
+            return target.say(cause, found.group(0) if found else hit)
+        if cause == "host-key-unknown":  # the line before: No ED25519 host key is known for ...
+            others = [line for line in lines if needle not in line]
+            return target.say(cause, others[0] if others else hit)
+        return target.say(cause)
+    return None

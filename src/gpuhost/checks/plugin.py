@@ -30,6 +30,7 @@ import pytest
 from gpuhost.checks.checklib import HostFacts
 from gpuhost.checks_support import expected as expected_mod
 from gpuhost.checks_support.inventory import CheckHost, load_hosts, ssh_config
+from gpuhost.connection import openssh_cause
 from gpuhost.errors import GpuhostError
 
 TIERS = ("static", "functional", "stress")
@@ -127,9 +128,21 @@ def _host_id(testinfra_host: Any) -> str:
     return str(testinfra_host.backend.get_pytest_id())
 
 
+def _unreachable_cause(stderr: str, key: str, entry: CheckHost | None) -> str:
+    """One line for why ssh could not reach the host: a cause of gpuhost.connection, else the
+    first line OpenSSH wrote."""
+    name = entry.name if entry else key.removeprefix("ssh://")
+    cause = openssh_cause(stderr, entry.data if entry else {}, name)
+    if cause:
+        return cause
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return lines[0] if lines else "ssh exited 255"
+
+
 @pytest.fixture(scope="module")
-def host(_testinfra_host: Any) -> Any:
-    """The testinfra host; a host that does not answer fails its checks at once."""
+def host(request: pytest.FixtureRequest, _testinfra_host: Any) -> Any:
+    """The testinfra host; a host that does not answer fails its checks at once, with the
+    cause in one line (name does not resolve, refused, timed out, not SSH, authentication...)."""
     key = _host_id(_testinfra_host)
     if key not in _unreachable:
         try:
@@ -137,8 +150,9 @@ def host(_testinfra_host: Any) -> Any:
             _unreachable[key] = ""
         except RuntimeError as exc:  # ssh exit 255: no connection
             result = exc.args[0] if exc.args else exc
-            detail = str(getattr(result, "stderr", "") or result).strip()
-            _unreachable[key] = detail or "ssh exited 255"
+            stderr = str(getattr(result, "stderr", "") or result)
+            entry = request.config.stash.get(HOSTS_KEY, {}).get(key)
+            _unreachable[key] = _unreachable_cause(stderr, key, entry)
     if _unreachable[key]:
         pytest.fail(f"{key}: host unreachable: {_unreachable[key]}", pytrace=False)
     return _testinfra_host
