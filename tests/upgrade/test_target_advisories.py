@@ -114,3 +114,24 @@ def test_resuming_a_forced_run_needs_no_second_force(
         assert forced or "5703" in _error_lines(err)[0]
         for path in runs.iterdir():
             path.unlink()
+
+
+def test_a_forced_target_accepts_its_own_advisory_rules_at_validation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forced to an affected target, the upgraded hosts carry the very security.* findings the
+    operator accepted: validation must not roll them back for those (seen in the Slurm lab test,
+    which moves a host back to the old driver with --force)."""
+    import gpuhost.upgrade.hoststeps as hoststeps
+
+    seen: list[tuple[str, ...]] = []
+    real = hoststeps.StepSettings
+
+    def recording(**kwargs: object) -> object:
+        seen.append(tuple(kwargs["accept_audit"]))  # type: ignore[arg-type]
+        return real(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hoststeps, "StepSettings", recording)  # imported when the run starts
+    main(_upgrade(tmp_path, OLD_DRIVER, "--force", "--accept-audit", "driver.not-loaded"))
+    capsys.readouterr()
+    assert seen == [("driver.not-loaded", "security.driver")]

@@ -43,6 +43,7 @@ from gpuhost.upgrade.settings import (
 from gpuhost.upgrade.signals import StopOnSignals, signal_name
 
 if TYPE_CHECKING:
+    from gpuhost.findings import Finding
     from gpuhost.upgrade.connect import InventoryHost
     from gpuhost.upgrade.hoststeps import Target
 
@@ -203,8 +204,12 @@ def command(
             )
         names = journal.header.hosts
     forced = force or bool(journal is not None and journal.header.options.get("force"))
-    for line in target_advisories(target, hosts, forced):
-        click.echo(line, err=True)
+    advised = target_advisories(target, hosts, forced)
+    for finding in advised:
+        click.echo(f"warning: --to {target!r}: {finding.message}", err=True)
+    # A target forced past its advisories is a known condition at validation too: the hosts
+    # will carry the very security.* findings the operator accepted here
+    accepted = (*accept_audit, *sorted({f.rule for f in advised} - set(accept_audit)))
     if dry:
         for line in describe_plan(names, target, options):
             click.echo(line)
@@ -226,7 +231,7 @@ def command(
         restart_mode=restart_mode,
         reboot_timeout_s=reboot_timeout,
         force=force,
-        accept_audit=tuple(accept_audit),
+        accept_audit=accepted,
         checks=checks,
         accept_checks=tuple(accept_checks),
     )
@@ -302,11 +307,11 @@ def target_for_hosts(target: str, hosts: list[InventoryHost]) -> Target:
     return next(iter(found.values()))
 
 
-def target_advisories(target: str, hosts: list[InventoryHost], force: bool) -> list[str]:
+def target_advisories(target: str, hosts: list[InventoryHost], force: bool) -> list[Finding]:
     """Judge --to's driver and container toolkit against NVIDIA's security bulletins (as
     ``gpuhost matrix profile verify`` does) before any host is touched: one ConfigError naming
     the bulletins and fixed versions for error-level findings unless ``force``; else the
-    findings as warning lines."""
+    findings (the caller warns about them and accepts their rules at validation)."""
     from gpuhost.findings import ERROR
     from gpuhost.inventory.profiles import profile_table
     from gpuhost.matrix.advisories import load_advisories, security_findings
@@ -326,4 +331,4 @@ def target_advisories(target: str, hosts: list[InventoryHost], force: bool) -> l
             f"--to {target!r}: " + "; ".join(errors) + "; refusing before any host is touched "
             "(pass --force to upgrade to it anyway)"
         )
-    return [f"warning: --to {target!r}: {f.message}" for f in findings]
+    return findings
