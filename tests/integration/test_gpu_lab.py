@@ -165,8 +165,9 @@ def test_static_checks_pass_but_fabric_manager_on_the_hgx_board(loop: Loop) -> N
     gpuhost check fails it and says how to get one (a profile with fabric_manager)."""
     proc = loop.gpuhost("check", str(loop.inventory), "--tier", "static")
     failed = [line for line in proc.stdout.splitlines() if line.startswith("FAILED ")]
-    assert [line.split("::")[-1] for line in failed] == ["test_fabric_manager[ssh://h1]"], \
-        proc.stdout[-4000:]
+    # pytest adds " - <message>" to a FAILED line when the terminal is wide enough
+    names = [line.split(" - ", 1)[0].split("::")[-1] for line in failed]
+    assert names == ["test_fabric_manager[ssh://h1]"], proc.stdout[-4000:]
     assert "has 4 NVSwitch(es)" in proc.stdout and "fabric_manager: auto" in proc.stdout
     assert proc.returncode == 1
 
