@@ -344,6 +344,7 @@ def run_deploy(
     progress: FleetProgress | None = None,
     uses_profiles: bool = False,
     on_selected: Callable[[Selection], None] | None = None,
+    connect_timeout: int | None = None,
 ) -> list[HostOutcome]:
     """Run ``deploy_func`` on the inventory's hosts with pyinfra; one outcome per host, in
     inventory order. ``override_data`` is set on every host (like ``pyinfra --data``);
@@ -353,9 +354,12 @@ def run_deploy(
     (unreachable, refused, planned with --dry or nothing to change, or executed).
     ``uses_profiles``: the deploy installs profiles, so every host's profile name must resolve
     before any host is contacted (``inventory.loader.select``). ``on_selected`` is called with
-    the loaded and checked selection before any host is contacted (provision's warnings)."""
+    the loaded and checked selection before any host is contacted (provision's warnings).
+    ``connect_timeout``: seconds for a host's SSH connection (None: pyinfra's default, 10)."""
     forget_cached_host_keys()
     config = Config(PARALLEL=parallel or 0)
+    if connect_timeout is not None:
+        config.CONNECT_TIMEOUT = connect_timeout
     state = State(check_for_changes=True)
     from gpuhost.inventory.loader import limit_items, select
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,27 @@ def test_upgrades_host_sessions_name_the_cause(endpoints) -> None:
             PyinfraRemote(InventoryHost(name, data, ()), connect_timeout=3).connect()
         assert f"{name}: unreachable over SSH: {cause}" in str(err.value)
         assert "No hosts remaining" not in str(err.value)
+
+
+@pytest.mark.parametrize("command", ["provision", "harden"])
+def test_connect_timeout_bounds_the_wait_for_a_silent_host(endpoints, command) -> None:
+    """``--connect-timeout`` means for provision and harden what it means for audit: a host that
+    accepts TCP and never speaks SSH is unreachable after that many seconds (default 10), named
+    with its cause, and the others are not held up."""
+    ports, folder = endpoints
+    inv = _inventory(folder, ports, ["silent", "closed"])
+    started = time.monotonic()
+    run = gpuhost(command, str(inv), "--dry", "--connect-timeout", "2")
+    took = time.monotonic() - started
+    assert "Traceback" not in run.err + run.out, run.err
+    assert run.code == 1, run
+    lines = {line.split(":")[0]: line for line in run.out.splitlines() if ": unreachable" in line}
+    assert "sent no SSH banner" in lines["silent"], lines
+    assert CAUSES["closed"].format(**ports) in lines["closed"], lines
+    assert took < 9, f"{command} waited {took:.1f} s for a silent host with --connect-timeout 2"
+
+
+def test_connect_timeout_refuses_zero() -> None:
+    for command in ("audit", "provision", "harden"):
+        run = gpuhost(command, "inv.py", "--connect-timeout", "0")
+        assert run.code == 2 and "--connect-timeout" in run.err and "Traceback" not in run.err

@@ -23,6 +23,7 @@ from gpuhost.audit.host import (
 )
 from gpuhost.audit.report import json_report, junit, prom, table
 from gpuhost.audit.summary import exit_code_for
+from gpuhost.cli._options import connect_timeout_option
 from gpuhost.errors import ConfigError, GpuhostError
 from gpuhost.terminal import FleetProgress
 
@@ -200,13 +201,7 @@ def _audit_fleet(
     help="Interpreter whose torch/TensorFlow to read (repeatable; default: inventory "
     "data gpuhost_pythons, else python3).",
 )
-@click.option(
-    "--connect-timeout",
-    type=click.IntRange(1, 600),
-    default=10,
-    show_default=True,
-    help="Seconds to wait for a host's SSH connection before calling it unreachable.",
-)
+@connect_timeout_option
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary line and errors.")
 def command(
     inventory: str | None,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import click
 
+from gpuhost.cli._options import connect_timeout_option
 from gpuhost.deploy_runner import (
     exit_code,
     outcome_lines,
@@ -35,8 +36,14 @@ from gpuhost.terminal import FleetProgress
 @click.option("--limit", multiple=True, help="Only these hosts or groups (glob; repeatable).")
 @click.option("--verbose", "-v", is_flag=True, help="Debug output from pyinfra.")
 @parallel_option
+@connect_timeout_option
 def command(
-    inventory: str, dry: bool, limit: tuple[str, ...], verbose: bool, parallel: int | None
+    inventory: str,
+    dry: bool,
+    limit: tuple[str, ...],
+    verbose: bool,
+    parallel: int | None,
+    connect_timeout: int,
 ) -> int:
     """Harden SSH (keys only, modern algorithms) and, when asked for (roles, ports), a default-deny
     nftables firewall; --dry also prints the exact ruleset.
@@ -57,6 +64,7 @@ def command(
         limit=limit,
         dry=dry,
         parallel=parallel,
+        connect_timeout=connect_timeout,
         progress=FleetProgress(0, "harden"),  # a status line on a terminal, else nothing
     )
     for line in outcome_lines(outcomes, dry):

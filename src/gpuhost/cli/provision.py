@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from gpuhost.cli._options import connect_timeout_option
 from gpuhost.deploy_runner import (
     exit_code,
     outcome_lines,
@@ -50,6 +51,7 @@ PROFILES_FILE_KEY = "gpuhost_profiles_file"
 )
 @click.option("--verbose", "-v", is_flag=True, help="Debug output from pyinfra.")
 @parallel_option
+@connect_timeout_option
 @click.option(
     "--reboot",
     is_flag=True,
@@ -66,6 +68,7 @@ def command(
     reboot: bool,
     reboot_timeout: float,
     parallel: int | None,
+    connect_timeout: int,
 ) -> int:
     """Install and pin driver, CUDA, cuDNN and container toolkit to each host's profile, and
     harden SSH and the firewall (inventory data ``gpuhost_harden: false`` opts out).
@@ -88,6 +91,7 @@ def command(
         dry=dry,
         override_data=override,
         parallel=parallel,
+        connect_timeout=connect_timeout,
         progress=FleetProgress(0, "provision"),  # a status line on a terminal, else nothing
         uses_profiles=True,
         on_selected=lambda selection: _warn(advisory_warnings(selection)),
