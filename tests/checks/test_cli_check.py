@@ -101,3 +101,29 @@ def test_profiles_option_gives_every_host_the_profiles_file(tmp_path: Path) -> N
     missing = _check([str(inv), "--profiles", str(tmp_path / "nope.yaml"), *select])
     assert missing.returncode == 2 and "nope.yaml" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_no_profile_is_said_once_before_the_checks_and_they_still_fail(tmp_path: Path) -> None:
+    """A host with no profile: one line naming the host and why, before the first check runs;
+    the checks that need the profile FAIL (never skip), each in one short line, and the cause is
+    not repeated per check. With a profile in the inventory there is no such line."""
+    proc = _check(["--tier", "static"], cwd=tmp_path)
+    out = proc.stdout
+    assert proc.returncode == 1, out[-3000:]
+    cause = "no profile for local: inventory data gpuhost_profile is not set"
+    lines = out.splitlines()
+    said = [i for i, line in enumerate(lines) if line.startswith(f"gpuhost check: {cause}")]
+    first_check = next(i for i, line in enumerate(lines) if "test_" in line and ".py" in line)
+    assert len(said) == 1 and said[0] < first_check, out[:2000]
+    assert out.count(cause) == 1, out
+    short = "local: no profile: no expected state (why: the line before the checks)"
+    failed = re.findall(r"^FAILED \S+::(test_\w+)\[local\]", out, re.M)
+    assert "test_profile_resolves" in failed and out.count(short) >= 5, out[-3000:]
+    assert "test_cuda_toolkit" in failed  # needs the profile: fails, not skipped
+
+    from gpuhost.matrix.profiles import load_profiles
+
+    inv = tmp_path / "inv.py"
+    inv.write_text(f"hosts = [('@local', {{'gpuhost_profile': {sorted(load_profiles())[0]!r}}})]\n")
+    proc = _check([str(inv), "--tier", "static"], cwd=tmp_path)
+    assert proc.returncode == 1 and "gpuhost check: " not in proc.stdout, proc.stdout[-2000:]

@@ -86,10 +86,21 @@ class HostFacts:
         return parse_dpkg_query(self.run(packages_mod.dpkg_command(names)))
 
 
+announced: dict[str, str] = {}
+"""Host -> why it has no expected state, already said once before the checks ran (plugin.py)."""
+
+
 def need_spec(expected: Expected) -> tuple[DesiredState, PackagePlan]:
-    """The host's resolved profile, or FAIL the check saying why there is none."""
+    """The host's resolved profile, or FAIL the check saying why there is none: in full, or
+    in short when the run said it in full before the checks."""
     __tracebackhide__ = True
     if expected.spec is None or expected.plan is None:
+        if expected.host in announced:
+            what = "no profile" if expected.profile is None else f"profile {expected.profile!r}"
+            pytest.fail(
+                f"{expected.host}: {what}: no expected state (why: the line before the checks)",
+                pytrace=False,
+            )
         pytest.fail(expected.problem or f"{expected.host}: no expected state", pytrace=False)
     return expected.spec, expected.plan
 

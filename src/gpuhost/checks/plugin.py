@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from gpuhost.checks.checklib import HostFacts
+from gpuhost.checks.checklib import HostFacts, announced
 from gpuhost.checks_support import expected as expected_mod
 from gpuhost.checks_support.inventory import CheckHost, load_hosts, ssh_config
 from gpuhost.connection import openssh_cause
@@ -139,50 +139,96 @@ def _unreachable_cause(stderr: str, key: str, entry: CheckHost | None) -> str:
     return lines[0] if lines else "ssh exited 255"
 
 
-@pytest.fixture(scope="module")
-def host(request: pytest.FixtureRequest, _testinfra_host: Any) -> Any:
-    """The testinfra host; a host that does not answer fails its checks at once, with the
-    cause in one line (name does not resolve, refused, timed out, not SSH, authentication...)."""
-    key = _host_id(_testinfra_host)
+def _reach(config: pytest.Config, testinfra_host: Any) -> str:
+    """Why the host cannot be reached over SSH (one line), or "" when it answers; asked once."""
+    key = _host_id(testinfra_host)
     if key not in _unreachable:
         try:
-            _testinfra_host.run("true")
+            testinfra_host.run("true")
             _unreachable[key] = ""
         except RuntimeError as exc:  # ssh exit 255: no connection
             result = exc.args[0] if exc.args else exc
             stderr = str(getattr(result, "stderr", "") or result)
-            entry = request.config.stash.get(HOSTS_KEY, {}).get(key)
+            entry = config.stash.get(HOSTS_KEY, {}).get(key)
             _unreachable[key] = _unreachable_cause(stderr, key, entry)
-    if _unreachable[key]:
-        pytest.fail(f"{key}: host unreachable: {_unreachable[key]}", pytrace=False)
+    return _unreachable[key]
+
+
+@pytest.fixture(scope="module")
+def host(request: pytest.FixtureRequest, _testinfra_host: Any) -> Any:
+    """The testinfra host; a host that does not answer fails its checks at once, with the
+    cause in one line (name does not resolve, refused, timed out, not SSH, authentication...)."""
+    cause = _reach(request.config, _testinfra_host)
+    if cause:
+        pytest.fail(f"{_host_id(_testinfra_host)}: host unreachable: {cause}", pytrace=False)
     return _testinfra_host
+
+
+def _inventory_data(config: pytest.Config, testinfra_host: Any) -> dict[str, Any]:
+    entry = config.stash.get(HOSTS_KEY, {}).get(_host_id(testinfra_host))
+    return dict(entry.data) if entry else {}
+
+
+def _facts_of(testinfra_host: Any) -> HostFacts:
+    key = _host_id(testinfra_host)
+    if key not in _facts:
+        _facts[key] = HostFacts(testinfra_host, key)
+    return _facts[key]
+
+
+def _expected_of(facts: HostFacts, data: dict[str, Any]) -> expected_mod.Expected:
+    if facts.name not in _expected:
+        _expected[facts.name] = expected_mod.resolve(
+            facts.name, data, facts.marker, expected_mod.os_key(facts.os_release)
+        )
+    return _expected[facts.name]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before the first check runs: one line per host whose expected state cannot be known (no
+    profile, an unknown profile...), said once here; the checks that need it still FAIL (never
+    skip), each with a short line (``checklib.need_spec``). Unreachable hosts are left to the
+    ``host`` fixture (each check fails with the cause)."""
+    config = session.config
+    if config.option.collectonly or not session.items:
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    seen: dict[str, Any] = {}
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        param = callspec.params.get("_testinfra_host") if callspec else None
+        if param is not None and "expected" in getattr(item, "fixturenames", ()):
+            seen.setdefault(_host_id(param), param)
+    for testinfra_host in seen.values():
+        if _reach(config, testinfra_host):
+            continue
+        facts = _facts_of(testinfra_host)
+        expected = _expected_of(facts, _inventory_data(config, testinfra_host))
+        if expected.spec is None or expected.plan is None:
+            announced[facts.name] = expected.problem or f"{facts.name}: no expected state"
+            if reporter is not None:
+                reporter.write_line(
+                    f"gpuhost check: {announced[facts.name]}. Every check that needs "
+                    "the host's expected state fails.",
+                    yellow=True,
+                    bold=True,
+                )
 
 
 @pytest.fixture(scope="module")
 def inventory_data(request: pytest.FixtureRequest, host: Any) -> dict[str, Any]:
-    hosts = request.config.stash.get(HOSTS_KEY, {})
-    entry = hosts.get(_host_id(host))
-    return dict(entry.data) if entry else {}
+    return _inventory_data(request.config, host)
 
 
 @pytest.fixture(scope="module")
 def facts(host: Any) -> HostFacts:
-    key = _host_id(host)
-    if key not in _facts:
-        _facts[key] = HostFacts(host, key)
-    return _facts[key]
+    return _facts_of(host)
 
 
 @pytest.fixture(scope="module")
 def expected(facts: HostFacts, inventory_data: dict[str, Any]) -> expected_mod.Expected:
-    if facts.name not in _expected:
-        _expected[facts.name] = expected_mod.resolve(
-            facts.name,
-            inventory_data,
-            facts.marker,
-            expected_mod.os_key(facts.os_release),
-        )
-    return _expected[facts.name]
+    return _expected_of(facts, inventory_data)
 
 
 @pytest.fixture(scope="module")
