@@ -30,7 +30,9 @@ class DesiredState:
     os: tuple[str, ...]
     driver_version: str
     driver_branch: str
-    kernel_module: str = "proprietary"  # open | proprietary (resolved, never "auto")
+    # open | proprietary; "auto" only in a state read from a profile for no particular GPUs
+    # (``from_profile(profile, None)``: the audit's view, where "auto" is not compared)
+    kernel_module: str = "proprietary"
     cuda_versions: tuple[str, ...] = ()
     cuda_default: str | None = None
     cudnn: str | None = None
@@ -55,14 +57,18 @@ class DesiredState:
 
     @classmethod
     def from_profile(
-        cls, profile: Any, gpus: list[str], host_data: Mapping[str, Any] | None = None
+        cls, profile: Any, gpus: list[str] | None, host_data: Mapping[str, Any] | None = None
     ) -> DesiredState:
         """A ``gpuhost.matrix.Profile`` resolved for a host: kernel module ``auto`` decided for
-        ``gpus`` by the matrix, fabric manager ``auto`` from ``gpuhost_fabric_manager``."""
+        ``gpus`` by the matrix (``gpus`` None: left ``auto``, as the profile declares it),
+        fabric manager ``auto`` from ``gpuhost_fabric_manager``."""
         from gpuhost.matrix import load_matrix
         from gpuhost.matrix.profiles import kernel_module_for
 
         data = host_data or {}
+        module = profile.kernel_module
+        if gpus is not None:
+            module = kernel_module_for(load_matrix(), profile, gpus)
         fabric = profile.fabric_manager
         if not isinstance(fabric, bool):
             fabric = bool(data.get("gpuhost_fabric_manager"))
@@ -72,7 +78,7 @@ class DesiredState:
             os=tuple(profile.os),
             driver_version=profile.driver_version,
             driver_branch=str(profile.driver_branch),
-            kernel_module=kernel_module_for(load_matrix(), profile, gpus),
+            kernel_module=module,
             cuda_versions=tuple(profile.cuda_versions),
             cuda_default=profile.cuda_default or None,
             cudnn=profile.cudnn,

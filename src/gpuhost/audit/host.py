@@ -6,11 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuhost.audit.expected import (
-    expected_from_profile,
-    with_marker_resolution,
-    without_unmanaged,
-)
+from gpuhost.audit.expected import expected_state
 from gpuhost.audit.findings import (
     ERROR,
     Finding,
@@ -82,8 +78,7 @@ def _context(
             "a profile from gpuhost's profiles or pass --profiles FILE that defines it"
         )
         return AuditContext(facts, None, name, source, error, results)
-    expected = with_marker_resolution(expected_from_profile(name, profile), facts.provision_marker)
-    expected = without_unmanaged(expected, host_data)
+    expected = expected_state(profile, host_data, facts.provision_marker)
     return AuditContext(facts, expected, name, source, None, results)
 
 

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from gpuhost.audit.coupled import is_coupled
-from gpuhost.audit.expected import ExpectedStack
+from gpuhost.audit.expected import compares_kernel_module
 from gpuhost.audit.findings import ERROR, INFO, WARNING, Finding, RuleResult, rule_doc
+from gpuhost.desired import DesiredState
 from gpuhost.errors import VersionError
 from gpuhost.facts.host_facts import HostFacts
 from gpuhost.operations.clocks import uses_application_clocks
@@ -37,7 +38,7 @@ class AuditContext:
     """One host's facts and what it is expected to run."""
 
     facts: HostFacts
-    expected: ExpectedStack | None = None
+    expected: DesiredState | None = None
     profile_name: str | None = None
     profile_source: str | None = None  # "inventory" or "marker"
     profile_error: str | None = None  # the named profile does not exist
@@ -614,7 +615,7 @@ def check_persistence(ctx: AuditContext) -> RuleResult:
     )
 
 
-def _wanted_clocks(expected: ExpectedStack, gpu: GpuInfo) -> dict[str, int | None]:
+def _wanted_clocks(expected: DesiredState, gpu: GpuInfo) -> dict[str, int | None]:
     """Application clocks (MHz) the profile asks for on this GPU."""
     if expected.clock_policy == "explicit":
         return {"graphics": expected.graphics_mhz, "memory": expected.memory_mhz}
@@ -1029,7 +1030,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
             )
         )
     module = facts.driver.loaded_module
-    if expected.kernel_module and module and module.flavor != expected.kernel_module:
+    if compares_kernel_module(expected) and module and module.flavor != expected.kernel_module:
         findings.append(
             Finding(
                 "profile.kernel-module",

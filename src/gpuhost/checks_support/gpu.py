@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 
-from gpuhost.audit.expected import ExpectedStack, expected_from_desired
 from gpuhost.audit.findings import ERROR, WARNING, Finding
 from gpuhost.audit.rules import RULES, SMI_STATE_RULES, AuditContext
 from gpuhost.desired import DesiredState
@@ -58,7 +57,7 @@ def unavailable_reason(
 def rule_findings(
     rule: str,
     report: SmiReport,
-    expected: ExpectedStack | None = None,
+    expected: DesiredState | None = None,
     busy: frozenset[int] = frozenset(),
     persistenced: ServiceState | None = None,
 ) -> list[Finding]:
@@ -73,7 +72,7 @@ def rule_findings(
 def rule_problems(
     rule: str,
     report: SmiReport,
-    expected: ExpectedStack | None = None,
+    expected: DesiredState | None = None,
     busy: frozenset[int] = frozenset(),
     persistenced: ServiceState | None = None,
     severities: tuple[str, ...] = FAILING,
@@ -94,7 +93,7 @@ def persistence_problems(report: SmiReport, persistenced: ServiceState | None = 
 def clock_problems(report: SmiReport, spec: DesiredState) -> list[str]:
     """The audit's clocks rule for the profile ``spec`` (application clocks where provision sets
     them; locked clocks cannot be read back, the clocks service result vouches for them)."""
-    return rule_problems("gpu.clocks", report, expected_from_desired(spec))
+    return rule_problems("gpu.clocks", report, spec)
 
 
 def ecc_problems(report: SmiReport, severities: tuple[str, ...] = FAILING) -> list[str]:
