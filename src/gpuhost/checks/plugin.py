@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpuhost.checks.checklib import HostFacts, announced
+from gpuhost.checks.progress import HostProgress
 from gpuhost.checks_support import expected as expected_mod
 from gpuhost.checks_support.inventory import CheckHost, load_hosts, ssh_config
 from gpuhost.connection import openssh_cause
@@ -39,6 +41,10 @@ TMP_KEY = pytest.StashKey[str]()
 _facts: dict[str, HostFacts] = {}
 _expected: dict[str, expected_mod.Expected] = {}
 _unreachable: dict[str, str] = {}
+PROGRESS_KEY = pytest.StashKey[HostProgress]()
+_progress: HostProgress | None = None
+_reporter: Any = None
+_pending: list[str] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -107,10 +113,14 @@ def _tier(item: pytest.Item) -> str:
     return "static"
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture parameters
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep the tier's checks; run them host by host (each host's checks together, so hosts
+    finish one after another and the progress lines say so)."""
     limit = TIERS.index(config.getoption("tier") or "functional")
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
+    hosts: dict[str, int] = {}
     for item in items:
         (keep if TIERS.index(_tier(item)) <= limit else drop).append(item)
         # JUnit: each case names its host in a ``host`` property, set here at collection so a
@@ -119,9 +129,55 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         param = callspec.params.get("_testinfra_host") if callspec else None
         if param is not None:
             item.user_properties.append(("host", _host_id(param)))
+            hosts.setdefault(_host_id(param), len(hosts))
+    keep.sort(key=lambda item: hosts.get(_item_host(item) or "", len(hosts)))
     if drop:
         config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    items[:] = keep
+    config.stash[PROGRESS_KEY] = HostProgress(
+        [host for item in keep if (host := _item_host(item)) is not None]
+    )
+
+
+def _item_host(item: pytest.Item) -> str | None:
+    host = dict(item.user_properties).get("host")
+    return None if host is None else str(host)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    progress = _progress
+    host = dict(report.user_properties).get("host")
+    if progress is None or host is None:
+        return
+    line = progress.report(str(host), report.when, report.outcome, hasattr(report, "wasxfail"))
+    if line is not None:
+        _pending.append(line)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own progress ([ 42%]) for the check
+def pytest_runtest_logfinish() -> None:
+    if _progress is not None and _progress.done < _progress.total:
+        _write_pending(mid_run=True)  # the last host's line comes after pytest's [100%]
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtestloop() -> Generator[None, object, object]:
+    result = yield
+    _write_pending()
+    return result
+
+
+def _write_pending(mid_run: bool = False) -> None:
+    """Write the finished hosts' lines; ``mid_run``: first end the open line of a check file
+    with pytest's own ``[ 50%]``, as pytest does before the next file's line."""
+    fill = getattr(_reporter, "_write_progress_information_filling_space", None)
+    showing = getattr(_reporter, "_show_progress_info", False)
+    if mid_run and _pending and callable(fill) and showing and _reporter.currentfspath:
+        fill()
+    while _pending and _reporter is not None:
+        line = _pending.pop(0)
+        failing = " failed" in line or " error" in line
+        _reporter.write_line(line, red=failing, green=not failing)
 
 
 def _host_id(testinfra_host: Any) -> str:
@@ -190,10 +246,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     profile, an unknown profile...), said once here; the checks that need it still FAIL (never
     skip), each with a short line (``checklib.need_spec``). Unreachable hosts are left to the
     ``host`` fixture (each check fails with the cause)."""
+    global _progress, _reporter
     config = session.config
     if config.option.collectonly or not session.items:
         return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
+    _progress, _reporter = config.stash.get(PROGRESS_KEY, None), reporter
     seen: dict[str, Any] = {}
     for item in session.items:
         callspec = getattr(item, "callspec", None)
