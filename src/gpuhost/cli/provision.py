@@ -40,13 +40,13 @@ PROFILES_FILE_KEY = "gpuhost_profiles_file"
 
 
 @click.command("provision")
-@click.argument("inventory", type=click.Path(exists=True, dir_okay=False))
+@click.argument("inventory")
 @click.option("--dry", is_flag=True, help="Print the plan per host; change nothing.")
 @click.option("--limit", multiple=True, help="Only these hosts or groups (glob; repeatable).")
 @click.option(
     "--profiles",
     "profiles",
-    type=click.Path(exists=True, dir_okay=False),
+    metavar="FILE",
     help="Extra profiles YAML merged over the built-in ones.",
 )
 @click.option("--verbose", "-v", is_flag=True, help="Debug output from pyinfra.")
