@@ -44,6 +44,11 @@ class KernelInfo:
     next_boot: str | None = None
     next_boot_source: str | None = None
     installed: list[str] = field(default_factory=list)  # /boot/vmlinuz-* and /lib/modules/*
+    boot: list[str] = field(default_factory=list)  # kernel images in /boot (vmlinuz-VERSION)
+    headers: list[str] = field(default_factory=list)  # kernels with /lib/modules/VERSION/build
+    # kernels whose linux-headers-VERSION apt can install (read by provision only; empty in the
+    # audit, which does not ask apt)
+    headers_available: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 from pyinfra.api import FactBase
 from typing_extensions import override
 
-from gpuhost.facts.host_facts import SecureBoot
-from gpuhost.facts.probe_parsers import parse_secure_boot
-from gpuhost.probe.script import SECURE_BOOT_CODE
+from gpuhost.facts.host_facts import KernelInfo, SecureBoot
+from gpuhost.facts.probe_parsers import parse_kernels, parse_secure_boot
+from gpuhost.probe.script import (
+    HEADERS_AVAILABLE_CODE,
+    KERNELS_CODE,
+    SECURE_BOOT_CODE,
+    UNAME_CODE,
+)
 
 
 class SecureBootState(FactBase[SecureBoot]):
@@ -35,59 +38,37 @@ class SecureBootState(FactBase[SecureBoot]):
         return parse_secure_boot("\n".join(output))
 
 
-class KernelDict(TypedDict):
-    version: str
-    running: bool
-    headers_installed: bool
-    headers_available: bool
+def kernel_fact_command() -> str:
+    """The audit probe's ``uname`` and ``kernels`` sections, then which headers apt offers."""
+    return f"{UNAME_CODE}; {KERNELS_CODE}; {HEADERS_AVAILABLE_CODE}"
 
 
-def parse_kernels(lines: list[str]) -> list[KernelDict]:
-    """Lines ``VERSION running|installed headers:yes|no available:yes|no`` → one dict per kernel,
-    the running kernel first."""
-    kernels: dict[str, KernelDict] = {}
-    for line in lines:
-        parts = line.split()
-        if len(parts) != 4:
-            continue
-        version, role, headers, available = parts
-        entry = kernels.get(version)
-        running = role == "running" or (entry is not None and entry["running"])
-        kernels[version] = {
-            "version": version,
-            "running": running,
-            "headers_installed": headers == "headers:yes",
-            "headers_available": available == "available:yes",
-        }
-    return sorted(kernels.values(), key=lambda k: (not k["running"], k["version"]))
+def parse_kernel_fact(output: list[str]) -> KernelInfo:
+    """:func:`kernel_fact_command`'s lines: ``uname -r``, ``uname -m``, then key=value lines for
+    the probe's kernel parser (the same one the audit uses)."""
+    return parse_kernels("\n".join(output[:2]), "\n".join(output[2:]))
 
 
-class Kernels(FactBase[list[KernelDict]]):
+class Kernels(FactBase[KernelInfo]):
     """The running kernel and every kernel image in /boot (the next boot's), with whether their
-    headers are installed (``/lib/modules/V/build``) and installable (``linux-headers-V``):
+    headers are installed (``/lib/modules/V/build``) and installable (``linux-headers-V``): the
+    audit probe's kernel sections and parser, plus one apt-cache call.
 
     .. code:: python
 
-        [{"version": "6.1.0-56-amd64", "running": True, "headers_installed": False,
-          "headers_available": True}]
+        KernelInfo(running="6.1.0-56-amd64", arch="x86_64", boot=["6.1.0-56-amd64"],
+                   headers=[], headers_available=["6.1.0-56-amd64"], ...)
     """
 
     @staticmethod
     @override
-    def default() -> list:
-        return []
+    def default() -> KernelInfo:
+        return KernelInfo()
 
     @override
     def command(self) -> str:
-        return (
-            "r=$(uname -r); "
-            "for k in $r $(ls /boot 2>/dev/null | sed -n 's/^vmlinuz-//p'); do "
-            'role=installed; [ "$k" = "$r" ] && role=running; '
-            "h=no; [ -e /lib/modules/$k/build ] && h=yes; "
-            "a=no; LC_ALL=C apt-cache show linux-headers-$k >/dev/null 2>&1 && a=yes; "
-            'echo "$k $role headers:$h available:$a"; done'
-        )
+        return kernel_fact_command()
 
     @override
-    def process(self, output: list[str]) -> list[KernelDict]:
-        return parse_kernels(output)
+    def process(self, output: list[str]) -> KernelInfo:
+        return parse_kernel_fact(output)

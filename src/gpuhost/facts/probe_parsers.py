@@ -66,30 +66,37 @@ def parse_kernels(uname: str, text: str) -> KernelInfo:
 
     Next boot: grubby's default, else the target of the /vmlinuz (or /boot/vmlinuz) link, else
     the newest /boot/vmlinuz-*; None when none of them exists (a container, a board booting a
-    kernel from elsewhere).
+    kernel from elsewhere). ``headers=V`` lines: /lib/modules/V/build exists; ``available=V``
+    (provision's addition): apt can install linux-headers-V.
     """
     lines = [line.strip() for line in uname.splitlines() if line.strip()]
     running = lines[0] if lines else None
     arch = lines[1] if len(lines) > 1 else None
-    installed: list[str] = []
+    found: dict[str, list[str]] = {"boot": [], "modules": [], "headers": [], "available": []}
     grubby = link = None
     for key, value in key_values(text):
         if key == "grubby" and value:
             grubby = value.rsplit("/vmlinuz-", 1)[-1] if "vmlinuz-" in value else None
         elif key == "link" and value and link is None:
             link = value.rsplit("vmlinuz-", 1)[-1] if "vmlinuz-" in value else None
-        elif key in ("boot", "modules") and KERNEL_NAME_RE.match(value) and value not in installed:
-            installed.append(value)
-    boot_images = [v for k, v in key_values(text) if k == "boot"]
-    installed.sort(key=_kernel_sort_key)
+        elif key in found and KERNEL_NAME_RE.match(value) and value not in found[key]:
+            found[key].append(value)
+    for names in found.values():
+        names.sort(key=_kernel_sort_key)
+    boot = found["boot"]
+    installed = sorted(set(boot) | set(found["modules"]), key=_kernel_sort_key)
+    images = [v for k, v in key_values(text) if k == "boot"]  # any name, for the newest
     if grubby:
-        return KernelInfo(running, arch, grubby, "grubby", installed)
-    if link:
-        return KernelInfo(running, arch, link, "link", installed)
-    if boot_images:
-        newest = max(boot_images, key=_kernel_sort_key)
-        return KernelInfo(running, arch, newest, "newest", installed)
-    return KernelInfo(running, arch, None, None, installed)
+        next_boot, source = grubby, "grubby"
+    elif link:
+        next_boot, source = link, "link"
+    elif images:
+        next_boot, source = max(images, key=_kernel_sort_key), "newest"
+    else:
+        next_boot, source = None, None
+    return KernelInfo(
+        running, arch, next_boot, source, installed, boot, found["headers"], found["available"]
+    )
 
 
 def parse_secure_boot(text: str) -> SecureBoot:

@@ -8,7 +8,8 @@ from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.facts.apt import noninteractive_apt
 
-from gpuhost.facts.kernel import KernelDict, Kernels
+from gpuhost.facts.host_facts import KernelInfo
+from gpuhost.facts.kernel import Kernels
 from gpuhost.operations._files import put_text
 
 NOUVEAU_BLACKLIST = "/etc/modprobe.d/gpuhost-blacklist-nouveau.conf"
@@ -24,16 +25,13 @@ REBUILD_INITRAMFS = (
 )
 
 
-def headers_to_install(kernels: list[KernelDict]) -> tuple[list[str], list[str]]:
-    """(packages to install, kernels without an installable headers package)."""
-    install = [
-        f"linux-headers-{k['version']}"
-        for k in kernels
-        if not k["headers_installed"] and k["headers_available"]
-    ]
-    missing = [
-        k["version"] for k in kernels if not k["headers_installed"] and not k["headers_available"]
-    ]
+def headers_to_install(kernels: KernelInfo) -> tuple[list[str], list[str]]:
+    """(packages to install, kernels without an installable headers package) for the running
+    kernel and every kernel image in /boot."""
+    wanted = [k for k in [kernels.running, *kernels.boot] if k]
+    lacking = [k for k in dict.fromkeys(wanted) if k not in kernels.headers]
+    install = [f"linux-headers-{k}" for k in lacking if k in kernels.headers_available]
+    missing = [k for k in lacking if k not in kernels.headers_available]
     return install, missing
 
 

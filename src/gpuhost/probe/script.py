@@ -98,20 +98,35 @@ SECURE_BOOT_CODE = (
     '[ -n "$f" ] && echo "efivar=$(od -An -t u1 "$f" 2>/dev/null)"; true'
 )
 
+# The running kernel and the machine; with KERNELS_CODE read by the audit probe and by provision
+# (facts.kernel.Kernels), parsed by facts.probe_parsers.parse_kernels.
+UNAME_CODE = "uname -r; uname -m"
+# Installed kernels: next-boot kernel from grubby (RHEL family), else the /vmlinuz or
+# /boot/vmlinuz link (Debian), else the newest /boot/vmlinuz-* (decided by the parser); every
+# kernel image in /boot, every /lib/modules directory and those with headers (a build link).
+KERNELS_CODE = (
+    'command -v grubby >/dev/null 2>&1 && echo "grubby=$(grubby --default-kernel '
+    '2>/dev/null)"; '
+    'for l in /vmlinuz /boot/vmlinuz; do [ -L "$l" ] && echo "link=$(readlink "$l")"; done; '
+    'for f in /boot/vmlinuz-*; do [ -e "$f" ] && echo "boot=${f#/boot/vmlinuz-}"; done; '
+    'for d in /lib/modules/*; do [ -d "$d" ] && echo "modules=${d#/lib/modules/}"; '
+    '[ -e "$d/build" ] && echo "headers=${d#/lib/modules/}"; done; true'
+)
+# What provision reads beyond KERNELS_CODE: which linux-headers-VERSION apt can install for the
+# running kernel and each /boot image (one apt-cache call; not in the audit's probe, where it
+# would cost up to a second on a host without apt's package cache file).
+HEADERS_AVAILABLE_CODE = (
+    'ks="$(uname -r)"; for f in /boot/vmlinuz-*; do [ -e "$f" ] && ks="$ks ${f#/boot/vmlinuz-}"; '
+    "done; command -v apt-cache >/dev/null 2>&1 && LC_ALL=C apt-cache show --no-all-versions "
+    "$(for k in $ks; do echo linux-headers-$k; done) 2>/dev/null "
+    "| sed -n 's/^Package: linux-headers-/available=/p'; true"
+)
+
 STATIC_SECTIONS: tuple[Section, ...] = (
     Section("meta", f'echo "probe={PROBE_VERSION}"; echo "uid=$(id -u)"; echo "host=$(hostname)"'),
     Section("os-release", "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release"),
-    Section("uname", "uname -r; uname -m"),
-    Section(
-        "kernels",
-        # next-boot kernel: grubby (RHEL family), else the /vmlinuz or /boot/vmlinuz link (Debian),
-        # else the newest /boot/vmlinuz-* (decided by the parser).
-        'command -v grubby >/dev/null 2>&1 && echo "grubby=$(grubby --default-kernel '
-        '2>/dev/null)"; '
-        'for l in /vmlinuz /boot/vmlinuz; do [ -L "$l" ] && echo "link=$(readlink "$l")"; done; '
-        'for f in /boot/vmlinuz-*; do [ -e "$f" ] && echo "boot=${f#/boot/vmlinuz-}"; done; '
-        'for d in /lib/modules/*; do [ -d "$d" ] && echo "modules=${d#/lib/modules/}"; done; true',
-    ),
+    Section("uname", UNAME_CODE),
+    Section("kernels", KERNELS_CODE),
     Section("secure-boot", SECURE_BOOT_CODE),
     Section("dkms", "_gh_need dkms; dkms status"),
     Section("pci", _pci_code()),
