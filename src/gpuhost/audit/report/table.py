@@ -62,7 +62,7 @@ def host_line(report: HostReport, stream: IO[str] | None = None, width: int | No
         driver = stack["driver_loaded"]
         if driver == "-":
             driver = stack["driver_installed"]
-        cuda = stack["cuda_default"] if stack["cuda_default"] != "-" else stack["cuda_toolkits"]
+        cuda = cuda_shown(stack)
         values = (report.name, report.verdict.upper(), driver, cuda, _counts(report))
         last = stack["gpus"]
     line = wrap_last(_row(values), last, width)
@@ -121,6 +121,12 @@ def grouped_findings_text(reports: list[HostReport], show_info: bool = False) ->
     return "\n".join(lines)
 
 
+def cuda_shown(stack: Mapping[str, str]) -> str:
+    """The CUDA a one-word column shows: the default toolkit, else the toolkits installed (Debian's
+    nvidia-cuda-toolkit has no /usr/local/cuda default), so a host line and its stack agree."""
+    return stack["cuda_default"] if stack["cuda_default"] != "-" else stack["cuda_toolkits"]
+
+
 def fleet_text(summary: Mapping[str, Any]) -> str:
     """Stack groups, outliers and the overall verdict."""
     lines = []
@@ -134,7 +140,7 @@ def fleet_text(summary: Mapping[str, Any]) -> str:
             hosts = ", ".join(group["hosts"][:8]) + (" ..." if group["count"] > 8 else "")
             lines.append(
                 f"  [{number}] {group['count']} host(s): driver {stack['driver_loaded']}, "
-                f"CUDA {stack['cuda_default']}, cuDNN {stack['cudnn']}, GPUs {stack['gpus']} "
+                f"CUDA {cuda_shown(stack)}, cuDNN {stack['cudnn']}, GPUs {stack['gpus']} "
                 f"({hosts})"
             )
         for outlier in summary.get("outliers") or []:
