@@ -22,6 +22,19 @@ def test_report_html_writes_one_self_contained_page(tmp_path, capsys):
     assert f"{out}: 3 host(s)" in capsys.readouterr().out
 
 
+def test_report_html_dash_is_standard_output(tmp_path, capsys, monkeypatch):
+    """``-o -`` is standard output, as for report merge and audit --json/--html (it wrote a file
+    named '-'); the summary line then goes to standard error."""
+    monkeypatch.chdir(tmp_path)
+    source = tmp_path / "r.json"
+    source.write_text(json.dumps(fleet_report(2)))
+    assert main(["report", "html", str(source), "-o", "-"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("<!DOCTYPE html>") and captured.out.rstrip().endswith("</html>")
+    assert captured.err == "-: 2 host(s), verdict " + fleet_report(2)["summary"]["verdict"] + "\n"
+    assert not (tmp_path / "-").exists()
+
+
 def test_report_html_bad_input_is_one_line(tmp_path, capsys):
     source = tmp_path / "r.json"
     source.write_text('{"schema": 7}')

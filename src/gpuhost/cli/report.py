@@ -115,6 +115,9 @@ def write_html(report: dict[str, Any], output: str, option: str = "-o") -> None:
     """Write the HTML fleet report; ConfigError naming the option when it cannot be written."""
     from gpuhost.audit.report import html
 
+    if output == "-":  # as for report merge and audit --json/--html: standard output
+        click.echo(html.render(report), nl=False)
+        return
     try:
         Path(output).write_text(html.render(report), encoding="utf-8")
     except OSError as exc:
@@ -128,8 +131,8 @@ def write_html(report: dict[str, Any], output: str, option: str = "-o") -> None:
     "--output",
     "output",
     required=True,
-    metavar="FILE",
-    help="Where to write the HTML page (one self-contained file).",
+    metavar="FILE|-",
+    help="Where to write the HTML page (one self-contained file; - for standard output).",
 )
 def html_cmd(report: str, output: str) -> int:
     """Render a JSON audit report as one self-contained HTML page.
@@ -144,5 +147,8 @@ def html_cmd(report: str, output: str) -> int:
     """
     data = _read(report)
     write_html(data, output)
-    click.echo(f"{output}: {len(data['hosts'])} host(s), verdict {data['summary'].get('verdict')}")
+    click.echo(
+        f"{output}: {len(data['hosts'])} host(s), verdict {data['summary'].get('verdict')}",
+        err=output == "-",  # standard output carries the page
+    )
     return 0
