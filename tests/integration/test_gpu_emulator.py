@@ -201,6 +201,34 @@ def test_lab_inventory_carries_profile_and_gpu() -> None:
     h1, h2 = (dict(data) for _name, data in namespace["lab_hosts"])
     assert h1["gpuhost_profile"] == "debian12-nonfree-535-security" and h1["lab_gpu"] == "t4:1"
     assert "gpuhost_profile" not in h2 and "lab_gpu" not in h2
+    # a host with a profile can install NVIDIA-repository profiles from the stand-in repository
+    assert (h1["gpuhost_cuda_repo_url"], h1["gpuhost_cuda_repo_key"]) == ("r", "k")
+    assert "gpuhost_cuda_repo_url" not in h2
+    # an 8-GPU HGX H100 has NVSwitches: its inventory asks for fabric manager, a T4 host's not
+    assert "gpuhost_fabric_manager" not in h1
+    state["hosts"][0]["gpu"] = ["h100-sxm", 8]
+    namespace = {}
+    exec(toolfiles.inventory(state), namespace)  # noqa: S102
+    assert dict(namespace["lab_hosts"][0][1])["gpuhost_fabric_manager"] is True
+
+
+def test_loaded_module_reads_as_its_flavour() -> None:
+    """/proc/driver/nvidia/version as the emulator presents it parses with gpuhost's parser to
+    the flavour of the kernel module package installed at boot (open: NVIDIA's
+    nvidia-kernel-open-dkms / Debian's nvidia-open-kernel-dkms)."""
+    import importlib.util
+
+    from gpuhost.parsers.driver import parse_proc_version
+
+    spec = importlib.util.spec_from_file_location("gpuemu", emulator.EMULATOR)
+    assert spec and spec.loader
+    gpuemu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpuemu)
+    m = emulator.host_model("t4", 1)
+    for flavor in ("open", "proprietary"):
+        module = parse_proc_version(gpuemu.proc_version("580.159.03", m, flavor))
+        assert module is not None
+        assert (module.version, module.flavor) == ("580.159.03", flavor)
 
 
 def test_lab_clocks_profile_differs_from_the_built_in_only_in_clocks():

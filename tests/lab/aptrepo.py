@@ -2,12 +2,22 @@
 
 THE PACKAGES ARE EMPTY STAND-INS generated here with dpkg-deb: they carry the names, versions and
 Depends/Provides/Conflicts of NVIDIA's packages and one marker file each
-(/usr/share/gpuhost-lab/<package>.version), nothing else - except the CUDA toolkits
-(``_cuda_toolkit``), which lay out what gpuhost reads of a real one: /usr/local/cuda-X.Y with
-version.json, an nvcc answering ``--version`` in nvcc's format, and the ``cuda`` update-alternatives
-entry for /usr/local/cuda.  They let tests exercise repository
-layout, signed-by trust, pinning, holds and upgrades that this machine cannot download.  Real NVIDIA
-packages come from Debian non-free (driver 535.261.03 in bookworm, 535.309.01 in bookworm-security).
+(/usr/share/gpuhost-lab/<package>.version), nothing else - except where gpuhost reads a file or
+runs a program of the real package, which the stand-in then carries, answering in the real format:
+the CUDA toolkits (``_cuda_toolkit``: /usr/local/cuda-X.Y with version.json, an nvcc answering
+``--version``, the ``cuda`` update-alternatives entry for /usr/local/cuda); ``nvidia-smi`` (Debian's
+layout, which NVIDIA's debian12 packages share: /usr/lib/nvidia/current/nvidia-smi, linked from
+/usr/bin/nvidia-smi; without a GPU it fails like the real one without a loaded module, exit 9, and
+on GPU-shaped hosts the lab's GPU emulator is diverted into its place, tests/lab/gpu);
+``nvidia-container-toolkit-base`` (/usr/bin/nvidia-ctk: ``--version`` in the real format, the
+subcommands provision runs succeed and change nothing); the fabric manager
+(/usr/bin/nv-fabricmanager ``--version``, /usr/share/nvidia/nvswitch/fabricmanager.cfg and
+nvidia-fabricmanager.service, whose daemon stays up only while the loaded driver -
+/proc/driver/nvidia/version - has its own version, and exits with the real daemon's words
+otherwise).  They let tests exercise repository layout,
+signed-by trust, pinning, holds, upgrades and gpuhost's whole provision/audit/check loop that this
+machine cannot download.  Real NVIDIA packages come from Debian non-free (driver 535.261.03 in
+bookworm, 535.309.01 in bookworm-security).
 
 Layout (flat, like developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/):
   <root>/compute/cuda/repos/debian12/x86_64/{*.deb,Packages,Packages.gz,Release,Release.gpg,InRelease}
@@ -42,18 +52,47 @@ class StandIn:
     conflicts: str = ""
     section: str = "multiverse/devel"
     extra: dict[str, str] = field(default_factory=dict)
-    files: dict[str, str] = field(default_factory=dict)  # path under / -> text
+    files: dict[str, str] = field(default_factory=dict)  # path under / -> text ("#!": mode 755)
+    links: dict[str, str] = field(default_factory=dict)  # path under / -> symlink target
     scripts: dict[str, str] = field(default_factory=dict)  # postinst/prerm -> shell text
 
 
 DRIVER_550 = ["550.54.14-1", "550.54.15-1", "550.127.05-1"]
 DRIVER_560 = ["560.35.03-1", "560.35.05-1"]
-TOOLKIT = {"12-4": ["12.4.0-1", "12.4.1-1"], "12-6": ["12.6.0-1", "12.6.2-1"]}
+#: R580 LTSB: 580.159.03 is the built-in NVIDIA-repository profiles' driver (profiles.yaml);
+#: 580.105.08-1 is a version third-party scripts install (nvidia-fabricmanager-580=580.105.08-1,
+#: docs/nvidia-repo-packages.md), so the pin has an older release of the branch to pass over
+DRIVER_580 = ["580.105.08-1", "580.159.03-1"]
+#: every driver branch of the repository, oldest first; the newest is what cuda-drivers follows
+BRANCHES = {"550": DRIVER_550, "560": DRIVER_560, "580": DRIVER_580}
+#: 12-9 and 13-0: the built-in profiles' toolkits (nvidia-repo-580-cuda12.9 / -cuda13.0, which
+#: installs both side by side); releases 12.9.0/12.9.1 and 13.0.0/13.0.2 (13.0.2-1: the version
+#: `apt install cuda=13.0.2-1` in public Dockerfiles)
+TOOLKIT = {"12-4": ["12.4.0-1", "12.4.1-1"], "12-6": ["12.6.0-1", "12.6.2-1"],
+           "12-9": ["12.9.0-1", "12.9.1-1"], "13-0": ["13.0.0-1", "13.0.2-1"]}
 #: four-field versions like NVIDIA's (9.5.1.17-1, 9.10.2.21-1 are real package versions): a
 #: three-field profile value ("9.5.1") must select 9.5.1.17-1, never 9.10.2.21-1
 CUDNN = ["9.1.0.70-1", "9.3.0.75-1", "9.5.1.17-1", "9.10.2.21-1"]
+#: libcudnn9-cuda-13 (CUDA 13 builds): 9.16.0.29-1 and 9.19.0.56-1 are versions public
+#: Dockerfiles install; 9.17.0.29-1 (nvidia-repo-580-cuda13.0's cuDNN 9.17.0) takes the build
+#: number of the 9.17.0 wheel - the .deb's was not seen (docs/nvidia-repo-packages.md)
+CUDNN_13 = ["9.16.0.29-1", "9.17.0.29-1", "9.19.0.56-1"]
 #: 1.19.1: the version the built-in NVIDIA-repository profiles pin (profiles.yaml)
 CONTAINER_TOOLKIT = ["1.16.2-1", "1.17.0-1", "1.19.1-1"]
+
+#: Debian's (and NVIDIA's debian12) place of the nvidia-smi binary; /usr/bin/nvidia-smi links to it
+SMI_PATH = "/usr/lib/nvidia/current/nvidia-smi"
+#: what the real nvidia-smi prints when no NVIDIA kernel module is loaded (exit 9, nvidia-smi(1))
+SMI_NO_DRIVER = (
+    "#!/bin/sh\n"
+    "# gpuhost lab stand-in for nvidia-smi: this host has no GPU and no NVIDIA kernel module,\n"
+    "# so it answers as the real binary does then. On GPU-shaped lab hosts the GPU emulator\n"
+    "# (tests/lab/gpu) is diverted into this path and answers instead.\n"
+    "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+    "Make sure that the latest NVIDIA driver is installed and running.\"\n"
+    "exit 9\n"
+)
+FM_CONFIG = "/usr/share/nvidia/nvswitch/fabricmanager.cfg"
 
 #: Debian-style driver binaries of NVIDIA's debian12 repository: one name for every branch, at the
 #: driver's version (the names Debian's own non-free archive carries at 535.x, so a lab host sees
@@ -74,7 +113,7 @@ DEBIAN_STYLE_DRIVER = {
     "libcuda1": ("libnvidia-ptxjitcompiler1 (= {v})", "libcuda1-any, libcuda.so.1", ""),
     "libnvidia-ml1": ("", "libnvidia-ml.so.1", ""),
     "libnvidia-cfg1": ("", "libnvidia-cfg1-any, libnvidia-cfg.so.1", ""),
-    "nvidia-smi": ("libnvidia-ml1 (= {v})", "", ""),
+    "nvidia-smi": ("libnvidia-ml1 (= {v})", "", ""),  # + SMI_PATH (_driver)
     "nvidia-driver-libs": ("libcuda1 (= {v})", "", ""),
     "nvidia-driver-bin": ("", "", ""),
     "nvidia-driver": (
@@ -127,53 +166,137 @@ def _cuda_toolkit(series: str, v: str) -> StandIn:
     )
 
 
+def _fabric_manager(name: str, v: str, conflicts: str) -> StandIn:
+    """NVIDIA Fabric Manager: ``nv-fabricmanager --version`` in the real format ("Fabric Manager
+    version is : X"), its config file and its unit as NVIDIA ships them (not enabled by the
+    package: NVIDIA's instructions enable and start it).  The daemon stays up only while the loaded
+    driver has its version; otherwise it exits 1 with the real daemon's mismatch message."""
+    u = _upstream(v)
+    daemon = (
+        "#!/bin/sh\n"
+        "# gpuhost lab stand-in for NVIDIA's nv-fabricmanager: programs no NVSwitch\n"
+        f"FM_VERSION={u}\n"
+        'case "$1" in\n'
+        '  -v|--version) echo "Fabric Manager version is : $FM_VERSION"; exit 0 ;;\n'
+        "esac\n"
+        # the loaded module's version: the first X.Y[.Z] with X >= 100 of the NVRM line (the
+        # proprietary and the open module word it differently)
+        "loaded=$(grep -o '[0-9]\\{3,\\}\\.[0-9]\\{1,\\}\\(\\.[0-9]\\{1,\\}\\)\\{0,1\\}' "
+        "/proc/driver/nvidia/version 2>/dev/null | head -n 1)\n"
+        'if [ -z "$loaded" ]; then\n'
+        '  echo "fabric manager: NVIDIA GPU driver is not loaded (no /proc/driver/nvidia/version)"'
+        " >&2\n"
+        "  exit 1\n"
+        "fi\n"
+        'if [ "$loaded" != "$FM_VERSION" ]; then\n'
+        '  echo "fabric manager NVIDIA GPU driver interface version $FM_VERSION don\'t match with '
+        'driver version $loaded. Please update with matching NVIDIA driver package." >&2\n'
+        "  exit 1\n"
+        "fi\n"
+        "exec sleep infinity\n"
+    )
+    unit = (
+        "[Unit]\n"
+        "Description=NVIDIA fabric manager service (gpuhost lab stand-in)\n"
+        "After=network-online.target\n\n"
+        "[Service]\n"
+        "User=root\n"
+        "Type=simple\n"
+        f"ExecStart=/usr/bin/nv-fabricmanager -c {FM_CONFIG}\n"
+        "LimitCORE=infinity\n\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+    config = ("# gpuhost lab stand-in of NVIDIA's fabricmanager.cfg\n"
+              "LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\nFABRIC_MODE=0\n")
+    return StandIn(
+        name, v, depends=f"libnvidia-ml1 (= {v})", conflicts=conflicts,
+        files={"/usr/bin/nv-fabricmanager": daemon, FM_CONFIG: config,
+               "/lib/systemd/system/nvidia-fabricmanager.service": unit},
+        scripts={"postinst": "#!/bin/sh\nset -e\n"
+                 "[ -d /run/systemd/system ] && systemctl daemon-reload || true\n"},
+    )
+
+
 def _driver(branch: str, v: str) -> list[StandIn]:
     u = _upstream(v)
     pkgs = [StandIn(name, v, depends=dep.format(v=v, u=u), provides=prov.format(v=v, u=u),
                     conflicts=conf)
-            for name, (dep, prov, conf) in DEBIAN_STYLE_DRIVER.items()]
+            for name, (dep, prov, conf) in DEBIAN_STYLE_DRIVER.items() if name != "nvidia-smi"]
+    dep, _, _ = DEBIAN_STYLE_DRIVER["nvidia-smi"]
+    pkgs.append(StandIn("nvidia-smi", v, depends=dep.format(v=v, u=u),
+                        files={SMI_PATH: SMI_NO_DRIVER}, links={"/usr/bin/nvidia-smi": SMI_PATH}))
     depends = [f"{name} (= {v})" for name in CUDA_DRIVERS_DEPENDS]
     depends.append(f"nvidia-kernel-dkms (= {v}) | nvidia-kernel-open-dkms (= {v})")
-    other = "560" if branch == "550" else "550"
+    others = [b for b in BRANCHES if b != branch]
     pkgs += [
         StandIn(f"cuda-drivers-{branch}", v, depends=", ".join(depends),
-                conflicts=f"cuda-drivers-{other}"),
-        StandIn(f"nvidia-fabricmanager-{branch}", v, depends=f"libnvidia-ml1 (= {v})",
-                conflicts=f"nvidia-fabricmanager-{other}"),
+                conflicts=", ".join(f"cuda-drivers-{o}" for o in others)),
+        _fabric_manager(f"nvidia-fabricmanager-{branch}", v,
+                        ", ".join(f"nvidia-fabricmanager-{o}" for o in others)
+                        + ", nvidia-fabricmanager"),
     ]
+    if int(branch) >= 580:
+        # from 580 NVIDIA's scripts install fabric manager without the branch suffix
+        # (package_sets.yaml): both names exist, sharing files, so they conflict
+        pkgs.append(_fabric_manager("nvidia-fabricmanager", v, ", ".join(
+            f"nvidia-fabricmanager-{b}" for b in BRANCHES)))
     if branch != "550":  # the compute-only metapackage exists from branch 560
         pkgs.append(StandIn("nvidia-driver-cuda", v, depends=(
             f"nvidia-smi (= {v}), libcuda1 (= {v}), nvidia-kernel-{u}")))
     return pkgs
 
 
+def _nvidia_ctk(v: str) -> str:
+    """/usr/bin/nvidia-ctk of nvidia-container-toolkit-base: ``--version`` as the real CLI prints
+    it; the subcommands gpuhost's provision runs (``runtime configure``, ``system
+    create-dev-char-symlinks``) succeed and change nothing (no container runtime in lab hosts)."""
+    return (
+        "#!/bin/sh\n"
+        "# gpuhost lab stand-in for NVIDIA's nvidia-ctk\n"
+        'case "$1" in\n'
+        f'  -v|--version|version) printf "NVIDIA Container Toolkit CLI version {_upstream(v)}'
+        '\\ncommit: gpuhost-lab-stand-in\\n"; exit 0 ;;\n'
+        "  runtime|system|cdi|config|hook|info) exit 0 ;;\n"
+        "esac\n"
+        'echo "nvidia-ctk: unknown command ${1:-(none)} (gpuhost lab stand-in)" >&2\n'
+        "exit 1\n"
+    )
+
+
 def stand_ins() -> list[StandIn]:
     """Every package of the repository: names, versions and relations as in NVIDIA's repo."""
     pkgs: list[StandIn] = []
-    for branch, versions in (("550", DRIVER_550), ("560", DRIVER_560)):
+    for branch, versions in BRANCHES.items():
         for v in versions:
             pkgs += _driver(branch, v)
-    newest = DRIVER_560[-1]
-    # cuda-drivers / nvidia-open always follow the newest branch: installing one (or `cuda`)
-    # moves the driver
-    pkgs.append(StandIn("cuda-drivers", newest, depends=f"cuda-drivers-560 (= {newest})"))
-    pkgs.append(StandIn("nvidia-open", newest, depends=(
-        f"cuda-drivers-560 (= {newest}), nvidia-kernel-open-dkms (= {newest})")))
+    # cuda-drivers / nvidia-open follow the newest branch at each release: installing one (or
+    # `cuda`) moves the driver to the newest branch
+    for branch in ("560", "580"):
+        newest = BRANCHES[branch][-1]
+        pkgs.append(StandIn("cuda-drivers", newest,
+                            depends=f"cuda-drivers-{branch} (= {newest})"))
+        pkgs.append(StandIn("nvidia-open", newest, depends=(
+            f"cuda-drivers-{branch} (= {newest}), nvidia-kernel-open-dkms (= {newest})")))
     for series, versions in TOOLKIT.items():
         for v in versions:
             pkgs.append(_cuda_toolkit(series, v))
             pkgs.append(StandIn("cuda-toolkit-config-common", _upstream(v)))
-    for v in TOOLKIT["12-6"]:
-        pkgs.append(StandIn("cuda", v, depends=f"cuda-toolkit-12-6 (= {v}), cuda-drivers"))
+    for series in ("12-6", "13-0"):
+        for v in TOOLKIT[series]:
+            pkgs.append(StandIn("cuda", v, depends=f"cuda-toolkit-{series} (= {v}), cuda-drivers"))
     for v in CUDNN:
         pkgs.append(StandIn("libcudnn9-cuda-12", v, section="multiverse/libs"))
+    for v in CUDNN_13:
+        pkgs.append(StandIn("libcudnn9-cuda-13", v, section="multiverse/libs"))
     for v in CONTAINER_TOOLKIT:
         # the four packages share one version but depend on each other only with ">=" (NVIDIA's
         # architecture overview), so apt could move the libraries alone without the pins
         pkgs += [
             StandIn("libnvidia-container1", v),
             StandIn("libnvidia-container-tools", v, depends=f"libnvidia-container1 (>= {v})"),
-            StandIn("nvidia-container-toolkit-base", v),
+            StandIn("nvidia-container-toolkit-base", v,
+                    files={"/usr/bin/nvidia-ctk": _nvidia_ctk(v)}),
             StandIn("nvidia-container-toolkit", v,
                     depends=f"nvidia-container-toolkit-base (= {v}), "
                     f"libnvidia-container-tools (>= {v}), libnvidia-container-tools (<< 2.0.0)"),
@@ -191,7 +314,11 @@ def _build_deb(pkg: StandIn, arch: str, out: Path, work: Path) -> None:
         dest = root / path.lstrip("/")
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(text)
-        dest.chmod(0o755 if "/bin/" in path else 0o644)
+        dest.chmod(0o755 if text.startswith("#!") else 0o644)
+    for path, target in pkg.links.items():
+        dest = root / path.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.symlink_to(target)
     for name, text in pkg.scripts.items():
         script = root / "DEBIAN" / name
         script.write_text(text)
@@ -208,7 +335,8 @@ def _build_deb(pkg: StandIn, arch: str, out: Path, work: Path) -> None:
         "Conflicts": pkg.conflicts,
         **pkg.extra,
         "Description": f"EMPTY STAND-IN for NVIDIA's {pkg.name} (gpuhost test lab)\n"
-        " Generated by tests/lab/aptrepo.py; contains only a version marker file.",
+        " Generated by tests/lab/aptrepo.py: a version marker file, and only what gpuhost reads\n"
+        " or runs of the real package (that module's docstring).",
     }
     control = "".join(f"{k}: {v}\n" for k, v in fields.items() if v)
     (root / "DEBIAN/control").write_text(control)

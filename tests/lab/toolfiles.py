@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ def inventory(state: dict[str, Any]) -> str:
         "lab_repo_key_path": state["repo_key_path"],
         "lab_repo_key_path_on_host": state["repo_key_path_on_host"],
     }
-    hosts = [(h["name"], {"ssh_hostname": h["address"], **data, **_host_data(h)})
+    hosts = [(h["name"], {"ssh_hostname": h["address"], **data, **_host_data(h, state)})
              for h in state["hosts"]]
     head, workers = hosts[:1], hosts[1:]
     return (
@@ -66,11 +67,25 @@ def inventory(state: dict[str, Any]) -> str:
     )
 
 
-def _host_data(h: dict[str, Any]) -> dict[str, Any]:
-    """Per-host data: ``gpuhost_profile`` (lab up --profile) and the emulated GPU (--gpu)."""
+def _host_data(h: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """Per-host data: ``gpuhost_profile`` (lab up --profile) with what gpuhost needs to install
+    an NVIDIA-repository profile from the lab's stand-in repository (``gpuhost_cuda_repo_url``,
+    ``_key``, ``_key_sha256``; unused by Debian profiles), the emulated GPU (--gpu), and
+    ``gpuhost_fabric_manager: true`` where the emulated board has NVSwitches (an 8-GPU HGX
+    H100), as an operator's inventory for such a server says."""
     data: dict[str, Any] = {}
     if h.get("profile"):
         data["gpuhost_profile"] = h["profile"]
+        key = Path(state["repo_key_path"])
+        data["gpuhost_cuda_repo_url"] = state["repo_url"]
+        data["gpuhost_cuda_repo_key"] = str(key)
+        if key.is_file():
+            data["gpuhost_cuda_repo_key_sha256"] = hashlib.sha256(key.read_bytes()).hexdigest()
     if h.get("gpu"):
-        data["lab_gpu"] = f"{h['gpu'][0]}:{h['gpu'][1]}"
+        from .gpu import host_model
+
+        name, count = h["gpu"][0], int(h["gpu"][1])
+        data["lab_gpu"] = f"{name}:{count}"
+        if h.get("profile") and host_model(name, count)["nvswitch_bus_ids"]:
+            data["gpuhost_fabric_manager"] = True
     return data

@@ -41,6 +41,9 @@ PCI_DEVICES = f"{ROOT}/sys/bus/pci/devices"
 # Packages whose installed version is "the installed driver" (Debian and NVIDIA's debian12 names;
 # the lab repository's stand-ins use the same names).
 DRIVER_PACKAGES = ("nvidia-smi", "libnvidia-ml1", "nvidia-driver")
+# The open GPU kernel modules' DKMS package (NVIDIA's debian12 name, Debian's): installed at boot,
+# the "loaded module" is the open flavour, whose /proc/driver/nvidia/version reads differently
+OPEN_MODULE_PACKAGES = ("nvidia-kernel-open-dkms", "nvidia-open-kernel-dkms")
 SELF = "/usr/lib/gpuhost-lab-gpu/gpuemu.py"
 # Where Debian's packages put the binaries (their files are diverted away, see install_diversions)
 SMI_REAL_PATH = "/usr/lib/nvidia/current/nvidia-smi"
@@ -98,8 +101,23 @@ def installed_driver() -> str | None:
     return None
 
 
+def installed_flavor() -> str:
+    """"open" when an open kernel module package is installed, else "proprietary"."""
+    override = os.environ.get("GPUEMU_FLAVOR")
+    if override is not None:
+        return override
+    try:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\\n", *OPEN_MODULE_PACKAGES],
+            capture_output=True, text=True, check=False).stdout
+    except OSError:
+        return "proprietary"
+    return "open" if any(line[1:2] == "i" for line in out.splitlines()) else "proprietary"
+
+
 def fresh_state(loaded: str | None, count: int) -> dict[str, Any]:
-    return {"loaded": loaded, "booted": time.time(),
+    return {"loaded": loaded, "flavor": installed_flavor() if loaded else None,
+            "booted": time.time(),
             "gpus": [{"pm": False, "app": None, "lgc": None, "lmc": None, "ecc_vol_unc": 0,
                       "ecc_vol_corr": 0, "retired_pending": False, "remap_pending": False,
                       "lost": False, "pcie": None} for _ in range(count)]}
@@ -910,10 +928,15 @@ def persistenced_main(argv: list[str]) -> int:
 # ------------------------------------------------------------------ boot, sync, faults
 
 
-def proc_version(driver: str, m: dict[str, Any]) -> str:
-    return (f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {driver}  "
-            f"{m.get('driver_build_date', 'Thu Jan  1 00:00:00 UTC 2026')}\n"
-            "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n")
+def proc_version(driver: str, m: dict[str, Any], flavor: str | None = None) -> str:
+    """/proc/driver/nvidia/version of the loaded module, in the proprietary or the open module's
+    format (tests/fixtures/captures/proc-driver-version/)."""
+    date = m.get("driver_build_date", "Thu Jan  1 00:00:00 UTC 2026")
+    gcc = "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n"
+    if flavor == "open":
+        return (f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {driver}  Release Build"
+                f"  (gpuhost-lab-gpu@emulator)  {date}\n{gcc}")
+    return f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {driver}  {date}\n{gcc}"
 
 
 def boot_main() -> int:
@@ -943,7 +966,7 @@ def boot_main() -> int:
         for bus in m.get("bus_ids", []):
             os.makedirs(f"{PROC_DRIVER}/nvidia/gpus/{bus[4:].lower()}", exist_ok=True)
         os.makedirs(f"{SYS_MODULE}/nvidia", exist_ok=True)
-        write_loaded(loaded, m)
+        write_loaded(loaded, m, st["flavor"])
     for args in armed:  # faults armed for this boot (gpuemu arm), once
         inject_main(args)
     return 0
@@ -984,9 +1007,9 @@ def present_pci(m: dict[str, Any]) -> None:
                 f.write(value + "\n")
 
 
-def write_loaded(driver: str, m: dict[str, Any]) -> None:
+def write_loaded(driver: str, m: dict[str, Any], flavor: str | None) -> None:
     with open(f"{PROC_DRIVER}/nvidia/version", "w") as f:
-        f.write(proc_version(driver, m))
+        f.write(proc_version(driver, m, flavor))
     with open(f"{SYS_MODULE}/nvidia/version", "w") as f:
         f.write(f"{driver}\n")
 
@@ -1002,8 +1025,9 @@ def sync_main() -> int:
     # Debian: /usr/bin/nvidia-smi is a slave link of nvidia-alternative to SMI_REAL_PATH, whose
     # packaged file is diverted away.  update-alternatives only makes a slave link whose target
     # exists, so SMI_REAL_PATH is always the emulator (made by tests/lab at attach time, never
-    # removed here): without the alternative nothing reaches it.  NVIDIA's debian12 packages
-    # (the lab repository's stand-ins) ship /usr/bin/nvidia-smi itself.
+    # removed here): without the alternative nothing reaches it.  The lab repository's stand-ins
+    # for NVIDIA's debian12 packages ship SMI_REAL_PATH too (diverted the same way) and a
+    # /usr/bin/nvidia-smi link to it; an older stand-in without that link gets one here.
     targets = [(SMI_REAL_PATH, True), (PERSISTENCED_PATH, installed("nvidia-persistenced"))]
     debian_smi = os.path.exists(SMI_REAL_PATH + ".debian")
     if has_smi and not os.path.lexists(SMI_PATH) and not debian_smi:
@@ -1092,7 +1116,7 @@ def inject_main(args: list[str]) -> int:
         parts[1] = str(int(parts[1]) - 1).zfill(len(parts[1]))
         st["loaded"] = ".".join(parts)
         if ROOT == "" and os.path.exists(f"{PROC_DRIVER}/nvidia/version"):
-            write_loaded(st["loaded"], m)
+            write_loaded(st["loaded"], m, st.get("flavor"))
     elif knob == "persistence-off":
         if ROOT == "":
             subprocess.run(["systemctl", "stop", "nvidia-persistenced.service"], check=False,
@@ -1145,6 +1169,7 @@ def clear_main() -> int:
         for key in ("pm", "app", "lgc", "lmc"):
             new[key] = old[key]
     fresh["booted"] = st.get("booted", time.time())
+    fresh["flavor"] = st.get("flavor")  # the module loaded at boot stays loaded
     _write_json(STATE, fresh)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(PERSISTENT)
@@ -1155,7 +1180,7 @@ def clear_main() -> int:
                 if name.startswith("remote-gpuemu-"):
                     os.unlink(f"{folder}/{name}")
         if loaded and os.path.exists(f"{PROC_DRIVER}/nvidia/version"):
-            write_loaded(loaded, m)
+            write_loaded(loaded, m, fresh["flavor"])
     return 0
 
 
