@@ -115,12 +115,13 @@ def _tier(item: pytest.Item) -> str:
 
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture parameters
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep the tier's checks; run them host by host (each host's checks together, so hosts
-    finish one after another and the progress lines say so)."""
+    """Keep the tier's checks; run them host by host in inventory order (each host's checks
+    together, so hosts finish one after another and the progress lines say so)."""
     limit = TIERS.index(config.getoption("tier") or "functional")
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
-    hosts: dict[str, int] = {}
+    inventory_order: dict[str, CheckHost] = config.stash.get(HOSTS_KEY, {})
+    hosts = {key: index for index, key in enumerate(inventory_order)}
     for item in items:
         (keep if TIERS.index(_tier(item)) <= limit else drop).append(item)
         # JUnit: each case names its host in a ``host`` property, set here at collection so a
