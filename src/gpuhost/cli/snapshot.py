@@ -113,9 +113,10 @@ def list_(host: str | None, state_dir: Path) -> int:
     Example:
       gpuhost snapshot list gpu-07
     """
-    refs = SnapshotStore(snapshots_dir(state_dir)).list(host)
+    store = SnapshotStore(snapshots_dir(state_dir))
+    refs = store.list(host)
     if not refs:
-        click.echo(f"no snapshots under {snapshots_dir(state_dir)}")
+        click.echo(_none_text(host, sorted({ref.host for ref in store.list()}), state_dir))
     for ref in refs:
         doc = load_snapshot(ref.path)
         click.echo(
@@ -123,6 +124,19 @@ def list_(host: str | None, state_dir: Path) -> int:
             f"packages={len(doc['packages'])}  held={len(doc['holds'])}"
         )
     return EXIT_OK
+
+
+def _none_text(host: str | None, hosts: list[str], state_dir: Path) -> str:
+    """What ``snapshot list`` says when it lists nothing: which hosts do have snapshots, and
+    that HOST is a host name when an inventory file was given instead."""
+    where = snapshots_dir(state_dir)
+    if host is None:
+        return f"no snapshots under {where}"
+    text = f"no snapshots of host {host!r} under {where}; hosts with snapshots: "
+    text += ", ".join(hosts) or "none"
+    if host.endswith(".py") or Path(host).is_file():
+        text += " (snapshot list takes a HOST name as the inventory names it, not an inventory)"
+    return text
 
 
 @command.command("diff")
