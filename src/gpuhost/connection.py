@@ -15,6 +15,7 @@ terminal when nobody configured logging) and keeps pyinfra's logger to itself.
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 import socket
@@ -38,6 +39,7 @@ CAUSES = {
     "dns": "name does not resolve: {address} ({reason})",
     "refused": "connection refused: nothing listens on {where}",
     "timeout": "connection timed out: no answer from {where} within {timeout}",
+    "no-route": "no route to {where}: {reason} (is the host up and the address right?)",
     "closed": "not SSH: {where} closed the connection without an SSH banner",
     "silent": "not SSH: {where} accepts TCP connections but sent no SSH banner within {timeout}",
     "handshake": "not SSH: {where} closed the connection during the SSH handshake",
@@ -61,6 +63,8 @@ OPENSSH_MESSAGES = (
     ("Permission denied (", "auth"),
     ("Too many authentication failures", "auth"),
     ("Connection refused", "refused"),
+    ("No route to host", "no-route"),
+    ("Network is unreachable", "no-route"),
     ("timed out during banner exchange", "silent"),
     ("Connection timed out", "timeout"),
     ("Operation timed out", "timeout"),
@@ -107,6 +111,12 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _no_route(error: BaseException) -> bool:
+    """The kernel found no way to the address (EHOSTUNREACH: no ARP answer on the local network,
+    an ICMP host unreachable; ENETUNREACH: no route at all)."""
+    return isinstance(error, OSError) and error.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH)
+
+
 def connect_cause(exc: BaseException, data: Mapping[str, Any], name: str, timeout: float) -> str:
     """One line naming why ``name`` (with inventory ``data``) could not be connected to."""
     from paramiko.ssh_exception import (
@@ -127,11 +137,16 @@ def connect_cause(exc: BaseException, data: Mapping[str, Any], name: str, timeou
                 return target.say("refused")
             if causes and all(isinstance(c, (TimeoutError, socket.timeout)) for c in causes):
                 return target.say("timeout")
-            return target.say("other", text)
+            if causes and all(_no_route(c) for c in causes):
+                return target.say("no-route", str(getattr(causes[0], "strerror", "")))
+            known = [c.strerror for c in causes if isinstance(c, OSError) and c.strerror]
+            return target.say("other", known[0] if known else text)  # not '[Errno None] ...'
         if isinstance(error, ConnectionRefusedError):
             return target.say("refused")
         if isinstance(error, (TimeoutError, socket.timeout)):
             return target.say("timeout")
+        if _no_route(error):
+            return target.say("no-route", str(getattr(error, "strerror", "")))
         if isinstance(error, BadHostKeyException):
             return target.say("host-key-mismatch")
         if isinstance(error, AuthenticationException):
@@ -179,6 +194,8 @@ def openssh_cause(stderr: str, data: Mapping[str, Any], name: str) -> str | None
         if cause == "auth":  # USER@HOST: Permission denied (publickey,password).
             found = re.search(r"Permission denied \([^)]*\)|Too many authentication failures", hit)
             return target.say(cause, found.group(0) if found else hit)
+        if cause == "no-route":  # ssh: connect to host H port P: No route to host
+            return target.say(cause, hit.rsplit(": ", 1)[-1])
         if cause == "host-key-unknown":  # the line before: No ED25519 host key is known for ...
             others = [line for line in lines if needle not in line]
             return target.say(cause, others[0] if others else hit)

@@ -64,3 +64,33 @@ def test_openssh_timeout_and_unknown_host_key_lines() -> None:
     assert cause is not None and cause.startswith("host key of 10.123.255.9:2222 is not known (No")
     assert cause.endswith("add it to known_hosts")
     assert openssh_cause("bash: line 1: true: command not found", data, "gpu9") is None
+
+
+def test_no_route_to_host_is_named_for_paramiko_and_openssh() -> None:
+    """A lab address with no host behind it (10.123.184.99 beside a 2-host lab): the kernel
+    answers EHOSTUNREACH after its ARP tries. paramiko raises NoValidConnectionsError, whose
+    own text was '[Errno None] Unable to connect to port 22 on ...' in upgrade's refusal line;
+    OpenSSH's stderr below is what gpuhost check got from that address."""
+    import errno
+
+    from paramiko.ssh_exception import NoValidConnectionsError
+
+    from gpuhost.connection import connect_cause, openssh_cause
+
+    data = {"ssh_hostname": "10.123.184.99"}
+    said = "no route to 10.123.184.99:22: No route to host (is the host up and the address right?)"
+    unreachable = OSError(errno.EHOSTUNREACH, "No route to host")
+    assert (
+        connect_cause(
+            NoValidConnectionsError({("10.123.184.99", 22): unreachable}), data, "gpu-dead", 10
+        )
+        == said
+    )
+    stderr = "ssh: connect to host 10.123.184.99 port 22: No route to host\r\n"
+    assert openssh_cause(stderr, data, "gpu-dead") == said
+    other = NoValidConnectionsError(
+        {("10.123.184.99", 22): OSError(errno.EACCES, "Permission denied")}
+    )
+    assert connect_cause(other, data, "gpu-dead", 10) == (
+        "cannot connect to 10.123.184.99:22: Permission denied"
+    )
