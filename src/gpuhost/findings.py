@@ -3,7 +3,9 @@
 Used by the audit (``gpuhost.audit.rules``) and the compatibility matrix
 (``gpuhost.matrix.check_stack`` / ``verify_profile``). A finding has a stable rule id, a severity
 (``error``, ``warning`` or ``info``, worst first) and one readable ``message``; beside it the
-structured fields a tool can rely on:
+structured fields a tool can rely on (a rule writes its fix once: in ``fix``, and the finding
+ends its ``message`` with ``; fix: FIX``, the one line every renderer shows; a message written
+with its ``; fix: FIX`` tail and no ``fix`` gives the field that tail):
 
 - ``found``: what the host (or the checked set) has, e.g. ``"driver 550.54.15"``
 - ``expected``: what it should have, e.g. ``"driver 535.216.01 (profile debian12-nonfree-535)"``
@@ -50,6 +52,11 @@ class Finding:
                 f"finding {self.rule}: severity {self.severity!r}, expected one of "
                 f"{', '.join(SEVERITIES)}"
             )
+        said, fix = split_fix(self.message)
+        if fix is None and self.fix:
+            object.__setattr__(self, "message", f"{said}; fix: {self.fix}")
+        elif self.fix is None and fix is not None:
+            object.__setattr__(self, "fix", fix)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the ``finding`` definition of the audit report schema)."""
@@ -66,10 +73,10 @@ class Finding:
     to_json = to_dict
 
 
-def fix_in(message: str) -> str | None:
-    """The fix a message names after its "; fix: " (the form every gpuhost message uses)."""
-    _, sep, fix = message.partition("; fix: ")
-    return (fix.strip() or None) if sep else None
+def split_fix(message: str) -> tuple[str, str | None]:
+    """A one-line message ``SAID; fix: FIX`` → (SAID, FIX); (message, None) without a fix."""
+    said, sep, fix = message.partition("; fix: ")
+    return (said, fix.strip() or None) if sep else (message, None)
 
 
 def severity_rank(severity: str) -> int:

@@ -74,8 +74,7 @@ def _context(
         where = f"inventory data {PROFILE_KEY}" if source == "inventory" else MARKER_PATH
         known = ", ".join(sorted(settings.profiles)) or "none"
         error = (
-            f"profile {name!r} (from {where}) is not defined; known profiles: {known}; fix: name "
-            "a profile from gpuhost's profiles or pass --profiles FILE that defines it"
+            f"profile {name!r} (from {where}) is not defined; known profiles: {known}"
         )
         return AuditContext(facts, None, name, source, error, results)
     expected = expected_state(profile, host_data, facts.provision_marker)
@@ -116,7 +115,7 @@ def unreachable_host(name: str, error: str) -> HostReport:
     return _host_error(
         name,
         "host.unreachable",
-        f"could not audit the host: {error}; fix: {fix}",
+        f"could not audit the host: {error}",
         reachable=False,
         found=error,
         expected="an SSH login with the inventory's user and key",
@@ -133,7 +132,7 @@ def failed_host(name: str, error: str) -> HostReport:
     return _host_error(
         name,
         "host.probe-failed",
-        f"the host answered but the gpuhost probe failed: {error}; fix: {fix}",
+        f"the host answered but the gpuhost probe failed: {error}",
         reachable=True,
         found=error,
         expected="the gpuhost probe's sections",

@@ -14,6 +14,7 @@ from gpuhost.audit.findings import WARNING, Finding, RuleResult, rule_doc
 from gpuhost.audit.rules import loaded_driver_version, userspace_driver_version
 from gpuhost.errors import GpuhostError
 from gpuhost.facts.host_facts import HostFacts
+from gpuhost.findings import split_fix
 
 RULE = "matrix"
 
@@ -86,7 +87,7 @@ def matrix_results(facts: HostFacts, matrix: Any) -> tuple[RuleResult, ...]:
                 replace(
                     item,
                     rule=f"matrix.{item.rule}",
-                    message=f"{item.message}{source}",
+                    message=f"{split_fix(item.message)[0]}{source}",  # the fix follows
                     source=item.source or rule_doc(f"matrix.{item.rule}"),
                 )
             )

@@ -237,8 +237,7 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
                 f"nvidia-smi is not installed ({_driver_context(facts)}), so GPU state, "
                 "ECC, "
                 "clocks and persistence could not be checked; expected nvidia-smi from the "
-                "driver's packages; fix: install nvidia-smi (Debian) or "
-                "nvidia-utils-<branch>",
+                "driver's packages",
                 found=f"no nvidia-smi; {_driver_context(facts)}",
                 expected="nvidia-smi from the driver's packages",
                 fix="install nvidia-smi (Debian) or nvidia-utils-<branch>",
@@ -251,8 +250,7 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
                 ERROR,
                 f"{len(pci)} NVIDIA GPU(s) on the PCI bus ({listed}) but no NVIDIA driver "
                 "is "
-                "installed; expected a driver from the host's profile; fix: gpuhost "
-                "provision",
+                "installed; expected a driver from the host's profile",
                 found=f"{len(pci)} NVIDIA GPU(s) on the PCI bus ({listed}), no NVIDIA driver",
                 expected="the NVIDIA driver of the host's profile",
                 fix="gpuhost provision",
@@ -265,9 +263,7 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
             "NVIDIA "
             "driver and no nvidia-smi installed; the GPU checks were skipped. Expected on "
             "a GPU "
-            "host: a GPU visible to nvidia-smi; fix: run the audit on a GPU host, or "
-            "provision "
-            "this one (gpuhost provision)",
+            "host: a GPU visible to nvidia-smi",
             found="no NVIDIA GPU on the PCI bus, no NVIDIA driver, no nvidia-smi",
             expected="a GPU visible to nvidia-smi (on a GPU host)",
             fix="run the audit on a GPU host, or provision this one (gpuhost provision)",
@@ -286,7 +282,7 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
             ERROR,
             f"{what}{rc}{said}; found: {_driver_context(facts)}; expected: nvidia-smi "
             "reports "
-            f"every GPU; fix: {fix}",
+            f"every GPU",
             found=f"nvidia-smi {smi.state}{rc}{said}; {_driver_context(facts)}",
             expected="nvidia-smi reports every GPU",
             fix=fix,
@@ -297,8 +293,7 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
             "driver.smi-error",
             ERROR,
             f"nvidia-smi printed nothing (exit {facts.driver.smi_rc}); found: "
-            f"{_driver_context(facts)}; fix: run nvidia-smi on the host and read the "
-            "kernel log",
+            f"{_driver_context(facts)}",
             found=f"nvidia-smi printed nothing (exit {facts.driver.smi_rc}); "
             f"{_driver_context(facts)}",
             expected="nvidia-smi reports every GPU",
@@ -310,8 +305,7 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
             "gpu.no-devices",
             ERROR,
             f"nvidia-smi lists no GPU (driver {smi.driver_version}); expected at least "
-            "one; fix: "
-            "check lspci -d 10de: and the kernel log (dmesg | grep NVRM)",
+            "one",
             found=f"nvidia-smi lists no GPU (driver {smi.driver_version})",
             expected="at least one GPU",
             fix="check lspci -d 10de: and the kernel log (dmesg | grep NVRM)",
@@ -323,8 +317,7 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
             ERROR,
             f"nvidia-smi lists {len(smi.gpus)} GPU(s) but {len(pci)} NVIDIA GPU(s) are on "
             "the PCI "
-            "bus; fix: check the kernel log (dmesg | grep NVRM) for GPUs the driver "
-            "refused",
+            "bus",
             found=f"{len(smi.gpus)} GPU(s) in nvidia-smi, {len(pci)} on the PCI bus",
             expected=f"all {len(pci)} GPU(s) on the PCI bus visible to nvidia-smi",
             fix="check the kernel log (dmesg | grep NVRM) for GPUs the driver refused",
@@ -350,8 +343,7 @@ def check_reboot_needed(ctx: AuditContext) -> RuleResult:
         f"loaded kernel module {module.version} differs from the installed userspace "
         "driver "
         f"{userspace}; CUDA programs fail with a driver/library mismatch until the host "
-        "reboots; "
-        "fix: drain and reboot the host",
+        "reboots",
         found=f"loaded kernel module {module.version}, userspace driver {userspace}",
         expected="the loaded module at the installed driver's version",
         fix="drain and reboot the host",
@@ -374,8 +366,7 @@ def check_packages_mixed(ctx: AuditContext) -> RuleResult:
         ERROR,
         f"driver packages are at different versions ({shown}); expected one driver version "
         "for "
-        "all of them; fix: install every coupled package at one version (gpuhost "
-        "provision)",
+        "all of them",
         found=f"driver packages at {', '.join(versions)} ({shown})",
         expected="every driver package at one version",
         fix="install every coupled package at one version (gpuhost provision)",
@@ -401,11 +392,11 @@ def check_next_boot_kernel(ctx: AuditContext) -> RuleResult:
         ERROR,
         f"the next-boot kernel {next_boot} has no NVIDIA module built by DKMS (built for: "
         f"{have}); "
-        "the GPU will be unusable after the next reboot; fix: install its headers and run "
-        f"dkms autoinstall -k {next_boot} (or keep booting {facts.kernel.running})",
+        "the GPU will be unusable after the next reboot",
         found=f"next-boot kernel {next_boot}; NVIDIA module built for: {have}",
         expected=f"an NVIDIA module built by DKMS for {next_boot}",
-        fix=f"install the headers of {next_boot} and run dkms autoinstall -k {next_boot}",
+        fix=f"install the headers of {next_boot} and run dkms autoinstall -k {next_boot} (or keep "
+        f"booting {facts.kernel.running})",
     )
 
 
@@ -423,8 +414,7 @@ def check_fabric_manager(ctx: AuditContext) -> RuleResult:
                 ERROR,
                 f"fabric manager {fm.version} differs from driver {driver}; NVSwitch systems "
                 "refuse "
-                "to start CUDA jobs until both match; fix: install nvidia-fabricmanager at the "
-                f"driver's version {driver}",
+                "to start CUDA jobs until both match",
                 found=f"fabric manager {fm.version}, driver {driver}",
                 expected=f"fabric manager {driver} (the driver's version)",
                 fix=f"install nvidia-fabricmanager at the driver's version {driver}",
@@ -436,9 +426,7 @@ def check_fabric_manager(ctx: AuditContext) -> RuleResult:
             Finding(
                 "fabricmanager.inactive",
                 WARNING,
-                f"nvidia-fabricmanager.service is {state}; expected active on NVSwitch systems; "
-                "fix: "
-                "systemctl enable --now nvidia-fabricmanager",
+                f"nvidia-fabricmanager.service is {state}; expected active on NVSwitch systems",
                 found=f"nvidia-fabricmanager.service {state}",
                 expected="nvidia-fabricmanager.service active",
                 fix="systemctl enable --now nvidia-fabricmanager",
@@ -481,11 +469,11 @@ def check_driver_held(ctx: AuditContext) -> RuleResult:
             "module "
             "then no longer matches the libraries (CUDA fails until a reboot); expected "
             "the "
-            f"driver packages held or pinned; fix: apt-mark hold {' '.join(loose)} "
-            "(or gpuhost provision, which pins the profile's version)",
+            f"driver packages held or pinned",
             found=f"upgrade pending: {shown}{more}",
             expected="the driver packages held or pinned",
-            fix=f"apt-mark hold {' '.join(loose)} (or gpuhost provision)",
+            fix=f"apt-mark hold {' '.join(loose)} (or gpuhost provision, which pins the profile's "
+            "version)",
         )
     how = "apt-mark hold" if facts.packages.manager == "dpkg" else "dnf versionlock add"
     return _one(
@@ -495,7 +483,7 @@ def check_driver_held(ctx: AuditContext) -> RuleResult:
         f"driver packages are neither held nor pinned: {', '.join(loose[:8])}"
         f"{' ...' if len(loose) > 8 else ''}; an upgrade can replace the driver under "
         "running "
-        f"jobs; fix: {how} {' '.join(loose)} (or gpuhost provision)",
+        f"jobs",
         found=f"neither held nor pinned: {', '.join(loose)}",
         expected="the driver packages held or pinned",
         fix=f"{how} {' '.join(loose)} (or gpuhost provision)",
@@ -518,11 +506,10 @@ def _layer_findings(ctx: AuditContext, coupled: dict[str, str], held: set[str]) 
                 WARNING,
                 f"driver packages are pinned but no longer held: {', '.join(unheld[:8])}"
                 f"{' ...' if len(unheld) > 8 else ''}; gpuhost holds every coupled package "
-                "so that removing the pins alone cannot move the driver; fix: gpuhost "
-                "provision (or apt-mark hold " + " ".join(unheld) + ")",
+                "so that removing the pins alone cannot move the driver",
                 found=f"not held: {', '.join(unheld)}",
                 expected="every coupled driver package held (apt-mark hold)",
-                fix="gpuhost provision",
+                fix=f"gpuhost provision (or apt-mark hold {' '.join(unheld)})",
             )
         )
     if facts.packages.policy_known:
@@ -543,8 +530,7 @@ def _layer_findings(ctx: AuditContext, coupled: dict[str, str], held: set[str]) 
                     "driver.pin-missing",
                     WARNING,
                     f"the installed driver packages are not pinned: {few}; gpuhost pins them "
-                    f"at priority 1001 in {PREFERENCES_PATH} (deleted or edited since); "
-                    "fix: gpuhost provision",
+                    f"at priority 1001 in {PREFERENCES_PATH} (deleted or edited since)",
                     found=f"pin priority below 1000: {shown}",
                     expected=f"priority 1001 for the installed version ({PREFERENCES_PATH})",
                     fix="gpuhost provision",
@@ -572,11 +558,10 @@ def check_packages_unfinished(ctx: AuditContext) -> RuleResult:
         ERROR,
         f"NVIDIA packages are not fully installed: {shown}; an install or upgrade stopped "
         "midway (dpkg status U unpacked, F half-configured, H half-installed, W/t awaiting "
-        "triggers), so the driver may not load and apt refuses other installs; fix: gpuhost "
-        "provision (it runs dpkg --configure -a first), or dpkg --configure -a",
+        "triggers), so the driver may not load and apt refuses other installs",
         found=f"dpkg status: {shown}",
         expected="every NVIDIA package fully installed (status ii or hi)",
-        fix="gpuhost provision (or dpkg --configure -a)",
+        fix="gpuhost provision (it runs dpkg --configure -a first), or dpkg --configure -a",
     )
 
 
@@ -608,7 +593,7 @@ def check_persistence(ctx: AuditContext) -> RuleResult:
         f"persistence mode is off on {len(off)} of {len(gpus)} GPU(s) "
         f"({', '.join(_gpu_label(g) for g in off[:4])}); {state}; expected on, so the "
         "driver "
-        "stays initialised between jobs; fix: systemctl enable --now nvidia-persistenced",
+        "stays initialised between jobs",
         found=f"persistence mode off on {', '.join(_gpu_label(g) for g in off)}; {state}",
         expected="persistence mode on for every GPU",
         fix="systemctl enable --now nvidia-persistenced",
@@ -648,8 +633,7 @@ def check_clocks(ctx: AuditContext) -> RuleResult:
                 rule,
                 WARNING,
                 f"{_gpu_label(gpu)} clocks differ from profile {expected.profile} "
-                f"({expected.clock_policy}): {', '.join(wrong)}; fix: gpuhost provision "
-                "(re-applies the clock settings)",
+                f"({expected.clock_policy}): {', '.join(wrong)}",
                 found=f"{_gpu_label(gpu)}: "
                 + ", ".join(f"{kind} {found[kind]} MHz" for kind in found),
                 expected=f"profile {expected.profile} ({expected.clock_policy}): "
@@ -678,8 +662,7 @@ def _ecc_findings(gpu: GpuInfo) -> list[Finding]:
                 f"{label} has uncorrectable ECC errors (volatile "
                 f"{ecc.volatile_uncorrectable or 0}, aggregate "
                 f"{ecc.aggregate_uncorrectable or 0}); "
-                "expected 0; fix: drain the host, reset the GPU (nvidia-smi -r) or reboot, and "
-                "run dcgmi diag -r 3; replace the GPU if errors recur",
+                "expected 0",
                 found=f"{label}: uncorrectable ECC errors volatile "
                 f"{ecc.volatile_uncorrectable or 0}, aggregate {ecc.aggregate_uncorrectable or 0}",
                 expected="0 uncorrectable ECC errors",
@@ -693,7 +676,7 @@ def _ecc_findings(gpu: GpuInfo) -> list[Finding]:
                 "gpu.ecc-correctable",
                 INFO,
                 f"{label} corrected {ecc.volatile_correctable} ECC error(s) since the driver "
-                "loaded; expected few; watch the rate",
+                "loaded; expected few",
                 found=f"{label}: {ecc.volatile_correctable} corrected ECC error(s)",
                 expected="few corrected ECC errors",
                 fix="none now; watch the rate",
@@ -706,7 +689,7 @@ def _ecc_findings(gpu: GpuInfo) -> list[Finding]:
                 WARNING,
                 f"{label} ECC mode changes from {ecc.mode_current} to {ecc.mode_pending} at "
                 "the "
-                "next GPU reset; fix: reset the GPU or reboot",
+                "next GPU reset",
                 found=f"{label}: ECC mode {ecc.mode_current}, pending {ecc.mode_pending}",
                 expected="current and pending ECC mode equal",
                 fix="reset the GPU or reboot",
@@ -728,7 +711,7 @@ def _retired_pages_findings(gpu: GpuInfo) -> list[Finding]:
                 "gpu.retired-pages-pending",
                 ERROR,
                 f"{_gpu_label(gpu)} has memory pages waiting to be retired ({total} retired); "
-                "expected none pending; fix: drain the host and reset the GPU or reboot",
+                "expected none pending",
                 found=f"{_gpu_label(gpu)}: page retirement pending ({total} retired)",
                 expected="no page retirement pending",
                 fix="drain the host and reset the GPU or reboot",
@@ -740,9 +723,7 @@ def _retired_pages_findings(gpu: GpuInfo) -> list[Finding]:
                 "gpu.retired-pages",
                 WARNING,
                 f"{_gpu_label(gpu)} has {total} retired memory page(s) (single-bit "
-                f"{pages.single_bit or 0}, double-bit {pages.double_bit or 0}); expected 0; "
-                "fix: "
-                "watch the count; replace the GPU when it keeps growing",
+                f"{pages.single_bit or 0}, double-bit {pages.double_bit or 0}); expected 0",
                 found=f"{_gpu_label(gpu)}: {total} retired page(s)",
                 expected="0 retired pages",
                 fix="watch the count; replace the GPU when it keeps growing",
@@ -763,8 +744,7 @@ def _remapped_rows_findings(gpu: GpuInfo) -> list[Finding]:
             Finding(
                 "gpu.remap-failure",
                 ERROR,
-                f"{label} failed to remap a memory row (no spare rows left); expected none; "
-                "fix: take the GPU out of service and replace it",
+                f"{label} failed to remap a memory row (no spare rows left); expected none",
                 found=f"{label}: row remapping failure",
                 expected="no row remapping failure",
                 fix="take the GPU out of service and replace it",
@@ -775,8 +755,7 @@ def _remapped_rows_findings(gpu: GpuInfo) -> list[Finding]:
             Finding(
                 "gpu.remap-pending",
                 ERROR,
-                f"{label} has a row remapping pending; expected none; fix: drain the host and "
-                "reset the GPU (nvidia-smi -r) or reboot",
+                f"{label} has a row remapping pending; expected none",
                 found=f"{label}: row remapping pending",
                 expected="no row remapping pending",
                 fix="drain the host and reset the GPU (nvidia-smi -r) or reboot",
@@ -788,7 +767,7 @@ def _remapped_rows_findings(gpu: GpuInfo) -> list[Finding]:
                 "gpu.remapped-rows",
                 WARNING,
                 f"{label} has {rows.uncorrectable} row(s) remapped for uncorrectable errors "
-                f"(correctable {rows.correctable or 0}); expected 0; fix: watch the count",
+                f"(correctable {rows.correctable or 0}); expected 0",
                 found=f"{label}: {rows.uncorrectable} row(s) remapped (uncorrectable)",
                 expected="0 remapped rows",
                 fix="watch the count",
@@ -811,7 +790,7 @@ def _pcie_findings(gpu: GpuInfo, busy: bool = False) -> list[Finding]:
                 "gpu.pcie-width",
                 WARNING,
                 f"{label} PCIe link is x{link.width_current}, below its max x{link.width_max}; "
-                "expected the full width; fix: reseat the GPU or check the riser/slot",
+                "expected the full width",
                 found=f"{label}: PCIe x{link.width_current}",
                 expected=f"PCIe x{link.width_max}",
                 fix="reseat the GPU or check the riser/slot",
@@ -823,8 +802,7 @@ def _pcie_findings(gpu: GpuInfo, busy: bool = False) -> list[Finding]:
                 "gpu.pcie-gen",
                 WARNING,
                 f"{label} PCIe link runs at gen {link.gen_current} while busy (P0), below its "
-                f"max gen {link.gen_max}; expected the full generation under load; fix: check "
-                "the slot, riser and BIOS link settings",
+                f"max gen {link.gen_max}; expected the full generation under load",
                 found=f"{label}: PCIe gen {link.gen_current} while busy (P0)",
                 expected=f"PCIe gen {link.gen_max} under load",
                 fix="check the slot, riser and BIOS link settings",
@@ -836,8 +814,7 @@ def _pcie_findings(gpu: GpuInfo, busy: bool = False) -> list[Finding]:
                 "gpu.pcie-gen",
                 INFO,
                 f"{label} PCIe link runs at gen {link.gen_current}, below its max gen "
-                f"{link.gen_max}; normal for an idle GPU (power saving); check under load if "
-                "transfers are slow",
+                f"{link.gen_max}; normal for an idle GPU (power saving)",
                 found=f"{label}: PCIe gen {link.gen_current}",
                 expected=f"PCIe gen {link.gen_max} under load",
                 fix="none for an idle GPU; check under load if transfers are slow",
@@ -872,8 +849,7 @@ SSHD_RULES: tuple[SshdRule, ...] = (
         "ssh.password-auth",
         WARNING,
         password_authentication,
-        "sshd accepts passwords (PasswordAuthentication yes); expected public keys only; "
-        "fix: gpuhost harden (sets PasswordAuthentication no after checking key access)",
+        "sshd accepts passwords (PasswordAuthentication yes); expected public keys only",
         "PasswordAuthentication yes",
         "PasswordAuthentication no (public keys only)",
         "gpuhost harden (sets PasswordAuthentication no after checking key access)",
@@ -883,8 +859,7 @@ SSHD_RULES: tuple[SshdRule, ...] = (
         WARNING,
         keyboard_interactive_password,
         "sshd accepts keyboard-interactive (PAM password) logins; expected public keys "
-        "only; "
-        "fix: gpuhost harden (KbdInteractiveAuthentication no)",
+        "only",
         "KbdInteractiveAuthentication yes with PAM passwords",
         "KbdInteractiveAuthentication no (public keys only)",
         "gpuhost harden (KbdInteractiveAuthentication no)",
@@ -894,7 +869,7 @@ SSHD_RULES: tuple[SshdRule, ...] = (
         WARNING,
         lambda config: permit_root_login(config) == "yes",
         "sshd lets root log in with a password (PermitRootLogin yes); expected "
-        "prohibit-password or no; fix: gpuhost harden",
+        "prohibit-password or no",
         "PermitRootLogin yes",
         "PermitRootLogin prohibit-password or no",
         "gpuhost harden",
@@ -903,7 +878,7 @@ SSHD_RULES: tuple[SshdRule, ...] = (
         "ssh.empty-passwords",
         ERROR,
         lambda config: sshd_value(config, "permitemptypasswords") == "yes",
-        "sshd accepts empty passwords (PermitEmptyPasswords yes); expected no; fix: gpuhost harden",
+        "sshd accepts empty passwords (PermitEmptyPasswords yes); expected no",
         "PermitEmptyPasswords yes",
         "PermitEmptyPasswords no",
         "gpuhost harden",
@@ -979,8 +954,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 "profile.marker",
                 WARNING,
                 f"the inventory names profile {expected.profile} but the host was provisioned with "
-                f"{marker.profile} ({MARKER_PATH}); fix: gpuhost provision with the intended "
-                "profile",
+                f"{marker.profile} ({MARKER_PATH})",
                 found=f"{MARKER_PATH} names profile {marker.profile}",
                 expected=f"profile {expected.profile} (inventory)",
                 fix="gpuhost provision with the intended profile",
@@ -1000,7 +974,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 WARNING,
                 f"the host was provisioned with profile {expected.profile} at driver "
                 f"{marker.driver_version} ({MARKER_PATH}), the profile now pins "
-                f"{expected.driver_version}; fix: gpuhost upgrade to the profile's versions",
+                f"{expected.driver_version}",
                 found=f"{MARKER_PATH}: profile {expected.profile} at driver "
                 f"{marker.driver_version}",
                 expected=f"driver {expected.driver_version}",
@@ -1022,7 +996,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
             Finding(
                 "profile.driver",
                 ERROR,
-                f"{what}, {pinned} {expected.driver_version}; fix: {fix}",
+                f"{what}, {pinned} {expected.driver_version}",
                 found=f"driver {driver or 'not installed'}",
                 expected=f"driver {expected.driver_version}",
                 fix=fix,
@@ -1037,7 +1011,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 ERROR,
                 f"the {module.flavor} kernel module is loaded, {pinned} the "
                 f"{expected.kernel_module} "
-                "one; fix: gpuhost provision (installs the profile's module flavour) and reboot",
+                "one",
                 found=f"{module.flavor} kernel module",
                 expected=f"{expected.kernel_module} kernel module",
                 fix="gpuhost provision (installs the profile's module flavour) and reboot",
@@ -1054,7 +1028,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                     "profile.cuda",
                     ERROR,
                     f"CUDA toolkit {version} is not installed (found: "
-                    f"{', '.join(installed_cuda) or 'none'}), {pinned} it; fix: gpuhost provision",
+                    f"{', '.join(installed_cuda) or 'none'}), {pinned} it",
                     found=f"CUDA {', '.join(installed_cuda) or 'none'}",
                     expected=f"CUDA {version}",
                     fix="gpuhost provision",
@@ -1069,7 +1043,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 WARNING,
                 f"/usr/local/cuda points to CUDA {default}, {pinned} {expected.cuda_default} as "
                 "the "
-                "default; fix: gpuhost provision (resets the link)",
+                "default",
                 found=f"/usr/local/cuda -> CUDA {default}",
                 expected=f"/usr/local/cuda -> CUDA {expected.cuda_default}",
                 fix="gpuhost provision (resets the link)",
@@ -1081,8 +1055,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
             Finding(
                 "profile.cudnn",
                 ERROR,
-                f"{_have('cuDNN', facts.cudnn.version)}, {pinned} {expected.cudnn}; "
-                "fix: gpuhost provision",
+                f"{_have('cuDNN', facts.cudnn.version)}, {pinned} {expected.cudnn}",
                 found=f"cuDNN {facts.cudnn.version or 'not installed'}",
                 expected=f"cuDNN {expected.cudnn}",
                 fix="gpuhost provision",
@@ -1096,7 +1069,7 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 "profile.container-toolkit",
                 ERROR,
                 f"{_have('NVIDIA container toolkit', toolkit)}, {pinned} "
-                f"{expected.container_toolkit}; fix: gpuhost provision",
+                f"{expected.container_toolkit}",
                 found=f"NVIDIA container toolkit {toolkit or 'not installed'}",
                 expected=f"NVIDIA container toolkit {expected.container_toolkit}",
                 fix="gpuhost provision",
@@ -1119,8 +1092,7 @@ def check_cuda_link(ctx: AuditContext) -> RuleResult:
             INFO,
             f"CUDA toolkits {', '.join(sorted(paths))} are installed but /usr/local/cuda "
             "does not "
-            "exist; tools that look there find none; fix: gpuhost provision (sets the "
-            "link)",
+            "exist; tools that look there find none",
             found=f"CUDA toolkits {', '.join(sorted(paths))}, no /usr/local/cuda",
             expected="/usr/local/cuda pointing at an installed toolkit",
             fix="gpuhost provision (sets the link)",
@@ -1132,7 +1104,7 @@ def check_cuda_link(ctx: AuditContext) -> RuleResult:
             WARNING,
             f"/usr/local/cuda points to {cuda.default_path}, which is not an installed "
             "toolkit "
-            f"({', '.join(sorted(paths))}); fix: point it at one (gpuhost provision)",
+            f"({', '.join(sorted(paths))})",
             found=f"/usr/local/cuda -> {cuda.default_path}",
             expected=f"/usr/local/cuda -> one of {', '.join(sorted(paths))}",
             fix="point it at an installed toolkit (gpuhost provision)",
@@ -1151,9 +1123,7 @@ def check_container_runtime(ctx: AuditContext) -> RuleResult:
                 ERROR,
                 "Docker's default runtime is nvidia but the NVIDIA container toolkit is "
                 "not "
-                "installed; every container start fails; fix: install "
-                "nvidia-container-toolkit "
-                "or remove default-runtime from /etc/docker/daemon.json",
+                "installed; every container start fails",
                 found="Docker default runtime nvidia, no NVIDIA container toolkit",
                 expected="the NVIDIA container toolkit installed where Docker's default "
                 "runtime is nvidia",
@@ -1169,9 +1139,7 @@ def check_container_runtime(ctx: AuditContext) -> RuleResult:
                 rule,
                 WARNING,
                 f"NVIDIA container toolkit {container.toolkit_version} is installed but Docker "
-                "has no nvidia runtime in /etc/docker/daemon.json; expected it configured; "
-                "fix: "
-                "nvidia-ctk runtime configure --runtime=docker && systemctl restart docker",
+                "has no nvidia runtime in /etc/docker/daemon.json; expected it configured",
                 found="Docker without an nvidia runtime in /etc/docker/daemon.json",
                 expected="the nvidia runtime configured in Docker",
                 fix="nvidia-ctk runtime configure --runtime=docker && systemctl restart docker",
@@ -1184,8 +1152,7 @@ def check_container_runtime(ctx: AuditContext) -> RuleResult:
                 WARNING,
                 f"NVIDIA container toolkit {container.toolkit_version} is installed but "
                 "containerd's "
-                "config has no nvidia runtime; fix: nvidia-ctk runtime configure "
-                "--runtime=containerd",
+                "config has no nvidia runtime",
                 found="containerd without an nvidia runtime",
                 expected="the nvidia runtime configured in containerd",
                 fix="nvidia-ctk runtime configure --runtime=containerd",
@@ -1239,7 +1206,7 @@ def check_frameworks(ctx: AuditContext) -> RuleResult:
                         rule,
                         WARNING,
                         f"{fw.python}: reading {what} failed ({error}); its CUDA build was not "
-                        "checked; fix: run the interpreter by hand and import it",
+                        "checked",
                         found=f"{fw.python}: reading {what} failed ({error})",
                         expected=f"{what} readable by {fw.python}",
                         fix="run the interpreter by hand and import it",

@@ -48,7 +48,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuhost.errors import IncompatibleError, UnknownNameError
-from gpuhost.findings import fix_in
 from gpuhost.matrix.findings import Finding, Severity
 from gpuhost.matrix.gpus import gpu_info
 from gpuhost.matrix.lookup import (
@@ -109,9 +108,7 @@ class _Out:
         self.items: list[Finding] = []
 
     def add(self, rule: str, severity: Severity, message: str, source: str) -> None:
-        self.items.append(
-            Finding(rule, severity, message, self.matrix.url(source), fix=fix_in(message))
-        )
+        self.items.append(Finding(rule, severity, message, self.matrix.url(source)))
 
 
 def _gpus(out: _Out, names: list[str]) -> list[tuple[GpuInfo, Architecture]]:
