@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuhost.facts.apt_pins import PackageToolsRunning
+from gpuhost.facts.apt_pins import DpkgState, dpkg_state_command, parse_dpkg_state
 from gpuhost.operations.apt_pin import settle_command, wait_for_package_tools
-from gpuhost.parsers.packages import parse_pgrep_processes
+from gpuhost.parsers.packages import parse_dpkg_audit, parse_pgrep_processes
 from gpuhost.upgrade.hoststeps import SETTLE_DPKG_COMMAND
 
 NAME = "gpuhost-t-apt"  # pgrep -x matches at most 15 characters of a process name
@@ -78,7 +78,7 @@ def test_provision_and_upgrade_share_the_wait() -> None:
 
 
 def test_running_tools_fact_parses_pgrep_output() -> None:
-    assert "pgrep -a" in PackageToolsRunning().command()
+    assert "pgrep -a" in DpkgState().command() and "dpkg --audit" in DpkgState().command()
     lines = [
         "5188 /usr/bin/dpkg --status-fd 35 --configure --pending",
         "",
@@ -89,4 +89,29 @@ def test_running_tools_fact_parses_pgrep_output() -> None:
         "5120 apt-get install -y nvidia-driver",
         "5188 /usr/bin/dpkg --status-fd 35 --configure --pending",
     ]
-    assert PackageToolsRunning().process([]) == []
+    assert DpkgState().process([]) == {"running": [], "unfinished": []}
+
+
+def test_one_command_reads_what_runs_and_what_dpkg_left(fake_apt: Path) -> None:
+    """The fact's shell, run here: the stand-in apt-get as running, and dpkg --audit's own
+    answer on this machine as unfinished."""
+    child = _start(fake_apt, 30)
+    try:
+        out = subprocess.run(
+            ["sh", "-c", dpkg_state_command(NAME)], capture_output=True, text=True, timeout=60
+        )
+    finally:
+        child.kill()
+        child.wait()
+    assert out.returncode == 0, out.stderr
+    state = parse_dpkg_state(out.stdout.splitlines())
+    assert state["running"] == [f"{child.pid} {fake_apt} 30"]
+    audit = subprocess.run(["dpkg", "--audit"], capture_output=True, text=True, timeout=60)
+    assert state["unfinished"] == parse_dpkg_audit(audit.stdout.splitlines())
+
+
+def test_captured_half_installed_package_is_unfinished() -> None:
+    """Real output from a lab host with a package unpacked but not configured."""
+    path = Path(__file__).parent / "data" / "dpkg_state" / "lab-debian12-hello-unpacked.txt"
+    state = parse_dpkg_state(path.read_text(encoding="utf-8").splitlines())
+    assert state == {"running": [], "unfinished": ["hello"]}

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from pyinfra.api import FactBase
 from typing_extensions import override
 
+from gpuhost.parsers.marked import SECTION, split_sections
 from gpuhost.parsers.packages import (
     parse_apt_policy,
     parse_apt_space,
@@ -73,21 +76,6 @@ class AptPolicy(FactBase[dict[str, dict[str, str | None]]]):
         }
 
 
-class DpkgAudit(_PackageLockList):
-    """Packages ``dpkg --audit`` reports as not fully installed (unpacked, half-configured,
-    half-installed, awaiting triggers), by name, sorted; [] when dpkg is content."""
-
-    tool = "dpkg"
-
-    @override
-    def command(self) -> str:
-        return "LC_ALL=C dpkg --audit"
-
-    @override
-    def process(self, output: list[str]) -> list[str]:
-        return parse_dpkg_audit(output)
-
-
 # Process names (``pgrep -x``) of the tools that take dpkg's and apt's locks: a ``gpuhost``
 # run stopped by Ctrl-C, apt's daily timer or an admin leaves one running on the host.
 PACKAGE_TOOLS = "apt-get|apt|aptitude|dpkg|unattended-upgr"
@@ -95,19 +83,55 @@ PACKAGE_TOOLS = "apt-get|apt|aptitude|dpkg|unattended-upgr"
 PGREP_LIVE = "-r R,S,D,T,t"
 
 
-class PackageToolsRunning(_PackageLockList):
-    """apt/dpkg processes running now (``PACKAGE_TOOLS``), as ``"PID command line"`` in PID
-    order: ``["4711 apt-get install -y nvidia-driver"]``; [] when none runs."""
+class DpkgStateDict(TypedDict):
+    running: list[str]  # "PID command line" of apt/dpkg processes running now, in PID order
+    unfinished: list[str]  # packages ``dpkg --audit`` lists (half-installed, ...), sorted
 
-    tool = "pgrep"
+
+def dpkg_state_command(tools: str = PACKAGE_TOOLS) -> str:
+    """apt/dpkg processes (``tools``) running now, then what ``dpkg --audit`` reports: one
+    command."""
+    return (
+        f"echo '{SECTION}running'; command -v pgrep >/dev/null 2>&1 && "
+        f"pgrep -a {PGREP_LIVE} -x '{tools}' 2>/dev/null; "
+        f"echo '{SECTION}unfinished'; command -v dpkg >/dev/null 2>&1 && "
+        "LC_ALL=C dpkg --audit 2>/dev/null; true"
+    )
+
+
+def parse_dpkg_state(lines: list[str]) -> DpkgStateDict:
+    """:func:`dpkg_state_command`'s output (pure): its two sections through the pgrep and
+    ``dpkg --audit`` parsers."""
+    sections = split_sections(lines)
+    return {
+        "running": parse_pgrep_processes(sections.get("running", [])),
+        "unfinished": parse_dpkg_audit(sections.get("unfinished", [])),
+    }
+
+
+class DpkgState(FactBase[DpkgStateDict]):
+    """Whether package work is under way or left half-done on the host, read in one command:
+    ``running``, the apt/dpkg processes (``PACKAGE_TOOLS``) as ``"PID command line"``, and
+    ``unfinished``, the packages ``dpkg --audit`` reports as not fully installed (unpacked,
+    half-configured, half-installed, awaiting triggers); both [] where the tool is missing.
+
+    .. code:: python
+
+        {"running": ["4711 apt-get install -y nvidia-driver"], "unfinished": ["nvidia-smi"]}
+    """
+
+    @staticmethod
+    @override
+    def default() -> DpkgStateDict:
+        return {"running": [], "unfinished": []}
 
     @override
     def command(self) -> str:
-        return f"pgrep -a {PGREP_LIVE} -x '{PACKAGE_TOOLS}' 2>/dev/null || true"
+        return dpkg_state_command()
 
     @override
-    def process(self, output: list[str]) -> list[str]:
-        return parse_pgrep_processes(output)
+    def process(self, output: list[str]) -> DpkgStateDict:
+        return parse_dpkg_state(output)
 
 
 SPACE_PATHS = ("/var/cache/apt/archives", "/usr")

@@ -28,8 +28,7 @@ from gpuhost.facts.apt_pins import (
     AptInstallSpace,
     AptPolicy,
     DnfVersionLocks,
-    DpkgAudit,
-    PackageToolsRunning,
+    DpkgState,
 )
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
@@ -227,13 +226,12 @@ def dpkg_settled(timeout_s: int = PACKAGE_TOOLS_WAIT_S) -> Generator:
 
         apt_pin.dpkg_settled(name="Finish interrupted package installs")
     """
-    running: list[str] = fact(PackageToolsRunning)
-    if running:
+    state = fact(DpkgState)  # one command: what runs and what dpkg left unfinished
+    if state["running"]:
         # what dpkg --audit says now may change when they finish: judged after the wait
         yield settle_command(timeout_s)
         return
-    unfinished: list[str] = fact(DpkgAudit)
-    if not unfinished:
+    if not state["unfinished"]:
         host.noop("no apt/dpkg running, dpkg has no half-installed package")
         return
     yield CONFIGURE_PENDING
