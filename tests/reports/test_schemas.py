@@ -24,7 +24,7 @@ from gpuhost.facts.build import host_facts_from_text
 from gpuhost.matrix import load_matrix, load_profiles
 from gpuhost.operations.marker import render_marker
 from gpuhost.parsers.profile_marker import parse_profile_marker
-from gpuhost.schemas import NAMES, load_schema, schema_text
+from gpuhost.schemas import NAMES, load_schema, schema_text, standalone_text
 from gpuhost.upgrade.host_state import parse_host_state
 from gpuhost.upgrade.snapshot import build_snapshot
 from tests.schema_check import assert_valid, problems, validator
@@ -52,7 +52,35 @@ def test_every_schema_is_valid_draft_2020_12_and_printed_by_the_cli(name, capsys
     validator(name)  # check_schema raises on an invalid schema
     assert load_schema(name)["$id"] == f"urn:gpuhost:schema:{name}"
     assert main(["schema", name]) == 0
-    assert capsys.readouterr().out == schema_text(name)
+    printed = capsys.readouterr().out
+    assert printed == standalone_text(name)
+    if name != "merged-report":  # refers to no other schema: the shipped file as it is
+        assert printed == schema_text(name)
+
+
+def test_printed_merged_report_schema_stands_alone(tmp_path, capsys):
+    """``gpuhost schema merged-report > f`` is all a validator needs: the audit report schema it
+    refers to by id travels in its $defs (no registry, no network); a real merged report
+    validates and a wrong verdict inside a host (an audit-report rule) is refused."""
+    from jsonschema import Draft202012Validator
+
+    assert main(["schema", "merged-report"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    Draft202012Validator.check_schema(schema)
+    assert schema["$defs"]["audit-report"]["$id"] == "urn:gpuhost:schema:audit-report"
+    report = fleet_report()
+    paths = []
+    for index, hosts in enumerate((report["hosts"][:2], report["hosts"][2:])):
+        path = tmp_path / f"shard{index}.json"
+        path.write_text(json_report.dumps({**report, "hosts": hosts}))
+        paths.append(str(path))
+    out = tmp_path / "merged.json"
+    assert main(["report", "merge", *paths, "-o", str(out)]) == 1  # one host unreachable
+    merged = json.loads(out.read_text())
+    plain = Draft202012Validator(schema)  # no registry: only what the printed document holds
+    assert list(plain.iter_errors(merged)) == []
+    merged["hosts"][0]["verdict"] = "bogus"
+    assert [e.validator for e in plain.iter_errors(merged)] == ["enum"]
 
 
 def test_schema_without_a_name_lists_them_and_a_wrong_name_is_a_usage_error(capsys):

@@ -1,13 +1,14 @@
 """``gpuhost schema [NAME]``: print the JSON Schema of a document gpuhost writes.
 
-Without NAME, list the schema names and the document each describes.
+Without NAME, list the schema names and the document each describes. A printed schema is one
+self-contained document (gpuhost.schemas.standalone_text).
 """
 
 from __future__ import annotations
 
 import click
 
-from gpuhost.schemas import NAMES, load_schema, schema_text
+from gpuhost.schemas import NAMES, load_schema, standalone_text
 
 
 @click.command("schema")
@@ -23,5 +24,5 @@ def command(name: str | None) -> int:
         for known in NAMES:
             click.echo(f"{known:<18} {load_schema(known).get('title', '')}")
         return 0
-    click.echo(schema_text(name), nl=False)
+    click.echo(standalone_text(name), nl=False)
     return 0
