@@ -44,8 +44,8 @@ def test_sick_gpu_gives_one_line_per_problem():
 def test_driver_other_than_the_marker_records():
     (problem,) = judge(HealthInputs(A100, None, _marker("550.54.15")))
     assert problem == (
-        "driver 535.54.03 is loaded but /etc/gpuhost/profile (profile p535) records 550.54.15: "
-        "reboot or re-provision"
+        "[profile.driver] driver 535.54.03 found, profile p535 pins 550.54.15; fix: gpuhost "
+        "upgrade (or gpuhost provision on a fresh host)"
     )
 
 

@@ -107,6 +107,44 @@ def test_checks_and_audit_give_the_same_judgement(capture_file: str) -> None:
     assert from_checks == from_audit
 
 
+@pytest.mark.parametrize("installed", [None, "535.309.01-0+deb12u1", "565.57.01-1"])
+def test_driver_checks_give_the_audits_profile_findings(installed: str | None) -> None:
+    """test_driver's version and flavour checks and the health check fail on exactly the
+    audit's profile.driver / profile.kernel-module findings: an open 565.57.01 module loaded
+    (real capture) on a host whose profile pins the proprietary 535.309.01."""
+    from gpuhost.audit.host import AuditSettings, audit_host
+    from gpuhost.desired import DesiredState
+    from gpuhost.facts.host_facts import DriverFacts, HostFacts, PackageFacts
+    from gpuhost.matrix import load_profiles
+    from gpuhost.parsers.packages import Package
+
+    name = "debian12-nonfree-535-security"
+    profile = load_profiles()[name]
+    module = parse_proc_version(
+        capture("proc-driver-version/open-kmod__565.57.01__ubuntu24.04.txt")
+    )
+    smi = parse_xml(capture("nvidia-smi-xml/telegraf__a100-sxm4-v12.xml"))
+    packages = [Package("libcuda1", installed, "ii")] if installed else []
+    facts = HostFacts(
+        driver=DriverFacts(smi=smi, smi_installed=True, loaded_module=module),
+        packages=PackageFacts(manager="dpkg", packages=packages),
+    )
+    settings = AuditSettings(None, {name: profile})
+    audited = audit_host("h", facts, {"gpuhost_profile": name}, settings)
+    from_audit = sorted(
+        f"[{f.rule}] {f.message}" for f in audited.findings if f.rule in gpu.DRIVER_FINDINGS
+    )
+    spec = DesiredState.from_profile(profile, ["NVIDIA A100-SXM4-80GB"])
+    from_checks = sorted(gpu.profile_driver_problems(smi, module, spec, packages))
+    assert from_checks == from_audit
+    assert [line.split("]")[0] for line in from_checks] == [
+        "[profile.driver",
+        "[profile.kernel-module",
+    ]
+    reboot = "fix: reboot the host" in from_checks[0]
+    assert reboot == (installed == "535.309.01-0+deb12u1")
+
+
 @pytest.mark.parametrize(
     ("fixture", "said"),
     [

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuhost.checks.checklib import HostFacts, need_gpus, need_spec
+from gpuhost.checks.checklib import HostFacts, fail_with, need_gpus, need_spec
+from gpuhost.checks_support import gpu
 from gpuhost.checks_support.expected import Expected
 
 
@@ -20,35 +21,31 @@ def test_driver_loaded(facts: HostFacts) -> None:
 
 
 def test_driver_version_matches_profile(facts: HostFacts, expected: Expected) -> None:
-    """The loaded module is the profile's driver version."""
-    spec, _plan = need_spec(expected)
+    """The loaded module is the profile's driver version: the audit's profile.driver finding
+    (its fix says reboot when the installed packages already are the profile's)."""
+    spec, plan = need_spec(expected)
     if facts.module is None:
         pytest.fail(
             f"{facts.name}: profile {spec.profile} wants driver {spec.driver_version}, but no "
             "NVIDIA kernel module is loaded",
             pytrace=False,
         )
-    mismatch = facts.smi is not None and facts.smi.state == "driver-library-mismatch"
-    fix = (
-        "reboot the host (drain it first): the installed userspace driver is not the loaded module"
-        if mismatch
-        else "gpuhost upgrade to the profile's versions (gpuhost provision on a fresh host)"
+    problems = gpu.profile_driver_problems(
+        facts.smi, facts.module, spec, facts.packages(plan.coupled), ("profile.driver",)
     )
-    assert facts.module.version == spec.driver_version, (
-        f"{facts.name}: loaded driver {facts.module.version}, profile {spec.profile} pins "
-        f"{spec.driver_version} ({facts.module.raw}); fix: {fix}"
-    )
+    fail_with(problems, f"{facts.name}: driver version ({facts.module.raw})")
 
 
 def test_kernel_module_flavour(facts: HostFacts, expected: Expected) -> None:
-    """The loaded module is the flavour (open/proprietary) the profile installs."""
+    """The loaded module is the flavour (open/proprietary) the profile installs: the audit's
+    profile.kernel-module finding."""
     spec, _plan = need_spec(expected)
     if facts.module is None:
         pytest.fail(f"{facts.name}: no NVIDIA kernel module is loaded", pytrace=False)
-    assert facts.module.flavor == spec.kernel_module, (
-        f"{facts.name}: the {facts.module.flavor} kernel module is loaded, profile "
-        f"{spec.profile} installs the {spec.kernel_module} one"
+    problems = gpu.profile_driver_problems(
+        facts.smi, facts.module, spec, ids=("profile.kernel-module",)
     )
+    fail_with(problems, f"{facts.name}: kernel module flavour")
 
 
 def test_nvidia_smi_lists_gpus(facts: HostFacts, inventory_data: dict) -> None:

@@ -13,9 +13,10 @@ import re
 from gpuhost.audit.findings import ERROR, WARNING, Finding
 from gpuhost.audit.rules import RULES, SMI_STATE_RULES, AuditContext
 from gpuhost.desired import DesiredState
-from gpuhost.facts.host_facts import DriverFacts, HostFacts, ServiceState
+from gpuhost.facts.host_facts import DriverFacts, HostFacts, PackageFacts, ServiceState
 from gpuhost.parsers.driver import KernelModule
 from gpuhost.parsers.nvidia_smi import SmiReport
+from gpuhost.parsers.packages import Package
 
 SMI_COMMAND = (
     "if command -v nvidia-smi >/dev/null 2>&1; then LC_ALL=C nvidia-smi -q -x 2>&1; "
@@ -84,6 +85,31 @@ def rule_problems(
         for f in rule_findings(rule, report, expected, busy, persistenced)
         if f.severity in severities
     ]
+
+
+# the audit's profile rule findings about the loaded driver (the rest of that rule judges CUDA,
+# cuDNN and the container toolkit, which the checks read their own way)
+DRIVER_FINDINGS = ("profile.driver", "profile.kernel-module")
+
+
+def profile_driver_problems(
+    report: SmiReport | None,
+    module: KernelModule | None,
+    spec: DesiredState,
+    packages: list[Package] | None = None,
+    ids: tuple[str, ...] = DRIVER_FINDINGS,
+) -> list[str]:
+    """The audit's ``profile`` rule on the loaded driver against ``spec`` (``profile.driver``:
+    the loaded module's version is the profile's, with the reboot fix when the installed
+    packages already are; ``profile.kernel-module``: its flavour), one line per finding among
+    ``ids``, naming the finding id. ``packages``: the host's installed driver packages."""
+    smi = report if report is not None else SmiReport(state="absent", source="empty")
+    facts = HostFacts(
+        driver=DriverFacts(smi=smi, smi_installed=report is not None, loaded_module=module),
+        packages=PackageFacts(manager="dpkg" if packages else None, packages=packages or []),
+    )
+    ctx = AuditContext(facts, expected=spec, profile_name=spec.profile, profile_source="marker")
+    return [f"[{f.rule}] {f.message}" for f in RULES["profile"](ctx).findings if f.rule in ids]
 
 
 def persistence_problems(report: SmiReport, persistenced: ServiceState | None = None) -> list[str]:

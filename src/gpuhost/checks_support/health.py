@@ -5,7 +5,8 @@ A subset of the static checks that needs no GPU work and no network and answers 
 uncorrectable ECC errors since the driver loaded, pending page retirement or row remapping
 (pending or failed), and the loaded driver is the one the provision marker
 (/etc/gpuhost/profile) records. The judgement is ``judge`` (pure, on the captured texts); the
-GPU judgements are the audit's rules through ``checks_support.gpu`` (their errors only).
+GPU and driver judgements are the audit's rules through ``checks_support.gpu`` (their errors
+only; the driver's is the audit's profile.driver finding).
 
 .. code:: python
 
@@ -23,14 +24,16 @@ from gpuhost.audit.findings import ERROR
 from gpuhost.checks_support.gpu import (
     NOT_FOUND,
     ecc_problems,
+    profile_driver_problems,
     remapped_row_problems,
     retired_page_problems,
     unavailable_reason,
 )
+from gpuhost.desired import DesiredState
 from gpuhost.errors import ParseError
 from gpuhost.parsers.driver import KernelModule, parse_proc_version
 from gpuhost.parsers.nvidia_smi import SmiReport, parse_output
-from gpuhost.parsers.profile_marker import MARKER_PATH, parse_profile_marker
+from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker
 
 SMI_TIMEOUT = 4.0
 SMI_ARGV = ("nvidia-smi", "-q", "-x")
@@ -108,13 +111,22 @@ def judge(inputs: HealthInputs) -> list[str]:
             marker = parse_profile_marker(inputs.marker_text)
         except ParseError as exc:
             return problems + [f"{MARKER_PATH}: {exc}"]
-        want = marker.driver_version if marker else None
-        if want and report.driver_version and report.driver_version != want:
-            problems.append(
-                f"driver {report.driver_version} is loaded but {MARKER_PATH} (profile "
-                f"{marker.profile if marker else '?'}) records {want}: reboot or re-provision"
+        if marker and marker.driver_version:
+            problems += profile_driver_problems(
+                report, module, recorded_driver(marker), ids=("profile.driver",)
             )
     return problems
+
+
+def recorded_driver(marker: ProfileMarker) -> DesiredState:
+    """What the marker records, for the driver judgement: its full desired state, or (an older
+    or partial marker) its profile and driver version alone (kernel module not compared)."""
+    state = DesiredState.from_marker(marker)
+    if state is not None:
+        return state
+    return DesiredState(
+        marker.profile, marker.source or "", marker.os, marker.driver_version or "", "", "auto"
+    )
 
 
 def reason_line(problems: list[str], limit: int = 200) -> str:
