@@ -160,6 +160,31 @@ def test_no_cycle_between_units() -> None:
     assert not cycles, "import cycles between gpuhost units:\n" + "\n".join(detail)
 
 
+def module_graph() -> dict[str, dict[str, set[str]]]:
+    """module -> {imported module: {module}} for every gpuhost module (an imported attribute
+    counts as its module; a module importing its own parent package is left out: the package's
+    ``__init__`` runs first in any case)."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for module, path in sorted(modules.items()):
+        for name in _imported(path, module):
+            target = name
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != module and not module.startswith(f"{target}."):
+                graph[module][target].add(module)
+    return graph
+
+
+def test_no_cycle_between_modules() -> None:
+    """Not even inside a unit: a module cycle (lazy imports included) is a hidden dependency
+    knot that an import order change turns into an ImportError."""
+    cycles = _cycles(module_graph())
+    assert not cycles, "import cycles between gpuhost modules:\n" + "\n".join(
+        " <-> ".join(cycle) for cycle in cycles
+    )
+
+
 @pytest.mark.parametrize(
     ("graph", "expected"),
     [
