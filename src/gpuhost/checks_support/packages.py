@@ -7,10 +7,11 @@ from collections.abc import Iterable
 
 from gpuhost.errors import VersionError
 from gpuhost.parsers.packages import Package
+from gpuhost.probe.script import APT_HOLDS_CODE
 from gpuhost.versions import upstream_of_package_version
 
 DPKG_FORMAT = "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"
-HOLDS_COMMAND = "LC_ALL=C apt-mark showhold"
+HOLDS_COMMAND = APT_HOLDS_CODE  # the audit probe's and provision's command
 
 
 def dpkg_command(names: Iterable[str]) -> str:

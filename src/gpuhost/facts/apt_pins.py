@@ -9,12 +9,14 @@ from typing_extensions import override
 
 from gpuhost.parsers.marked import SECTION, split_sections
 from gpuhost.parsers.packages import (
+    parse_apt_mark_showhold,
     parse_apt_policy,
     parse_apt_space,
     parse_df_available,
     parse_dpkg_audit,
     parse_pgrep_processes,
 )
+from gpuhost.probe.script import APT_HOLDS_CODE
 
 
 class _PackageLockList(FactBase[list[str]]):
@@ -33,17 +35,18 @@ class _PackageLockList(FactBase[list[str]]):
 
 
 class AptHolds(_PackageLockList):
-    """Packages marked held (``apt-mark showhold``), sorted: ``["libnvidia-ml1", "nvidia-smi"]``."""
+    """Packages marked held (``apt-mark showhold``'s list), sorted:
+    ``["libnvidia-ml1", "nvidia-smi"]``; the audit probe's command and parser."""
 
-    tool = "apt-mark"
+    tool = "dpkg-query"
 
     @override
     def command(self) -> str:
-        return "LC_ALL=C apt-mark showhold"
+        return APT_HOLDS_CODE
 
     @override
     def process(self, output: list[str]) -> list[str]:
-        return sorted({line.strip() for line in output if line.strip()})
+        return sorted(parse_apt_mark_showhold("\n".join(output)))
 
 
 class AptPolicy(FactBase[dict[str, dict[str, str | None]]]):

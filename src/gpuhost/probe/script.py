@@ -122,6 +122,15 @@ HEADERS_AVAILABLE_CODE = (
     "| sed -n 's/^Package: linux-headers-/available=/p'; true"
 )
 
+# The held packages: the same list as `apt-mark showhold` (dpkg selections set to "hold"; '*'
+# includes packages held but not installed), one name a line, without apt-mark's cache loading;
+# read by the audit probe, provision (facts.apt_pins.AptHolds) and the checks, parsed by
+# parsers.packages.parse_apt_mark_showhold.
+APT_HOLDS_CODE = (
+    "LC_ALL=C dpkg-query -W -f='${db:Status-Want} ${Package}\\n' '*' "
+    "| awk '$1 == \"hold\" {print $2}'"
+)
+
 STATIC_SECTIONS: tuple[Section, ...] = (
     Section("meta", f'echo "probe={PROBE_VERSION}"; echo "uid=$(id -u)"; echo "host=$(hostname)"'),
     Section("os-release", "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release"),
@@ -156,13 +165,7 @@ STATIC_SECTIONS: tuple[Section, ...] = (
         "_gh_need rpm; rpm -qa --qf '%{NAME}\\t%{VERSION}-%{RELEASE}\\n' "
         f"| grep -iE '{PACKAGE_FILTER}'; true",
     ),
-    # The same list as `apt-mark showhold` (dpkg selections set to "hold"), one name a line, but
-    # without apt-mark's 0.5 s of cache loading.
-    Section(
-        "apt-holds",
-        "_gh_need dpkg-query; dpkg-query -W -f='${db:Status-Want} ${Package}\\n' "
-        "| awk '$1 == \"hold\" {print $2}'",
-    ),
+    Section("apt-holds", f"_gh_need dpkg-query; {APT_HOLDS_CODE}"),
     Section(
         "dnf-versionlock",
         "cat /etc/dnf/plugins/versionlock.list /etc/yum/pluginconf.d/versionlock.list "
