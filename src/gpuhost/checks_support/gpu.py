@@ -17,16 +17,14 @@ from gpuhost.facts.host_facts import DriverFacts, HostFacts, PackageFacts, Servi
 from gpuhost.parsers.driver import KernelModule
 from gpuhost.parsers.nvidia_smi import SmiReport
 from gpuhost.parsers.packages import Package
+from gpuhost.probe.script import SMI_NOT_FOUND, SMI_XML_CODE
 
-SMI_COMMAND = (
-    "if command -v nvidia-smi >/dev/null 2>&1; then LC_ALL=C nvidia-smi -q -x 2>&1; "
-    'else echo "#gpuhost: nvidia-smi: command not found"; fi; true'
-)
+SMI_COMMAND = SMI_XML_CODE  # provision's SmiQuery fact runs the same command
 PSTATE_COMMAND = (
     "LC_ALL=C nvidia-smi --query-gpu=index,pstate --format=csv,noheader 2>/dev/null || true"
 )
 MODULE_COMMAND = "cat /proc/driver/nvidia/version 2>/dev/null || true"
-NOT_FOUND = "#gpuhost: nvidia-smi: command not found"
+NOT_FOUND = SMI_NOT_FOUND
 PSTATE_RE = re.compile(r"^\s*(\d+)\s*,\s*(P\d+)\s*$")
 FAILING = (ERROR, WARNING)  # finding severities a check fails on (info passes)
 

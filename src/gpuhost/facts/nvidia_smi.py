@@ -6,6 +6,7 @@ from pyinfra.api import FactBase
 from typing_extensions import override
 
 from gpuhost.parsers.nvidia_smi import STATE_ABSENT, SmiReport, parse_output
+from gpuhost.probe.script import SMI_NOT_FOUND, SMI_XML_CODE
 
 
 class SmiQuery(FactBase[SmiReport]):
@@ -18,10 +19,6 @@ class SmiQuery(FactBase[SmiReport]):
         SmiReport(state="absent", gpus=())              # nvidia-smi not installed
     """
 
-    @override
-    def requires_command(self) -> str:
-        return "nvidia-smi"
-
     @staticmethod
     @override
     def default() -> SmiReport:
@@ -29,9 +26,12 @@ class SmiQuery(FactBase[SmiReport]):
 
     @override
     def command(self) -> str:
-        # nvidia-smi exits 9 without a driver; its message is the fact, so keep rc 0.
-        return "LC_ALL=C nvidia-smi -q -x 2>&1 || true"
+        # nvidia-smi exits 9 without a driver; its message is the fact, so rc stays 0
+        return SMI_XML_CODE
 
     @override
     def process(self, output: list[str]) -> SmiReport:
-        return parse_output("\n".join(output) + "\n")
+        text = "\n".join(output) + "\n"
+        if text.strip() == SMI_NOT_FOUND:
+            return self.default()
+        return parse_output(text)

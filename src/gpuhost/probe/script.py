@@ -131,6 +131,15 @@ APT_HOLDS_CODE = (
     "| awk '$1 == \"hold\" {print $2}'"
 )
 
+# nvidia-smi's full XML report, or its error message (rc 9 without a driver: kept, rc 0), or
+# SMI_NOT_FOUND: read by provision (facts.nvidia_smi.SmiQuery) and the checks; the probe's own
+# nvidia-smi section adds a timeout and keeps stderr apart.
+SMI_NOT_FOUND = "#gpuhost: nvidia-smi: command not found"
+SMI_XML_CODE = (
+    "if command -v nvidia-smi >/dev/null 2>&1; then LC_ALL=C nvidia-smi -q -x 2>&1; "
+    f'else echo "{SMI_NOT_FOUND}"; fi; true'
+)
+
 STATIC_SECTIONS: tuple[Section, ...] = (
     Section("meta", f'echo "probe={PROBE_VERSION}"; echo "uid=$(id -u)"; echo "host=$(hostname)"'),
     Section("os-release", "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release"),
