@@ -13,12 +13,11 @@ from gpuhost.desired import DesiredState
 from gpuhost.errors import GpuhostError, ParseError
 from gpuhost.facts.probe_parsers import parse_os_release
 from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker
+from gpuhost.probe.script import MARKER_CODE, OS_RELEASE_CODE
 
-# Marker read without failing when it is absent: empty output means "no marker".
-MARKER_COMMAND = f"cat {MARKER_PATH} 2>/dev/null || true"
-OS_RELEASE_COMMAND = (
-    "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>/dev/null || true"
-)
+# the audit probe's commands (empty output: no marker; their exit code is not read)
+MARKER_COMMAND = MARKER_CODE
+OS_RELEASE_COMMAND = OS_RELEASE_CODE
 
 
 @dataclass(frozen=True)

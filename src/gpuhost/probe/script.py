@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuhost.errors import ConfigError
+from gpuhost.parsers.profile_marker import MARKER_PATH
 from gpuhost.parsers.systemd import show_command
 from gpuhost.probe.framework_probe import PYTHON_PROBE
 
@@ -140,9 +141,14 @@ SMI_XML_CODE = (
     f'else echo "{SMI_NOT_FOUND}"; fi; true'
 )
 
+# /etc/os-release (parsed by facts.probe_parsers.parse_os_release) and the provision marker
+# (exit 1 when absent; parsers.profile_marker): the probe's sections and the checks' commands.
+OS_RELEASE_CODE = "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release"
+MARKER_CODE = f"[ -f {MARKER_PATH} ] || exit 1; head -c 4096 {MARKER_PATH}"
+
 STATIC_SECTIONS: tuple[Section, ...] = (
     Section("meta", f'echo "probe={PROBE_VERSION}"; echo "uid=$(id -u)"; echo "host=$(hostname)"'),
-    Section("os-release", "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release"),
+    Section("os-release", OS_RELEASE_CODE),
     Section("uname", UNAME_CODE),
     Section("kernels", KERNELS_CODE),
     Section("secure-boot", SECURE_BOOT_CODE),
@@ -236,10 +242,7 @@ STATIC_SECTIONS: tuple[Section, ...] = (
         "'^(passwordauthentication|kbdinteractiveauthentication|challengeresponseauthentication"
         "|permitrootlogin|pubkeyauthentication|permitemptypasswords|ciphers|port|usepam) '",
     ),
-    Section(
-        "profile-marker",
-        "[ -f /etc/gpuhost/profile ] || exit 1; head -c 4096 /etc/gpuhost/profile",
-    ),
+    Section("profile-marker", MARKER_CODE),
 )
 
 SECTION_NAMES: tuple[str, ...] = tuple(section.name for section in STATIC_SECTIONS)
