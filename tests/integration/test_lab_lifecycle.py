@@ -72,6 +72,15 @@ def test_down_leaves_nothing_and_is_safe_to_repeat(scratch_lab) -> None:
 def test_up_after_a_crash_cleans_leftovers_first(scratch_lab) -> None:
     state = scratch_lab.up(1)
     old_nspawn = int((scratch_lab.names.host_dir(1) / "nspawn.pid").read_text())
+    # the host's overlay upper is on the state directory's disk, not in RAM (a CUDA host writes
+    # gigabytes), unless that file system cannot hold one
+    upper = scratch_lab.names.host_dir(1) / "upper"
+    expected = "disk" if core.fs_type(scratch_lab.sd) in core.OVERLAY_UPPER_FS else "tmpfs"
+    assert state["hosts_storage"] == expected
+    if expected == "disk":
+        assert core.fs_type(upper) == core.fs_type(scratch_lab.sd) != "tmpfs"
+    assert scratch_lab.ssh(state["hosts"][0], "echo before > /root/crash-marker").returncode == 0
+    assert (upper / "root/crash-marker").read_text() == "before\n"
     # crash: the proxy dies and the state file is lost; hosts, mounts, netns stay behind
     os.kill(state["proxy_pid"], signal.SIGKILL)
     (scratch_lab.sd / "lab.json").unlink()
@@ -81,6 +90,8 @@ def test_up_after_a_crash_cleans_leftovers_first(scratch_lab) -> None:
         == "running"
     netns = [n for n in os.listdir("/run/netns") if n.startswith(scratch_lab.names.netns_prefix)]
     assert netns == [state["hosts"][0]["netns"]]
+    # the crashed host's disk is gone with it: the new host starts from the base image
+    assert not (upper / "root/crash-marker").exists()
 
 
 def test_two_labs_run_side_by_side_on_their_own_subnets() -> None:

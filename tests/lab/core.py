@@ -1,7 +1,8 @@
 """Bring a lab up, tear it down, report its health and reset single hosts.
 
 A lab named NAME owns, and only ever touches:
-  state dir   <GPUHOST_LAB_STATE or repo/.lab>/NAME/  (a tmpfs for the hosts' overlay uppers inside)
+  state dir   <GPUHOST_LAB_STATE or repo/.lab>/NAME/  (the hosts' overlay uppers inside, on disk;
+              on a tmpfs only where that file system cannot hold them, see hosts_storage)
   network     bridge glb<tag>, veths glv<tag><i>, netns gpuhost-NAME-h<i>, subnet 10.123.<k>.0/24
   cgroups     gpuhost-lab-NAME/ in each cgroup hierarchy nspawn uses (hosts and services)
   processes   systemd-nspawn per host, apt-cacher-ng and the repository's http.server, all inside
@@ -48,6 +49,7 @@ from .system import (
     cgroup_exists,
     cgroup_pids,
     cgroup_remove,
+    fs_type,
     link_exists,
     links_with_prefix,
     mounts_under,
@@ -250,7 +252,9 @@ class LabManager:
         return (
             link_exists(self.names.bridge)
             and all(pid_alive(p) for p in (state.get("proxy_pid", 0), state.get("repo_pid", 0)))
-            and bool(mounts_under(self.names.hosts_dir))
+            and (bool(mounts_under(self.names.hosts_dir))
+                 if state.get("hosts_storage", "tmpfs") == "tmpfs"
+                 else self.names.hosts_dir.is_dir())
         )
 
     def _spawn_service(self, cmd: list[str], logname: str, cwd: Path | None = None) -> int:
@@ -287,8 +291,10 @@ class LabManager:
         sd.mkdir(parents=True, exist_ok=True)
         (sd / "mux").mkdir(exist_ok=True)
         n.hosts_dir.mkdir(exist_ok=True)
-        run(["mount", "-t", "tmpfs", "-o", "mode=0755", f"gpuhost-lab-{self.name}",
-             str(n.hosts_dir)])
+        storage = hosts_storage(n.hosts_dir)
+        if storage == "tmpfs":
+            run(["mount", "-t", "tmpfs", "-o", "mode=0755", f"gpuhost-lab-{self.name}",
+                 str(n.hosts_dir)])
         key = sd / "id_ed25519"
         if not key.exists():
             run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"gpuhost-lab-{self.name}",
@@ -333,6 +339,7 @@ class LabManager:
             "repo_key_url": f"http://{gw}:{REPO_PORT}/{aptrepo.KEY_NAME}.gpg",
             "repo_key_path": str(repo_root / f"{aptrepo.KEY_NAME}.gpg"),
             "repo_key_path_on_host": REPO_KEY_ON_HOST,
+            "hosts_storage": storage,
             "proxy_pid": proxy_pid,
             "repo_pid": repo_pid,
             "hosts": [],
@@ -689,6 +696,26 @@ class LabManager:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+#: file systems an overlayfs upper directory can live on (trusted xattrs, d_type)
+OVERLAY_UPPER_FS = ("ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "tmpfs")
+
+
+def hosts_storage(hosts_dir: Path) -> str:
+    """Where the hosts' overlay uppers live: "disk" - the state directory's own file system (a
+    host with a CUDA toolkit writes gigabytes: RAM is not the place) - unless that file system
+    cannot hold an overlay upper (the state directory on overlayfs inside a container, NFS) or
+    ``GPUHOST_LAB_HOSTS_TMPFS=1`` asks for the old way: then "tmpfs", one per lab, sized by
+    the kernel's default (half the RAM), teardown without disk writes."""
+    if os.environ.get("GPUHOST_LAB_HOSTS_TMPFS") == "1":
+        return "tmpfs"
+    kind = fs_type(hosts_dir)
+    if kind not in OVERLAY_UPPER_FS:
+        log(f"lab: {hosts_dir} is on {kind or 'an unknown file system'}, which cannot hold "
+            "overlay upper directories: host roots go on a tmpfs (RAM)")
+        return "tmpfs"
+    return "disk"
 
 
 def _host_shape(h: dict[str, Any]) -> dict[str, Any]:

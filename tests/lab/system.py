@@ -169,6 +169,20 @@ def mounts_under(path: Path) -> list[str]:
     return sorted(set(found), key=lambda p: -p.count("/"))
 
 
+def fs_type(path: Path) -> str:
+    """The file system type of the mount that holds ``path`` ("" when none is found)."""
+    target = str(Path(path).resolve())
+    best, kind = "", ""
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            left, _, right = line.partition(" - ")
+            point = _unescape(left.split()[4])
+            inside = target == point or target.startswith(point.rstrip("/") + "/")
+            if inside and len(point) >= len(best) and right:
+                best, kind = point, right.split()[0]
+    return kind
+
+
 def unmount_all(path: Path) -> None:
     for point in mounts_under(path):
         if run(["umount", point], check=False).returncode != 0:
