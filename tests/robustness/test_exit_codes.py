@@ -4,8 +4,12 @@ nothing selected 5) into exit 2 with one line."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -83,3 +87,57 @@ def test_check_maps_pytests_own_problems_to_2(extra, named) -> None:
     # pytest's own complaint comes first; gpuhost's one line ends the output
     assert run.code == 2 and "Traceback" not in run.err
     assert run.lines[-1].startswith("gpuhost: error: check: ") and named in run.lines[-1]
+
+
+def _check_silent(folder: Path, port: int, tmpdir: Path, timeout: int) -> subprocess.Popen[str]:
+    hosts = [
+        ("s0", {"ssh_hostname": "127.0.0.1", "ssh_port": port, "ssh_connect_timeout": timeout})
+    ]
+    inv = tmpdir / "inv.py"
+    inv.write_text(f"hosts = {hosts!r}\n", encoding="utf-8")
+    env = dict(os.environ, PYTHONWARNINGS="ignore", NO_COLOR="1", TMPDIR=str(tmpdir))
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpuhost", "check", str(inv), "--tier", "static"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def test_check_stopped_lets_pytest_clean_up(endpoints) -> None:
+    """SIGINT to gpuhost alone (not its process group) while ``check``'s pytest waits on a
+    host: pytest is asked to stop too and removes its ssh_config folder; exit 130, one line.
+    (Before, pytest was killed and /tmp/gpuhost-check-* stayed behind.)"""
+    ports, folder = endpoints
+    scratch = Path(tempfile.mkdtemp(prefix="hqa", dir="/tmp"))  # short: the folder goes here
+    try:
+        before = _accepted(folder)
+        proc = _check_silent(folder, ports["silent"], scratch, 60)
+        deadline = time.monotonic() + 120
+        while _accepted(folder) <= before:  # pytest's ssh is connecting: its folder exists
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        made = [p.name for p in scratch.iterdir() if p.name.startswith("gpuhost-check-")]
+        assert len(made) == 1, made
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert err.strip().splitlines()[-1] == "gpuhost: interrupted (SIGINT)"
+        assert "Traceback" not in err
+        assert not (scratch / made[0]).exists(), "pytest's ssh_config folder was left behind"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_check_with_a_long_tmpdir_still_reaches_hosts(endpoints, tmp_path) -> None:
+    """$TMPDIR as long as pytest's own tmp_path: every host was 'unreachable: ControlPath too
+    long' (OpenSSH's 108-byte socket path limit); the control sockets now go under /tmp and the
+    host gets its real cause."""
+    ports, folder = endpoints
+    assert len(str(tmp_path)) > 26
+    proc = _check_silent(folder, ports["silent"], tmp_path, 2)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "ControlPath too long" not in out
+    assert "accepts TCP connections but sent no SSH banner" in out, out[-2000:]

@@ -92,11 +92,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[HOSTS_KEY] = {h.test_id: h for h in hosts}
     config.option.hosts = ",".join(h.spec for h in hosts)
     if any(h.spec.startswith("ssh://") for h in hosts) and not config.option.ssh_config:
-        tmp = tempfile.mkdtemp(prefix="gpuhost-check-")
+        tmp = tempfile.mkdtemp(prefix="gpuhost-check-", dir=_control_base())
         config.stash[TMP_KEY] = tmp
         path = Path(tmp, "ssh_config")
         path.write_text(ssh_config(hosts, tmp))
         config.option.ssh_config = str(path)
+
+
+# OpenSSH refuses a ControlPath of 108 bytes or more (a Unix socket's path); ours is
+# FOLDER/%C (40 hex digits) plus ssh's 17-character temporary suffix, FOLDER being
+# BASE/gpuhost-check-XXXXXXXX.
+CONTROL_BASE_MAX = 107 - 17 - 41 - len("/gpuhost-check-XXXXXXXX")
+
+
+def _control_base() -> str | None:
+    """Where the run's ssh_config folder goes: the temporary folder ($TMPDIR), or /tmp when
+    that path is too long for the ssh control sockets inside it (every host would else be
+    'unreachable: ControlPath too long')."""
+    return None if len(tempfile.gettempdir()) <= CONTROL_BASE_MAX else "/tmp"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

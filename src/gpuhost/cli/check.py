@@ -12,7 +12,9 @@ runs), or pytest's own usage error (4), no check selected (5), interrupted (2) o
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -89,7 +91,27 @@ def command(
         profiles = os.path.abspath(profiles)
     load_hosts(None if inventory == LOCAL else inventory, limit, profiles)  # bad input: exit 2
     argv = pytest_argv(checks_dir(), inventory, tier, limit, junit, pytest_args, profiles)
-    return pytest_exit(subprocess.run(argv, check=False).returncode)
+    return pytest_exit(run_pytest(argv))
+
+
+def run_pytest(argv: list[str], grace: float = 2.0) -> int:
+    """Run pytest and return its exit code. When gpuhost is stopped (Ctrl-C, SIGTERM), pytest
+    gets the chance to end as pytest does (its clean-up removes the run's ssh_config folder):
+    ``grace`` seconds to end by itself (a Ctrl-C in a terminal reached it too), then a SIGINT
+    and 5 s more; only then is it killed."""
+    proc = subprocess.Popen(argv)
+    try:
+        return proc.wait()
+    except BaseException:
+        for nudge in (None, signal.SIGINT):
+            if nudge is not None and proc.poll() is None:
+                proc.send_signal(nudge)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=grace if nudge is None else 5)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        raise
 
 
 PYTEST_CODES = {
