@@ -273,16 +273,30 @@ def plan_changes_nothing(state: State, target: Host) -> bool:
     return True
 
 
-def _run_host(state: State, target: Host, errors: dict[str, str] | None = None) -> bool:
+STOPPED = "stopped by the operator"
+
+
+def _run_host(
+    state: State,
+    target: Host,
+    errors: dict[str, str] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> bool:
     """Run ``target``'s operations in order (each evaluated again against the host as the earlier
     ones left it); stop at the first that fails. False when one failed. An operation that
     refuses the host while it executes (OperationError: a version apt cannot get, too little
     disk) is one red line and ``errors[host name]``, never a traceback (pyinfra does not catch
-    it in the execute stage)."""
+    it in the execute stage). ``stop`` is asked before each operation: True ends the host there
+    (an operation boundary, never mid-operation) with ``errors[host name]`` = ``STOPPED``."""
     for op_hash in state.get_op_order():
         if op_hash not in state.ops[target]:
             continue
         names = ", ".join(sorted(state.op_meta[op_hash].names)) or op_hash
+        if stop is not None and stop():
+            target.log_styled(f"{STOPPED} before: {names}", fg="red", log_func=logger.error)
+            if errors is not None:
+                errors[target.name] = STOPPED
+            return False
         logger.info(f"{target.print_prefix}{format_text('Starting operation:', 'blue')} {names}")
         with ctx_host.use(target):
             try:
@@ -301,10 +315,12 @@ def _execute(
     hosts: list[Host],
     progress: FleetProgress | None = None,
     outcomes: Mapping[str, HostOutcome] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> None:
     """The execute stage: hosts whose plan changes nothing are left out; every other host runs
     its own operations in its own greenlet from ``state.pool`` without per-operation barriers
-    (pyinfra's ``no_wait``, minus its traceback when a host fails). Failed hosts are marked."""
+    (pyinfra's ``no_wait``, minus its traceback when a host fails). Failed hosts are marked.
+    ``stop``: see ``_run_host``."""
     busy = []
     for target in hosts:
         if plan_changes_nothing(state, target):
@@ -319,7 +335,7 @@ def _execute(
     errors: dict[str, str] = {}
 
     def run(target: Host) -> bool:
-        ok = _run_host(state, target, errors)
+        ok = _run_host(state, target, errors, stop)
         if progress is not None:
             progress.host_finished(failing=not ok)
         return ok
@@ -369,9 +385,49 @@ def run_deploy(
     )
     if on_selected is not None:
         on_selected(selection)
-    inventory = selection.inventory
-    outcomes: dict[str, HostOutcome] = {h.name: HostOutcome(h.name) for h in inventory}
     initial_limit = selection.hosts() if limit_items(limit) else None
+    return _run(state, config, selection.inventory, deploy_func, dry, progress, initial_limit)
+
+
+def run_deploy_on(
+    hosts: Sequence[tuple[str, Mapping[str, Any], Sequence[str]]],
+    deploy_func: Callable[[], Any],
+    stop: Callable[[], bool] | None = None,
+    on_state: Callable[[State | None], None] | None = None,
+    connect_timeout: int | None = None,
+) -> list[HostOutcome]:
+    """Run ``deploy_func`` on hosts given as (name, merged data, groups), with no inventory file
+    (what ``gpuhost upgrade`` has after loading its inventory), as ``run_deploy`` does
+    otherwise: connect, prepare, execute, one outcome per host. ``stop`` is asked before each
+    operation (True: the host stops there, outcome failed, ``STOPPED``). ``on_state`` is called
+    with the run's State once its hosts exist, and with None when the run is over (a canceller
+    disconnects the hosts to end a command in flight). pyinfra's context is process-wide: one
+    run at a time per process (the caller serialises)."""
+    forget_cached_host_keys()
+    config = Config(PARALLEL=0)
+    if connect_timeout is not None:
+        config.CONNECT_TIMEOUT = connect_timeout
+    groups: dict[str, tuple[list[str], dict[str, Any]]] = {}
+    for name, _, member_of in hosts:
+        for group in member_of:
+            groups.setdefault(group, ([], {}))[0].append(name)
+    inventory = Inventory(([(name, dict(data)) for name, data, _ in hosts], {}), **groups)
+    state = State(check_for_changes=True)
+    return _run(state, config, inventory, deploy_func, False, None, None, stop, on_state)
+
+
+def _run(
+    state: State,
+    config: Config,
+    inventory: Inventory,
+    deploy_func: Callable[[], Any],
+    dry: bool,
+    progress: FleetProgress | None,
+    initial_limit: list[Host] | None,
+    stop: Callable[[], bool] | None = None,
+    on_state: Callable[[State | None], None] | None = None,
+) -> list[HostOutcome]:
+    outcomes: dict[str, HostOutcome] = {h.name: HostOutcome(h.name) for h in inventory}
     with ctx_state.use(state), ctx_config.use(config), ctx_inventory.use(inventory):
         state.init(inventory, config, initial_limit=initial_limit)
         targets = [h for h in inventory if state.is_host_in_limit(h)]
@@ -379,9 +435,11 @@ def run_deploy(
         if progress is not None:
             progress.total = len(targets)
             progress.start()
-        state.set_stage(StateStage.Connect)
-        _connect(state, targets, outcomes, progress)
+        if on_state is not None:
+            on_state(state)
         try:
+            state.set_stage(StateStage.Connect)
+            _connect(state, targets, outcomes, progress)
             state.set_stage(StateStage.Prepare)
             _prepare_all(state, targets, deploy_func, outcomes, progress)
             if dry and progress is not None:
@@ -391,8 +449,10 @@ def run_deploy(
             if not dry and state.active_hosts:
                 state.set_stage(StateStage.Execute)
                 active = [h for h in targets if h in state.active_hosts]
-                _execute(state, active, progress, outcomes)
+                _execute(state, active, progress, outcomes, stop)
         finally:
+            if on_state is not None:
+                on_state(None)
             if progress is not None:
                 progress.close()
             state.set_stage(StateStage.Disconnect)

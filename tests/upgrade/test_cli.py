@@ -81,23 +81,6 @@ def test_snapshot_list_and_diff(tmp_path, capsys):
     assert main(["snapshot", "diff", str(bad), "h1", "--state-dir", str(tmp_path)]) == 2
 
 
-def test_deploy_errors_names_the_failed_operation() -> None:
-    from gpuhost.upgrade.connect import deploy_errors
-
-    output = (
-        "--> Starting operation: gpuhost provision | Install NVIDIA driver | Pin\n"
-        "    [h1] Success\n"
-        "--> Starting operation: gpuhost provision | Install NVIDIA driver | NVIDIA driver 1.2\n"
-        "    [h1] E: Sub-process /usr/bin/dpkg returned an error code (1)\n"
-        "    [h1] Error: executed 1 commands\n"
-    )
-    text = deploy_errors(output)
-    assert text.startswith("gpuhost provision | Install NVIDIA driver | NVIDIA driver 1.2")
-    assert "dpkg returned an error code (1)" in text
-    assert "Pin" not in text.split("|")[2]
-    assert deploy_errors("a\nb\nc\nd\n") == "b | c | d"
-
-
 def test_accepted_audit_rules_come_from_the_option_and_with_force_from_preflight(tmp_path) -> None:
     from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, Target
     from gpuhost.upgrade.orchestrate import HostContext, UpgradeOptions

@@ -7,7 +7,6 @@ repository data, then (unless inventory data ``gpuhost_harden`` is false) the SS
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pyinfra import host
@@ -35,8 +34,6 @@ from gpuhost.operations.apt_pin import dpkg_settled
 from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker
 from gpuhost.pyinfra_adapter import real_host
 from gpuhost.versions import upstream_of_package_version
-
-GUARD_REPORT_ENV = "GPUHOST_GUARD_REPORT"
 
 
 def _host_data() -> dict[str, Any]:
@@ -128,15 +125,10 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
 
 
 def provision_or_stop(allow_driver_change: bool = False) -> None:
-    """For on-disk deploys (pyinfra CLI): a guard failure stops this host only, with one line,
-    and is recorded in the file ``$GPUHOST_GUARD_REPORT`` names (``gpuhost upgrade`` reads it);
-    other hosts carry on."""
+    """For on-disk deploys (pyinfra CLI, ``deploys/provision.py``): a guard failure stops this
+    host only, with one line; other hosts carry on."""
     try:
         provision(allow_driver_change=allow_driver_change)
     except GpuhostError as exc:  # a guard (DeployError) or bad hardening data (ConfigError)
         print(f"gpuhost: error: {exc}", flush=True)
-        report = os.environ.get(GUARD_REPORT_ENV)
-        if report:
-            with open(report, "a", encoding="utf-8") as handle:
-                handle.write(f"{exc}\n")
         host.state.fail_hosts({real_host(host)})

@@ -10,11 +10,9 @@ import contextlib
 import json
 import logging
 import os
-import re
 import shlex
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -49,6 +47,7 @@ class Canceller:
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._children: set[subprocess.Popen[bytes]] = set()
+        self._state: State | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -58,8 +57,20 @@ class Canceller:
         self._event.set()
         with self._lock:
             children = list(self._children)
+            state, self._state = self._state, None
         for child in children:
             _signal_group(child, signal.SIGTERM)
+        if state is not None:
+            _disconnect_all(state)
+
+    def track_state(self, state: State | None) -> None:
+        """The pyinfra State of the in-process deploy now running (None: it is over). A cancel
+        drops its hosts' connections, so the command in flight returns now and the deploy
+        stops (it asks ``cancelled`` before each further operation)."""
+        with self._lock:
+            self._state = state
+        if state is not None and self.cancelled:
+            _disconnect_all(state)
 
     def check(self, host: str) -> None:
         if self.cancelled:
@@ -94,6 +105,13 @@ class Canceller:
         finally:
             with self._lock:
                 self._children.discard(child)
+
+
+def _disconnect_all(state: State) -> None:
+    for host in list(state.inventory):
+        if host.connected:
+            with contextlib.suppress(Exception):  # a dead connection is closed already
+                host.disconnect()
 
 
 def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
@@ -164,7 +182,9 @@ class PyinfraRemote:
 
     def connect(self) -> None:
         self.canceller.check(self.host)
-        logging.getLogger("pyinfra").setLevel(logging.CRITICAL)
+        pyinfra_logger = logging.getLogger("pyinfra")
+        if not pyinfra_logger.handlers:  # a deploy running in-process logs to its hosts' files
+            pyinfra_logger.setLevel(logging.CRITICAL)
         state = self._new_state()
         host = state.inventory.get_host(self.host)
         try:
@@ -299,57 +319,3 @@ def run_checks(
                 entry.name, f"checks could not run (pytest exit {returncode}; log {log_path})"
             )
         return junit.read_text()
-
-
-def run_deploy_file(
-    entry: InventoryHost,
-    deploy_file: str,
-    log_path: Path,
-    timeout_s: float = 3600,
-    canceller: Canceller | None = None,
-) -> None:
-    """Run an on-disk pyinfra deploy on one host in its own ``pyinfra`` process (as ``gpuhost
-    provision`` does): operations see the host as earlier operations left it, and parallel hosts
-    never share pyinfra's process-wide state. Output goes to ``log_path``; HostError names the
-    failed operation(s) and the log."""
-    from gpuhost.deploys.provision import GUARD_REPORT_ENV
-
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="gpuhost-deploy-") as tmp:
-        inventory = write_host_inventory(entry, Path(tmp) / "inventory.py")
-        report = Path(tmp) / "guards.txt"
-        env = dict(os.environ, **{GUARD_REPORT_ENV: str(report)})
-        argv = [sys.executable, "-m", "pyinfra", str(inventory), deploy_file, "-y"]
-        returncode = _run_logged(
-            entry,
-            argv,
-            log_path,
-            timeout_s,
-            f"deploy did not finish in {timeout_s:g}s (log {log_path})",
-            env=env,
-            canceller=canceller,
-        )
-        refused = report.read_text().strip() if report.exists() else ""
-    if refused:
-        raise HostError(entry.name, f"deploy refused: {refused} (log {log_path})")
-    if returncode != 0:
-        raise HostError(
-            entry.name, f"deploy failed: {deploy_errors(log_path.read_text())} (log {log_path})"
-        )
-
-
-def deploy_errors(output: str) -> str:
-    """The failed operation and pyinfra's error lines from a pyinfra run's output (pure)."""
-    lines = [line.strip() for line in output.splitlines()]
-    picked = []
-    operation = ""
-    for line in lines:
-        if line.startswith("--> Starting operation:"):
-            operation = line.removeprefix("--> Starting operation:").strip()
-        elif "error" in line.lower() or re.sub(r"^\[[^]]*\] ", "", line).startswith("E: "):
-            if operation and operation not in picked:
-                picked.append(operation)
-            picked.append(line)
-    if not picked:
-        picked = [line for line in lines if line][-3:]
-    return " | ".join(picked[:8])[:1500]

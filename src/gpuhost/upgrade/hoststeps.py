@@ -21,13 +21,8 @@ from gpuhost.errors import ConfigError, GpuhostError, HostError
 from gpuhost.operations.apt_pin import wait_for_package_tools
 from gpuhost.reboot import reboot_and_wait
 from gpuhost.upgrade import package_cache
-from gpuhost.upgrade.connect import (
-    Canceller,
-    InventoryHost,
-    PyinfraRemote,
-    run_checks,
-    run_deploy_file,
-)
+from gpuhost.upgrade.connect import Canceller, InventoryHost, PyinfraRemote, run_checks
+from gpuhost.upgrade.deploy_batch import DeployBatcher, DeployRequest
 from gpuhost.upgrade.drain import make_drainer
 from gpuhost.upgrade.host_state import (
     HostState,
@@ -127,6 +122,7 @@ class HostSteps:
         self._remotes: dict[str, PyinfraRemote] = {}
         self._lock = threading.Lock()
         self.canceller = Canceller()
+        self._deploys: DeployBatcher | None = None
 
     def as_mapping(self) -> dict[str, StepFn]:
         return {
@@ -272,7 +268,7 @@ class HostSteps:
             raise HostError(
                 host,
                 f"package cache incomplete, a rollback could not restore: {missing} "
-                "(snapshot kept at {path}; --force upgrades anyway)",
+                f"(snapshot kept at {path}; --force upgrades anyway)",
             )
         size = package_cache.human_size(report.size_bytes)
         return {
@@ -305,22 +301,30 @@ class HostSteps:
         return {"summary": f"unheld {len(held)}, installed {self.settings.target.name}, held"}
 
     def provision(self, host: str, profile: str) -> None:
-        """Provision's packaged deploy with the given profile: pins, install, holds, marker."""
-        from importlib import resources
-
+        """Provision's deploy with the given profile, in this process with ``gpuhost
+        provision``'s runner (hosts that reach it together are deployed together): pins,
+        install, holds, marker; the driver may change. pyinfra's output for the host goes to
+        ``logs/<host>-<time>-<profile>.log`` in the state dir; HostError names a guard's refusal
+        or the failed operation."""
         entry = self.hosts[host]
         data = dict(entry.data)
         data[PROFILE_KEY] = profile
         data[HARDEN_KEY] = False
-        deploy_file = str(resources.files("gpuhost.deploys") / "run_provision.py")
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         log = self.settings.snapshots.parent / "logs" / f"{host}-{stamp}-{profile}.log"
-        run_deploy_file(
-            InventoryHost(entry.name, data, entry.groups),
-            deploy_file,
-            log,
-            canceller=self.canceller,
-        )
+        request = DeployRequest(InventoryHost(entry.name, data, entry.groups), log)
+        self.deploys().deploy(request)
+
+    def deploys(self) -> DeployBatcher:
+        from functools import partial
+
+        from gpuhost.deploys.provision import provision
+
+        with self._lock:
+            if self._deploys is None:
+                deploy = partial(provision, allow_driver_change=True)
+                self._deploys = DeployBatcher(deploy, self.canceller)
+            return self._deploys
 
     def restart(self, ctx: HostContext) -> dict[str, Any]:
         remote = self.remote(ctx.host)
