@@ -693,6 +693,7 @@ def _check_tensorflow(
             "tensorflow-tested",
         )
         return
+    first = len(out.items)
     label = f"TensorFlow {spec.version}"
     tested = "was tested with" if rel.source != "pypi-metadata" else "pins (and-cuda)"
     built = V(rel.cuda, field="c").release[0]
@@ -748,14 +749,27 @@ def _check_tensorflow(
         )
     for info, arch in hw:
         if cuda_supports_arch(arch, info.compute_capability, V(rel.cuda, field="c")) is False:
+            # PTX is only ever compiled forward, to newer GPUs: a CUDA that has no code for this
+            # architecture cannot produce anything it runs.
             out.add(
-                "framework_arch_unknown",
-                "warning",
-                f"{label} is built with CUDA {rel.cuda}, "
-                f"which does not build for {_label(info)}; it can only run through PTX JIT, if "
-                "at all",
+                "framework_arch",
+                "error",
+                f"{label} is built with CUDA {rel.cuda}, which does not support {_label(info)} "
+                f"({arch_cuda_range(arch, info.compute_capability)}); fix: a TensorFlow release "
+                "built with a CUDA in that range, or a newer GPU",
                 arch.source,
             )
+    if len(out.items) == first:  # nothing against it
+        how = "tested with"
+        if rel.source == "pypi-metadata":
+            how = "its and-cuda extra asks for at least" if rel.at_least else "its and-cuda pins"
+        out.add(
+            "framework_ok",
+            "info",
+            f"{label} ({how} CUDA {rel.cuda}, cuDNN {rel.cudnn}) fits this stack; install: "
+            f"pip install 'tensorflow[and-cuda]=={rel.version}'",
+            rel.source,
+        )
 
 
 def _at_least(rel: TensorflowRelease, found: Version, floor: str) -> bool:

@@ -1,0 +1,72 @@
+"""`matrix check --framework tensorflow==X` on releases and GPUs no other test names (issue #14,
+tried as a user): TF 2.16-2.20 answer what they are built with, a GPU the wheel's CUDA cannot
+serve is an error (PTX only JITs forward), and a fitting stack says so instead of staying silent.
+Answers come from the shipped matrix.yaml and wheels.yaml (PyPI's recorded metadata)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from gpuhost.cli import main
+from gpuhost.matrix import Matrix, check_stack
+
+AS_OF = dt.date(2026, 11, 23)
+
+
+def _rules(matrix: Matrix, **kw: Any) -> dict[str, tuple[str, str]]:
+    found = check_stack(matrix, as_of=AS_OF, **kw)
+    return {f.rule: (f.severity, f.message) for f in found}
+
+
+@pytest.mark.parametrize(
+    ("version", "cuda", "cudnn"),
+    [
+        ("2.16.1", "12.3", "8.9"),  # tested configuration (tensorflow.org)
+        ("2.17.0", "12.3", "8.9"),
+        ("2.19.0", "12.5", "9.3.0.75"),  # and-cuda pins on PyPI
+        ("2.20.0", "12.5", "9.3.0.75"),
+    ],
+)
+def test_fitting_tensorflow_says_what_it_is_built_with(
+    matrix: Matrix, version: str, cuda: str, cudnn: str
+) -> None:
+    found = _rules(
+        matrix, gpus=["NVIDIA A10"], driver="580.159.03", frameworks=[f"tensorflow=={version}"]
+    )
+    severity, message = found["framework_ok"]
+    assert severity == "info"
+    assert f"CUDA {cuda}, cuDNN {cudnn}" in message
+    assert f"pip install 'tensorflow[and-cuda]=={version}'" in message
+
+
+@pytest.mark.parametrize("gpu", ["Tesla K80", "NVIDIA Tesla K40"])
+def test_kepler_cannot_run_a_cuda_12_tensorflow(matrix: Matrix, gpu: str) -> None:
+    """CUDA 12 has no Kepler code and no driver serves both: an error, not 'maybe via PTX'."""
+    found = _rules(matrix, gpus=[gpu], frameworks=["tensorflow==2.20.0"])
+    severity, message = found["framework_arch"]
+    assert severity == "error"
+    assert "CUDA 12.5, which does not support" in message and "to 11.x" in message
+    assert "framework_ok" not in found and "framework_arch_unknown" not in found
+
+
+def test_driver_below_the_floor_is_an_error_and_no_ok(matrix: Matrix) -> None:
+    found = _rules(
+        matrix, gpus=["NVIDIA A10"], driver="520.61.05", frameworks=["tensorflow==2.20.0"]
+    )
+    assert found["framework_cuda_driver"][0] == "error"
+    assert "framework_ok" not in found
+
+
+def test_untested_cuda_warns_without_claiming_a_fit(matrix: Matrix) -> None:
+    found = _rules(matrix, gpus=["T4"], cuda="12.4", frameworks=["tensorflow==2.18.0"])
+    assert found["tensorflow_untested_cuda"][0] == "warning"
+    assert "framework_ok" not in found
+
+
+def test_cli_prints_the_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["matrix", "check", "--framework", "tensorflow==2.20.0", "--gpu", "L40S"]) == 0
+    out = capsys.readouterr().out
+    assert "framework_ok: TensorFlow 2.20.0" in out and "verdict: ok" in out
