@@ -27,6 +27,7 @@ STEPS = (
     "install_cudnn",
     "install_container_toolkit",
     "configure_persistence",
+    "configure_fabric_manager",
     "configure_gpu_clocks",
     "configure_environment",
 )

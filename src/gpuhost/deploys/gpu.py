@@ -6,13 +6,20 @@ from pyinfra import host
 from pyinfra.api import deploy
 
 from gpuhost.desired import DesiredState
-from gpuhost.operations import clocks, env, persistence
+from gpuhost.operations import clocks, env, fabric_manager, persistence
 
 
 @deploy("Configure persistence mode")
 def configure_persistence(spec: DesiredState) -> None:
     if spec.persistence:
         persistence.enabled(name="nvidia-persistenced enabled and running")
+
+
+@deploy("Configure fabric manager")
+def configure_fabric_manager(spec: DesiredState) -> None:
+    """NVSwitch boards: NVIDIA's package leaves its daemon disabled; gpuhost enables it."""
+    if spec.fabric_manager:
+        fabric_manager.running(name="nvidia-fabricmanager enabled and running")
 
 
 @deploy("Configure GPU clocks")

@@ -16,7 +16,12 @@ from pyinfra.facts.files import FileContents
 from pyinfra.facts.server import LinuxDistribution
 
 from gpuhost.deploys import guards
-from gpuhost.deploys.gpu import configure_environment, configure_gpu_clocks, configure_persistence
+from gpuhost.deploys.gpu import (
+    configure_environment,
+    configure_fabric_manager,
+    configure_gpu_clocks,
+    configure_persistence,
+)
 from gpuhost.deploys.harden import harden
 from gpuhost.deploys.nvidia import (
     install_container_toolkit,
@@ -119,6 +124,7 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     install_cudnn(spec=spec, plan=plan)
     install_container_toolkit(spec=spec, plan=plan)
     configure_persistence(spec=spec)
+    configure_fabric_manager(spec=spec)
     configure_gpu_clocks(spec=spec)
     configure_environment(spec=spec)
     marker.written(name="Provision marker /etc/gpuhost/profile", marker=spec.to_marker())

@@ -10,10 +10,9 @@ from collections.abc import Generator
 
 from pyinfra import host
 from pyinfra.api import operation
-from pyinfra.facts.systemd import SystemdStatus
 
 from gpuhost.facts.nvidia_smi import SmiQuery
-from gpuhost.facts.systemd_units import UnitFiles
+from gpuhost.operations._daemons import daemon_commands
 from gpuhost.operations._facts import fact
 from gpuhost.parsers.nvidia_smi import SmiReport
 
@@ -37,16 +36,8 @@ def enabled(report: SmiReport | None = None) -> Generator:
     """
     if report is None:
         report = fact(SmiQuery)
-    units = host.get_fact(UnitFiles, units=[DAEMON_UNIT])
-    if DAEMON_UNIT in units:
-        changes = []
-        if units[DAEMON_UNIT] not in ("enabled", "static", "enabled-runtime"):
-            changes.append(f"systemctl enable {DAEMON_UNIT}")
-        if report.ok and not host.get_fact(SystemdStatus, services=[DAEMON_UNIT]).get(DAEMON_UNIT):
-            changes.append(f"systemctl start {DAEMON_UNIT}")
-        if not changes:
-            where = "running" if report.ok else f"starts at boot; nvidia-smi state {report.state}"
-            host.noop(f"{DAEMON_UNIT} enabled ({where})")
+    changes = daemon_commands(DAEMON_UNIT, report)
+    if changes is not None:
         yield from changes
         return
     if not report.ok:
