@@ -70,3 +70,16 @@ def test_cli_prints_the_fit(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["matrix", "check", "--framework", "tensorflow==2.20.0", "--gpu", "L40S"]) == 0
     out = capsys.readouterr().out
     assert "framework_ok: TensorFlow 2.20.0" in out and "verdict: ok" in out
+
+
+def test_torch_on_pypi_without_metadata_says_why_it_is_not_checked(matrix: Matrix) -> None:
+    """torch 2.15.0 is on PyPI (data/wheels.yaml: no core metadata published for its wheels)
+    and has no matrix row: the answer says that, not merely 'not in the matrix'."""
+    severity, message = _rules(matrix, gpus=["H100"], frameworks=["torch==2.15.0"])[
+        "framework_unknown"
+    ]
+    assert severity == "warning"
+    assert "torch 2.15.0 is on PyPI (released 2026-10-28)" in message
+    assert "publishes no core metadata" in message and "torch.version.cuda" in message
+    _, other = _rules(matrix, frameworks=["torch==2.99.0"])["framework_unknown"]
+    assert "is not in the matrix" in other and "PyPI" not in other

@@ -83,6 +83,7 @@ from gpuhost.matrix.model import (
     TensorflowRelease,
     TorchRelease,
     TorchVariant,
+    WheelRelease,
 )
 from gpuhost.versions import Version, driver_branch, parse_version, same_series
 
@@ -567,6 +568,17 @@ def _check_torch(
         return
     if rel is None:
         known = ", ".join(r.version for r in m.pytorch)
+        if wheel is not None:  # on PyPI, but neither its metadata nor a matrix row says more
+            out.add(
+                "framework_unknown",
+                "warning",
+                f"torch {wheel.version} is on PyPI (released {wheel.released}) but which CUDA "
+                f"its wheels bundle is not known: {_no_cuda_why(wheel)} and the matrix has no "
+                f"row for it (it lists {known}); not checked; fix: check torch.version.cuda and "
+                "torch.cuda.get_arch_list() on the host, or pin a listed release",
+                "pypi-metadata",
+            )
+            return
         out.add(
             "framework_unknown",
             "warning",
@@ -575,11 +587,7 @@ def _check_torch(
         )
         return
     if wheel is not None:
-        why = (
-            "the index publishes no core metadata for its Linux x86_64 wheels"
-            if "x86_64" in wheel.no_metadata
-            else "its Linux x86_64 wheel on PyPI pins no CUDA libraries"
-        )
+        why = _no_cuda_why(wheel)
         out.add(
             "framework_default_unknown",
             "warning",
@@ -627,6 +635,13 @@ def _check_torch(
     for _var, problems in results:
         for rule, sev, msg, src in problems:
             out.add(rule, sev, msg, src)
+
+
+def _no_cuda_why(wheel: WheelRelease) -> str:
+    """Why PyPI's data does not tell which CUDA a release's default wheel bundles."""
+    if "x86_64" in wheel.no_metadata:
+        return "the index publishes no core metadata for its Linux x86_64 wheels"
+    return "its Linux x86_64 wheel on PyPI pins no CUDA libraries"
 
 
 def _check_torch_default(
