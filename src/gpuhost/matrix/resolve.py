@@ -70,6 +70,7 @@ from gpuhost.matrix.lookup import (
     newest_cudnn,
     package_covers,
     parse_framework,
+    release_text,
     tensorflow_release,
     torch_install_command,
     variant_runs_on,
@@ -489,16 +490,16 @@ def _variant_problems(
         runs = variant_runs_on(var, info, arch)
         if runs is False:
             built = (
-                f"is built for {', '.join(var.archs)}"
+                f"is built for {', '.join(var.archs)}, not for {_label(info)}"
                 if var.archs is not None
-                else f"is built with CUDA {var.cuda}, which does not support it"
+                else f"is built with CUDA {var.cuda}, which does not support {_label(info)}"
             )
             fix = _torch_for_gpu(m, info)
             problems.append(
                 (
                     "framework_arch",
                     "error",
-                    f"{label} {built}, not for {_label(info)}; fix: {fix}",
+                    f"{label} {built}; fix: {fix}",
                     var.archs_source or "arch-matrix",
                 )
             )
@@ -541,7 +542,11 @@ def _torch_for_gpu(m: Matrix, info: GpuInfo) -> str:
     ordered += [r for r in m.pytorch if r.confidence != "single-source"]
     for rel in reversed(ordered):
         for var in reversed(rel.variants):
-            if var.archs is not None and cc_covered(var.archs, info.compute_capability):
+            if (
+                var.archs is not None
+                and cc_covered(var.archs, info.compute_capability)
+                and _bundled_cudnn_misses(m, var, info.compute_capability) is None
+            ):
                 cc = info.compute_capability
                 return f"use torch {rel.version} {var.tag} (its wheels cover cc {cc})"
     return f"no PyTorch wheel in the matrix is known to cover cc {info.compute_capability}"
@@ -632,9 +637,19 @@ def _check_torch(
         for rule, sev, msg, src in problems:
             out.add(rule, sev, msg, src)
         return
-    for _var, problems in results:
+    for var, problems in results:
         for rule, sev, msg, src in problems:
             out.add(rule, sev, msg, src)
+        if local is not None and not any(sev == "error" for _, sev, _, _ in problems):
+            out.add(
+                "framework_ok",
+                "info",
+                f"torch {spec.version}: the {var.tag} wheel (CUDA {var.cuda}"
+                + (f", cuDNN {var.cudnn}" if var.cudnn else "")
+                + ") fits this stack; install: "
+                + torch_install_command(m, release_text(spec.version), var, False),
+                rel.source,
+            )
 
 
 def _no_cuda_why(wheel: WheelRelease) -> str:
