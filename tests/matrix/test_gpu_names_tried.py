@@ -3,12 +3,15 @@ user): each is answered from a sourced matrix row, or stays unknown where no sou
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
-from gpuhost.matrix import Matrix, check_stack
+from gpuhost.matrix import Matrix, check_stack, resolve_stack
 from gpuhost.matrix.gpus import gpu_info
 
 PRO = "NVIDIA RTX PRO Blackwell"
+AS_OF = dt.date(2026, 11, 23)
 
 
 @pytest.mark.parametrize(
@@ -56,3 +59,17 @@ def test_unsourced_names_stay_unknown(matrix: Matrix, name: str) -> None:
 
 def test_laptop_rows_do_not_swallow_desktop_names(matrix: Matrix) -> None:
     assert gpu_info(matrix, "NVIDIA GeForce RTX 4060").model == "GeForce RTX 40 series"  # type: ignore[union-attr]
+
+
+def test_resolve_for_an_undated_architecture_offers_the_newest_cuda(matrix: Matrix) -> None:
+    """Jetson Thor (cc 11.0): no source dates its first CUDA, and only cuDNN 8.x's open-ended
+    'SM 3.5 and later' covered it, so resolve proposed CUDA 11.7 + cuDNN 8.5.0 for it. Now the
+    newest CUDA, no cuDNN, and the reason is said; Orin keeps CUDA 13 with cuDNN 9.17.0."""
+    newest_major = max(int(c.version.split(".")[0]) for c in matrix.cuda)
+    thor = resolve_stack(matrix, gpus=["Jetson T5000"], as_of=AS_OF)
+    assert int(thor.cuda.split(".")[0]) == newest_major and thor.cudnn is None
+    assert any("no source says which CUDA first supports" in e for e in thor.explain)
+    orin = resolve_stack(matrix, gpus=["NVIDIA Jetson AGX Orin"], as_of=AS_OF)
+    assert int(orin.cuda.split(".")[0]) == newest_major and orin.cudnn is not None
+    h100 = resolve_stack(matrix, gpus=["H100"], as_of=AS_OF)
+    assert any("newest release that supports this hardware" in e for e in h100.explain)

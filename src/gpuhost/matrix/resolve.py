@@ -948,11 +948,34 @@ def resolve_stack(
         raise NoCompatibleSet(reasons)
 
     preferred = [c for c in candidates if torch_choice and c[0].version == torch_choice[1].cuda]
+    # A GPU whose architecture no source dates (Jetson Thor, cc 11.0): every CUDA is "not known
+    # to lack it", so the newest major is proposed; preferring an old CUDA because an old
+    # cuDNN's open-ended "SM 3.5 and later" covers any cc proposed CUDA 11.7 for a 2025 GPU.
+    undated = [
+        info
+        for info, arch in hw
+        if cuda_supports_arch(
+            arch, info.compute_capability, V(candidates[0][0].version, field="cuda")
+        )
+        is None
+    ]
     with_cudnn = [c for c in candidates if newest_cudnn(matrix, c[0].version, ccs, c[2])]
+    if undated:  # only the newest CUDA major is offered
+        newest_major = V(candidates[0][0].version, field="cuda").release[0]
+        with_cudnn = [
+            c for c in with_cudnn if V(c[0].version, field="cuda").release[0] == newest_major
+        ]
     pick = (preferred or with_cudnn or candidates)[0]
     minor, branch, drv_min = pick
+    supports = (
+        "newest release (no source says which CUDA first supports "
+        + ", ".join(_label(i) for i in undated)
+        + ")"
+        if undated
+        else "newest release that supports this hardware"
+    )
     explain.append(
-        f"CUDA {minor.version}: newest release that supports this hardware"
+        f"CUDA {minor.version}: {supports}"
         + (
             f" and matches the torch {torch_choice[1].tag} wheel"
             if preferred and torch_choice
