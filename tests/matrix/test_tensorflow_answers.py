@@ -83,3 +83,14 @@ def test_torch_on_pypi_without_metadata_says_why_it_is_not_checked(matrix: Matri
     assert "publishes no core metadata" in message and "torch.version.cuda" in message
     _, other = _rules(matrix, frameworks=["torch==2.99.0"])["framework_unknown"]
     assert "is not in the matrix" in other and "PyPI" not in other
+
+
+def test_pypi_answered_tensorflow_cites_tensorflows_own_index_page(matrix: Matrix) -> None:
+    """It cited https://pypi.org/pypi/torch/json for TensorFlow's and-cuda pins."""
+    found = check_stack(matrix, frameworks=["tensorflow==2.20.0"], as_of=AS_OF)
+    ok = next(f for f in found if f.rule == "framework_ok")
+    assert ok.source == "https://pypi.org/pypi/tensorflow/json"
+    tested = check_stack(matrix, frameworks=["tensorflow==2.16.1"], as_of=AS_OF)
+    assert next(f for f in tested if f.rule == "framework_ok").source.startswith(
+        "https://www.tensorflow.org/"
+    )

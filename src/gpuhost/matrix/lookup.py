@@ -282,6 +282,10 @@ def torch_install_command(matrix: Matrix, version: str, var: TorchVariant, defau
     return f"pip install torch=={version} --index-url {template.format(variant=var.tag)}"
 
 
+# The source key of a TensorFlow row answered from its wheels' metadata on PyPI.
+PYPI_TF = "pypi-metadata-tensorflow"
+
+
 def tensorflow_release(matrix: Matrix, v: Version) -> TensorflowRelease | None:
     """What TensorFlow ``v`` is built with: its tested configuration when the matrix lists that
     exact release, else its ``and-cuda`` pins on PyPI, else the tested row of its minor series."""
@@ -292,7 +296,7 @@ def tensorflow_release(matrix: Matrix, v: Version) -> TensorflowRelease | None:
     build = wheel.default if wheel is not None else None
     if wheel is not None and build is not None and build.cuda and build.cudnn:
         return TensorflowRelease(
-            wheel.version, build.cuda, build.cudnn, "pypi-metadata", "primary", not build.exact
+            wheel.version, build.cuda, build.cudnn, PYPI_TF, "primary", not build.exact
         )
     return rel
 

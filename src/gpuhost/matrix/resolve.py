@@ -51,6 +51,7 @@ from gpuhost.errors import IncompatibleError, UnknownNameError
 from gpuhost.matrix.findings import Finding, Severity
 from gpuhost.matrix.gpus import gpu_info
 from gpuhost.matrix.lookup import (
+    PYPI_TF,
     FrameworkSpec,
     arch_cuda_range,
     cc_covered,
@@ -725,7 +726,7 @@ def _check_tensorflow(
         return
     first = len(out.items)
     label = f"TensorFlow {spec.version}"
-    tested = "was tested with" if rel.source != "pypi-metadata" else "pins (and-cuda)"
+    tested = "was tested with" if rel.source != PYPI_TF else "pins (and-cuda)"
     built = V(rel.cuda, field="c").release[0]
     built_cudnn = V(rel.cudnn, field="c").release[0]
     if cv is not None and cv.release[0] != built:
@@ -791,7 +792,7 @@ def _check_tensorflow(
             )
     if len(out.items) == first:  # nothing against it
         how = "tested with"
-        if rel.source == "pypi-metadata":
+        if rel.source == PYPI_TF:
             how = "its and-cuda extra asks for at least" if rel.at_least else "its and-cuda pins"
         out.add(
             "framework_ok",
