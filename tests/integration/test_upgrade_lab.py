@@ -1,9 +1,10 @@
-"""``gpuhost upgrade`` end to end on lab hosts with Debian's real NVIDIA packages.
+"""``gpuhost upgrade`` end to end on GPU-shaped lab hosts with Debian's real NVIDIA packages.
 
-Four lab hosts are provisioned once at ``debian12-nonfree-535`` (driver 535.261.03 from bookworm,
-pinned and held; ~70 s per host, all in parallel) and shared by every test of this module; each
-test leaves them back at 535.261.03. Targets: ``debian12-nonfree-535-security`` (535.309.01 from
-bookworm-security). Drain is ``none`` (no scheduler in these tests).
+Four lab hosts with emulated GPUs (tests/lab/gpu: h1, h3 a T4, h2, h4 an L4) are provisioned once
+at ``debian12-nonfree-535`` (driver 535.261.03 from bookworm, pinned and held; ~70 s per host, all
+in parallel), rebooted so the module loads, and shared by every test of this module in order.
+Target: ``debian12-nonfree-535-security`` (535.309.01 from bookworm-security). Drain is ``none``
+(no scheduler) but in the Slurm test.
 
 1. One run over h1..h3 with a failure injected on each (in parallel, ``--batch 3``):
    h1 a site validation hook rejects 535.309.01; h2 DKMS fails for 535.309.01 so the install
@@ -14,13 +15,18 @@ bookworm-security). Drain is ``none`` (no scheduler in these tests).
 2. h4 alone: SIGINT to the controller's whole process group (a terminal's Ctrl-C) while apt
    installs 535.309.01 on the host; the install is journaled interrupted (nothing rolled back),
    ``--resume`` redoes it and finishes; ``gpuhost rollback --yes`` puts h4 back at 535.261.03.
-3. A 4-host rolling upgrade (canary h1, then batches of 2) whose controller is SIGKILLed during
-   the install of the first batch; ``--resume`` finishes it without touching h1 again; every
-   host ends at 535.309.01, held, its snapshot holding the old set, and ``gpuhost audit`` has no
-   error findings other than the lab's no-GPU state.
+3. A 4-host rolling upgrade (canary h1, then batches of 2, ``--checks static``) whose controller
+   is SIGKILLed during the install of the first batch; ``--resume`` (with h4's GPU armed to be
+   lost at its next boot) finishes it without touching h1 again: h1..h3 pass validation on the
+   new set, run 535.309.01 with its module loaded, their snapshots hold the old set, and
+   ``gpuhost audit`` finds no error; h4's GPU is lost at the upgrade's reboot, its validation
+   fails (audit gpu.lost and the checks), it is rolled back and audits clean on the old set but
+   for the old driver's security bulletins.
+4. Slurm (h5 the controller): drain waits for jobs, resume after validation, drained on rollback.
+5. ``provision --reboot`` on h4 to the new profile reboots because the loaded module differs from
+   the installed driver, and the new module is loaded after it.
 
 Audit findings accepted in the lab (``--accept-audit``), with their reason:
-  driver.not-loaded  no GPU in a lab host: nvidia-smi exits 9, the module never loads
   profile.cuda       the CUDA toolkit is left out (gpuhost_install_cuda = False: 1.6 GB download)
 """
 
@@ -34,6 +40,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +52,10 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 BASE, TARGET = "debian12-nonfree-535", "debian12-nonfree-535-security"
 OLD, NEW = "535.261.03", "535.309.01"
-LAB_ACCEPTED = ("driver.not-loaded", "profile.cuda")
+LAB_ACCEPTED = ("profile.cuda",)
+# h1..h4: emulated GPUs of two architectures (tests/lab/gpu), Debian's real driver packages
+# (no h100-sxm: its NVSwitches need a fabric manager Debian does not package)
+SHAPES = {1: ("t4", 1), 2: ("l4", 1), 3: ("t4", 1), 4: ("l4", 1)}
 ACCEPT = [arg for rule in LAB_ACCEPTED for arg in ("--accept-audit", rule)]
 GPUHOST = str(Path(sys.executable).with_name("gpuhost"))
 OLD_PROFILES = str(Path(__file__).resolve().parents[1] / "data" / "old_profiles.yaml")
@@ -114,6 +124,12 @@ def _at(state: dict[str, Any], version: str) -> bool:
     )
 
 
+def _loaded(host: Any) -> str:
+    """The driver version of the loaded module, as nvidia-smi reports it ('' if none)."""
+    proc = host.run("nvidia-smi --query-gpu=driver_version --format=csv,noheader")
+    return proc.stdout.strip().splitlines()[0] if proc.returncode == 0 and proc.stdout else ""
+
+
 def _journal(state_dir: Path) -> Path:
     runs = sorted((state_dir / "runs").glob("*.jsonl"))
     assert len(runs) == 1, runs
@@ -121,23 +137,32 @@ def _journal(state_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def fleet(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Four lab hosts re-created from the base image and provisioned at BASE in parallel."""
+def fleet(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Four GPU-shaped lab hosts re-created from the base image and provisioned at BASE in
+    parallel, rebooted so that the driver's module is loaded."""
     view = lab(4)
-    for host in view.hosts:  # other tests of the session may have changed them
-        view.reset(host)
+    for index, host in enumerate(view.hosts, 1):  # re-created: other tests may have changed them
+        host.record = view.manager.set_shape(index, SHAPES[index], None)
         # one host after the other fills the lab's apt proxy: four identical index requests at
         # once can leave one apt-get update hanging on a truncated answer
         update = host.run("apt-get update -qq", timeout=300)
         assert update.returncode == 0, (host.name, update.stderr)
     tmp = tmp_path_factory.mktemp("upgrade")
     inventory = _inventory(tmp / "all.py", view, view.hosts, BASE)
-    proc = _gpuhost("provision", str(inventory))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # --reboot: the module of the installed driver loads at boot, as on a GPU server; the run
+    # after it starts the persistence daemon, which cannot start before a GPU is there
+    for extra in (["--reboot"], []):
+        proc = _gpuhost("provision", str(inventory), *extra)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for host in view.hosts:
         state = _host_state(host)
         assert _at(state, OLD), (host.name, state)
-    return {"lab": view, "hosts": view.hosts, "tmp": tmp}
+        assert _loaded(host) == OLD, host.name
+    try:
+        yield {"lab": view, "hosts": view.hosts, "tmp": tmp}
+    finally:
+        for index in SHAPES:  # the plain lab hosts other modules expect
+            view.manager.set_shape(index, None, None)
 
 
 @pytest.fixture(scope="module")
@@ -303,16 +328,19 @@ def test_ctrl_c_during_install_is_resumed_not_rolled_back(fleet: dict[str, Any])
     assert len(list((state_dir / "snapshots" / "h4").glob("*.json"))) == 3
 
 
-def test_killed_rolling_upgrade_resumes_without_redoing_finished_hosts(
-    fleet: dict[str, Any], failure_run: dict[str, Any]
-) -> None:
+@pytest.fixture(scope="module")
+def rolling_run(fleet: dict[str, Any], failure_run: dict[str, Any]) -> dict[str, Any]:
+    """A 4-host rolling upgrade (canary h1, then batches of 2, the static checks at validation)
+    whose controller is SIGKILLed during the install of the first batch, then resumed with a
+    lost GPU armed on h4 for its next boot: the upgrade's own reboot after h4's install brings
+    the fault (on a GPU server: the GPU falls off the bus at boot)."""
     hosts, tmp = fleet["hosts"], fleet["tmp"]
     for host in hosts:
         assert _at(_host_state(host), OLD), host.name
     state_dir = tmp / "state-rolling"
     inventory = _inventory(tmp / "rolling.py", fleet["lab"], hosts, BASE)
     args = ["upgrade", str(inventory), "--to", TARGET, "--canary", "1", "--batch", "2",
-            "--state-dir", str(state_dir), *ACCEPT]
+            "--checks", "static", "--state-dir", str(state_dir), *ACCEPT]
     log = (tmp / "rolling-first.log").open("w")
     controller = subprocess.Popen([GPUHOST, *args], stdout=log, stderr=subprocess.STDOUT,
                                   stdin=subprocess.DEVNULL, start_new_session=True)
@@ -338,15 +366,23 @@ def test_killed_rolling_upgrade_resumes_without_redoing_finished_hosts(
         log.close()
     assert journal is not None
     killed = Journal.open(journal).progress()
+    seen = len(read_records(journal))
+    fleet["lab"].manager.gpu_inject(4, "gpu-lost", 0, at_next_boot=True)
+    proc = _gpuhost("upgrade", *args[1:], "--resume")
+    return {"proc": proc, "journal": journal, "killed": killed, "seen": seen,
+            "final": Journal.open(journal).progress()}
+
+
+def test_killed_rolling_upgrade_resumes_without_redoing_finished_hosts(
+    fleet: dict[str, Any], rolling_run: dict[str, Any]
+) -> None:
+    hosts, tmp = fleet["hosts"][:3], fleet["tmp"]
+    killed, proc = rolling_run["killed"], rolling_run["proc"]
     assert killed["h1"].outcome == "upgraded"
     assert killed["h2"].current == "install" and killed["h2"].outcome is None
     assert not killed["h4"].started
-    seen = len(read_records(journal))
-
-    proc = _gpuhost("upgrade", *args[1:], "--resume")
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    records = read_records(journal)
-    later = records[seen:]
+    records = read_records(rolling_run["journal"])
+    later = records[rolling_run["seen"]:]
     assert not [r for r in later if r.get("host") == "h1"]  # a finished host is not touched
     resumed = [r for r in later if r.get("host") == "h2" and r.get("status") == "started"]
     assert resumed[0]["step"] == "install" and resumed[0]["detail"] == "resumed"
@@ -354,12 +390,14 @@ def test_killed_rolling_upgrade_resumes_without_redoing_finished_hosts(
     assert "h2" in snapshotted
     # a snapshot is never retaken once taken (packages may have changed since)
     assert not [r for r in later if r.get("step") == "snapshot" and r.get("host") in snapshotted]
-    final = Journal.open(journal).progress()
-    assert {h: p.outcome for h, p in final.items()} == {h.name: "upgraded" for h in hosts}
+    final = rolling_run["final"]
+    assert {h.name: final[h.name].outcome for h in hosts} == {
+        h.name: "upgraded" for h in hosts}, proc.stdout[-4000:]
 
     for host in hosts:
         state = _host_state(host)
         assert _at(state, NEW), (host.name, state)  # every driver package new and held
+        assert _loaded(host) == NEW, host.name  # the upgrade's reboot loaded the new module
         marker = json.loads(host.run("cat /etc/gpuhost/profile").stdout)
         assert marker["profile"] == TARGET and marker["driver"]["version"] == NEW
         # the snapshot shows the old set
@@ -376,6 +414,38 @@ def test_killed_rolling_upgrade_resumes_without_redoing_finished_hosts(
               if f["severity"] == "error" and f["rule"] not in LAB_ACCEPTED}
     assert not errors, audit.stdout
     assert all(h["reachable"] for h in report["hosts"])
+
+
+def test_gpu_lost_at_the_upgrades_reboot_rolls_that_host_back_to_a_clean_old_set(
+    fleet: dict[str, Any], rolling_run: dict[str, Any]
+) -> None:
+    """h4's GPU is lost at the boot after its install: validation fails on it (audit and
+    check), h4 is rolled back, rebooted (the fault came for one boot) and validated on the old
+    set; the other three passed validation, static checks included, on the new set."""
+    h4, tmp, proc = fleet["hosts"][3], fleet["tmp"], rolling_run["proc"]
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
+    p = rolling_run["final"]["h4"]
+    assert p.outcome == "rolled_back", (p.outcome, p.failure, proc.stdout[-3000:])
+    assert p.failed == "validate" and "gpu.lost" in p.failure, p.failure
+    assert "check test_" in p.failure, p.failure  # the static checks failed there too
+    assert [s for s in ("rollback", "rollback_restart", "rollback_validate") if s in p.done] == [
+        "rollback", "rollback_restart", "rollback_validate"]
+    records = read_records(rolling_run["journal"])
+    validated = {r["host"] for r in records if r.get("step") == "validate"
+                 and r.get("status") == "done"}
+    assert validated == {"h1", "h2", "h3"}, validated
+    state = _host_state(h4)
+    assert _at(state, OLD) and state["dpkg_audit"] == "", state
+    assert _loaded(h4) == OLD  # its GPU is back after the rollback's reboot, on the old module
+    assert json.loads(h4.run("cat /etc/gpuhost/profile").stdout)["profile"] == BASE
+
+    old_inventory = _inventory(tmp / "rolled-back.py", fleet["lab"], [h4], BASE)
+    audit = _gpuhost("audit", str(old_inventory), "--json", str(tmp / "audit-h4.json"), "-q")
+    report = json.loads((tmp / "audit-h4.json").read_text())
+    assert report["hosts"][0]["reachable"], audit.stdout
+    # the old set's one error is why it is upgraded: NVIDIA's bulletins name 535.261.03
+    errors = {f["rule"] for f in report["hosts"][0]["findings"] if f["severity"] == "error"}
+    assert errors <= {"security.driver"} | set(LAB_ACCEPTED), report["hosts"][0]["findings"]
 
 
 SLURM_CONF = """ClusterName=gpuhost-lab
@@ -503,19 +573,17 @@ def test_slurm_drain_waits_for_jobs_resumes_after_validation_and_stays_drained_o
 def test_provision_reboot_reboots_when_the_loaded_module_is_not_the_installed_driver(
     fleet: dict[str, Any],
 ) -> None:
-    """After the upgrade, h4 has 535.309.01 installed and no module loaded (no GPU), so
-    ``provision --reboot`` reboots it, waits, checks again and says honestly that the module
-    still is not loaded (exit 1): on a GPU server the reboot loads the new module."""
+    """h4 is at 535.261.03 with that module loaded (rolled back above, or as provisioned);
+    ``provision --reboot`` to TARGET installs 535.309.01, sees the loaded module differ from the
+    installed driver, reboots, waits and finds the new module loaded."""
     h4 = fleet["hosts"][3]
+    assert _loaded(h4) == OLD
     before = h4.run("cat /proc/sys/kernel/random/boot_id").stdout.strip()
-    # the profile h4 is on (TARGET after the rolling upgrade): provision itself changes nothing
-    profile = json.loads(h4.run("cat /etc/gpuhost/profile").stdout)["profile"]
-    inventory = _inventory(fleet["tmp"] / "reboot.py", fleet["lab"], [h4], profile)
+    inventory = _inventory(fleet["tmp"] / "reboot.py", fleet["lab"], [h4], TARGET)
     proc = _gpuhost("provision", str(inventory), "--reboot", "--reboot-timeout", "300")
     after = h4.run("cat /proc/sys/kernel/random/boot_id").stdout.strip()
     assert after and after != before, proc.stdout
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    version = r"535\.\d+\.\d+"  # NEW after the rolling upgrade, OLD when run on its own
-    assert re.search(rf"h4: rebooted \(driver {version} installed, no nvidia module loaded\); "
-                     rf"after the reboot: driver {version} installed, no nvidia module loaded",
-                     proc.stdout), proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (f"h4: rebooted (loaded module {OLD} differs from the installed driver {NEW}); "
+            f"module {NEW} loaded") in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert _loaded(h4) == NEW
