@@ -73,3 +73,19 @@ def test_resolve_for_an_undated_architecture_offers_the_newest_cuda(matrix: Matr
     assert int(orin.cuda.split(".")[0]) == newest_major and orin.cudnn is not None
     h100 = resolve_stack(matrix, gpus=["H100"], as_of=AS_OF)
     assert any("newest release that supports this hardware" in e for e in h100.explain)
+
+
+def test_open_ended_cudnn_is_not_offered_to_gpus_its_cuda_lacks(
+    matrix: Matrix, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cuDNN 8.4/8.5 say 'SM 3.5 and later' but are built for CUDA 11.x, which has no Blackwell:
+    `show --gpu 'RTX PRO 6000'` listed them and `check --cudnn 8.5.0` passed an RTX 5090."""
+    from gpuhost.cli import main
+
+    assert main(["matrix", "show", "--gpu", "RTX PRO 6000"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "cuDNN" in x)
+    assert "8.5.0" not in line and "9.17.0" in line
+    rules = {f.rule: f.severity for f in check_stack(matrix, gpus=["RTX 5090"], cudnn="8.5.0")}
+    assert rules["cudnn_arch"] == "error"
+    rules = {f.rule: f.severity for f in check_stack(matrix, gpus=["T4"], cudnn="8.5.0")}
+    assert "cudnn_arch" not in rules

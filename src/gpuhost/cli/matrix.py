@@ -24,7 +24,7 @@ from gpuhost.matrix import (
 from gpuhost.matrix.advisories import load_advisories, security_findings
 from gpuhost.matrix.findings import Finding
 from gpuhost.matrix.frameworks import framework_answer
-from gpuhost.matrix.lookup import arch_cuda_range, cc_covered, cudnn_packages, package_covers
+from gpuhost.matrix.lookup import arch_cuda_range, cc_covered, cudnn_packages, package_runs_on
 from gpuhost.matrix.peaks import default_peaks_path, load_peaks
 from gpuhost.matrix.profiles import get_profile, load_profiles, verify_profile
 from gpuhost.matrix.render import render_markdown
@@ -269,7 +269,9 @@ def show_cmd(gpu: str | None, framework: str | None, as_json: bool) -> int:
     )
     click.echo(f"  fabric manager      {fm}")
     cudnn = [
-        r.version for r in m.cudnn if any(package_covers(p, cc) for p in cudnn_packages(r, None))
+        r.version
+        for r in m.cudnn
+        if any(package_runs_on(p, cc, arch) for p in cudnn_packages(r, None))
     ]
     click.echo(f"  cuDNN               {', '.join(cudnn) or 'none listed'}")
     wheels = [

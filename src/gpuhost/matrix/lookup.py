@@ -191,6 +191,15 @@ def package_covers(pkg: CudnnPackage, cc: str) -> bool:
     return False
 
 
+def package_runs_on(pkg: CudnnPackage, cc: str, arch: Architecture) -> bool:
+    """A cuDNN package has code for ``cc`` and is built with a CUDA that supports the GPU's
+    architecture: old packages say "SM 3.5 and later", which cannot include a GPU no CUDA of
+    theirs knows (cuDNN 8.5.0 for CUDA 11.x on a Blackwell card)."""
+    if not package_covers(pkg, cc):
+        return False
+    return any(cuda_supports_arch(arch, cc, V(c, field="cuda")) is not False for c in pkg.cuda)
+
+
 def cudnn_packages(rel: CudnnRelease, cuda: str | None) -> list[CudnnPackage]:
     return [p for p in rel.packages if cuda is None or cuda in p.cuda]
 

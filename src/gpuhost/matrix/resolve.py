@@ -70,6 +70,7 @@ from gpuhost.matrix.lookup import (
     newest_cuda_served,
     newest_cudnn,
     package_covers,
+    package_runs_on,
     parse_framework,
     release_text,
     tensorflow_release,
@@ -426,8 +427,8 @@ def _check_cudnn(
             rel.source,
         )
         return
-    for info, _arch in hw:
-        if not any(package_covers(p, info.compute_capability) for p in pkgs):
+    for info, arch in hw:
+        if not any(package_runs_on(p, info.compute_capability, arch) for p in pkgs):
             alt = _newest_cudnn_for(m, cuda, [info.compute_capability], drv)
             out.add(
                 "cudnn_arch",
