@@ -100,3 +100,23 @@ def test_ssh_connector_keys_are_the_ones_pyinfra_reads() -> None:
     assert {"ssh_known_hosts_file", "ssh_strict_host_key_checking", "ssh_connect_retries"} <= keys
     assert all(k.startswith("ssh_") for k in keys)
     assert "ssh_hostnme" not in keys
+
+
+def test_a_missing_known_hosts_file_is_not_warned_about_a_damaged_one_is(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """pyinfra's SSH client warns when it cannot load a known_hosts file; gpuhost drops the
+    warning for a file that does not exist (HQA: 'Failed to load host keys from
+    /root/.ssh/known_hosts: [Errno 2] ...' on harden's stderr) and keeps it for a damaged one."""
+    from pyinfra.connectors.sshuserclient.client import get_host_keys
+
+    adapter.quiet_missing_known_hosts()
+    damaged = tmp_path / "known_hosts"
+    damaged.write_text("h1 ssh-ed25519 not-base64!!\n")
+    with caplog.at_level(logging.WARNING, logger="pyinfra"):
+        get_host_keys.cache.clear()  # type: ignore[attr-defined]
+        get_host_keys((str(tmp_path / "absent"),))
+        get_host_keys((str(damaged),))
+    lines = [r.getMessage() for r in caplog.records if r.name == "pyinfra"]
+    assert not any("absent" in line for line in lines)
+    assert any(line.startswith(f"Failed to load host keys from {damaged}") for line in lines)

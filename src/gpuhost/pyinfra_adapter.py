@@ -11,11 +11,14 @@ Public pyinfra API is used directly elsewhere; only what pyinfra does not offer 
 - :func:`inventory_groups` / :func:`make_inventory`: pyinfra CLI's inventory file loader
   (``pyinfra_cli.inventory``) with its per-process compiled-file cache dropped first;
 - :func:`ssh_connector_keys`: the host data keys pyinfra's SSH connector reads
-  (``pyinfra.connectors.ssh.connector_data_meta``).
+  (``pyinfra.connectors.ssh.connector_data_meta``);
+- :func:`quiet_missing_known_hosts`: the warning pyinfra's SSH client logs for a known_hosts
+  file that does not exist (``sshuserclient.client.get_host_keys``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from collections.abc import Mapping
@@ -93,3 +96,23 @@ def make_inventory(
         return cli_inventory.make_inventory_from_files(
             str(path), dict(override_data or {}), os.getcwd()
         )
+
+
+MISSING_KNOWN_HOSTS = "Failed to load host keys from %s: %s"
+
+
+class _MissingKnownHosts(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        missing = len(args) == 2 and isinstance(args[1], FileNotFoundError)
+        return not (record.msg == MISSING_KNOWN_HOSTS and missing)
+
+
+def quiet_missing_known_hosts() -> None:
+    """pyinfra warns once per run that ``~/.ssh/known_hosts`` does not exist (it reads it for
+    every host without ``ssh_known_hosts_file``): not a problem by itself (a host whose key
+    cannot be checked fails with its own cause), so that line is dropped; other load errors
+    (a damaged file) are kept."""
+    pyinfra_logger = logging.getLogger("pyinfra")
+    if not any(isinstance(f, _MissingKnownHosts) for f in pyinfra_logger.filters):
+        pyinfra_logger.addFilter(_MissingKnownHosts())
