@@ -32,6 +32,8 @@ Every host ends as one ``HostOutcome``:
 - ``refused``      the deploy raised ``DeployError`` while preparing (a guard: nothing was changed);
 - ``bad-data``     the deploy raised ``ConfigError`` (inventory data of that host);
 - ``failed``       another gpuhost/pyinfra error while preparing, or an operation failed;
+- ``interrupted``  ``stop`` ended the host at an operation boundary (the last operation done and
+  how many of its operations ran are in the outcome);
 - ``unreachable``  no connection.
 
 One host's problem never stops the others. Inventory problems (missing file, bad Python,
@@ -68,7 +70,12 @@ from gpuhost.errors import (
     DeployError,
     GpuhostError,
 )
-from gpuhost.pyinfra_adapter import forget_cached_host_keys, may_change, setup_cli_logging
+from gpuhost.pyinfra_adapter import (
+    forget_cached_host_keys,
+    may_change,
+    quiet_missing_known_hosts,
+    setup_cli_logging,
+)
 from gpuhost.terminal import FleetProgress
 
 if TYPE_CHECKING:
@@ -76,7 +83,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("pyinfra")
 
-STATUSES = ("ok", "refused", "bad-data", "failed", "unreachable")
+STATUSES = ("ok", "refused", "bad-data", "failed", "unreachable", "interrupted")
 
 
 @dataclass
@@ -90,24 +97,34 @@ class HostOutcome:
     message: str = ""
     changed_operations: list[str] = field(default_factory=list)
     executed: int = 0  # operations run at the execute stage (0: the plan changed nothing)
+    operations: int = 0  # operations prepared for the host (counted for an interrupted host)
+    last_done: str = ""  # the last operation that ran (an interrupted host)
 
-    def line(self, dry: bool) -> str:
+    def line(self, dry: bool, again: str = "") -> str:
+        """The host's summary line; ``again`` (``gpuhost provision``) ends an interrupted one."""
         if self.status == "ok":
             verb = "would change" if dry else "changed"
             return f"{self.name}: ok, {self.changed} {verb}, {self.unchanged} unchanged"
+        if self.status == "interrupted":
+            where = f"after {self.last_done}" if self.last_done else "before its first operation"
+            return (
+                f"{self.name}: interrupted {where} ({self.executed} of {self.operations} "
+                f"operations done){f'; run {again} again to finish' if again else ''}"
+            )
         if self.status == "unreachable":
             return f"{self.name}: unreachable{': ' + self.message if self.message else ''}"
         return f"{self.name}: failed: {self.message}"
 
 
-def outcome_lines(outcomes: Iterable[HostOutcome], dry: bool) -> list[str]:
+def outcome_lines(outcomes: Iterable[HostOutcome], dry: bool, again: str = "") -> list[str]:
     """One summary line per host; with ``dry``, the operations that would change come first
-    (``  h1: would change: Install NVIDIA driver | NVIDIA driver 535.261.03``)."""
+    (``  h1: would change: Install NVIDIA driver | NVIDIA driver 535.261.03``); ``again``: the
+    command an interrupted host's line tells to run again."""
     lines: list[str] = []
     for outcome in outcomes:
         if dry and outcome.status == "ok":
             lines += [f"  {outcome.name}: would change: {op}" for op in outcome.changed_operations]
-        lines.append(outcome.line(dry))
+        lines.append(outcome.line(dry, again))
     return lines
 
 
@@ -141,6 +158,7 @@ def setup_logging(verbose: bool) -> None:
     """pyinfra's own progress output (operations, per-host results) on stderr."""
     _quiet_gevent_warning()
     setup_cli_logging(logging.DEBUG if verbose else logging.INFO)
+    quiet_missing_known_hosts()
     if not verbose:  # paramiko's transport tracebacks; each host's cause is in its outcome
         quiet_ssh_logs(("paramiko",))
 
@@ -347,7 +365,9 @@ def _execute(
             _fail(state, target)
             outcome = (outcomes or {}).get(target.name)
             if outcome is not None and target.name in errors:
-                outcome.status, outcome.message = "failed", errors[target.name]
+                stopped = errors[target.name] == STOPPED
+                outcome.status = "interrupted" if stopped else "failed"
+                outcome.message = errors[target.name]
 
 
 def run_deploy(
@@ -361,6 +381,7 @@ def run_deploy(
     uses_profiles: bool = False,
     on_selected: Callable[[Selection], None] | None = None,
     connect_timeout: int | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> list[HostOutcome]:
     """Run ``deploy_func`` on the inventory's hosts with pyinfra; one outcome per host, in
     inventory order. ``override_data`` is set on every host (like ``pyinfra --data``);
@@ -371,7 +392,9 @@ def run_deploy(
     ``uses_profiles``: the deploy installs profiles, so every host's profile name must resolve
     before any host is contacted (``inventory.loader.select``). ``on_selected`` is called with
     the loaded and checked selection before any host is contacted (provision's warnings).
-    ``connect_timeout``: seconds for a host's SSH connection (None: pyinfra's default, 10)."""
+    ``connect_timeout``: seconds for a host's SSH connection (None: pyinfra's default, 10).
+    ``stop`` is asked before each operation of the execute stage: True ends each host there
+    (never mid-operation; outcome failed, ``STOPPED``), e.g. set by a SIGINT handler."""
     forget_cached_host_keys()
     config = Config(PARALLEL=parallel or 0)
     if connect_timeout is not None:
@@ -386,7 +409,7 @@ def run_deploy(
     if on_selected is not None:
         on_selected(selection)
     initial_limit = selection.hosts() if limit_items(limit) else None
-    return _run(state, config, selection.inventory, deploy_func, dry, progress, initial_limit)
+    return _run(state, config, selection.inventory, deploy_func, dry, progress, initial_limit, stop)
 
 
 def run_deploy_on(
@@ -466,6 +489,8 @@ def _count_results(state: State, outcomes: dict[str, HostOutcome], dry: bool) ->
     changed nothing (not executed), what prepare found; else what the execute stage did."""
     for target, operations in state.ops.items():
         outcome = outcomes.get(target.name)
+        if outcome is not None and outcome.status == "interrupted":
+            _count_done(state, target, outcome)
         if outcome is None or outcome.status != "ok":
             continue
         planned_only = dry or plan_changes_nothing(state, target)
@@ -489,3 +514,15 @@ def _count_results(state: State, outcomes: dict[str, HostOutcome], dry: bool) ->
                 outcome.changed_operations.append(name)
             else:
                 outcome.unchanged += 1
+
+
+def _count_done(state: State, target: Host, outcome: HostOutcome) -> None:
+    """An interrupted host: how many of its operations ran, and the last that did."""
+    for op_hash in state.get_op_order():
+        op_data = state.ops[target].get(op_hash)
+        if op_data is None:
+            continue
+        outcome.operations += 1
+        if op_data.operation_meta.is_complete():
+            outcome.executed += 1
+            outcome.last_done = ", ".join(sorted(state.op_meta[op_hash].names)) or op_hash

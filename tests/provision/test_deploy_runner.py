@@ -327,3 +327,18 @@ def test_an_operation_refusing_at_execute_is_one_line_not_a_traceback(tmp_path, 
     )
     assert exit_code([outcome], refused_is_usage=True) == 1
     assert "Traceback" not in caplog.text
+
+
+def test_stop_ends_a_host_at_the_next_operation_boundary(tmp_path) -> None:
+    """``stop`` (what a SIGINT handler sets) is asked before each operation: the operation in
+    flight finishes, the next one never starts, the host's outcome says it was stopped."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    inventory = _inventory(tmp_path, 'hosts = ["@local"]\n')
+
+    def deploy() -> None:
+        server.shell(name="first", commands=[f"touch {first}"])
+        server.shell(name="second", commands=[f"touch {second}"])
+
+    [outcome] = run_deploy(inventory, deploy, stop=first.exists)
+    assert first.exists() and not second.exists()
+    assert (outcome.status, outcome.message) == ("interrupted", "stopped by the operator")
