@@ -11,21 +11,18 @@ others, and it prints one line per host:
 With ``--dry`` the exact nftables file each host would get follows the summary lines.
 
 Exit code: 0 every host ok, 1 some host failed, was refused or was unreachable, 2 bad inventory
-or data.
+or data, 130/143 stopped by SIGINT/SIGTERM (while hosts are being changed, each stops after the
+operation it is running, never between an SSH change and its confirm step:
+``gpuhost.cli._interrupt``).
 """
 
 from __future__ import annotations
 
 import click
 
+from gpuhost.cli._interrupt import run_and_report
 from gpuhost.cli._options import connect_timeout_option
-from gpuhost.deploy_runner import (
-    exit_code,
-    outcome_lines,
-    parallel_option,
-    run_deploy,
-    setup_logging,
-)
+from gpuhost.deploy_runner import exit_code, parallel_option, setup_logging
 from gpuhost.facts.firewall import RULESET_PATH
 from gpuhost.terminal import FleetProgress
 
@@ -58,17 +55,18 @@ def command(
 
     setup_logging(verbose)
     planned_rulesets.clear()
-    outcomes = run_deploy(
+    outcomes, stop = run_and_report(
+        "gpuhost harden",
         inventory,
         harden,
+        dry,
         limit=limit,
-        dry=dry,
         parallel=parallel,
         connect_timeout=connect_timeout,
         progress=FleetProgress(0, "harden"),  # a status line on a terminal, else nothing
     )
-    for line in outcome_lines(outcomes, dry):
-        click.echo(line)
+    if stop.received:
+        return stop.exit_code
     if dry:
         for outcome in outcomes:
             if outcome.status == "ok":

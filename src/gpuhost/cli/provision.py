@@ -10,7 +10,12 @@ NVIDIA stack and, unless ``gpuhost_harden: false``, SSH hardening and the firewa
 
 Exit code: 0 every host ok, 1 an operation failed or a host was unreachable, 2 bad input (bad
 profiles file or inventory, or a host refused by a guard before any change, e.g. a profile that
-would change the driver of a provisioned host: ``gpuhost upgrade`` does that).
+would change the driver of a provisioned host: ``gpuhost upgrade`` does that), 130/143 stopped by
+SIGINT/SIGTERM: while hosts are being changed, each stops after the operation it is running
+(``gpuhost.cli._interrupt``) and its line says so:
+
+    h1: interrupted after gpuhost provision | Install NVIDIA driver | NVIDIA driver 535.309.01 (7
+    of 15 operations done); run gpuhost provision again to finish
 
 A host whose plan changes nothing is not executed (a converged fleet's re-run is one fact pass);
 the others run their operations without waiting for each other (``gpuhost.deploy_runner``).
@@ -22,14 +27,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from gpuhost.cli._interrupt import run_and_report
 from gpuhost.cli._options import connect_timeout_option
-from gpuhost.deploy_runner import (
-    exit_code,
-    outcome_lines,
-    parallel_option,
-    run_deploy,
-    setup_logging,
-)
+from gpuhost.deploy_runner import exit_code, parallel_option, setup_logging
 from gpuhost.matrix.profiles import load_profiles
 from gpuhost.terminal import FleetProgress
 
@@ -84,11 +84,12 @@ def command(
         load_profiles(profiles)  # a bad profiles file is one clear error before any host is touched
         override[PROFILES_FILE_KEY] = profiles
     setup_logging(verbose)
-    outcomes = run_deploy(
+    outcomes, stop = run_and_report(
+        "gpuhost provision",
         inventory,
         provision,
+        dry,
         limit=limit,
-        dry=dry,
         override_data=override,
         parallel=parallel,
         connect_timeout=connect_timeout,
@@ -96,8 +97,8 @@ def command(
         uses_profiles=True,
         on_selected=lambda selection: _warn(advisory_warnings(selection)),
     )
-    for line in outcome_lines(outcomes, dry):
-        click.echo(line)
+    if stop.received:  # no reboot: the operator asked the run to stop
+        return stop.exit_code
     code = exit_code(outcomes, refused_is_usage=True)
     if reboot and not dry:
         from gpuhost.upgrade.reboot_hosts import reboot_fleet
