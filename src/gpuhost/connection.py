@@ -48,6 +48,10 @@ CAUSES = {
         "(if the host was re-installed: ssh-keygen -R '{entry}')"
     ),
     "host-key-unknown": "host key of {where} is not known ({reason}); add it to known_hosts",
+    "host-key-save": (
+        "cannot save the host key of {where} to {reason}: create the folder "
+        "(mkdir -m 700 ~/.ssh) or set ssh_known_hosts_file"
+    ),
     "auth": "authentication failed on {where} as {user}{key} ({reason})",
     "key-file": "ssh_key: {reason}",
     "ssh": "SSH error on {where}: {reason}",
@@ -163,6 +167,9 @@ def connect_cause(exc: BaseException, data: Mapping[str, Any], name: str, timeou
             return target.say("handshake")
         if "No such private key file" in text or "Invalid key" in text:
             return target.say("key-file", text)
+        if isinstance(error, OSError) and "known_hosts" in str(error.filename or ""):
+            # pyinfra accepted a new host key and could not append it (no ~/.ssh folder)
+            return target.say("host-key-save", f"{error.filename} ({error.strerror})")
         if isinstance(error, OSError) and error.strerror:
             return target.say("other", error.strerror)
     text = _first_line(exc)

@@ -38,9 +38,12 @@ def _inventory(folder: Path, ports: dict[str, int], modes: list[str]) -> Path:
         if mode == "dns":
             hosts.append(("nxdomain.invalid", data))
             continue
-        port = ports["ssh" if mode in ("auth", "hostkey") else mode]
+        port = ports["ssh" if mode in ("auth", "hostkey", "newkey") else mode]
         data |= {"ssh_hostname": "127.0.0.1", "ssh_port": port, "ssh_user": "nobody"}
         data |= {"ssh_key": str(client_key), "ssh_strict_host_key_checking": "no"}
+        if mode == "newkey":  # a new key accepted, and the known_hosts folder does not exist
+            data |= {"ssh_known_hosts_file": str(folder / "no-such-folder" / "known_hosts"),
+                     "ssh_strict_host_key_checking": "accept-new"}
         if mode == "hostkey":
             data |= {"ssh_known_hosts_file": str(known), "ssh_strict_host_key_checking": "yes"}
         hosts.append((mode, data))
@@ -57,6 +60,7 @@ CAUSES = {
     "dns": "name does not resolve: nxdomain.invalid",
     "auth": "authentication failed on 127.0.0.1:{ssh} as nobody",
     "hostkey": "host key mismatch: 127.0.0.1:{ssh}",
+    "newkey": "cannot save the host key of 127.0.0.1:{ssh} to ",
 }
 
 
