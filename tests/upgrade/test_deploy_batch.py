@@ -110,13 +110,15 @@ def test_a_stop_ends_the_deploy_at_the_next_operation(tmp_path) -> None:
 BATCH_SCENARIO = """
 import json, sys, threading, time
 from pathlib import Path
-from gevent import monkey
-monkey.patch_all()  # as gpuhost upgrade runs (fleet.ensure_gevent): worker threads are greenlets
 from pyinfra import host
 from pyinfra.operations import server
 from gpuhost.errors import HostError
 from gpuhost.upgrade.connect import Canceller, InventoryHost
 from gpuhost.upgrade.deploy_batch import DeployBatcher, DeployRequest
+from gevent import monkey
+# as gpuhost upgrade runs: modules imported first, then threading patched for gevent
+# (fleet.ensure_gevent), so worker threads are greenlets
+monkey.patch_all()
 
 tmp = Path(sys.argv[1])
 
@@ -125,15 +127,20 @@ def deploy():
         deadline = time.monotonic() + 30
         while len(batcher._pending) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
+        time.sleep(0.2)  # the other deploy's worker waits for this run meanwhile
+    server.shell(name="say true", commands=["true"])
+
+def other_deploy():
     server.shell(name="say true", commands=["true"])
 
 batcher = DeployBatcher(deploy, Canceller())
+other = DeployBatcher(other_deploy, Canceller())  # e.g. a rollback beside the installs
 errors = {}
 
-def ask(name):
+def ask(name, which=None):
     log = tmp / (name.replace("/", "_") + ".log")
     try:
-        batcher.deploy(DeployRequest(InventoryHost(name, {}, ()), log))
+        (which or batcher).deploy(DeployRequest(InventoryHost(name, {}, ()), log))
     except HostError as exc:
         errors[name] = str(exc)
 
@@ -143,17 +150,21 @@ while not batcher.runs:
     time.sleep(0.02)
 missing = [f"@chroot/{tmp}/missing{i}" for i in (1, 2)]
 others = [threading.Thread(target=ask, args=(name,)) for name in missing]
+others.append(threading.Thread(target=ask, args=(f"@chroot/{tmp}/missing3", other)))
 for thread in others:
     thread.start()
 for thread in [first, *others]:
     thread.join(60)
-print(json.dumps({"runs": batcher.runs, "errors": errors, "missing": missing}))
+alive = [t.name for t in [first, *others] if t.is_alive()]
+print(json.dumps({"runs": batcher.runs, "other": other.runs, "errors": errors,
+                  "missing": missing, "alive": alive}))
 """
 
 
 def test_hosts_asking_while_a_deploy_runs_go_together_in_the_next(tmp_path) -> None:
     """Three upgrade workers reach the install: the first runs alone, the two that ask while it
-    runs are deployed together in the second run (not one run each)."""
+    runs are deployed together in the second run (not one run each); a fourth worker's other
+    deploy (a rollback) waits for its turn without blocking the workers of the running one."""
     script = tmp_path / "scenario.py"
     script.write_text(BATCH_SCENARIO)
     done = subprocess.run(
@@ -162,7 +173,10 @@ def test_hosts_asking_while_a_deploy_runs_go_together_in_the_next(tmp_path) -> N
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     missing = result["missing"]
+    assert result["alive"] == []  # no worker blocked the others (one lock, gevent's)
     assert result["runs"] == [["@local"], missing]
+    assert len(result["other"]) == 1  # the other batcher's run came in turn
+    missing = [*missing, *result["other"][0]]
     assert sorted(result["errors"]) == sorted(missing)  # @local ok, the others unreachable
     assert all(": deploy could not connect: " in result["errors"][n] for n in missing)
     assert "gpuhost: @local: ok, 1 changed, 0 unchanged" in (tmp_path / "@local.log").read_text()

@@ -23,6 +23,16 @@ from gpuhost.errors import HostError
 from gpuhost.upgrade.connect import Canceller, InventoryHost
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_run_lock: list[threading.Lock] = []
+
+
+def run_lock() -> threading.Lock:
+    """pyinfra's context is process-wide: one in-process deploy at a time, whatever the batcher.
+    Made on first use, not at import: ``gpuhost upgrade`` patches threading for gevent after
+    importing this module, and a lock made before would block every greenlet while waited on."""
+    if not _run_lock:
+        _run_lock.append(threading.Lock())
+    return _run_lock[0]
 
 
 @dataclass(frozen=True)
@@ -151,7 +161,7 @@ class DeployBatcher:
     def _run(self, batch: dict[str, DeployRequest]) -> dict[str, HostOutcome]:
         self.runs.append(list(batch))
         hosts = [(r.entry.name, r.entry.data, r.entry.groups) for r in batch.values()]
-        with host_logs(batch) as files:
+        with run_lock(), host_logs(batch) as files:
             outcomes = run_deploy_on(
                 hosts,
                 self.deploy_func,

@@ -7,13 +7,14 @@ stop_users, validate); this module only sequences commands on one host.
 
 from __future__ import annotations
 
-import base64
+import hashlib
 import json
 import shlex
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +25,10 @@ from gpuhost.upgrade import package_cache
 from gpuhost.upgrade.connect import Canceller, InventoryHost, PyinfraRemote, run_checks
 from gpuhost.upgrade.deploy_batch import DeployBatcher, DeployRequest
 from gpuhost.upgrade.drain import make_drainer
-from gpuhost.upgrade.host_state import (
-    HostState,
-    file_bytes,
-    is_stack_package,
-    parse_host_state,
-    state_command,
-)
+from gpuhost.upgrade.host_state import HostState, is_stack_package, parse_host_state, state_command
 from gpuhost.upgrade.orchestrate import HostContext, HostIsCurrent, StepFailed, StepFn
 from gpuhost.upgrade.providers import make_provider
+from gpuhost.upgrade.restore import RESTORE_KEY, restore_plan, restored
 from gpuhost.upgrade.snapshot import SnapshotStore, build_snapshot, load_snapshot, new_snapshot_id
 from gpuhost.upgrade.stop_users import start_units, stop_gpu_users
 from gpuhost.upgrade.validate import (
@@ -122,7 +118,7 @@ class HostSteps:
         self._remotes: dict[str, PyinfraRemote] = {}
         self._lock = threading.Lock()
         self.canceller = Canceller()
-        self._deploys: DeployBatcher | None = None
+        self._deploys: dict[Callable[[], Any], DeployBatcher] = {}
 
     def as_mapping(self) -> dict[str, StepFn]:
         return {
@@ -200,10 +196,10 @@ class HostSteps:
                 "preflight audit has errors (pass --force to upgrade anyway, or --accept-audit "
                 "RULE for a known condition): " + "; ".join(blocking)
             )
+        rules = sorted({rule for rule, _ in errors})
         return {
-            "summary": f"{len(errors)} audit error(s)"
-            + (f", {len(blocking)} not accepted (forced)" if blocking else ""),
-            "preflight_audit_rules": sorted({rule for rule, _ in errors}),
+            "summary": preflight_summary(rules, self.accepted(ctx), bool(blocking)),
+            "preflight_audit_rules": rules,
         }
 
     def expectation(self, host: str) -> Expectation:
@@ -220,7 +216,7 @@ class HostSteps:
             desired = check_profile(host, data, profile_table(None, data))
         except GpuhostError as exc:
             raise StepFailed(str(exc)) from exc
-        return Expectation.for_target(self.settings.target, marker=desired.to_marker())
+        return Expectation.of_desired(desired)
 
     def accepted(self, ctx: HostContext) -> set[str]:
         """Audit rules whose errors do not count: --accept-audit, and with --force the rules
@@ -315,16 +311,16 @@ class HostSteps:
         request = DeployRequest(InventoryHost(entry.name, data, entry.groups), log)
         self.deploys().deploy(request)
 
-    def deploys(self) -> DeployBatcher:
-        from functools import partial
-
+    def deploys(self, deploy: Callable[[], Any] | None = None) -> DeployBatcher:
+        """The batcher of ``deploy`` (default: provision's, the driver allowed to change)."""
         from gpuhost.deploys.provision import provision
 
+        key = deploy or provision
         with self._lock:
-            if self._deploys is None:
-                deploy = partial(provision, allow_driver_change=True)
-                self._deploys = DeployBatcher(deploy, self.canceller)
-            return self._deploys
+            if key not in self._deploys:
+                func = deploy or partial(provision, allow_driver_change=True)
+                self._deploys[key] = DeployBatcher(func, self.canceller)
+            return self._deploys[key]
 
     def restart(self, ctx: HostContext) -> dict[str, Any]:
         remote = self.remote(ctx.host)
@@ -395,73 +391,39 @@ class HostSteps:
         return self.restore(ctx.host, self._snapshot_doc(ctx))
 
     def restore(self, host: str, doc: Mapping[str, Any]) -> dict[str, Any]:
-        """Put packages (from the on-host cache), pins, holds and configs back as in ``doc``."""
-        remote = self.remote(host)
-        self._check(host, SETTLE_DPKG_COMMAND, "waiting for apt/dpkg to finish", 900)
+        """Put packages (from the on-host cache), pins, holds and configs back as in ``doc``:
+        the ``upgrade.restore`` deploy, in this process like the install."""
+        state = self.read_state(host)
         cache = doc.get("package_cache") or {}
         files: dict[str, str] = dict(cache.get("files") or {})
         wanted = {n: r["version"] for n, r in doc["packages"].items()}
         uncached = sorted(set(wanted) - set(files))
-        state = self.read_state(host)
         differs = [n for n in uncached if state.packages.get(n, {}).get("version") != wanted[n]]
         if differs:
             raise HostError(
                 host, f"cannot restore {', '.join(differs)}: not in the snapshot's package cache"
             )
-        held = [p for p in state.holds if is_stack_package(p)]
-        self._unhold(host, held)
-        restored = self._restore_files(host, doc, state)
-        if files:
-            self._check(
-                host, package_cache.install_command(str(doc["id"]), files), "install from cache"
-            )
-        added = sorted(set(self.read_state(host).packages) - set(wanted))
-        if added:
-            self._check(
-                host,
-                "DEBIAN_FRONTEND=noninteractive apt-get remove -y -q --allow-change-held-packages "
-                + " ".join(map(shlex.quote, added)),
-                "removing packages the upgrade added",
-            )
-        holds = [str(p) for p in doc.get("holds", [])]
-        installed = set(self.read_state(host).packages)
-        holds = [p for p in holds if p in installed or not is_stack_package(p)]
-        if holds:
-            self._check(host, "apt-mark hold " + " ".join(map(shlex.quote, holds)), "hold")
-        remote.run("systemctl daemon-reload")
+        plan = restore_plan(doc, state.files, RESTORED_CATEGORIES, REMOVABLE_NEW_FILES)
+        entry = self.hosts[host]
+        data = dict(entry.data)
+        data[RESTORE_KEY] = plan
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        log = self.settings.snapshots.parent / "logs" / f"{host}-{stamp}-rollback.log"
+        self.deploys(restored).deploy(
+            DeployRequest(InventoryHost(entry.name, data, entry.groups), log)
+        )
+        restored_files = [
+            path
+            for path, (content, _) in sorted(plan.files.items())
+            if (state.files.get(path) or {}).get("sha256") != hashlib.sha256(content).hexdigest()
+        ] + list(plan.remove_files)
+        moved = [n for n in files if state.packages.get(n, {}).get("version") != wanted[n]]
+        added = sorted(set(state.packages) - set(wanted))
         return {
-            "summary": f"{len(files)} package(s) from cache, {len(restored)} file(s) restored, "
-            f"{len(added)} removed, {len(holds)} held",
-            "restored_files": restored,
+            "summary": f"{len(moved)} package(s) from cache, {len(restored_files)} file(s) "
+            f"restored, {len(added)} removed, {len(plan.holds)} held",
+            "restored_files": restored_files,
         }
-
-    def _restore_files(self, host: str, doc: Mapping[str, Any], state: HostState) -> list[str]:
-        remote = self.remote(host)
-        saved: Mapping[str, Any] = doc.get("files") or {}
-        changed = []
-        for path, record in sorted(saved.items()):
-            if record.get("category") not in RESTORED_CATEGORIES:
-                continue
-            now = state.files.get(path)
-            if now is not None and now.get("sha256") == record.get("sha256"):
-                continue
-            b64 = base64.b64encode(file_bytes(record)).decode()
-            q, new = shlex.quote(path), shlex.quote(path + ".gpuhost-new")
-            mode = shlex.quote(str(record.get("mode", "644")))
-            self._check(
-                host,
-                f'mkdir -p "$(dirname {q})" && echo {shlex.quote(b64)} | base64 -d > {new}'
-                f" && chmod {mode} {new} && mv -f {new} {q}",
-                f"restoring {path}",
-            )
-            changed.append(path)
-        for path, record in sorted(state.files.items()):
-            if path in saved or record.get("category") not in RESTORED_CATEGORIES:
-                continue
-            if path.startswith(REMOVABLE_NEW_FILES):
-                remote.run(f"rm -f {shlex.quote(path)}")
-                changed.append(path)
-        return changed
 
     def rollback_validate(self, ctx: HostContext) -> dict[str, Any]:
         doc = self._snapshot_doc(ctx)
@@ -487,6 +449,22 @@ def blocking_errors(errors: list[tuple[str, str]], accepted: set[str]) -> list[s
         for rule, message in errors
         if rule not in accepted and not rule.startswith(UPGRADE_FIXES_RULES)
     ]
+
+
+def preflight_summary(rules: list[str], accepted: set[str], forced: bool) -> str:
+    """The preflight line: how many audit error rules, each with why the upgrade goes on
+    (pure): the target fixes it (a security bulletin), accepted (--accept-audit), or forced."""
+    if not rules:
+        return "0 audit errors"
+
+    def why(rule: str) -> str:
+        if rule.startswith(UPGRADE_FIXES_RULES):
+            return "which the target fixes"
+        return "accepted" if rule in accepted else "forced" if forced else "accepted"
+
+    return f"{len(rules)} audit error rule(s), going on: " + ", ".join(
+        f"{rule} ({why(rule)})" for rule in rules
+    )
 
 
 def snapshot_summary(doc: Mapping[str, Any]) -> str:

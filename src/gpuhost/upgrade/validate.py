@@ -19,7 +19,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from gpuhost.audit.coupled import is_coupled
 from gpuhost.desired import DesiredState
@@ -30,14 +30,6 @@ from gpuhost.upgrade.remote import Remote
 from gpuhost.versions import upstream_of_package_version
 
 HOOKS_DIR = "/etc/gpuhost/validate.d"
-
-
-class _TargetLike(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def driver_version(self) -> str: ...
 
 
 @dataclass
@@ -52,10 +44,15 @@ class Expectation:
     marker: dict[str, Any] | None = None
 
     @classmethod
-    def for_target(
-        cls, target: _TargetLike, marker: dict[str, Any] | None = None
-    ) -> Expectation:
-        return cls(target.name, target.driver_version, profile=target.name, marker=marker)
+    def of_desired(cls, desired: DesiredState) -> Expectation:
+        """What a host provisioned with ``desired`` shows: its coupled packages at the desired
+        driver version and held, and a marker recording exactly ``desired``."""
+        return cls(
+            desired.profile,
+            desired.driver_version,
+            profile=desired.profile,
+            marker=desired.to_marker(),
+        )
 
 
 def expectation_from_snapshot(doc: Mapping[str, Any]) -> Expectation:

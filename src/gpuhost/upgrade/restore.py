@@ -1,0 +1,181 @@
+"""Rollback as a deploy: the operations that put a host back on a snapshot's exact state, run
+in-process like the install (``deploy_batch``), with provision's own apt operations where they
+fit (``apt_pin.held``, the wait of ``apt_pin.dpkg_settled``).
+
+The snapshot's desired state travels to the deploy in the host's data (``RESTORE_KEY``, a
+``RestorePlan``); each operation compares the host's facts with it and yields commands only for
+what differs, so a rollback that is re-run (``--resume``) changes nothing twice:
+
+1. apt/dpkg left running are waited for, a half-done dpkg finished where it can (as provision's
+   ``dpkg_settled``, but a package that cannot be configured is left to step 4);
+2. holds of stack packages are released (the snapshot's holds come back in step 6);
+3. the snapshot's files (apt pins and sources, modprobe, the provision marker, units) are put
+   back byte for byte; files gpuhost wrote since (``REMOVABLE_NEW_FILES``) are removed;
+4. every package not at the snapshot's version is installed from the on-host package cache
+   (``package_cache``: the repository may have dropped that version);
+5. stack packages the upgrade added are removed;
+6. the snapshot's holds are set (provision's ``apt_pin.held``); systemd re-reads its units.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
+from io import BytesIO
+from typing import Any
+
+from pyinfra import host
+from pyinfra.api import FileUploadCommand, StringCommand, deploy, operation
+from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.files import Sha256File
+from pyinfra.operations import systemd
+
+from gpuhost.facts.apt_pins import AptHolds, DpkgState
+from gpuhost.operations import apt_pin
+from gpuhost.operations._facts import fact
+from gpuhost.upgrade import package_cache
+from gpuhost.upgrade.host_state import file_bytes, is_stack_package
+
+RESTORE_KEY = "_gpuhost_restore"
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    """What a host must be after the rollback (built from the snapshot, pure data)."""
+
+    snapshot_id: str
+    versions: dict[str, str]  # package -> exact Debian version
+    cached: dict[str, str]  # package -> file in the snapshot's package cache
+    files: dict[str, tuple[bytes, str]] = field(default_factory=dict)  # path -> (bytes, mode)
+    remove_files: tuple[str, ...] = ()
+    holds: tuple[str, ...] = ()
+
+
+def restore_plan(
+    doc: Mapping[str, Any],
+    files_now: Mapping[str, Mapping[str, Any]],
+    categories: tuple[str, ...],
+    removable: tuple[str, ...],
+) -> RestorePlan:
+    """The plan for snapshot ``doc`` on a host whose recorded files are ``files_now`` (path ->
+    record with ``category``): the snapshot's files of ``categories``, and files of those
+    categories it did not have whose path starts with ``removable`` (pure)."""
+    saved: Mapping[str, Any] = doc.get("files") or {}
+    files = {
+        path: (file_bytes(dict(record)), str(record.get("mode", "644")))
+        for path, record in sorted(saved.items())
+        if record.get("category") in categories
+    }
+    remove = tuple(
+        path
+        for path, record in sorted(files_now.items())
+        if path not in saved and record.get("category") in categories and path.startswith(removable)
+    )
+    cache = doc.get("package_cache") or {}
+    return RestorePlan(
+        snapshot_id=str(doc["id"]),
+        versions={n: str(r["version"]) for n, r in doc["packages"].items()},
+        cached=dict(cache.get("files") or {}),
+        files=files,
+        remove_files=remove,
+        holds=tuple(str(p) for p in doc.get("holds", [])),
+    )
+
+
+@operation()
+def dpkg_waited() -> Generator:
+    """Like provision's ``apt_pin.dpkg_settled`` (the same fact, wait and ``dpkg --configure
+    -a``), except that a package dpkg cannot finish does not stop the rollback: it is what the
+    failed upgrade left (a DKMS build that fails), and the snapshot's version replaces it next."""
+    state = fact(DpkgState)
+    if not state["running"] and not state["unfinished"]:
+        host.noop("no apt/dpkg running, dpkg has no half-installed package")
+        return
+    yield f"{apt_pin.wait_for_package_tools()}; {apt_pin.CONFIGURE_PENDING} || true"
+
+
+@operation()
+def stack_unheld(keep: list[str]) -> Generator:
+    """Release the holds of stack packages (held or held-not-installed) not in ``keep``."""
+    release = sorted(p for p in fact(AptHolds) if is_stack_package(p) and p not in keep)
+    if not release:
+        host.noop("no stack package held beyond the snapshot's holds")
+        return
+    lines = "".join(f"{p} install\\n" for p in release)
+    yield f"printf {shlex.quote(lines)} | dpkg --set-selections"
+
+
+@operation()
+def file_restored(path: str, content: bytes, mode: str = "644") -> Generator:
+    """``path`` holds exactly ``content`` (compared by SHA-256) with ``mode``."""
+    import hashlib
+
+    if fact(Sha256File, path=path) == hashlib.sha256(content).hexdigest():
+        host.noop(f"{path} as in the snapshot")
+        return
+    q = shlex.quote(path)
+    yield StringCommand(f'mkdir -p "$(dirname {q})"')
+    yield FileUploadCommand(BytesIO(content), path)
+    yield StringCommand(f"chmod {shlex.quote(mode)} {q}")
+
+
+@operation()
+def file_removed(path: str) -> Generator:
+    if fact(Sha256File, path=path) is None:
+        host.noop(f"{path} absent")
+        return
+    yield f"rm -f {shlex.quote(path)}"
+
+
+@operation()
+def cached_installed(
+    snapshot_id: str, versions: dict[str, str], cached: dict[str, str]
+) -> Generator:
+    """Every package of ``versions`` at its exact version, installed from the snapshot's package
+    cache (downgrades and held packages allowed; the admin's config files kept)."""
+    installed = fact(DebPackages)
+    differ = {
+        name: cached[name]
+        for name, version in versions.items()
+        if name in cached and version not in (installed.get(name) or [])
+    }
+    if not differ:
+        host.noop(f"{len(versions)} packages at the snapshot's versions")
+        return
+    yield package_cache.install_command(snapshot_id, differ)
+
+
+@operation()
+def stack_packages_removed(keep: list[str]) -> Generator:
+    """Remove installed stack packages that are not in ``keep`` (what the upgrade added)."""
+    added = sorted(p for p in fact(DebPackages) if is_stack_package(p) and p not in keep)
+    if not added:
+        host.noop("no stack package beyond the snapshot's")
+        return
+    yield (
+        "DEBIAN_FRONTEND=noninteractive apt-get remove -y -q --allow-change-held-packages "
+        + " ".join(map(shlex.quote, added))
+    )
+
+
+@deploy("gpuhost rollback")
+def restored() -> None:
+    """Put the current host back on the ``RestorePlan`` in its data (see the module doc)."""
+    plan: RestorePlan = host.data.get(RESTORE_KEY)
+    keep = sorted(plan.versions)
+    dpkg_waited(name="Wait for apt/dpkg, try to finish what the upgrade left half-done")
+    stack_unheld(name="Release holds of stack packages", keep=list(plan.holds))
+    for path, (content, mode) in sorted(plan.files.items()):
+        file_restored(name=f"Restore {path}", path=path, content=content, mode=mode)
+    for path in plan.remove_files:
+        file_removed(name=f"Remove {path}", path=path)
+    cached_installed(
+        name="Install the snapshot's package versions from the package cache",
+        snapshot_id=plan.snapshot_id,
+        versions=plan.versions,
+        cached=plan.cached,
+    )
+    stack_packages_removed(name="Remove stack packages the upgrade added", keep=keep)
+    apt_pin.held(name="Hold the snapshot's holds", packages=list(plan.holds))
+    systemd.daemon_reload(name="Reload systemd units")
