@@ -394,3 +394,20 @@ def test_no_cuda_drift_when_the_host_data_leaves_cuda_out():
     assert not {"profile.cuda", "profile.cuda-default"} & rules_of(report)
     default = audit(host_with(proc_driver=PROC_535_309), {"gpuhost_profile": name}, settings)
     assert "profile.cuda" in rules_of(default)
+
+
+def test_cudnn_of_the_profile_installed_beside_another_majors_cudnn_is_not_drift():
+    # after 'gpuhost upgrade' from nvidia-repo-580-cuda12.9 to nvidia-repo-580-cuda13.0 (lab
+    # stand-in repository): the 12.9 profile's libcudnn9-cuda-12 stays installed beside the new
+    # libcudnn9-cuda-13 (side by side is legal); the audit judged the first one it listed
+    settings = dataclasses.replace(SETTINGS, profiles=PROFILES)
+    both = (
+        "libcudnn9-cuda-12\t9.10.2.21-1\tii \n"
+        "libcudnn9-cuda-13\t9.17.0.29-1\tii \n"
+    )
+    data = {"gpuhost_profile": "nvidia-repo-580-cuda13.0"}
+    report = audit(host_with(dpkg=DRIVER_PACKAGES + both), data, settings)
+    assert "profile.cudnn" not in rules_of(report)
+    only_old = audit(host_with(dpkg=DRIVER_PACKAGES + both.splitlines(True)[0]), data, settings)
+    message = next(f.message for f in only_old.findings if f.rule == "profile.cudnn")
+    assert message.startswith("cuDNN 9.10.2.21 found, profile nvidia-repo-580-cuda13.0 pins 9.17")

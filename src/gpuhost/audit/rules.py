@@ -1050,7 +1050,8 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 source=source,
             )
         )
-    if expected.cudnn and not _cudnn_matches(facts.cudnn.version, expected.cudnn):
+    cudnn_found = [facts.cudnn.version, *facts.cudnn.packages.values()]
+    if expected.cudnn and not any(_cudnn_matches(v, expected.cudnn) for v in cudnn_found):
         findings.append(
             Finding(
                 "profile.cudnn",

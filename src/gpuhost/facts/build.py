@@ -140,23 +140,27 @@ def _cuda(reader: _Reader) -> CudaFacts:
 
 
 def _cudnn(reader: _Reader, installed: PackageFacts) -> CudnnFacts:
-    header, defines, libraries = pp.split_cudnn(reader.text("cudnn"))
-    if header:
-        version = reader.parse("cudnn", cuda.parse_cudnn_header, None, text=defines)
-        if version:
-            return CudnnFacts(version, f"header {header}")
-    library = pp.cudnn_from_library(libraries)
-    if library:
-        return CudnnFacts(library, "library")
+    packages: dict[str, str] = {}
     for package in installed.packages:
         if package.name.startswith(("libcudnn", "cudnn")) and package.version:
             # the package's upstream version ("9.1.0.70-1" -> "9.1.0.70"): the Debian revision is
             # not part of cuDNN's version and made every profile comparison a mismatch
             try:
-                version = upstream_of_package_version(package.version)
+                packages[package.name] = upstream_of_package_version(package.version)
             except VersionError:
                 continue
-            return CudnnFacts(version, f"package {package.name} {package.version}")
+    header, defines, libraries = pp.split_cudnn(reader.text("cudnn"))
+    if header:
+        version = reader.parse("cudnn", cuda.parse_cudnn_header, None, text=defines)
+        if version:
+            return CudnnFacts(version, f"header {header}", packages)
+    library = pp.cudnn_from_library(libraries)
+    if library:
+        return CudnnFacts(library, "library", packages)
+    for package in installed.packages:
+        if package.name in packages:
+            version = packages[package.name]
+            return CudnnFacts(version, f"package {package.name} {package.version}", packages)
     return CudnnFacts()
 
 

@@ -123,6 +123,9 @@ class CudaFacts:
 class CudnnFacts:
     version: str | None = None
     source: str | None = None  # "header /usr/include/cudnn_version.h", "library ...", "package ..."
+    #: every installed cuDNN package's upstream version, {name: "9.17.0.29"}: packages for
+    #: several CUDA majors (libcudnn9-cuda-12, libcudnn9-cuda-13) are installable side by side
+    packages: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
