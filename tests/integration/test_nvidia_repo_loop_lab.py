@@ -7,9 +7,9 @@ packages of NVIDIA's names and versions, small; the GPU emulator answers as thei
    re-run changes nothing, ``audit --json`` has no error and no warning, ``check --tier static``
    from gpuhost installed as a wheel outside the checkout passes every check, fabric manager
    running on the HGX board included.
-2. ``gpuhost upgrade --to nvidia-repo-580-cuda13.0`` (canary h1): expected to fail today and
-   marked so (CUDNN_GAP): the validation finds the 12.9 profile's cuDNN left installed, and h1 is
-   rolled back to 12.9.
+2. ``gpuhost upgrade --to nvidia-repo-580-cuda13.0`` (canary h1, then h2) upgrades both: the 12.9
+   profile's libcudnn9-cuda-12 stays installed beside the new libcudnn9-cuda-13 (legal side by
+   side), and the validation judges the profile's cuDNN package.
 3. ``nvidia-repo-580-cuda13.0`` on the same hosts re-created: the same loop (CUDA 13.0 and 12.9
    side by side, /usr/local/cuda at 13.0, the open kernel module), and ``--tier functional``
    fails nothing: the smoke test is skipped with its reason (python3 has no framework and the
@@ -40,9 +40,6 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 GPUHOST = [sys.executable, "-m", "gpuhost"]
 CUDA12, CUDA13 = "nvidia-repo-580-cuda12.9", "nvidia-repo-580-cuda13.0"
 SHAPES = {1: ("h100-sxm", 8), 2: ("t4", 1)}
-CUDNN_GAP = ("moving a host from nvidia-repo-580-cuda12.9 to -cuda13.0 leaves libcudnn9-cuda-12 "
-             "9.10.2 installed next to libcudnn9-cuda-13 9.17.0, and the audit judges the old one "
-             "(profile.cudnn error): the upgrade's validation fails and rolls back (board 21:20)")
 
 
 class Loop:
@@ -144,7 +141,6 @@ def test_cuda12_9_converges_audits_clean_and_checks_pass(loop: Loop) -> None:
     _static_checks_pass(loop, CUDA12)
 
 
-@pytest.mark.xfail(reason=CUDNN_GAP, strict=False)
 def test_upgrade_from_cuda12_9_to_cuda13_0(loop: Loop) -> None:
     state_dir = loop.workdir / "state"
     proc = loop.gpuhost("upgrade", str(loop.inventory(CUDA12)), "--to", CUDA13, "--canary", "1",
