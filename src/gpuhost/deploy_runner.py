@@ -53,7 +53,7 @@ import click
 import gevent
 from pyinfra.api import Config, State
 from pyinfra.api.connect import disconnect_all
-from pyinfra.api.exceptions import OperationError, PyinfraError
+from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.host import Host
 from pyinfra.api.inventory import Inventory
 from pyinfra.api.operations import run_host_op
@@ -292,6 +292,9 @@ def plan_changes_nothing(state: State, target: Host) -> bool:
 
 
 STOPPED = "stopped by the operator"
+FACT_FAILED = "a fact could not be read from the host (see output above)"
+#: what pyinfra raises when its last active host failed (a fact read inside an operation)
+NO_HOSTS_REMAINING = "No hosts remaining!"
 
 
 def _run_host(
@@ -318,12 +321,19 @@ def _run_host(
         logger.info(f"{target.print_prefix}{format_text('Starting operation:', 'blue')} {names}")
         with ctx_host.use(target):
             try:
-                if run_host_op(state, target, op_hash) is False:
-                    return False
-            except OperationError as exc:
-                target.log_styled(f"{names}: {exc}", fg="red", log_func=logger.error)
+                ok = run_host_op(state, target, op_hash) is not False
+                if ok and target in state.failed_hosts:
+                    # a fact the operation read failed: pyinfra took the host out and gave
+                    # the operation the fact's default (an empty package list...)
+                    raise PyinfraError(FACT_FAILED)
+            except PyinfraError as exc:  # OperationError included
+                # the last active host's failed fact reaches here as "No hosts remaining!"
+                why = FACT_FAILED if str(exc) == NO_HOSTS_REMAINING else str(exc)
+                target.log_styled(f"{names}: {why}", fg="red", log_func=logger.error)
                 if errors is not None:
-                    errors[target.name] = f"operation failed: {names}: {exc}"
+                    errors[target.name] = f"operation failed: {names}: {why}"
+                return False
+            if not ok:
                 return False
     return True
 
@@ -481,6 +491,12 @@ def _run(
             state.set_stage(StateStage.Disconnect)
             disconnect_all(state)
         _count_results(state, outcomes, dry)
+        for target in targets:
+            outcome = outcomes[target.name]
+            if target in state.failed_hosts and outcome.status == "ok":
+                # pyinfra took the host out (a fact failed while preparing) without raising
+                outcome.status = "failed"
+                outcome.message = outcome.message or FACT_FAILED
     return list(outcomes.values())
 
 

@@ -342,3 +342,68 @@ def test_stop_ends_a_host_at_the_next_operation_boundary(tmp_path) -> None:
     [outcome] = run_deploy(inventory, deploy, stop=first.exists)
     assert first.exists() and not second.exists()
     assert (outcome.status, outcome.message) == ("interrupted", "stopped by the operator")
+
+
+def _fact_failing_after(marker) -> type:
+    """A fact whose command fails once ``marker`` exists (pyinfra then takes the host out and
+    hands the operation the fact's default)."""
+    from pyinfra.api import FactBase
+
+    class FailsAfterMarker(FactBase):
+        def command(self) -> str:
+            return f"test ! -e {marker} && echo fine"
+
+        def process(self, output):
+            return output
+
+    return FailsAfterMarker
+
+
+@operation()
+def _reads(fact: type):
+    from pyinfra import host
+
+    host.get_fact(fact)
+    yield "true"
+
+
+def test_a_fact_failing_while_executing_fails_the_host_with_one_line(tmp_path) -> None:
+    # the last active host's failed fact surfaced as pyinfra's "No hosts remaining!" traceback
+    marker = tmp_path / "made-by-the-first-operation"
+    inventory = _inventory(tmp_path, 'hosts = ["@local"]\n')
+    fact = _fact_failing_after(marker)
+
+    def deploy() -> None:
+        server.shell(name="make the marker", commands=[f"touch {marker}"])
+        _reads(fact, name="read a fact that now fails")
+        server.shell(name="never run", commands=[f"touch {marker}.after"])
+
+    [outcome] = run_deploy(inventory, deploy)
+    assert outcome.status == "failed", outcome
+    assert outcome.message == (
+        "operation failed: read a fact that now fails: a fact could not be read from the host "
+        "(see output above)"
+    )
+    assert not (tmp_path / "made-by-the-first-operation.after").exists()
+    assert exit_code([outcome], refused_is_usage=True) == 1
+
+
+@_needs_root
+def test_a_fact_failing_while_preparing_one_host_is_not_ok(tmp_path) -> None:
+    # with another host still active pyinfra raises nothing: the host was counted "ok"
+    marker = tmp_path / "exists"
+    marker.touch()
+    inventory = _inventory(tmp_path, _TWO_HOSTS)
+    fact = _fact_failing_after(marker)
+
+    def deploy() -> None:
+        from pyinfra import host
+
+        if host.name == "@local":
+            _reads(fact, name="read a failing fact")
+        _two_commands()
+
+    outcomes = {o.name: o for o in run_deploy(inventory, deploy)}
+    assert outcomes["@local"].status == "failed", outcomes["@local"]
+    assert "a fact could not be read" in outcomes["@local"].message
+    assert (outcomes["@chroot//"].status, outcomes["@chroot//"].changed) == ("ok", 2)
