@@ -411,3 +411,12 @@ def test_cudnn_of_the_profile_installed_beside_another_majors_cudnn_is_not_drift
     only_old = audit(host_with(dpkg=DRIVER_PACKAGES + both.splitlines(True)[0]), data, settings)
     message = next(f.message for f in only_old.findings if f.rule == "profile.cudnn")
     assert message.startswith("cuDNN 9.10.2.21 found, profile nvidia-repo-580-cuda13.0 pins 9.17")
+
+
+def test_cudnn_at_the_profiles_version_but_for_another_cuda_major_is_drift():
+    # libcudnn9-cuda-12 at 9.17.0 does not serve a CUDA 13 profile that pins 9.17.0
+    settings = dataclasses.replace(SETTINGS, profiles=PROFILES)
+    other_major = "libcudnn9-cuda-12\t9.17.0.29-1\tii \n"
+    data = {"gpuhost_profile": "nvidia-repo-580-cuda13.0"}
+    report = audit(host_with(dpkg=DRIVER_PACKAGES + other_major), data, settings)
+    assert "profile.cudnn" in rules_of(report, "error")

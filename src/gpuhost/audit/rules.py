@@ -8,7 +8,8 @@ profile named, sshd -T not readable) returns a skip with the reason instead of a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from gpuhost.audit.coupled import is_coupled
@@ -917,6 +918,19 @@ def _cudnn_matches(found: str | None, expected: str) -> bool:
     )
 
 
+def _cudnn_packages(packages: Mapping[str, str], expected: DesiredState) -> list[str]:
+    """Versions of the installed cuDNN packages that can serve the profile: a package built for
+    one CUDA major (``libcudnn9-cuda-12``) serves only a profile whose default CUDA has that
+    major; a package naming no CUDA major serves any."""
+    major = (expected.cuda_default or "").split(".")[0]
+    versions = []
+    for name, version in packages.items():
+        built_for = re.search(r"-cuda-(\d+)$", name)
+        if not major or built_for is None or built_for.group(1) == major:
+            versions.append(version)
+    return versions
+
+
 def _have(what: str, version: str | None) -> str:
     """'driver 535.261.03 found' or 'no driver installed' (never 'driver not installed found')."""
     return f"{what} {version} found" if version else f"no {what} installed"
@@ -1050,7 +1064,10 @@ def check_profile(ctx: AuditContext) -> RuleResult:
                 source=source,
             )
         )
-    cudnn_found = [facts.cudnn.version, *facts.cudnn.packages.values()]
+    # a version read from the header or library, and the packages that can serve the profile
+    # (a version known only from a package is one of those packages)
+    from_files = [] if (facts.cudnn.source or "").startswith("package") else [facts.cudnn.version]
+    cudnn_found = [*from_files, *_cudnn_packages(facts.cudnn.packages, expected)]
     if expected.cudnn and not any(_cudnn_matches(v, expected.cudnn) for v in cudnn_found):
         findings.append(
             Finding(
