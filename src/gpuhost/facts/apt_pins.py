@@ -14,6 +14,7 @@ from gpuhost.parsers.packages import (
     parse_apt_space,
     parse_df_available,
     parse_dpkg_audit,
+    parse_dpkg_query,
     parse_pgrep_processes,
 )
 from gpuhost.probe.script import APT_HOLDS_CODE
@@ -198,3 +199,31 @@ class DnfVersionLocks(_PackageLockList):
             for line in output
             if line.strip() and not line.startswith(("Last metadata", "Updating"))
         )
+
+
+#: dpkg-query's tab-separated package, version and status (``parse_dpkg_query``'s format)
+DPKG_QUERY_STATUS = "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'"
+
+
+class InstalledPackageStates(FactBase[dict[str, str]]):
+    """``{package: dpkg status}`` of every package with files on disk, half-installed and
+    half-configured ones included (``iU``, ``iF``, ``hF``...: what a failed install leaves),
+    which pyinfra's ``DebPackages`` (``ii``/``hi`` only) leaves out."""
+
+    @override
+    @staticmethod
+    def default() -> dict:
+        return {}
+
+    @override
+    def requires_command(self) -> str:
+        return "dpkg-query"
+
+    @override
+    def command(self) -> str:
+        return DPKG_QUERY_STATUS
+
+    @override
+    def process(self, output: list[str]) -> dict[str, str]:
+        packages = parse_dpkg_query("\n".join(output))
+        return {p.name: p.status for p in packages if p.installed}

@@ -31,7 +31,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import Sha256File
 from pyinfra.operations import systemd
 
-from gpuhost.facts.apt_pins import AptHolds, DpkgState
+from gpuhost.facts.apt_pins import AptHolds, DpkgState, InstalledPackageStates
 from gpuhost.operations import apt_pin
 from gpuhost.operations._facts import fact
 from gpuhost.upgrade import package_cache
@@ -148,8 +148,10 @@ def cached_installed(
 
 @operation()
 def stack_packages_removed(keep: list[str]) -> Generator:
-    """Remove installed stack packages that are not in ``keep`` (what the upgrade added)."""
-    added = sorted(p for p in fact(DebPackages) if is_stack_package(p) and p not in keep)
+    """Remove installed stack packages that are not in ``keep`` (what the upgrade added), the
+    half-installed ones a failed install leaves (a DKMS build that failed: ``iF``) included."""
+    present = fact(InstalledPackageStates)
+    added = sorted(p for p in present if is_stack_package(p) and p not in keep)
     if not added:
         host.noop("no stack package beyond the snapshot's")
         return
