@@ -3,19 +3,10 @@
 
 from __future__ import annotations
 
-import datetime as dt
-from typing import Any
-
 import pytest
 
-from gpuhost.matrix import Matrix, check_stack
-
-AS_OF = dt.date(2026, 11, 23)
-
-
-def _rules(matrix: Matrix, **kw: Any) -> dict[str, tuple[str, str]]:
-    found = check_stack(matrix, as_of=AS_OF, **kw)
-    return {f.rule: (f.severity, f.message) for f in found}
+from gpuhost.matrix import Matrix
+from tests.matrix.answers import rules as _rules
 
 
 @pytest.mark.parametrize(
