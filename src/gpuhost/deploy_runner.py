@@ -228,10 +228,9 @@ def _prepare(
     deploy_func: Callable[[], Any],
     outcome: HostOutcome,
     progress: FleetProgress | None = None,
-) -> BaseException | None:
+) -> None:
     """Call the deploy for one host (in its own greenlet, with its own copy of the config, as
-    pyinfra's CLI does); a raised gpuhost/pyinfra error takes the host out. Anything else is
-    returned for ``_prepare_all`` to raise once every host is done."""
+    pyinfra's CLI does); anything it raises takes that host out with its outcome."""
     try:
         with ctx_config.use(state.config.copy()), ctx_host.use(target):
             deploy_func()
@@ -249,11 +248,12 @@ def _prepare(
         outcome.status = "failed"
         outcome.message = str(exc).removeprefix(f"{target.name}: ")
         _fail(state, target)
-    except Exception as exc:  # a bug, not a host problem: raised by _prepare_all, as before
-        return exc
+    except Exception as exc:  # a bug, not a host problem: that host fails, the others go on
+        outcome.status = "failed"
+        outcome.message = bug_message(target, exc)
+        _fail(state, target)
     if outcome.status != "ok" and progress is not None:
         progress.host_finished(failing=True)  # refused, bad data or failed: done with this host
-    return None
 
 
 def _prepare_all(
@@ -266,17 +266,24 @@ def _prepare_all(
     """Prepare every connected target at once, one greenlet per host from ``state.pool`` (at
     most ``Config.PARALLEL`` at a time), like ``pyinfra_cli.util._parallel_load_hosts``: each
     host waits for its own facts, not for the hosts before it. One host's error is its outcome
-    and never stops the others; an unexpected exception is raised after all hosts finished."""
+    and never stops the others, not even an unexpected exception (a bug: that host fails with
+    ``bug_message``, the traceback goes to the log)."""
     greenlets = [
         state.pool.spawn(_prepare, state, target, deploy_func, outcomes[target.name], progress)
         for target in targets
         if target in state.active_hosts
     ]
-    gevent.joinall(greenlets)
-    for greenlet in greenlets:
-        error = greenlet.get()
-        if error is not None:
-            raise error
+    gevent.joinall(greenlets, raise_error=True)
+
+
+def bug_message(target: Host, exc: BaseException) -> str:
+    """One host's outcome when gpuhost's own code raised something unexpected on it: logged with
+    its traceback (the terminal's or the host's log), and a line that says it is a bug."""
+    logger.error(f"{target.print_prefix}unexpected error", exc_info=exc)
+    return (
+        f"unexpected error in gpuhost (a bug, please report it; its traceback is logged): "
+        f"{type(exc).__name__}: {exc}"
+    )
 
 
 def plan_changes_nothing(state: State, target: Host) -> bool:
@@ -363,7 +370,11 @@ def _execute(
     errors: dict[str, str] = {}
 
     def run(target: Host) -> bool:
-        ok = _run_host(state, target, errors, stop)
+        try:
+            ok = _run_host(state, target, errors, stop)
+        except Exception as exc:  # a bug on this host: it fails, the others go on
+            errors[target.name] = bug_message(target, exc)
+            ok = False
         if progress is not None:
             progress.host_finished(failing=not ok)
         return ok

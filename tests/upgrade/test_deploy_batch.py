@@ -15,7 +15,7 @@ from pyinfra.operations import server
 
 from gpuhost.errors import DeployError, HostError
 from gpuhost.upgrade.connect import Canceller, InventoryHost
-from gpuhost.upgrade.deploy_batch import DeployBatcher, DeployRequest, error_lines
+from gpuhost.upgrade.deploy_batch import DeployBatcher, DeployRequest, error_lines, outcome_error
 
 
 def _request(tmp_path, name: str, data: dict | None = None) -> DeployRequest:
@@ -192,3 +192,28 @@ def test_error_lines_keep_the_errors_of_a_hosts_log() -> None:
     assert error_lines(log) == (
         "E: Sub-process /usr/bin/dpkg returned an error code (1) | Error: executed 1 commands"
     )
+
+
+def test_a_bug_on_one_host_of_a_shared_run_fails_only_that_host(tmp_path) -> None:
+    """Hosts that reach the install together share one run; an unexpected exception raised by
+    gpuhost's code for one of them (a bug) fails that host, with its traceback in its log, and
+    the other host of the run is deployed (it failed the whole run before)."""
+
+    def deploy() -> None:
+        if host.name == "@local":
+            raise ValueError("a parser met a value it did not expect")
+        _two_commands()
+
+    batch = {name: _request(tmp_path, name) for name in ("@local", "@chroot//")}
+    outcomes = DeployBatcher(deploy, Canceller())._run(batch)
+    assert (outcomes["@chroot//"].status, outcomes["@chroot//"].changed) == ("ok", 2)
+    error = outcome_error(outcomes["@local"], batch["@local"].log_path)
+    assert error is not None
+    assert str(error) == (
+        "@local: deploy failed: unexpected error in gpuhost (a bug, please report it; its "
+        "traceback is logged): ValueError: a parser met a value it did not expect "
+        f"(log {batch['@local'].log_path})"
+    )
+    log = batch["@local"].log_path.read_text()
+    assert "Traceback (most recent call last)" in log and "ValueError" in log
+    assert "Traceback" not in batch["@chroot//"].log_path.read_text()

@@ -49,7 +49,7 @@ class HostLogs(logging.Handler):
         self.files = dict(files)
 
     def emit(self, record: logging.LogRecord) -> None:
-        text = ANSI.sub("", record.getMessage())
+        text = ANSI.sub("", logging.Formatter().format(record))  # with a traceback, if any
         for name, out in self.files.items():
             if text.lstrip().startswith(f"[{name}]"):
                 out.write(text.strip() + "\n")
