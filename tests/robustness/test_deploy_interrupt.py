@@ -50,10 +50,19 @@ main()
 """
 
 
-def _start(command: str, folder: Path) -> subprocess.Popen[str]:
+def _start(command: str, folder: Path, slow_last: bool = False) -> subprocess.Popen[str]:
+    """``slow_last``: the slow operation is the last one (a signal during it comes when no host
+    has another operation to run)."""
     data = {"gpuhost_profile": a_builtin_profile()} if command == "provision" else {}
     (folder / "inventory.py").write_text(f"hosts = [('@local', {data!r})]\n", encoding="utf-8")
     script = SCRIPT.format(module=DEPLOYS[command], command=command, slow=SLOW_S)
+    if slow_last:
+        script = script.replace(
+            'name="first", commands=[slow]', 'name="first", commands=["true"]'
+        ).replace(
+            'name="third", commands=[f"touch {folder}/third"]',
+            'name="third", commands=[slow.replace("/first", "/third")]',
+        )
     env = dict(os.environ, PYTHONWARNINGS="ignore", NO_COLOR="1")
     return subprocess.Popen(
         [sys.executable, "-c", script, str(folder)],
@@ -123,3 +132,56 @@ def test_a_second_signal_quits_without_waiting_for_the_operation(tmp_path: Path)
         "next run: run gpuhost provision again"
     )
     assert not (tmp_path / "second").exists()
+
+
+@pytest.mark.parametrize("command", ["provision", "harden"])
+def test_a_signal_after_the_last_operation_cuts_nothing_off(tmp_path: Path, command: str) -> None:
+    # it said 'every host stopped at an operation boundary; run ... again to finish' and exited
+    # 130, though every host had finished
+    proc = _start(command, tmp_path, slow_last=True)
+    _wait_for(tmp_path / "started", proc)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (tmp_path / "third").exists()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err, err
+    assert out.splitlines() == ["@local: ok, 3 changed, 0 unchanged"]
+    assert err.strip().splitlines()[-1] == (
+        "gpuhost: SIGINT came after every host had finished: nothing was cut off"
+    )
+
+
+def test_a_signal_after_the_last_operation_still_skips_the_reboot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """provision --reboot: the hosts finished, the reboot is what the signal stops (never a
+    reboot the operator asked to stop); exit 130 and the command that reboots them."""
+    from click.testing import CliRunner
+
+    from gpuhost.cli import provision as provision_cli
+    from gpuhost.cli._interrupt import StopAtOperationBoundary
+    from gpuhost.deploy_runner import HostOutcome
+    from gpuhost.upgrade import reboot_hosts
+
+    rebooted: list[list[str]] = []
+    monkeypatch.setattr(
+        reboot_hosts, "reboot_fleet", lambda _inv, names, *_: rebooted.append(names)
+    )
+
+    def finished_then_signalled(*args: object, **kwargs: object) -> tuple[list, object]:
+        stop = StopAtOperationBoundary("gpuhost provision")
+        stop.received = signal.SIGINT
+        return [HostOutcome("h1", changed=3)], stop
+
+    monkeypatch.setattr(provision_cli, "run_and_report", finished_then_signalled)
+    inventory = tmp_path / "inventory.py"
+    inventory.write_text(f"hosts = [('h1', {{'gpuhost_profile': '{a_builtin_profile()}'}})]\n")
+    result = CliRunner().invoke(
+        provision_cli.command, [str(inventory), "--reboot"], standalone_mode=False
+    )
+    assert result.return_value == 130, result.output  # gpuhost.cli.main exits with it
+    assert rebooted == []
+    assert (
+        f"gpuhost provision: no reboot (SIGINT): run gpuhost provision {inventory} --reboot to "
+        "reboot the hosts that need it"
+    ) in result.output

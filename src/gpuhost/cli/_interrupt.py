@@ -103,6 +103,17 @@ def stopped_line(stop: StopAtOperationBoundary) -> str:
     )
 
 
+def cut_off(outcomes: list[HostOutcome]) -> bool:
+    """True when the signal stopped a host before its last operation (False: it came after
+    every host had finished, so nothing was left undone on any host)."""
+    return any(o.status == "interrupted" for o in outcomes)
+
+
+def late_line(stop: StopAtOperationBoundary) -> str:
+    """The line of a run whose signal came after every host had finished its operations."""
+    return f"gpuhost: {stop.signal_name} came after every host had finished: nothing was cut off"
+
+
 def run_and_report(
     command: str,
     inventory: str,
@@ -112,11 +123,13 @@ def run_and_report(
 ) -> tuple[list[HostOutcome], StopAtOperationBoundary]:
     """``run_deploy`` (``options`` passed on) under ``StopAtOperationBoundary``, then one line
     per host on stdout and, when a signal stopped the run, ``stopped_line`` on stderr (the
-    caller then exits with ``stop.exit_code``)."""
+    caller then exits with ``stop.exit_code``), or ``late_line`` when the signal came after every
+    host had finished (``cut_off`` False: the caller does no further step, e.g. no reboot, and
+    exits with the run's own code unless that step was asked for)."""
     with StopAtOperationBoundary(command) as stop:
         outcomes = run_deploy(inventory, deploy_func, dry=dry, stop=stop, **options)
     for line in outcome_lines(outcomes, dry, again=command):
         click.echo(line)
     if stop.received:
-        click.echo(stopped_line(stop), err=True)
+        click.echo(stopped_line(stop) if cut_off(outcomes) else late_line(stop), err=True)
     return outcomes, stop

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import click
 
-from gpuhost.cli._interrupt import run_and_report
+from gpuhost.cli._interrupt import cut_off, run_and_report
 from gpuhost.cli._options import connect_timeout_option
 from gpuhost.deploy_runner import exit_code, parallel_option, setup_logging
 from gpuhost.facts.firewall import RULESET_PATH
@@ -65,7 +65,7 @@ def command(
         connect_timeout=connect_timeout,
         progress=FleetProgress(0, "harden"),  # a status line on a terminal, else nothing
     )
-    if stop.received:
+    if stop.received and cut_off(outcomes):
         return stop.exit_code
     if dry:
         for outcome in outcomes:

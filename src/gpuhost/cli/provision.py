@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gpuhost.cli._interrupt import run_and_report
+from gpuhost.cli._interrupt import cut_off, run_and_report
 from gpuhost.cli._options import connect_timeout_option
 from gpuhost.deploy_runner import exit_code, parallel_option, setup_logging
 from gpuhost.matrix.profiles import load_profiles
@@ -97,9 +97,18 @@ def command(
         uses_profiles=True,
         on_selected=lambda selection: _warn(advisory_warnings(selection)),
     )
-    if stop.received:  # no reboot: the operator asked the run to stop
+    if stop.received and (cut_off(outcomes) or (reboot and not dry)):
+        if not cut_off(outcomes):  # every host finished; the reboot is what the signal stopped
+            click.echo(
+                f"gpuhost provision: no reboot ({stop.signal_name}): run gpuhost provision "
+                f"{inventory} --reboot to reboot the hosts that need it (it changes nothing else "
+                "on converged hosts)",
+                err=True,
+            )
         return stop.exit_code
     code = exit_code(outcomes, refused_is_usage=True)
+    if stop.received:  # every host finished before the signal: the run's own result
+        return code
     if reboot and not dry:
         from gpuhost.upgrade.reboot_hosts import reboot_fleet
 
