@@ -9,6 +9,7 @@ import pytest
 
 from gpuhost.matrix import Matrix, check_stack, resolve_stack
 from gpuhost.matrix.gpus import gpu_info
+from gpuhost.matrix.resolve import NoCompatibleSet
 
 PRO = "NVIDIA RTX PRO Blackwell"
 AS_OF = dt.date(2026, 11, 23)
@@ -62,17 +63,30 @@ def test_laptop_rows_do_not_swallow_desktop_names(matrix: Matrix) -> None:
 
 
 def test_resolve_for_an_undated_architecture_offers_the_newest_cuda(matrix: Matrix) -> None:
-    """Jetson Thor (cc 11.0): no source dates its first CUDA, and only cuDNN 8.x's open-ended
-    'SM 3.5 and later' covered it, so resolve proposed CUDA 11.7 + cuDNN 8.5.0 for it. Now the
-    newest CUDA, no cuDNN, and the reason is said; Orin keeps CUDA 13 with cuDNN 9.17.0."""
+    """B300 (cc 10.3): no source dates its first CUDA; an old cuDNN's open-ended 'SM 3.5 and
+    later' once made resolve propose CUDA 11.7 for such a GPU. The newest CUDA, and the reason is
+    said."""
     newest_major = max(int(c.version.split(".")[0]) for c in matrix.cuda)
-    thor = resolve_stack(matrix, gpus=["Jetson T5000"], as_of=AS_OF)
-    assert int(thor.cuda.split(".")[0]) == newest_major and thor.cudnn is None
-    assert any("no source says which CUDA first supports" in e for e in thor.explain)
-    orin = resolve_stack(matrix, gpus=["NVIDIA Jetson AGX Orin"], as_of=AS_OF)
-    assert int(orin.cuda.split(".")[0]) == newest_major and orin.cudnn is not None
+    b300 = resolve_stack(matrix, gpus=["B300"], as_of=AS_OF)
+    assert int(b300.cuda.split(".")[0]) == newest_major
+    assert any("no source says which CUDA first supports B300" in e for e in b300.explain)
     h100 = resolve_stack(matrix, gpus=["H100"], as_of=AS_OF)
     assert any("newest release that supports this hardware" in e for e in h100.explain)
+
+
+@pytest.mark.parametrize(
+    "gpus",
+    [["NVIDIA Jetson AGX Orin"], ["Jetson T5000"], ["Jetson Xavier NX"], ["H100", "Jetson TX2"]],
+)
+def test_resolve_proposes_no_driver_branch_for_a_jetson(matrix: Matrix, gpus: list[str]) -> None:
+    """A Jetson's driver, CUDA and cuDNN come with Jetson Linux (L4T, installed by JetPack), not
+    from NVIDIA's driver branches: resolve proposed R595 + CUDA 13.1 for an Orin. Now no set, and
+    the reason names the GPU and the source."""
+    with pytest.raises(NoCompatibleSet) as caught:
+        resolve_stack(matrix, gpus=gpus, as_of=AS_OF)
+    [reason] = caught.value.reasons
+    assert "gets its driver, CUDA and cuDNN from Jetson Linux (L4T)" in reason
+    assert "https://developer.nvidia.com/embedded/linux-tegra-r3272" in reason
 
 
 def test_open_ended_cudnn_is_not_offered_to_gpus_its_cuda_lacks(

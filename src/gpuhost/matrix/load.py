@@ -44,6 +44,8 @@ from gpuhost.versions import Version, parse_version
 CONFIDENCES = ("primary", "primary-via-mirror", "secondary", "single-source", "derived")
 BRANCH_TYPES = ("LTSB", "PB", "NFB", "other")
 KERNEL_MODULES = ("open", "proprietary")
+#: where a GPU gets its driver when not from NVIDIA's driver branches (Jetson: Jetson Linux)
+DRIVER_FROM = ("l4t",)
 CLOCK_POLICIES = ("application", "locked")
 CHANNELS = ("stable", "experimental")
 _CC_RE = re.compile(r"^\d{1,2}\.\d$")
@@ -400,6 +402,14 @@ def _architectures(p: _Problems, raw: Any, src: Src, conf: Src) -> tuple[Archite
                     f"{path}.kernel_modules[{i}]",
                     f"{_show(m)} is not one of {', '.join(KERNEL_MODULES)}",
                 )
+        driver_from = r.get("driver_from")
+        if driver_from is not None and driver_from not in DRIVER_FROM:
+            p.add(
+                f"{path}.driver_from",
+                f"{_show(driver_from)} is not one of {', '.join(DRIVER_FROM)}",
+            )
+            driver_from = None
+        driver_from_source = src(r, path, "driver_from_source") if driver_from else None
         locked_mem = r.get("locked_memory_clocks")
         if not isinstance(locked_mem, bool):
             p.add(
@@ -419,6 +429,8 @@ def _architectures(p: _Problems, raw: Any, src: Src, conf: Src) -> tuple[Archite
                 source=src(r, path),
                 confidence=conf(r, path),
                 note=str(r.get("note", "")),
+                driver_from=driver_from,
+                driver_from_source=driver_from_source,
             )
         )
     return tuple(out)
@@ -471,7 +483,7 @@ def _cudnn(p: _Problems, raw: Any, src: Src, conf: Src) -> tuple[CudnnRelease, .
                 if p.version(v, f"{ppath}.cuda[{i}]")
             )
             if pk.get("cuda") == []:
-                p.add(f"{ppath}.cuda", "lists no CUDA release; give at least one, e.g. [\"12.4\"]")
+                p.add(f"{ppath}.cuda", 'lists no CUDA release; give at least one, e.g. ["12.4"]')
             drv = p.optional_version(pk, "min_driver", ppath)
             ccs = pk.get("compute_capabilities")
             cc_min = pk.get("min_compute_capability")

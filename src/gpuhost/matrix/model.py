@@ -97,6 +97,10 @@ class Architecture:
     source: str
     confidence: str
     note: str = ""
+    #: where the GPU's driver comes from when not from NVIDIA's driver branches: "l4t" (Jetson:
+    #: Jetson Linux, the board support package), with the source that says so
+    driver_from: str | None = None
+    driver_from_source: str | None = None
 
     def first_cuda_for(self, cc: str) -> str | None:
         return self.first_cuda_by_cc.get(cc, self.first_cuda)

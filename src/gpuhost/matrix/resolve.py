@@ -875,6 +875,16 @@ def resolve_stack(
         explain.append(
             f"{info.name}: {info.model}, {arch.name}, compute capability {info.compute_capability}"
         )
+    board = [
+        f"{info.name} ({arch.name}) gets its driver, CUDA and cuDNN from Jetson Linux (L4T), the "
+        "board support package that JetPack installs, not from NVIDIA's driver branches: gpuhost "
+        "proposes no set for it; use the versions of its JetPack release (source: "
+        f"{matrix.url(arch.driver_from_source or arch.source)})"
+        for info, arch in hw
+        if arch.driver_from == "l4t"
+    ]
+    if board:
+        raise NoCompatibleSet(board)
     series = V(cuda, field="--cuda") if cuda is not None else None
     specs = [parse_framework(f) for f in frameworks]
     torch_spec = next((s for s in specs if s.name == "torch"), None)
