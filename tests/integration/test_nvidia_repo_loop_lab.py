@@ -172,5 +172,6 @@ def test_functional_tier_fails_nothing_and_says_why_the_smoke_test_did_not_run(
     failed, out = loop.failed_checks(CUDA13, "functional")
     assert not failed, out[-4000:]
     for name in ("h1", "h2"):
-        assert (f"ssh://{name}: python3 has neither torch nor tensorflow and none is expected"
+        assert (f"ssh://{name}: smoke test COULD-NOT-RUN: python3 has neither torch nor "
+                "tensorflow and none is expected"
                 in out), out[-4000:]

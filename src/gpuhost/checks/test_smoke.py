@@ -79,7 +79,10 @@ def test_smoke_python_envs(
         got = _run(facts, command, python)
         if isinstance(got, str):
             if got.startswith(smoke.NOT_FOUND_MARK) and not explicit and not wanted:
-                skips.append(f"{python} is not installed and no framework is expected")
+                skips.append(
+                    f"smoke test COULD-NOT-RUN: {python} is not installed and no framework is "
+                    "expected"
+                )
             else:
                 failures.append(f"{python}: {got}")
             continue

@@ -6,7 +6,8 @@ host gpuhost validates, a GPU is the point, so:
 - a framework the profile pins (``frameworks``) or inventory data names
   (``gpuhost_smoke_frameworks``) that is not installed is a FAIL;
 - an interpreter named in inventory data ``gpuhost_pythons`` with no framework at all is a FAIL;
-- the default ``python3`` with no framework, where none is expected, is a skip (nothing to test);
+- the default ``python3`` with no framework, where none is expected, is a skip whose reason says
+  the smoke test COULD-NOT-RUN and why (nothing to test);
 - for an installed framework, COULD-NOT-RUN of a gate check (nvidia-smi, CUDA available, GPUs
   listed, CUDA/driver compatibility) is a FAIL: the framework cannot use the GPU;
 - other COULD-NOT-RUN verdicts (bf16 on a GPU without it, NCCL with one GPU) are shown, not failed.
@@ -87,7 +88,8 @@ def judge_run(
         return SmokeOutcome(
             SKIPPED,
             (
-                f"{python} has neither torch nor tensorflow and none is expected (the profile pins "
+                f"smoke test COULD-NOT-RUN: {python} has neither torch nor tensorflow and none "
+                "is expected (the profile pins "
                 "no framework; gpuhost_pythons and gpuhost_smoke_frameworks are not set): nothing "
                 "to smoke-test",
             ),
