@@ -82,14 +82,14 @@ def test_snapshot_list_and_diff(tmp_path, capsys):
 
 
 def test_accepted_audit_rules_come_from_the_option_and_with_force_from_preflight(tmp_path) -> None:
-    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, Target
+    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings
     from gpuhost.upgrade.orchestrate import HostContext, UpgradeOptions
 
     preflight = {"preflight_audit_rules": ["gpu.ecc-uncorrectable", "driver.not-loaded"]}
     ctx = HostContext("h1", "t", UpgradeOptions(), dict(preflight))
 
     def steps(**kw) -> HostSteps:
-        settings = StepSettings(Target("t", "1.2.3"), tmp_path / "snapshots", **kw)
+        settings = StepSettings("t", tmp_path / "snapshots", **kw)
         return HostSteps({}, settings)
 
     assert steps().accepted(ctx) == set()

@@ -100,7 +100,7 @@ def _preflight(qa_file: str, marker: dict, tmp_path: Path) -> tuple[dict, Script
     data = {"gpuhost_profile": BUILT_IN, "gpuhost_profiles_file": qa_file}
     hosts = {"h1": InventoryHost("h1", data, ())}
     target = resolve_target("qa-t4", load_profiles(qa_file))
-    steps = HostSteps(hosts, StepSettings(target=target, snapshots=tmp_path / "snapshots"))
+    steps = HostSteps(hosts, StepSettings(target=target.name, snapshots=tmp_path / "snapshots"))
     remote = _Remote("h1").on("dpkg --audit", ok()).on("validate.d", ok())
     steps._remotes["h1"] = remote  # type: ignore[assignment]
     steps.read_state = lambda host: _state(marker)  # type: ignore[method-assign]

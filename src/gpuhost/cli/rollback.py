@@ -65,7 +65,7 @@ def command(
       gpuhost rollback inventories/fleet.py --limit gpu-07 --yes
     """
     from gpuhost.upgrade.connect import InventoryHost, load_inventory
-    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, Target
+    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings
 
     hosts = load_inventory(inventory, limit)
     store = SnapshotStore(snapshots_dir(state_dir))
@@ -90,7 +90,7 @@ def command(
         if not click.confirm(f"{what} these {len(hosts)} host(s)?", default=False):
             click.echo("nothing changed", err=True)
             return EXIT_USAGE
-    settings = StepSettings(Target("-", "-"), store.root, reboot_timeout_s=reboot_timeout)
+    settings = StepSettings("", store.root, reboot_timeout_s=reboot_timeout)
     steps = HostSteps({h.name: h for h in hosts}, settings)
 
     fleet = FleetProgress(len(hosts), "rollback")

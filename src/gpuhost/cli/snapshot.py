@@ -69,11 +69,11 @@ def take(
       gpuhost snapshot take inventories/fleet.py --limit gpu_a100,gpu-0*
     """
     from gpuhost.upgrade.connect import load_inventory
-    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, Target
+    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings
 
     hosts = load_inventory(inventory, limit)
     settings = StepSettings(
-        target=Target("-", "-"),
+        target="",
         snapshots=snapshots_dir(state_dir),
         provider=load_provider_config(provider_config),
     )

@@ -44,8 +44,8 @@ from gpuhost.upgrade.signals import StopOnSignals, signal_name
 
 if TYPE_CHECKING:
     from gpuhost.findings import Finding
+    from gpuhost.matrix.profiles import Profile
     from gpuhost.upgrade.connect import InventoryHost
-    from gpuhost.upgrade.hoststeps import Target
 
 
 @click.command("upgrade")
@@ -169,7 +169,7 @@ def command(
     """
     from gpuhost.inventory.profiles import PROFILES_FILE_KEY
     from gpuhost.upgrade.connect import InventoryHost, load_inventory
-    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings
+    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, target_summary
 
     options = UpgradeOptions(
         canary=canary, batch=batch, max_failures=max_failures, drain=drain_mode, force=force
@@ -213,7 +213,7 @@ def command(
     if dry:
         for line in describe_plan(names, target, options):
             click.echo(line)
-        click.echo(f"  target: {profile.summary()}")
+        click.echo(f"  target: {target_summary(profile)}")
         if journal is not None:
             for host, p in journal.progress().items():
                 state = p.outcome or (
@@ -222,7 +222,7 @@ def command(
                 click.echo(f"  resume {host}: {state}")
         return EXIT_OK
     settings = StepSettings(
-        target=profile,
+        target=profile.name,
         snapshots=snapshots_dir(state_dir),
         provider=load_provider_config(provider_config),
         drain_mode=drain_mode,
@@ -287,13 +287,13 @@ def command(
     return EXIT_OK if summary.ok else EXIT_FINDINGS
 
 
-def target_for_hosts(target: str, hosts: list[InventoryHost]) -> Target:
+def target_for_hosts(target: str, hosts: list[InventoryHost]) -> Profile:
     """``--to`` resolved in every selected host's profile table (built-ins + its profiles file);
     one ConfigError when a host's table lacks it or two tables disagree on its driver."""
     from gpuhost.inventory.profiles import profile_table, profiles_file
     from gpuhost.upgrade.hoststeps import resolve_target
 
-    found: dict[str, Target] = {}
+    found: dict[str, Profile] = {}
     for entry in hosts:
         source = profiles_file(None, entry.data)
         where = f" for host {entry.name} (profiles: built-in{' + ' + source if source else ''})"

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuhost.errors import ConfigError, GpuhostError, HostError
 from gpuhost.operations.apt_pin import wait_for_package_tools
@@ -40,6 +40,9 @@ from gpuhost.upgrade.validate import (
     validate_host,
 )
 
+if TYPE_CHECKING:
+    from gpuhost.matrix.profiles import Profile
+
 PROFILE_KEY = "gpuhost_profile"
 # The upgrade moves the GPU stack only: SSH/firewall hardening (part of provision's deploy) is not
 # in the snapshot, so a rollback could not undo it; ``gpuhost provision`` owns it.
@@ -61,34 +64,30 @@ SETTLE_DPKG_COMMAND = (
 )
 
 
-@dataclass(frozen=True)
-class Target:
-    name: str
-    driver_version: str
-    description: str = ""
-
-    def summary(self) -> str:
-        return f"{self.name}: driver {self.driver_version}" + (
-            f" ({self.description})" if self.description else ""
-        )
-
-
-def resolve_target(name: str, profiles: Mapping[str, Any], where: str = "") -> Target:
-    """The target profile from a profile table (one ConfigError listing known names)."""
+def resolve_target(name: str, profiles: Mapping[str, Profile], where: str = "") -> Profile:
+    """The ``--to`` profile from a profile table (one ConfigError listing known names). The
+    upgrade keeps only its name: what it installs, pins and expects is the host's DesiredState,
+    built from this profile by the deploy, the audit and the validation."""
     profile = profiles.get(name)
     if profile is None:
         raise ConfigError(
             f"--to {name!r}: unknown profile{where}; known: {', '.join(sorted(profiles)) or 'none'}"
         )
-    version = getattr(profile, "driver_version", None)
-    if not version:
+    if not profile.driver_version:
         raise ConfigError(f"profile {name}: has no driver version")
-    return Target(name, str(version), str(getattr(profile, "description", "") or ""))
+    return profile
+
+
+def target_summary(profile: Profile) -> str:
+    """One line naming the ``--to`` profile (the dry run's ``target:`` line)."""
+    return f"{profile.name}: driver {profile.driver_version}" + (
+        f" ({profile.description})" if profile.description else ""
+    )
 
 
 @dataclass
 class StepSettings:
-    target: Target
+    target: str  # the --to profile's name ("" for commands that move no host: rollback, snapshot)
     snapshots: Path
     provider: Mapping[str, Any] | None = None
     drain_mode: str = "none"
@@ -188,7 +187,7 @@ class HostSteps:
         state = self.read_state(host)
         problems = validate_host(self.remote(host), self.expectation(host), state)
         if not problems:
-            raise HostIsCurrent(f"already on {self.settings.target.name}, validated")
+            raise HostIsCurrent(f"already on {self.settings.target}, validated")
         errors = self._audit_errors(host)
         blocking = blocking_errors(errors, self.accepted(ctx))
         if blocking and not self.settings.force:
@@ -211,7 +210,7 @@ class HostSteps:
         from gpuhost.inventory.profiles import profile_table
 
         data = self._data(host)
-        data[PROFILE_KEY] = self.settings.target.name
+        data[PROFILE_KEY] = self.settings.target
         try:
             desired = check_profile(host, data, profile_table(None, data))
         except GpuhostError as exc:
@@ -274,7 +273,7 @@ class HostSteps:
         }
 
     def drain(self, ctx: HostContext) -> dict[str, Any]:
-        reason = f"gpuhost upgrade to {self.settings.target.name}"
+        reason = f"gpuhost upgrade to {self.settings.target}"
         data = self.drainer.drain(self.remote(ctx.host), self._data(ctx.host), reason)
         data["drained"] = True
         return data
@@ -289,12 +288,12 @@ class HostSteps:
         state = self.read_state(host)
         held = [p for p in state.holds if is_stack_package(p)]
         self._unhold(host, held)
-        self.provision(host, self.settings.target.name)
+        self.provision(host, self.settings.target)
         # done only when the host shows it: every driver package at the target's version, held
         problems = package_problems(self.expectation(host), self.read_state(host))
         if problems:
             raise StepFailed("after the install: " + "; ".join(problems))
-        return {"summary": f"unheld {len(held)}, installed {self.settings.target.name}, held"}
+        return {"summary": f"unheld {len(held)}, installed {self.settings.target}, held"}
 
     def provision(self, host: str, profile: str) -> None:
         """Provision's deploy with the given profile, in this process with ``gpuhost
@@ -343,13 +342,13 @@ class HostSteps:
     def validate(self, ctx: HostContext) -> dict[str, Any]:
         expect = self.expectation(ctx.host)
         problems = validate_host(self.remote(ctx.host), expect, self.read_state(ctx.host))
-        errors = self._audit_errors(ctx.host, self.settings.target.name)
+        errors = self._audit_errors(ctx.host, self.settings.target)
         accepted = self.accepted(ctx)
         problems += [f"audit: {rule}: {msg}" for rule, msg in errors if rule not in accepted]
-        problems += self._check_problems(ctx.host, self.settings.target.name)
+        problems += self._check_problems(ctx.host, self.settings.target)
         if problems:
             raise StepFailed("; ".join(problems))
-        return {"summary": f"on {self.settings.target.name}, holds and pins in place"}
+        return {"summary": f"on {self.settings.target}, holds and pins in place"}
 
     def _check_problems(self, host: str, profile: str) -> list[str]:
         if self.settings.checks == "none":
