@@ -15,6 +15,7 @@ service listens on now that those rules would cut, with the roles that would adm
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -128,6 +129,34 @@ def parse_roles(text: str, source: str = f"gpuhost/data/{ROLES_FILE}") -> dict[s
 def load_roles() -> Mapping[str, Role]:
     """The built-in roles table (checked)."""
     return parse_roles(resources.files("gpuhost.data").joinpath(ROLES_FILE).read_text())
+
+
+def unknown_roles_problem(names: Sequence[str]) -> str | None:
+    """The problem line for role names the built-in table lacks (None: all known)."""
+    table = load_roles()
+    unknown = [name for name in names if name not in table]
+    if not unknown:
+        return None
+    hints = []
+    for name in unknown:
+        near = difflib.get_close_matches(name, sorted(table), n=1)
+        hints.append(f"{name!r} (did you mean {near[0]!r}?)" if near else repr(name))
+    return (
+        f"gpuhost_firewall_roles: unknown role {', '.join(hints)} "
+        f"(known: {', '.join(sorted(table))})"
+    )
+
+
+def network_problem(key: str, network: str) -> str | None:
+    """The problem line when ``network`` is not an address or network (None: it is)."""
+    try:
+        ipaddress.ip_network(network, strict=False)
+    except ValueError:
+        return (
+            f"{key}: {network!r} is not an address or network "
+            "(expected e.g. '10.0.0.0/8' or '2001:db8::/32')"
+        )
+    return None
 
 
 def base_accepts(

@@ -55,6 +55,16 @@ BAD_DATA = [
         {"gpuhost_ssh_remove_unlisted_keys": True, "ssh_user": "ops"},
         ["gpuhost_ssh_remove_unlisted_keys is true", "no key for ssh_user 'ops'"],
     ),
+    # refused by harden only once it had reached the host (inventory check said ok)
+    (
+        {"gpuhost_firewall_roles": ["slurm-compte"]},
+        ["gpuhost_firewall_roles", "'slurm-compte'", "did you mean 'slurm-compute'", "known: "],
+    ),
+    (
+        {"gpuhost_firewall_cluster_subnets": ["10.0.0.0/33"]},
+        ["gpuhost_firewall_cluster_subnets", "'10.0.0.0/33'", "e.g. '10.0.0.0/8'"],
+    ),
+    ({"gpuhost_firewall_ssh_sources": ["10.1.2"]}, ["gpuhost_firewall_ssh_sources", "'10.1.2'"]),
 ]
 
 

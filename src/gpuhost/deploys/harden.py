@@ -43,8 +43,10 @@ from gpuhost.firewall_roles import (
     base_accepts,
     firewall_requested,
     load_roles,
+    network_problem,
     role_accepts,
     uncovered_listeners,
+    unknown_roles_problem,
 )
 from gpuhost.operations import firewall, sshd
 from gpuhost.operations._facts import fact
@@ -130,26 +132,16 @@ def _positive_int(key: str, value: Any, problems: list[str], default: int) -> in
 
 def _networks(key: str, get: Callable[[str], Any], problems: list[str]) -> tuple[str, ...]:
     networks = _str_list("", key, get(key), problems)
-    for network in networks:
-        try:
-            ipaddress.ip_network(network, strict=False)
-        except ValueError:
-            problems.append(
-                f"{key}: {network!r} is not an address or network "
-                "(expected e.g. '10.0.0.0/8' or '2001:db8::/32')"
-            )
+    problems += [p for p in (network_problem(key, n) for n in networks) if p]
     return networks
 
 
 def _roles(value: Any, problems: list[str]) -> tuple[Role, ...]:
     names = _str_list("", "gpuhost_firewall_roles", value, problems)
     table = load_roles()
-    unknown = [name for name in names if name not in table]
+    unknown = unknown_roles_problem(names)
     if unknown:
-        problems.append(
-            f"gpuhost_firewall_roles: unknown role {', '.join(map(repr, unknown))} "
-            f"(known: {', '.join(sorted(table))})"
-        )
+        problems.append(unknown)
     return tuple(table[name] for name in dict.fromkeys(names) if name in table)
 
 

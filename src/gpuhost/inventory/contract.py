@@ -584,8 +584,19 @@ def host_problems(data: Mapping[str, Any]) -> list[str]:
             hint = f"did you mean {close[0]}?" if close else "see pyinfra's SSH connector docs"
             problems.append(f"{name}: not a key pyinfra's SSH connector reads (ignored); {hint}")
     if not problems:
-        problems += _contradictions(data)
+        problems += _firewall_problems(data) + _contradictions(data)
     return problems
+
+
+def _firewall_problems(data: Mapping[str, Any]) -> list[str]:
+    """Role names and networks checked against what harden accepts, before any host is
+    contacted (a typo in a role name otherwise surfaced only once harden reached the host)."""
+    from gpuhost.firewall_roles import network_problem, unknown_roles_problem
+
+    problems = [unknown_roles_problem(data.get("gpuhost_firewall_roles") or [])]
+    for key in ("gpuhost_firewall_ssh_sources", "gpuhost_firewall_cluster_subnets"):
+        problems += [network_problem(key, n) for n in data.get(key) or []]
+    return [p for p in problems if p]
 
 
 def value(data: Mapping[str, Any], name: str) -> Any:
