@@ -39,7 +39,10 @@ CAUSES = {
     "dns": "name does not resolve: {address} ({reason})",
     "refused": "connection refused: nothing listens on {where}",
     "timeout": "connection timed out: no answer from {where} within {timeout}",
-    "no-route": "no route to {where}: {reason} (is the host up and the address right?)",
+    "no-route": (
+        "no route to {where}: {reason} (is the host up, the address right, and no blackhole, "
+        "prohibit or firewall rule in the way?)"
+    ),
     "closed": "not SSH: {where} closed the connection without an SSH banner",
     "silent": "not SSH: {where} accepts TCP connections but sent no SSH banner within {timeout}",
     "handshake": "not SSH: {where} closed the connection during the SSH handshake",
@@ -115,10 +118,20 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+#: what connect() fails with when the kernel has no way to the address: EHOSTUNREACH (no ARP
+#: answer on the local network, an ICMP host unreachable, an 'unreachable' route), ENETUNREACH
+#: (no route at all), EINVAL (a 'blackhole' route), EACCES (a 'prohibit' route)
+NO_ROUTE_ERRNOS = (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EINVAL, errno.EACCES)
+# OpenSSH's line for those: 'ssh: connect to host H port P: Invalid argument'
+_OPENSSH_CONNECT_RE = re.compile(
+    r"connect to host \S+ port \d+: (No route to host|Network is unreachable|Invalid argument"
+    r"|Permission denied)$"
+)
+
+
 def _no_route(error: BaseException) -> bool:
-    """The kernel found no way to the address (EHOSTUNREACH: no ARP answer on the local network,
-    an ICMP host unreachable; ENETUNREACH: no route at all)."""
-    return isinstance(error, OSError) and error.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH)
+    """The kernel found no way to the address (``NO_ROUTE_ERRNOS``)."""
+    return isinstance(error, OSError) and error.errno in NO_ROUTE_ERRNOS
 
 
 def connect_cause(exc: BaseException, data: Mapping[str, Any], name: str, timeout: float) -> str:
@@ -192,6 +205,10 @@ def openssh_cause(stderr: str, data: Mapping[str, Any], name: str) -> str | None
     timeout = f"{float(connect_timeout):g} s" if connect_timeout else "the TCP connect timeout"
     target = _Target(data, name, timeout)
     lines = _openssh_lines(stderr)
+    for line in lines:
+        routed = _OPENSSH_CONNECT_RE.search(line)
+        if routed:  # before the table: 'Permission denied' here is a prohibit route, not auth
+            return target.say("no-route", routed.group(1))
     for needle, cause in OPENSSH_MESSAGES:
         hit = next((line for line in lines if needle in line), None)
         if hit is None:

@@ -82,7 +82,11 @@ def test_no_route_to_host_is_named_for_paramiko_and_openssh() -> None:
     from gpuhost.connection import connect_cause, openssh_cause
 
     data = {"ssh_hostname": "10.123.184.99"}
-    said = "no route to 10.123.184.99:22: No route to host (is the host up and the address right?)"
+    hint = (
+        "(is the host up, the address right, and no blackhole, prohibit or firewall rule in the "
+        "way?)"
+    )
+    said = f"no route to 10.123.184.99:22: No route to host {hint}"
     unreachable = OSError(errno.EHOSTUNREACH, "No route to host")
     assert (
         connect_cause(
@@ -92,9 +96,15 @@ def test_no_route_to_host_is_named_for_paramiko_and_openssh() -> None:
     )
     stderr = "ssh: connect to host 10.123.184.99 port 22: No route to host\r\n"
     assert openssh_cause(stderr, data, "gpu-dead") == said
-    other = NoValidConnectionsError(
-        {("10.123.184.99", 22): OSError(errno.EACCES, "Permission denied")}
-    )
-    assert connect_cause(other, data, "gpu-dead", 10) == (
-        "cannot connect to 10.123.184.99:22: Permission denied"
-    )
+    # a 'prohibit' route (EACCES) and a 'blackhole' route (EINVAL: what this machine's blackhole
+    # route for 10.123.0.0/16 answers; OpenSSH's line below was captured from it) are no route
+    # either: they read 'cannot connect ...: Invalid argument' before
+    for code, text in ((errno.EACCES, "Permission denied"), (errno.EINVAL, "Invalid argument")):
+        refused = NoValidConnectionsError({("10.123.184.99", 22): OSError(code, text)})
+        expected = f"no route to 10.123.184.99:22: {text} {hint}"
+        assert connect_cause(refused, data, "gpu-dead", 10) == expected
+        stderr = f"ssh: connect to host 10.123.184.99 port 22: {text}\r\n"
+        assert openssh_cause(stderr, data, "gpu-dead") == expected
+    # 'Permission denied (publickey)' stays an authentication failure
+    denied = "nobody@10.123.184.99: Permission denied (publickey,password).\r\n"
+    assert openssh_cause(denied, data, "gpu-dead").startswith("authentication failed")
