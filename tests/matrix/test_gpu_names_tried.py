@@ -103,3 +103,29 @@ def test_open_ended_cudnn_is_not_offered_to_gpus_its_cuda_lacks(
     assert rules["cudnn_arch"] == "error"
     rules = {f.rule: f.severity for f in check_stack(matrix, gpus=["T4"], cudnn="8.5.0")}
     assert "cudnn_arch" not in rules
+
+
+@pytest.mark.parametrize(
+    ("given", "rule"),
+    [
+        ({"frameworks": ["torch==99.0"]}, "framework_unknown"),
+        ({"frameworks": ["tensorflow==9.1"]}, "framework_unknown"),
+        ({"cudnn": "9.99.0", "cuda": "12.4"}, "cudnn_unknown"),
+        ({"cuda": "14.0"}, "cuda_unknown"),
+        ({"gpus": ["H100"], "driver": "999.1.2"}, "driver_branch_unknown"),
+    ],
+)
+def test_a_release_newer_than_the_data_says_so_and_what_to_do(
+    matrix: Matrix, given: dict, rule: str
+) -> None:
+    """A release published after the data was checked is not a wrong confident answer: the
+    finding says the data is older than it, with the data's date and how to get newer data."""
+    [finding] = [f for f in check_stack(matrix, as_of=AS_OF, **given) if f.rule == rule]
+    said = f"it is newer than every release the matrix data (checked {matrix.updated}) lists: "
+    assert said in finding.message
+    assert "update gpuhost for newer data" in finding.message
+
+
+def test_an_unlisted_release_between_known_ones_is_not_called_newer(matrix: Matrix) -> None:
+    [finding] = check_stack(matrix, cudnn="9.4.0", as_of=AS_OF)
+    assert finding.rule == "cudnn_unknown" and "newer than every" not in finding.message

@@ -115,6 +115,20 @@ class _Out:
         self.items.append(Finding(rule, severity, message, self.matrix.url(source)))
 
 
+def newer_than_data(m: Matrix, found: Version, known: list[str], how: str) -> str:
+    """The tail of an 'unknown version' message: when ``found`` is newer than every ``known``
+    one, the data is older than the release, and ``how`` says how to get newer data."""
+    newest = max((V(k, field="matrix data") for k in known), default=None)
+    if newest is None or found <= newest:
+        return ""
+    checked = f" (checked {m.updated})" if m.updated else ""
+    return f"; it is newer than every release the matrix data{checked} lists: {how}"
+
+
+UPDATE_DATA = "update gpuhost for newer data (maintainers: add the row with its source)"
+UPDATE_WHEELS = "update gpuhost for newer data (maintainers: gpuhost matrix sync)"
+
+
 def _gpus(out: _Out, names: list[str]) -> list[tuple[GpuInfo, Architecture]]:
     found = []
     for name in names:
@@ -273,7 +287,8 @@ def _check_cuda_driver(out: _Out, cv: Version | None, drv: Version | None) -> Cu
             "cuda_unknown",
             "warning",
             f"CUDA {cv} is not in the compatibility matrix (it lists {known_cuda(m)}); its driver "
-            "requirement was not checked",
+            "requirement was not checked"
+            + newer_than_data(m, cv, [c.version for c in m.cuda], UPDATE_DATA),
             "cuda-release-notes",
         )
     floor = minor_floor(m, cv.release[0])
@@ -379,7 +394,13 @@ def _check_driver(
         out.add(
             "driver_branch_unknown",
             "info",
-            f"driver branch R{number} is not in the matrix; its support status is unknown",
+            f"driver branch R{number} is not in the matrix; its support status is unknown"
+            + newer_than_data(
+                m,
+                V(str(number), field="b"),
+                [str(b.branch) for b in m.driver_branches],
+                UPDATE_DATA,
+            ),
             "driver-support-615",
         )
         return
@@ -410,7 +431,8 @@ def _check_cudnn(
             "cudnn_unknown",
             "warning",
             f"cuDNN {cdv} is not in the compatibility matrix (it lists {known}); its CUDA, driver "
-            "and architecture limits were not checked",
+            "and architecture limits were not checked"
+            + newer_than_data(m, cdv, [r.version for r in m.cudnn], UPDATE_DATA),
             "cudnn-9.17.0",
         )
         return
@@ -589,7 +611,8 @@ def _check_torch(
         out.add(
             "framework_unknown",
             "warning",
-            f"torch {spec.version} is not in the matrix (it lists {known}); not checked",
+            f"torch {spec.version} is not in the matrix (it lists {known}); not checked"
+            + newer_than_data(out.matrix, spec.version, known.split(", "), UPDATE_WHEELS),
             "pytorch-release-md",
         )
         return
@@ -721,7 +744,12 @@ def _check_tensorflow(
         out.add(
             "framework_unknown",
             "warning",
-            f'"{spec.raw}" is not in the matrix (TensorFlow releases listed: {known}); not checked',
+            f'"{spec.raw}" is not in the matrix (TensorFlow releases listed: {known}); not checked'
+            + (
+                newer_than_data(m, spec.version, known.split(", "), UPDATE_WHEELS)
+                if spec.version is not None
+                else ""
+            ),
             "tensorflow-tested",
         )
         return
