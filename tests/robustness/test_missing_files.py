@@ -40,3 +40,28 @@ def test_missing_profiles_file_is_one_line(tmp_path: Path, command: str) -> None
         "gpuhost: error: nosuch.yaml: cannot read the profiles file ([Errno 2] No such file or "
         "directory: 'nosuch.yaml')"
     ]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_an_inventory_that_is_not_python_is_refused_by_its_suffix(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A YAML inventory was executed as Python: 'hosts: [gpu1]' is a valid annotation, so the
+    error said the inventory had no hosts."""
+    (tmp_path / "fleet.yaml").write_text("hosts: [gpu1]\n", encoding="utf-8")
+    run = gpuhost(*command, "fleet.yaml", cwd=tmp_path)
+    assert run.code == 2, run
+    assert run.err.strip().splitlines() == [
+        "gpuhost: error: fleet.yaml: not a pyinfra inventory (expected a Python file ending in "
+        ".py that defines host lists, e.g. gpu_nodes = ['n1', 'n2']; found a .yaml file)"
+    ]
+
+
+def test_host_names_in_place_of_an_inventory_get_the_inventory_to_write(tmp_path: Path) -> None:
+    # pyinfra's CLI takes 'gpu1,gpu2' as hosts; gpuhost says how to put them in an inventory
+    run = gpuhost("audit", "gpu1,gpu2", cwd=tmp_path)
+    assert run.code == 2, run
+    assert run.err.strip().splitlines() == [
+        "gpuhost: error: gpu1,gpu2: inventory file not found (expected a pyinfra inventory .py; "
+        "to name hosts directly, write them in one: hosts = ['gpu1', 'gpu2'])"
+    ]

@@ -136,7 +136,20 @@ def load_inventory(
     file = Path(path)
     if not file.is_file():
         what = "is a directory" if file.is_dir() else "not found"
-        raise ConfigError(f"{path}: inventory file {what} (expected a pyinfra inventory .py)")
+        hint = ""
+        if not file.exists() and file.suffix != ".py" and "/" not in path:
+            # pyinfra's CLI takes host names here; gpuhost reads inventories from files only
+            names = [n.strip() for n in path.split(",") if n.strip()]
+            hint = f"; to name hosts directly, write them in one: hosts = {names!r}"
+        raise ConfigError(
+            f"{path}: inventory file {what} (expected a pyinfra inventory .py{hint})"
+        )
+    if file.suffix != ".py":
+        raise ConfigError(
+            f"{path}: not a pyinfra inventory (expected a Python file ending in .py that defines "
+            f"host lists, e.g. gpu_nodes = ['n1', 'n2']; found a {file.suffix or 'suffix-less'} "
+            "file)"
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pyinfra_cli patches the stdlib for gevent on import
         from pyinfra.api import State
