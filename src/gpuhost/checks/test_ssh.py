@@ -27,6 +27,7 @@ from gpuhost.parsers.sshd import (
     permit_root_login,
     sshd_value,
 )
+from gpuhost.probe.script import SSHD_FOUND_CODE, SSHD_T_CODE
 
 POLICY = load_policy()
 
@@ -47,9 +48,9 @@ WEAK = ("-cbc", "sha1", "md5", "group1-", "group14", "3des", "arcfour", "ssh-dss
 def sshd(host: Any) -> dict[str, list[str]]:
     """The effective sshd config, parsed (``sshd -T``)."""
     with _as_root(host):
-        if not host.exists("sshd") and not host.file("/usr/sbin/sshd").exists:
+        if host.run(SSHD_FOUND_CODE).rc != 0:
             pytest.skip("no SSH daemon here (openssh-server not installed): nothing to harden")
-        result = host.run("LC_ALL=C sshd -T")
+        result = host.run(SSHD_T_CODE)
     if result.rc != 0:
         pytest.fail(f"sshd -T failed (exit {result.rc}): {result.stderr.strip()}", pytrace=False)
     return parse_sshd_t(result.stdout.splitlines())

@@ -17,6 +17,7 @@ from typing_extensions import override
 
 from gpuhost.parsers.marked import MARK, MISSING, cat_section, section_text, split_sections
 from gpuhost.parsers.sshd import parse_sshd_t
+from gpuhost.probe.script import SSHD_T_CODE
 
 SSHD_CONFIG = "/etc/ssh/sshd_config"
 DROPIN_DIR = "/etc/ssh/sshd_config.d"
@@ -69,7 +70,7 @@ class SshdEffectiveConfig(FactBase[dict[str, list[str]]]):
 
     @override
     def command(self) -> str:
-        return "LC_ALL=C sshd -T 2>/dev/null || true"
+        return f"{SSHD_T_CODE} 2>/dev/null || true"
 
     @override
     def process(self, output: list[str]) -> dict[str, list[str]]:

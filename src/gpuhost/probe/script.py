@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from gpuhost.errors import ConfigError
 from gpuhost.parsers.profile_marker import MARKER_PATH
+from gpuhost.parsers.sshd import AUDIT_KEYWORDS
 from gpuhost.parsers.systemd import show_command
 from gpuhost.probe.framework_probe import PYTHON_PROBE
 
@@ -146,6 +147,12 @@ SMI_XML_CODE = (
 OS_RELEASE_CODE = "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release"
 MARKER_CODE = f"[ -f {MARKER_PATH} ] || exit 1; head -c 4096 {MARKER_PATH}"
 
+# `sshd -T`, the configuration sshd really uses (root only): sshd from PATH, else /usr/sbin/sshd
+# (where Debian and RHEL put it, outside a non-root PATH). Read by the audit probe (keeping
+# parsers.sshd.AUDIT_KEYWORDS), provision/harden (facts.sshd.SshdEffectiveConfig) and the checks.
+SSHD_FOUND_CODE = "command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ]"
+SSHD_T_CODE = "LC_ALL=C $(command -v sshd || echo /usr/sbin/sshd) -T"
+
 STATIC_SECTIONS: tuple[Section, ...] = (
     Section("meta", f'echo "probe={PROBE_VERSION}"; echo "uid=$(id -u)"; echo "host=$(hostname)"'),
     Section("os-release", OS_RELEASE_CODE),
@@ -237,10 +244,8 @@ STATIC_SECTIONS: tuple[Section, ...] = (
     Section("services", "_gh_need systemctl; " + show_command(SERVICE_UNITS)),
     Section(
         "sshd",
-        "command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || exit 127; "
-        "$(command -v sshd || echo /usr/sbin/sshd) -T 2>&1 | grep -iE "
-        "'^(passwordauthentication|kbdinteractiveauthentication|challengeresponseauthentication"
-        "|permitrootlogin|pubkeyauthentication|permitemptypasswords|ciphers|port|usepam) '",
+        f"{SSHD_FOUND_CODE} || exit 127; {SSHD_T_CODE} 2>&1 | grep -iE "
+        f"'^({'|'.join(AUDIT_KEYWORDS)}) '",
     ),
     Section("profile-marker", MARKER_CODE),
 )
