@@ -410,8 +410,9 @@ def run_deploy(
     default, 20 per CPU core, at most the number of hosts). Hosts whose plan changes nothing are
     not executed (``HostOutcome.executed`` stays 0). ``progress`` counts hosts as each is done
     (unreachable, refused, planned with --dry or nothing to change, or executed).
-    ``uses_profiles``: the deploy installs profiles, so every host's profile name must resolve
-    before any host is contacted (``inventory.loader.select``). ``on_selected`` is called with
+    ``uses_profiles``: the deploy installs profiles, so every host's profile name must resolve,
+    and its data have what installing it needs, before any host is contacted
+    (``inventory.loader.select``). ``on_selected`` is called with
     the loaded and checked selection before any host is contacted (provision's warnings).
     ``connect_timeout``: seconds for a host's SSH connection (None: pyinfra's default, 10).
     ``stop`` is asked before each operation of the execute stage: True ends each host there
@@ -425,7 +426,12 @@ def run_deploy(
 
     _quiet_gevent_warning()
     selection = select(
-        inventory_path, limit, override_data=override_data, state=state, uses_profiles=uses_profiles
+        inventory_path,
+        limit,
+        override_data=override_data,
+        state=state,
+        uses_profiles=uses_profiles,
+        installs=uses_profiles,
     )
     if on_selected is not None:
         on_selected(selection)

@@ -36,7 +36,9 @@ subsystem sftp /usr/lib/openssh/sftp-server
 
 def _sh(code: str, path: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PATH": path}
-    return subprocess.run(["/bin/sh", "-c", code], capture_output=True, text=True, env=env, timeout=30)
+    return subprocess.run(
+        ["/bin/sh", "-c", code], capture_output=True, text=True, env=env, timeout=30
+    )
 
 
 @pytest.fixture

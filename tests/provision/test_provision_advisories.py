@@ -47,6 +47,16 @@ def test_a_clean_profile_warns_nothing(tmp_path: Path) -> None:
     assert _warnings(run.err) == [] and "bulletin" not in run.err, run.err
 
 
+def base_repo_data() -> dict[str, str]:
+    """The inventory data installing from NVIDIA's CUDA repository needs (never fetched here)."""
+    url = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+    return {
+        "gpuhost_cuda_repo_url": url,
+        "gpuhost_cuda_repo_key": url + "3bf863cc.pub",
+        "gpuhost_cuda_repo_key_sha256": "a" * 64,
+    }
+
+
 def test_the_toolkit_bulletin_warns_too(tmp_path: Path) -> None:
     """A built-in NVIDIA-repo profile (fixed driver) with container toolkit 1.16.2 instead."""
     builtin = yaml.safe_load((ROOT / "src/gpuhost/data/profiles.yaml").read_text("utf-8"))
@@ -59,7 +69,11 @@ def test_the_toolkit_bulletin_warns_too(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     inv = tmp_path / "inv.py"
-    inv.write_text("hosts = [('n1.invalid', {'gpuhost_profile': 'old-ctk'})]\n", encoding="utf-8")
+    repo = base_repo_data()
+    inv.write_text(
+        f"hosts = [('n1.invalid', {{'gpuhost_profile': 'old-ctk', **{repo!r}}})]\n",
+        encoding="utf-8",
+    )
     run = gpuhost("provision", str(inv), "--dry", "--profiles", str(site))
     warnings = _warnings(run.err)
     assert len(warnings) == 1, run.err

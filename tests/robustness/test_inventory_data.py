@@ -281,3 +281,74 @@ def test_a_bad_python_option_is_bad_input_not_an_unreachable_host(tmp_path, inve
 def test_the_example_inventories_keep_the_contract(example) -> None:
     # (inventories/lab.py needs a running lab, inventories/vagrant.py needs vagrant)
     assert select(str(ROOT / example)).names
+
+
+# --- what installing a profile needs: NVIDIA's CUDA repository URL, key and key SHA-256 ---------
+
+REPO = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+REPO_DATA = {
+    "gpuhost_cuda_repo_url": REPO,
+    "gpuhost_cuda_repo_key": REPO + "3bf863cc.pub",
+    "gpuhost_cuda_repo_key_sha256": "a" * 64,
+}
+
+
+def _nvidia_repo_profile() -> str:
+    from gpuhost.matrix.profiles import load_profiles
+
+    return next(n for n, p in sorted(load_profiles().items()) if p.source == "nvidia-cuda-repo")
+
+
+def _debian_profile() -> str:
+    from gpuhost.matrix.profiles import load_profiles
+
+    return next(n for n, p in sorted(load_profiles().items()) if p.source == "debian-nonfree")
+
+
+@pytest.mark.parametrize("missing", sorted(REPO_DATA))
+@pytest.mark.parametrize("command", [["inventory", "check"], ["provision"], ["provision", "--dry"]])
+def test_an_nvidia_repository_profile_without_its_key_data_is_refused_before_connecting(
+    tmp_path, missing, command
+) -> None:
+    data = {k: v for k, v in REPO_DATA.items() if k != missing}
+    if missing == "gpuhost_cuda_repo_key":  # the contract refuses the checksum alone first
+        data.pop("gpuhost_cuda_repo_key_sha256")
+        missing = "gpuhost_cuda_repo_key"
+    data["gpuhost_profile"] = profile = _nvidia_repo_profile()
+    path = _write(tmp_path, f"gpu = ['n0.invalid', ('n1.invalid', {data!r})]\n")
+    # n0 names no profile (nothing to install from the repository): only n1 is refused
+    run = gpuhost(*command[:1], *command[1:2], path, *command[2:])
+    assert_one_line(
+        run,
+        2,
+        f"{path}: host n1.invalid: {missing}: not set; profile {profile} installs from NVIDIA's "
+        "CUDA repository",
+    )
+    assert "unreachable" not in run.out and "Connected" not in run.out
+
+
+def test_the_repository_data_is_not_asked_of_a_debian_profile_nor_by_the_audit(tmp_path) -> None:
+    debian = _write(
+        tmp_path, f"gpu = [('n1.invalid', {{'gpuhost_profile': {_debian_profile()!r}}})]\n"
+    )
+    assert select(debian, uses_profiles=True, installs=True).names == ["n1.invalid"]
+    nvidia = tmp_path / "nvidia.py"
+    nvidia.write_text(
+        f"gpu = [('n1.invalid', {{'gpuhost_profile': {_nvidia_repo_profile()!r}}})]\n"
+    )
+    # judging a host against the profile (audit, check) needs no repository data
+    assert select(str(nvidia), uses_profiles=True).names == ["n1.invalid"]
+    with pytest.raises(ConfigError, match="gpuhost_cuda_repo_url: not set"):
+        select(str(nvidia), uses_profiles=True, installs=True)
+
+
+def test_upgrade_to_an_nvidia_repository_profile_needs_the_key_data(tmp_path) -> None:
+    path = _write(
+        tmp_path, f"gpu = [('n1.invalid', {{'gpuhost_profile': {_debian_profile()!r}}})]\n"
+    )
+    target = _nvidia_repo_profile()
+    run = gpuhost("upgrade", path, "--to", target, "--dry")
+    assert_one_line(run, 2, f"--to {target!r}: host n1.invalid: gpuhost_cuda_repo_url: not set")
+    with_data = {"gpuhost_profile": _debian_profile(), **REPO_DATA}
+    path = _write(tmp_path, f"gpu = [('n1.invalid', {with_data!r})]\n")
+    assert gpuhost("upgrade", path, "--to", target, "--dry").code == 0

@@ -56,7 +56,13 @@ def test_an_unknown_profile_name_is_refused_before_connecting(
 
 @pytest.mark.parametrize("how", ["--profiles", "gpuhost_profiles_file"])
 def test_a_profile_from_the_hosts_profiles_file_is_known(tmp_path: Path, how: str) -> None:
-    data = {"gpuhost_profile": "my-h100"}
+    url = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+    data = {  # my-h100 installs from NVIDIA's repository: its URL, key and key checksum
+        "gpuhost_profile": "my-h100",
+        "gpuhost_cuda_repo_url": url,
+        "gpuhost_cuda_repo_key": url + "3bf863cc.pub",
+        "gpuhost_cuda_repo_key_sha256": "a" * 64,
+    }
     extra: list[str] = []
     if how == "--profiles":
         extra = ["--profiles", str(MY_PROFILES)]

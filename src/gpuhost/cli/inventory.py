@@ -39,7 +39,9 @@ def check(inventory: str, limit: tuple[str, ...], profiles_file: str | None) -> 
     if profiles_file:
         profile_table(profiles_file)
         override[PROFILES_FILE_KEY] = profiles_file
-    selection = select(inventory, limit=limit, override_data=override, uses_profiles=True)
+    selection = select(
+        inventory, limit=limit, override_data=override, uses_profiles=True, installs=True
+    )
     click.echo(f"{inventory}: {len(selection.names)} hosts, inventory data ok")
     return 0
 

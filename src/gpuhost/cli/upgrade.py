@@ -167,7 +167,7 @@ def command(
     Example:
       gpuhost upgrade inventories/fleet.py --to debian12-nonfree-535-security --canary 1 --batch 4
     """
-    from gpuhost.inventory.profiles import PROFILES_FILE_KEY
+    from gpuhost.inventory.profiles import PROFILES_FILE_KEY, install_data_problem
     from gpuhost.upgrade.connect import InventoryHost, load_inventory
     from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, target_summary
 
@@ -207,6 +207,10 @@ def command(
     advised = target_advisories(target, hosts, forced)
     for finding in advised:
         click.echo(f"warning: --to {target!r}: {finding.message}", err=True)
+    for entry in hosts:  # what installing --to needs, e.g. NVIDIA's repository key
+        problem = install_data_problem(profile, entry.data)
+        if problem:
+            raise ConfigError(f"--to {target!r}: host {entry.name}: {problem}")
     # A target forced past its advisories is a known condition at validation too: the hosts
     # will carry the very security.* findings the operator accepted here
     accepted = (*accept_audit, *sorted({f.rule for f in advised} - set(accept_audit)))

@@ -33,6 +33,7 @@ from gpuhost.deploys.spec import PackagePlan, package_plan
 from gpuhost.desired import DesiredState
 from gpuhost.errors import ConfigError, DeployError, GpuhostError, ParseError
 from gpuhost.facts.kernel import SecureBootState
+from gpuhost.inventory.profiles import install_data_problem
 from gpuhost.operations import marker
 from gpuhost.operations._facts import fact
 from gpuhost.operations.apt_pin import dpkg_settled
@@ -57,18 +58,9 @@ def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[DesiredState, 
     guards.check_os(name, spec, found)
     secure_boot = host.get_fact(SecureBootState)
     guards.check_secure_boot(name, secure_boot, data.get("gpuhost_module_signing_key"))
-    if spec.source == "nvidia-cuda-repo":
-        for key in (
-            "gpuhost_cuda_repo_url",
-            "gpuhost_cuda_repo_key",
-            "gpuhost_cuda_repo_key_sha256",
-        ):
-            if not data.get(key):
-                raise DeployError(
-                    name,
-                    f"{key}: not set; profile {spec.profile} installs from "
-                    "NVIDIA's CUDA repository and needs its URL, key and key SHA-256",
-                )
+    problem = install_data_problem(profiles[spec.profile], data)
+    if problem:
+        raise DeployError(name, problem)
     try:
         plan = package_plan(spec, found)
     except ConfigError as exc:

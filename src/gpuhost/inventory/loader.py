@@ -260,11 +260,14 @@ def check_hosts(
     names: Iterable[str],
     uses_profiles: bool = False,
     profiles: str | None = None,
+    installs: bool = False,
 ) -> None:
     """Every named host's data against the contract, and each profiles file it names loads;
     with ``uses_profiles`` also that its ``gpuhost_profile`` is known (see
-    :func:`profile_name_problem`). ConfigError with the first host's problem otherwise."""
-    from gpuhost.inventory.profiles import profile_table
+    :func:`profile_name_problem`); with ``installs`` also that the data has what installing that
+    profile needs (``profiles.install_data_problem``). ConfigError with the first host's problem
+    otherwise."""
+    from gpuhost.inventory.profiles import install_data_problem, profile_table
 
     for name in names:
         data = host_data(inventory.get_host(name))
@@ -280,6 +283,11 @@ def check_hosts(
         problem = profile_name_problem(name, data, profiles) if uses_profiles else None
         if problem:
             raise ConfigError(f"{path}: {problem}")
+        wanted = data.get("gpuhost_profile")
+        if installs and isinstance(wanted, str) and wanted:
+            problem = install_data_problem(profile_table(profiles, data)[wanted], data)
+            if problem:
+                raise ConfigError(f"{path}: host {name}: {problem}")
 
 
 def select(
@@ -290,11 +298,14 @@ def select(
     state: Any = None,
     uses_profiles: bool = False,
     profiles: str | None = None,
+    installs: bool = False,
 ) -> Selection:
     """Load the inventory, pick this run's hosts (``--limit``, then ``--shard``) and check their
     data: everything a command needs before it contacts any host. A command that judges or
     installs profiles passes ``uses_profiles`` (and its ``--profiles`` option as ``profiles``
-    unless it put it in ``override_data``): every selected host's profile name is resolved."""
+    unless it put it in ``override_data``): every selected host's profile name is resolved. A
+    command that installs the hosts' profiles (provision, ``inventory check``) passes
+    ``installs``: the data installing each needs is there too."""
     if state is None:
         from pyinfra.api import State
 
@@ -306,5 +317,5 @@ def select(
         index, count = parse_shard(shard)
         names = shard_names(names, index, count)
         label = f"{index}/{count}"
-    check_hosts(path, inventory, names, uses_profiles, profiles)
+    check_hosts(path, inventory, names, uses_profiles, profiles, installs)
     return Selection(path, inventory, names, state, label)

@@ -32,6 +32,27 @@ def profile_table(option: str | None, data: Mapping[str, Any] | None = None) -> 
     return _TABLES[path]
 
 
+#: inventory data a profile installing from NVIDIA's CUDA repository needs on every host
+CUDA_REPO_KEYS = ("gpuhost_cuda_repo_url", "gpuhost_cuda_repo_key", "gpuhost_cuda_repo_key_sha256")
+
+
+def install_data_problem(profile: Profile, data: Mapping[str, Any]) -> str | None:
+    """Why a host with inventory ``data`` cannot be given ``profile`` (None when it can): a
+    profile installing from NVIDIA's CUDA repository needs the repository's URL, key and the key's
+    SHA-256 the operator verified. Checked before any host is contacted (provision, upgrade,
+    ``gpuhost inventory check``) and again by the deploy on each host (plain pyinfra runs)."""
+    if profile.source != "nvidia-cuda-repo":
+        return None
+    for key in CUDA_REPO_KEYS:
+        if not data.get(key):
+            return (
+                f"{key}: not set; profile {profile.name} installs from NVIDIA's CUDA repository "
+                "and needs its URL, key and key SHA-256 (docs/getting-started.md: the NVIDIA "
+                "repository key)"
+            )
+    return None
+
+
 def forget() -> None:
     """Read profiles files afresh at the next call (a long-lived process, tests)."""
     _TABLES.clear()

@@ -34,6 +34,10 @@ What is refused:
 - a host listed twice in one group, or given different values for one key by two groups
   (pyinfra would silently keep one);
 - a `gpuhost_profiles_file` that does not load;
+- a `gpuhost_profile` that is not a known profile (provision, audit, check, upgrade, inventory
+  check), and, where the profile installs from NVIDIA's CUDA repository, a host without
+  `gpuhost_cuda_repo_url`, `gpuhost_cuda_repo_key` and `gpuhost_cuda_repo_key_sha256`
+  (provision, upgrade `--to` such a profile, inventory check);
 - an inventory file that is missing, raises, calls `sys.exit`, or has no hosts.
 
 `--limit` means the same in every command: comma-separated items (the option may be repeated),
