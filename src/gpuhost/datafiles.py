@@ -46,6 +46,12 @@ def package_sets() -> dict[str, Any]:
     return data
 
 
+def installable_os() -> list[str]:
+    """Every OS key some package source in ``data/package_sets.yaml`` has package names for:
+    the OSes gpuhost can provision."""
+    return sorted({os for source in package_sets()["sources"] for os in supported_os(source)})
+
+
 def supported_os(source: str) -> list[str]:
     """OS keys (``debian-12``) ``data/package_sets.yaml`` has package names for, for ``source``
     (a package source such as ``debian-nonfree``); empty for a source it does not know."""

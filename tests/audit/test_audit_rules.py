@@ -420,3 +420,15 @@ def test_cudnn_at_the_profiles_version_but_for_another_cuda_major_is_drift():
     data = {"gpuhost_profile": "nvidia-repo-580-cuda13.0"}
     report = audit(host_with(dpkg=DRIVER_PACKAGES + other_major), data, settings)
     assert "profile.cudnn" in rules_of(report, "error")
+
+
+def test_a_named_interpreter_missing_from_the_host_is_a_warning():
+    """--python /opt/venv/bin/python that the host lacks was a silent skip (exit 0, no finding)."""
+    missing = ("", "sh: 1: /opt/venv/bin/python: not found\n", 127)
+    report = audit(host_with(pythons="/opt/venv/bin/python\n", python_0=missing))
+    (finding,) = [f for f in report.findings if f.rule == "frameworks.probe"]
+    assert finding.severity == "warning" and finding.found == "/opt/venv/bin/python: not found"
+    assert "--python or gpuhost_pythons" in (finding.fix or "")
+    # the default python3 absent from a host is no finding: nobody asked for it
+    report = audit(host_with(pythons="python3\n", python_0=missing))
+    assert "frameworks.probe" not in rules_of(report)

@@ -81,7 +81,7 @@ def test_show(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "matrix", "show", "--gpu", "NVIDIA A100-SXM4-80GB")
     assert code == 0 and "8.0" in out and "Ampere" in out
     code, out, _ = _run(capsys, "matrix", "show", "--gpu", "nope")
-    assert code == 1
+    assert code == 2  # bad input (was 1, as if the matrix had found a problem)
 
 
 def test_validate(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -130,3 +130,12 @@ def test_profile_verify(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
 def test_bad_as_of(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "matrix", "check", "--as-of", "tomorrow")
     assert code == 2 and "--as-of" in err
+
+
+@pytest.mark.parametrize("os_id", ["windows", "rhel-9", "debian12"])
+def test_resolve_os_gpuhost_cannot_provision_is_bad_input(capsys, os_id: str) -> None:
+    """Any --os was accepted and answered 'install from a profile for it', though no profile or
+    install path exists for it (RHEL has none)."""
+    code, out, err = _run(capsys, "matrix", "resolve", "--gpu", "T4", "--os", os_id, *AS_OF)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"--os {os_id!r}: not an OS gpuhost can provision" in err and "debian-12" in err

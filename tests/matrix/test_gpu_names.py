@@ -53,3 +53,36 @@ def test_unknown_gpu_warning_names_the_rules_not_applied(matrix: Matrix) -> None
     (f,) = [x for x in check_stack(matrix, gpus=["NVIDIA Foo 9000"]) if x.rule == "gpu_unknown"]
     assert f.severity == "warning" and "driver_arch_unsupported" in f.message
     assert "cudnn_arch" in f.message and "framework_arch" in f.message
+
+
+def test_unknown_gpu_warning_names_the_nearest_known_names(matrix: Matrix) -> None:
+    (f,) = [x for x in check_stack(matrix, gpus=["A10O"]) if x.rule == "gpu_unknown"]
+    assert "did you mean A10 or A10G or A100?" in f.message and "known names include" in f.message
+    (far,) = [x for x in check_stack(matrix, gpus=["Foo 9000"]) if x.rule == "gpu_unknown"]
+    assert "did you mean" not in far.message and "known names include" in far.message
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        # was exit 1 and a bare 'not in the compatibility matrix' on stdout
+        (["--gpu", "A10O"], '--gpu "A10O": not a GPU the compatibility matrix lists; did you mean'),
+        (["--gpu", "Foo 9000"], "known names include"),
+        # --json without --framework printed the text table, exit 0
+        (["--json"], "--json: only with --framework"),
+        (["--gpu", "H100", "--json"], "--json: only with --framework"),
+    ],
+)
+def test_cli_show_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], args, said):
+    from gpuhost.cli import main
+
+    assert main(["matrix", "show", *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and said in captured.err
+
+
+def test_cli_show_a_known_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuhost.cli import main
+
+    assert main(["matrix", "show", "--gpu", "NVIDIA H100 80GB HBM3"]) == 0
+    assert "compute capability  9.0" in capsys.readouterr().out

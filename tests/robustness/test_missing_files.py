@@ -30,11 +30,22 @@ def test_missing_inventory_is_one_line(tmp_path: Path, command: list[str]) -> No
     ]
 
 
-@pytest.mark.parametrize("command", ["audit", "provision"])
-def test_missing_profiles_file_is_one_line(tmp_path: Path, command: str) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["audit"],
+        ["provision"],
+        ["check"],  # said 'host h1: gpuhost_profiles_file: ...', blaming the inventory
+        ["upgrade", "--to", "debian12-nonfree-535-security", "--dry"],
+        ["inventory", "check"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_missing_profiles_file_is_one_line(tmp_path: Path, command: list[str]) -> None:
     inv = tmp_path / "inv.py"
     inv.write_text("hosts = [('h1', {'ssh_hostname': '10.123.255.9'})]\n", encoding="utf-8")
-    run = gpuhost(command, str(inv), "--profiles", "nosuch.yaml", cwd=tmp_path)
+    head = command[:2] if command[0] == "inventory" else command[:1]
+    run = gpuhost(*head, str(inv), *command[len(head) :], "--profiles", "nosuch.yaml", cwd=tmp_path)
     assert run.code == 2, run
     assert run.err.strip().splitlines() == [
         "gpuhost: error: nosuch.yaml: cannot read the profiles file ([Errno 2] No such file or "

@@ -88,7 +88,7 @@ def test_the_profiles_option_wins_over_the_hosts_file(tmp_path: Path) -> None:
 def test_limit_leaves_an_unselected_hosts_profile_alone(tmp_path: Path) -> None:
     inv = _inventory(tmp_path, {"gpuhost_profile": "nope"})
     run = gpuhost("inventory", "check", inv, "--limit", "n1.invalid")
-    assert run.code == 0 and "1 hosts, inventory data ok" in run.out, run.err
+    assert run.code == 0 and "1 host, inventory data ok" in run.out, run.err
 
 
 def test_commands_that_use_no_profile_are_not_stopped_by_one(tmp_path: Path) -> None:

@@ -18,7 +18,15 @@ gpu_b = ['b1.invalid']
 
 
 def _tried(out: str) -> list[str]:
-    return sorted(line.split(":", 1)[0] for line in out.splitlines() if ": failed: " in line)
+    """The hosts reported unreachable, each line naming its host once ('h: unreachable over
+    SSH: ...'; it was 'h: failed: h: unreachable ...')."""
+    tried = []
+    for line in out.splitlines():
+        host, _, rest = line.partition(": ")
+        if rest.startswith("unreachable over SSH"):
+            assert host not in rest.split(":", 1)[0] and "failed" not in line, line
+            tried.append(host)
+    return sorted(tried)
 
 
 @pytest.fixture()

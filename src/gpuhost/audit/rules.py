@@ -28,6 +28,7 @@ from gpuhost.parsers.sshd import (
     permit_root_login,
     sshd_value,
 )
+from gpuhost.probe.script import DEFAULT_PYTHONS
 from gpuhost.versions import extends_version, upstream_of_package_version
 
 NVIDIA_REPO_HINT = "developer.download.nvidia.com"
@@ -1209,9 +1210,27 @@ def check_security_container_toolkit(ctx: AuditContext) -> RuleResult:
 def check_frameworks(ctx: AuditContext) -> RuleResult:
     rule = "frameworks.probe"
     frameworks = [f for f in ctx.facts.frameworks if f.found]
+    # an interpreter the operator named (--python, gpuhost_pythons) that is not there: its
+    # frameworks were not judged (the default python3 may be absent on a host without Python)
+    missing = [
+        Finding(
+            rule,
+            WARNING,
+            f"{fw.python}: no such interpreter on the host; its torch/TensorFlow builds were not "
+            "checked",
+            found=f"{fw.python}: not found",
+            expected=f"{fw.python} runnable on the host",
+            fix="fix the path in --python or gpuhost_pythons (the interpreter of the venv or "
+            "conda env the jobs use)",
+        )
+        for fw in ctx.facts.frameworks
+        if not fw.found and fw.error is None and fw.python not in DEFAULT_PYTHONS
+    ]
     if not frameworks:
+        if missing:
+            return _found(rule, missing)
         return _skip(rule, "no Python interpreter named for frameworks was found on the host")
-    findings = []
+    findings = missing
     for fw in frameworks:
         for what, error in (
             ("probe", fw.error),

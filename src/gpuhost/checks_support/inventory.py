@@ -50,13 +50,13 @@ def load_hosts(
     ``gpuhost_profiles_file``. ConfigError for a bad inventory or profiles file, an unknown
     --limit name or an unsupported host."""
     override = {PROFILES_FILE_KEY: profiles} if profiles else {}
+    if profiles:  # a bad --profiles file is one line naming it, exit 2 (not the inventory key)
+        from gpuhost.inventory.profiles import profile_table
+
+        profile_table(profiles, {})
     if inventory is None or inventory == LOCAL:
         if limit:
             raise ConfigError(f"--limit {limit!r}: needs an inventory file (checking this machine)")
-        if profiles:
-            from gpuhost.inventory.profiles import profile_table
-
-            profile_table(profiles, {})  # a bad profiles file is one line, exit 2
         return [CheckHost(LOCAL, dict(override))]
     with warnings.catch_warnings():  # pyinfra_cli patches gevent late; harmless here
         warnings.simplefilter("ignore")

@@ -76,6 +76,11 @@ def command(
     Example:
       gpuhost check inventories/fleet.py --tier static --junit checks.xml
     """
+    if inventory.startswith("-"):
+        # 'gpuhost check --tier static -- -k driver': click gave the first word after -- to
+        # INVENTORY; no inventory file is called so, so it is pytest's and the inventory @local
+        pytest_args = (inventory, *pytest_args)
+        inventory = LOCAL
     limit = ",".join(limits) or None  # one --limit meaning: gpuhost.inventory.loader
     if tier == "health" or drain or node:
         from gpuhost.checks_support.health import run_health
@@ -88,6 +93,9 @@ def command(
             )
         return run_health(drain, node, click.echo)
     if profiles:  # the checks run in pytest's folder: the file as this folder sees it
+        from gpuhost.inventory.profiles import profile_table
+
+        profile_table(profiles)  # a bad file is one line naming it as the user wrote it
         profiles = os.path.abspath(profiles)
     load_hosts(None if inventory == LOCAL else inventory, limit, profiles)  # bad input: exit 2
     argv = pytest_argv(checks_dir(), inventory, tier, limit, junit, pytest_args, profiles)

@@ -42,7 +42,8 @@ def check(inventory: str, limit: tuple[str, ...], profiles_file: str | None) -> 
     selection = select(
         inventory, limit=limit, override_data=override, uses_profiles=True, installs=True
     )
-    click.echo(f"{inventory}: {len(selection.names)} hosts, inventory data ok")
+    count = len(selection.names)
+    click.echo(f"{inventory}: {count} host{'' if count == 1 else 's'}, inventory data ok")
     return 0
 
 

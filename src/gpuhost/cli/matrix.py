@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from gpuhost.cli._matrix_sync import advisories_sync_cmd, sync_cmd
+from gpuhost.datafiles import installable_os
 from gpuhost.errors import ConfigError
 from gpuhost.matrix import (
     NoCompatibleSet,
@@ -24,6 +25,7 @@ from gpuhost.matrix import (
 from gpuhost.matrix.advisories import load_advisories, security_findings
 from gpuhost.matrix.findings import Finding
 from gpuhost.matrix.frameworks import framework_answer
+from gpuhost.matrix.gpus import unknown_gpu_hint
 from gpuhost.matrix.lookup import arch_cuda_range, cc_covered, cudnn_packages, package_runs_on
 from gpuhost.matrix.peaks import default_peaks_path, load_peaks
 from gpuhost.matrix.profiles import get_profile, load_profiles, verify_profile
@@ -148,7 +150,9 @@ def check_cmd(
 @_gpu_option
 @_fw_option
 @click.option("--cuda", metavar="V", help="Restrict to a CUDA series, e.g. 12 or 12.4.")
-@click.option("--os", "os_id", metavar="ID", help="Target OS id, e.g. debian-12.")
+@click.option(
+    "--os", "os_id", metavar="ID", help="OS the hosts run, e.g. debian-12 (one gpuhost provisions)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_as_of_option
 def resolve_cmd(
@@ -165,6 +169,11 @@ def resolve_cmd(
     Example:
       gpuhost matrix resolve --gpu H100 --framework torch==2.5.1
     """
+    if os_id is not None and os_id not in installable_os():
+        raise ConfigError(
+            f"--os {os_id!r}: not an OS gpuhost can provision; expected one of "
+            f"{', '.join(installable_os())} (docs/provision.md lists what each is tested on)"
+        )
     try:
         res = resolve_stack(
             load_matrix(),
@@ -226,6 +235,8 @@ def show_cmd(gpu: str | None, framework: str | None, as_json: bool) -> int:
     m = load_matrix()
     if framework is not None:
         return _show_framework(framework_answer(m, framework), as_json)
+    if as_json:
+        raise ConfigError("--json: only with --framework (torch==X or tensorflow==X)")
     if gpu is None:
         rows = [
             (
@@ -247,8 +258,9 @@ def show_cmd(gpu: str | None, framework: str | None, as_json: bool) -> int:
         return 0
     info = gpu_info(m, gpu)
     if info is None:
-        click.echo(f'GPU "{gpu}" is not in the compatibility matrix')
-        return 1
+        raise ConfigError(
+            f'--gpu "{gpu}": not a GPU the compatibility matrix lists; {unknown_gpu_hint(m, gpu)}'
+        )
     arch = m.architecture_of(info.compute_capability)
     assert arch is not None
     cc = info.compute_capability
@@ -413,7 +425,7 @@ def profile_verify_cmd(
 
     \b
     Example:
-      gpuhost matrix profile verify debian12-nonfree-535-security --gpu H100
+      gpuhost matrix profile verify nvidia-repo-580-cuda13.0 --gpu H100
     """
     profile = get_profile(load_profiles(profiles_file), name)
     findings = verify_profile(

@@ -41,12 +41,13 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         if result.get(key) is not None:
             lines.append(f"{key}: {result[key]}")
     for i, gpu in enumerate(result.get("gpus") or []):
-        details = [str(gpu.get("name"))]
+        # a -q -d CLOCK report has no product name: the bus id alone names the GPU
+        details = [str(gpu["name"])] if gpu.get("name") else []
         if gpu.get("pci_bus_id"):
             details.append(str(gpu["pci_bus_id"]))
         if gpu.get("uuid"):
             details.append(str(gpu["uuid"]))
-        lines.append(f"gpu {gpu.get('index', i)}: " + ", ".join(details))
+        lines.append(f"gpu {gpu.get('index', i)}: " + (", ".join(details) or "(no name)"))
     if "packages" in result:
         lines.append(f"packages: {len(result['packages'])}")
         for package in result["packages"]:

@@ -16,9 +16,10 @@ from typing import Any, TypeVar
 
 import click
 
-from gpuhost.cli.parse import read_capture
+from gpuhost.cli.parse import MAX_FILE_BYTES
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, ConfigError
 from gpuhost.matrix.peaks import smoke_references
+from gpuhost.readers import read_text
 from gpuhost.smoke.judge import Expectations, Verdict, gpu_names, has_failures, judge
 from gpuhost.smoke.result import SmokeResult, parse_result_text
 from gpuhost.smoke.runner import FRAMEWORK_CHOICES, run_local_text
@@ -166,5 +167,5 @@ def judge_command(
     Example:
       gpuhost smoke judge result.json --gpus 8
     """
-    text = read_capture(result_file)
+    text = read_text(result_file, "a smoke result (gpuhost smoke run --save FILE)", MAX_FILE_BYTES)
     return _judge_document(text, str(result_file), gpus, driver_cuda, min_ratio, as_json)

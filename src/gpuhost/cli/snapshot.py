@@ -38,6 +38,15 @@ class _InventoryDefault(click.Group):
         return super().parse_args(ctx, args)
 
 
+def failure_line(host: str, exc: Exception) -> str:
+    """One line for a host the command could not serve: 'h1: unreachable over SSH: ...' or
+    'h1: failed: ...', the host named once (the errors already start with it)."""
+    message = str(exc).removeprefix(f"{host}: ")
+    if message.startswith("unreachable"):
+        return f"{host}: {message}"
+    return f"{host}: failed: {message}"
+
+
 @click.group("snapshot", cls=_InventoryDefault)
 def command() -> None:
     """Snapshot hosts before a change; list and compare snapshots.
@@ -84,7 +93,7 @@ def take(
             data: dict[str, Any] = steps.take_snapshot(entry.name, require_complete_cache=False)
         except GpuhostError as exc:
             failed += 1
-            click.echo(f"{entry.name}: failed: {exc}")
+            click.echo(failure_line(entry.name, exc))
             continue
         finally:
             steps.remote(entry.name).close()
@@ -205,7 +214,7 @@ def prune(inventory: str, keep: int, limit: tuple[str, ...], dry: bool, state_di
                     raise GpuhostError(f"{entry.name}: removing failed: {removed.tail()}")
         except GpuhostError as exc:
             failed += 1
-            click.echo(f"{entry.name}: failed: {exc}")
+            click.echo(failure_line(entry.name, exc))
             continue
         finally:
             remote.close()

@@ -106,3 +106,15 @@ def gpu_info(matrix: Matrix, name: str) -> GpuInfo | None:
             confidence=gpu.confidence,
         )
     return None
+
+
+def unknown_gpu_hint(matrix: Matrix, name: str) -> str:
+    """What to say of a GPU name the matrix does not know: the nearest known names, else the
+    newest models it lists ("did you mean A100? known names include ...")."""
+    import difflib
+
+    every = [n for gpu in matrix.gpus for n in gpu.names]
+    near = difflib.get_close_matches(normalise_name(name) or name.upper(), every, n=3, cutoff=0.6)
+    examples = ", ".join(g.names[0] for g in matrix.gpus[-12:])
+    said = f"did you mean {' or '.join(near)}? " if near else ""
+    return f"{said}known names include {examples}"

@@ -49,7 +49,7 @@ from typing import Any
 
 from gpuhost.errors import IncompatibleError, UnknownNameError
 from gpuhost.matrix.findings import Finding, Severity
-from gpuhost.matrix.gpus import gpu_info
+from gpuhost.matrix.gpus import gpu_info, unknown_gpu_hint
 from gpuhost.matrix.lookup import (
     PYPI_TF,
     FrameworkSpec,
@@ -134,14 +134,13 @@ def _gpus(out: _Out, names: list[str]) -> list[tuple[GpuInfo, Architecture]]:
     for name in names:
         info = gpu_info(out.matrix, name)
         if info is None:
-            examples = ", ".join(g.names[0] for g in out.matrix.gpus[-12:])
             out.add(
                 "gpu_unknown",
                 "warning",
                 f'GPU "{name}" is not in the compatibility matrix, so the rules that need its '
-                f"compute capability were not applied to it ({', '.join(ARCH_RULES)}); known "
-                f"names include {examples}; fix: use a listed name or add the model with its "
-                "source to matrix.yaml",
+                f"compute capability were not applied to it ({', '.join(ARCH_RULES)}); "
+                f"{unknown_gpu_hint(out.matrix, name)}; fix: use a listed name or add the model "
+                "with its source to matrix.yaml",
                 "cuda-gpus",
             )
             continue
@@ -1065,7 +1064,10 @@ def resolve_stack(
     if tf_rel:
         fw["tensorflow"] = tf_rel.version
     if os:
-        explain.append(f"os {os}: install from a profile for it (gpuhost matrix profile verify)")
+        explain.append(
+            f"os {os}: provision it from a profile for {os} (gpuhost matrix profile list; check "
+            "one with gpuhost matrix profile verify NAME)"
+        )
     if tf_rel:
         install["tensorflow"] = f"pip install 'tensorflow[and-cuda]=={tf_rel.version}'"
     return Resolution(

@@ -1,0 +1,32 @@
+"""Messages a new user met trying the installed wheel (a walkthrough of README and the guides):
+each said something that was not quite so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.robustness.conftest import ROOT, assert_one_line, gpuhost
+
+CLOCKS = ROOT / (
+    "tests/fixtures/captures/nvidia-smi-clocks/garylvov__4x-rtx3090-3090ti__580.65.06__q-d-CLOCK.txt"
+)
+
+
+def test_parse_of_a_report_without_gpu_names_prints_no_python_none() -> None:
+    run = gpuhost("parse", str(CLOCKS))
+    assert run.code == 0, run.err
+    gpu_lines = [line for line in run.out.splitlines() if line.startswith("gpu ")]
+    assert gpu_lines and all("None" not in line for line in gpu_lines), run.out
+    assert gpu_lines[0] == "gpu 0: 00000000:01:00.0"
+
+
+def test_smoke_judge_names_what_it_expected(tmp_path: Path) -> None:
+    run = gpuhost("smoke", "judge", "nosuch.json", cwd=tmp_path)
+    assert_one_line(run, 2, "nosuch.json", "expected a smoke result (gpuhost smoke run --save")
+
+
+def test_inventory_check_counts_one_host(tmp_path: Path) -> None:
+    inv = tmp_path / "inv.py"
+    inv.write_text("hosts = ['n1.invalid']\n", encoding="utf-8")
+    run = gpuhost("inventory", "check", str(inv))
+    assert run.code == 0 and run.out.strip() == f"{inv}: 1 host, inventory data ok", run.out
