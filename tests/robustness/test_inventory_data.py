@@ -352,3 +352,46 @@ def test_upgrade_to_an_nvidia_repository_profile_needs_the_key_data(tmp_path) ->
     with_data = {"gpuhost_profile": _debian_profile(), **REPO_DATA}
     path = _write(tmp_path, f"gpu = [('n1.invalid', {with_data!r})]\n")
     assert gpuhost("upgrade", path, "--to", target, "--dry").code == 0
+
+
+# --- group_data/: a problem names the file that set the value ---------------------------------
+
+
+def _with_group_data(tmp_path: Path, files: dict[str, str]) -> str:
+    (tmp_path / "group_data").mkdir()
+    for name, text in files.items():
+        (tmp_path / "group_data" / name).write_text(text, encoding="utf-8")
+    return _write(tmp_path, "gpu = ['n1.invalid', ('n2.invalid', {'gpuhost_harden': 'no'})]\n")
+
+
+def test_a_bad_value_from_group_data_names_its_file(tmp_path) -> None:
+    path = _with_group_data(
+        tmp_path, {"gpu.py": "gpuhost_install_cuda = 'no'\n", "all.py": "gpuhost_dcgm_level = 5\n"}
+    )
+    with pytest.raises(ConfigError) as err:
+        select(path, limit="n1.invalid")
+    message = str(err.value)
+    gpu, every = tmp_path / "group_data" / "gpu.py", tmp_path / "group_data" / "all.py"
+    expected = f"gpuhost_install_cuda: found 'no' (str), expected true or false (set in {gpu})"
+    assert expected in message
+    assert "gpuhost_dcgm_level: found 5 (int)" in message and f"(set in {every})" in message
+    with pytest.raises(ConfigError) as err:
+        select(path, limit="n2.invalid")
+    # the host's own line in the inventory: no file added (the message starts with the inventory)
+    assert "gpuhost_harden: found 'no' (str), expected true or false" in str(err.value)
+    assert "gpuhost_harden: found 'no' (str), expected true or false (set" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("x = 1 / 0\n", "ZeroDivisionError: division by zero (group_data/gpu.py line 1)"),
+        ("a = 1\ngpu = [\n", "SyntaxError: '[' was never closed (group_data/gpu.py line 2)"),
+    ],
+)
+def test_a_group_data_file_that_fails_to_load_is_named(tmp_path, text, said) -> None:
+    path = _with_group_data(tmp_path, {"gpu.py": text})
+    with pytest.raises(ConfigError) as err:
+        select(path)
+    assert str(err.value).startswith(f"{path}: cannot load inventory: ")
+    assert said.replace("group_data/", f"{tmp_path}/group_data/") in str(err.value)

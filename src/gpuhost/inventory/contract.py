@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Literal
@@ -613,12 +613,21 @@ def value(data: Mapping[str, Any], name: str) -> Any:
     return found
 
 
-def check_host_data(name: str, data: Mapping[str, Any]) -> None:
+_PROBLEM_KEY_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def check_host_data(
+    name: str, data: Mapping[str, Any], origin: Callable[[str], str] | None = None
+) -> None:
     """ConfigError naming the host and its first problems when ``data`` breaks the contract (for
-    deploys run by plain ``pyinfra``, which has no gpuhost loader in front of it)."""
+    deploys run by plain ``pyinfra``, which has no gpuhost loader in front of it). ``origin``
+    gives, for the key a problem starts with, where its value was set (" (set in
+    group_data/gpu.py)"; "" for the host's own line), added to that problem."""
     from gpuhost.errors import ConfigError
 
     problems = host_problems(data)
+    if origin is not None:
+        problems = [p + origin(m[1]) if (m := _PROBLEM_KEY_RE.match(p)) else p for p in problems]
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         raise ConfigError(f"host {name}: {'; '.join(problems[:3])}{more}")

@@ -33,6 +33,7 @@ import traceback
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -81,12 +82,22 @@ def _user_error(path: str, exc: BaseException) -> str:
     except Exception:  # some exceptions cannot print themselves
         text = repr(inner.args)
     where = ""
-    resolved = str(Path(path).resolve())
+    resolved = Path(path).resolve()
+    group_data = resolved.parent / "group_data"
+
+    def place(filename: str | None, line: int | None) -> str:
+        """' (line N)' in the inventory itself, ' (group_data/x.py line N)' in its group data."""
+        file = Path(filename or "").resolve()
+        if file == resolved:
+            return f" (line {line})"
+        if file.parent == group_data:
+            return f" ({Path(path).parent / 'group_data' / file.name} line {line})"
+        return ""
+
     for frame in traceback.extract_tb(inner.__traceback__):
-        if str(Path(frame.filename).resolve()) == resolved:
-            where = f" (line {frame.lineno})"
+        where = place(frame.filename, frame.lineno) or where
     if isinstance(inner, SyntaxError) and inner.lineno:
-        where = f" (line {inner.lineno})"
+        where = place(inner.filename, inner.lineno) or f" (line {inner.lineno})"
         text = inner.msg
     return f"{type(inner).__name__}{': ' + text if text else ''}{where}"
 
@@ -254,6 +265,23 @@ def profile_name_problem(
     )
 
 
+def _origin(path: str, inventory: Any, name: str, key: str) -> str:
+    """Where host ``name``'s value of ``key`` was set, as a suffix for a problem line: "" when
+    on the host's own line in the inventory file (the message names that file already), else
+    the group_data file (or group) whose data gave it."""
+    if key in inventory.host_data.get(name, {}):
+        return ""
+    folder = Path(path).parent / "group_data"
+    groups = [g for g in inventory.get_host(name).groups if key in inventory.group_data.get(g, {})]
+    if groups:
+        file = folder / f"{groups[0]}.py"
+        return f" (set in {file})" if file.is_file() else f" (set for group {groups[0]!r})"
+    if key in (inventory.data or {}):
+        file = folder / "all.py"
+        return f" (set in {file})" if file.is_file() else " (set for all hosts)"
+    return ""
+
+
 def check_hosts(
     path: str,
     inventory: Any,
@@ -272,7 +300,7 @@ def check_hosts(
     for name in names:
         data = host_data(inventory.get_host(name))
         try:
-            contract.check_host_data(name, data)
+            contract.check_host_data(name, data, partial(_origin, path, inventory, name))
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
         if data.get("gpuhost_profiles_file"):

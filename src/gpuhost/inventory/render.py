@@ -19,6 +19,10 @@ and exit code 2:
 
     inventories/fleet.py: host n1: gpuhost_install_cuda: found 'no' (str), expected true or false
 
+A value that came from a `group_data/` file beside the inventory names that file too
+(`... expected true or false (set in inventories/group_data/gpu.py)`), and a `group_data/` file
+that fails to load is named with its line.
+
 What is refused:
 
 - a value of the wrong type or outside the allowed values; booleans accept only `True`/`False`
