@@ -96,9 +96,12 @@ def test_validate(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
 
 
 def test_render(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    target = tmp_path / "out" / "matrix.md"
+    target = tmp_path / "matrix.md"
     code, _, _ = _run(capsys, "matrix", "render", "-o", str(target))
     assert code == 0 and target.read_text().startswith("# Compatibility matrix")
+    # a folder that does not exist is not made (as for every other output option)
+    code, _, err = _run(capsys, "matrix", "render", "-o", str(tmp_path / "out" / "matrix.md"))
+    assert code == 2 and f"folder {tmp_path / 'out'} does not exist" in err
 
 
 def test_profile_verify(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.robustness.conftest import ROOT, assert_one_line, gpuhost
 
 CLOCKS = ROOT / (
@@ -30,3 +32,14 @@ def test_inventory_check_counts_one_host(tmp_path: Path) -> None:
     inv.write_text("hosts = ['n1.invalid']\n", encoding="utf-8")
     run = gpuhost("inventory", "check", str(inv))
     assert run.code == 0 and run.out.strip() == f"{inv}: 1 host, inventory data ok", run.out
+
+
+@pytest.mark.parametrize("command", [["matrix", "render"], ["inventory", "render"]])
+def test_render_outside_the_checkout_is_one_line_and_creates_nothing(tmp_path, command) -> None:
+    """The default output is the checkout's docs/ file: elsewhere matrix render created ./docs/
+    silently while inventory render failed; both now say the folder is missing."""
+    run = gpuhost(*command, cwd=tmp_path)
+    assert_one_line(run, 2, "--output docs/", "cannot write (folder docs does not exist)")
+    assert list(tmp_path.iterdir()) == []
+    to_stdout = gpuhost(*command, "-o", "-", cwd=tmp_path)
+    assert to_stdout.code == 0 and to_stdout.out.startswith("# ") and "wrote" not in to_stdout.out

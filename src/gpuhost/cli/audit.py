@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import IO, Any
 
 import click
@@ -24,6 +23,7 @@ from gpuhost.audit.host import (
 from gpuhost.audit.report import json_report, junit, prom, table
 from gpuhost.audit.summary import exit_code_for
 from gpuhost.cli._options import connect_timeout_option
+from gpuhost.cli._output import write_output
 from gpuhost.errors import ConfigError, GpuhostError
 from gpuhost.terminal import FleetProgress
 
@@ -48,14 +48,7 @@ def load_settings(profiles_file: str | None) -> AuditSettings:
 
 
 def _write(path: str, text: str, what: str) -> None:
-    if path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--{what} {path}: cannot write ({exc.strerror or exc})") from exc
+    write_output(path, text, f"--{what}")
 
 
 def _outputs(

@@ -3,11 +3,9 @@ none) and ``gpuhost inventory render`` (docs/inventory.md from the data contract
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from gpuhost.errors import ConfigError
+from gpuhost.cli._output import write_output
 
 
 @click.group("inventory")
@@ -49,7 +47,11 @@ def check(inventory: str, limit: tuple[str, ...], profiles_file: str | None) -> 
 
 @command.command("render")
 @click.option(
-    "--output", "-o", default="docs/inventory.md", show_default=True, help="File to write."
+    "--output",
+    "-o",
+    default="docs/inventory.md",
+    show_default=True,
+    help="File to write (- for standard output; the default is the checkout's).",
 )
 def render(output: str) -> int:
     """Write the inventory data reference (Markdown) rendered from the contract.
@@ -60,9 +62,7 @@ def render(output: str) -> int:
     """
     from gpuhost.inventory.render import render_markdown
 
-    try:
-        Path(output).write_text(render_markdown(), encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--output {output}: cannot write ({exc.strerror or exc})") from exc
-    click.echo(f"wrote {output}")
+    write_output(output, render_markdown(), "--output")
+    if output != "-":
+        click.echo(f"wrote {output}")
     return 0

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
 from typing import Any
 
 import click
 
 from gpuhost.cli._matrix_sync import advisories_sync_cmd, sync_cmd
+from gpuhost.cli._output import write_output
 from gpuhost.datafiles import installable_os
 from gpuhost.errors import ConfigError
 from gpuhost.matrix import (
@@ -359,8 +359,7 @@ def validate_cmd(file: str | None) -> int:
     "-o",
     default="docs/matrix.md",
     show_default=True,
-    type=click.Path(dir_okay=False),
-    help="Where to write the Markdown.",
+    help="Where to write the Markdown (- for standard output; the default is the checkout's).",
 )
 def render_cmd(output: str) -> int:
     """Write the matrix as Markdown (docs/matrix.md).
@@ -369,13 +368,9 @@ def render_cmd(output: str) -> int:
     Example:
       gpuhost matrix render -o docs/matrix.md
     """
-    path = Path(output)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_markdown(load_matrix()), encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{output}: cannot write ({exc.strerror})") from exc
-    click.echo(f"wrote {output}")
+    write_output(output, render_markdown(load_matrix()), "--output")
+    if output != "-":
+        click.echo(f"wrote {output}")
     return 0
 
 

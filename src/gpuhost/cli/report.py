@@ -7,7 +7,6 @@ stack groups, outliers — is computed again over all of them, exactly as one ru
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -15,6 +14,7 @@ import click
 from gpuhost.audit.report import json_report
 from gpuhost.audit.report.table import fleet_text
 from gpuhost.audit.summary import exit_code_for
+from gpuhost.cli._output import write_output
 from gpuhost.errors import ConfigError
 
 HOST_KEYS = ("name", "reachable", "facts", "findings", "verdict")
@@ -100,13 +100,8 @@ def merge(reports: tuple[str, ...], output: str) -> int:
     """
     merged = merge_reports(list(reports))
     text = json_report.dumps(merged)
-    if output == "-":
-        click.echo(text, nl=False)
-    else:
-        try:
-            Path(output).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"-o {output}: cannot write ({exc.strerror or exc})") from exc
+    write_output(output, text, "-o")
+    if output != "-":
         click.echo(fleet_text(merged["summary"]))
     return exit_code_for(merged["summary"])
 
@@ -115,13 +110,7 @@ def write_html(report: dict[str, Any], output: str, option: str = "-o") -> None:
     """Write the HTML fleet report; ConfigError naming the option when it cannot be written."""
     from gpuhost.audit.report import html
 
-    if output == "-":  # as for report merge and audit --json/--html: standard output
-        click.echo(html.render(report), nl=False)
-        return
-    try:
-        Path(output).write_text(html.render(report), encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{option} {output}: cannot write ({exc.strerror or exc})") from exc
+    write_output(output, html.render(report), option)  # "-": standard output
 
 
 @command.command("html")

@@ -1,0 +1,27 @@
+"""Writing a command's document: one rule for every ``-o``/``--json``/``--html`` FILE option."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from gpuhost.errors import ConfigError
+
+
+def write_output(path: str, text: str, option: str) -> None:
+    """Write ``text`` to ``path``; ``-`` is standard output. The folder is not created: a path
+    whose folder does not exist (a default such as docs/matrix.md outside the checkout) is one
+    ConfigError naming ``option``, the path and that folder."""
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    target = Path(path)
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        folder = target.parent
+        why = exc.strerror or str(exc)
+        if not folder.is_dir():
+            why = f"folder {folder} does not exist"
+        raise ConfigError(f"{option} {path}: cannot write ({why})") from exc
