@@ -28,8 +28,22 @@ SAFE_LOADER: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = (
 
 
 def load_yaml(source: str | bytes | IO[str] | IO[bytes]) -> Any:
-    """``yaml.safe_load(source)`` with the fastest safe loader available."""
-    return yaml.load(source, Loader=SAFE_LOADER)
+    """``yaml.safe_load(source)`` with the fastest safe loader available. A value the loader
+    cannot build (an impossible date such as 2024-13-45, an integer of thousands of digits, a
+    bad tag's value, nesting too deep) is a ``yaml.YAMLError`` too: PyYAML raises ValueError,
+    OverflowError or RecursionError for those, which callers handling bad YAML did not expect."""
+    try:
+        return yaml.load(source, Loader=SAFE_LOADER)
+    except (ValueError, OverflowError, RecursionError) as exc:
+        raise yaml.YAMLError(f"a value YAML cannot build ({type(exc).__name__}: {exc})") from exc
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line for a YAML error: 'line N: what' where PyYAML marks the place, else its first
+    line (a reader error about a NUL byte spans several)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or (str(exc).strip().splitlines() or ["?"])[0]
+    return f"line {mark.line + 1}: {problem}" if mark is not None else str(problem)
 
 
 @lru_cache(maxsize=1)

@@ -96,6 +96,8 @@ def read_json(path: str | Path, what: str) -> Any:
         ) from None
     except RecursionError:
         raise ConfigError(f"{path}: JSON nested too deeply; expected {what}") from None
+    except ValueError as exc:  # a number of thousands of digits (Python's int limit)
+        raise ConfigError(f"{path}: JSON value not readable ({exc}); expected {what}") from None
 
 
 def field_path(parts: Any) -> str:

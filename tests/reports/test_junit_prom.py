@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -119,3 +120,20 @@ def test_unwritable_prom_or_junit_is_one_line_exit_two(option, capsys):
     assert main(["audit", "-q", "--python", "/no/such/python", option, target]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{option} {target}: cannot write" in err
+
+
+def test_prom_never_replaces_a_device_fifo_or_folder(tmp_path, capsys) -> None:
+    """The textfile is renamed over its path: as root, '--prom /dev/full' turned the device node
+    into a regular file. Anything but a regular file is refused before any host is audited."""
+
+    fifo, folder = tmp_path / "metrics.fifo", tmp_path / "metrics.d"
+    os.mkfifo(fifo)
+    folder.mkdir()
+    for target in (fifo, folder):
+        assert main(["audit", "-q", "--python", "/usr/bin/python3", "--prom", str(target)]) == 2
+        assert "exists and is not a regular file" in capsys.readouterr().err
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and folder.is_dir()
+    regular = tmp_path / "gpuhost.prom"
+    regular.write_text("old\n")
+    assert main(["audit", "-q", "--python", "/usr/bin/python3", "--prom", str(regular)]) == 0
+    assert "gpuhost_audit_last_run_success" in regular.read_text()

@@ -112,7 +112,7 @@ def test_docker_nvidia_runtime(facts: HostFacts, expected: Expected) -> None:
     text = facts.run(f"cat {DAEMON_JSON} 2>/dev/null; true")
     try:
         config = json.loads(text) if text.strip() else {}
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         pytest.fail(f"{facts.name}: {DAEMON_JSON} is not valid JSON ({exc})", pytrace=False)
     runtime = (config.get("runtimes") or {}).get("nvidia") if isinstance(config, dict) else None
     problems = []

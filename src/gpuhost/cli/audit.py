@@ -231,6 +231,9 @@ def command(
     if inventory is None and (limit or shard):
         raise click.UsageError("--limit and --shard need an INVENTORY")
     settings = load_settings(profiles_file)
+    problem = prom.target_problem(prom_path) if prom_path else None
+    if problem:  # before any host is audited
+        raise ConfigError(f"--prom {prom_path}: {problem}")
     # With the JSON report on stdout, the readable report goes to stderr.
     out = sys.stderr if json_path == "-" else sys.stdout
     if inventory is None:

@@ -188,7 +188,7 @@ def framework_from_probe(python: str, section: SectionOutput | None) -> Framewor
     try:
         torch = frameworks.parse_torch_probe(lines[-1])
         data = json.loads(lines[-1])
-    except (ParseError, ValueError) as exc:
+    except (ParseError, ValueError, RecursionError) as exc:
         return FrameworkFacts(python=python, error=f"unreadable probe line: {exc}")
     tf = data.get("tensorflow") if isinstance(data.get("tensorflow"), dict) else None
     build = tf.get("build_info") if tf and isinstance(tf.get("build_info"), dict) else {}

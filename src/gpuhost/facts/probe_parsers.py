@@ -256,7 +256,7 @@ def parse_container_runtimes(text: str) -> dict[str, Any]:
 def _read_daemon_json(text: str, result: dict[str, Any]) -> None:
     try:
         config = json.loads(text) if text.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         return  # unreadable daemon.json: runtime unknown (None)
     if not isinstance(config, dict):
         return

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import yaml
 
-from gpuhost.datafiles import load_yaml, supported_os
+from gpuhost.datafiles import load_yaml, supported_os, yaml_problem
 from gpuhost.errors import ConfigError, UnknownNameError, VersionError
 from gpuhost.matrix.advisories import Advisories, security_findings
 from gpuhost.matrix.findings import Finding
@@ -108,11 +108,7 @@ def _load_file(path: str) -> dict[str, Profile]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the profiles file ({exc})") from exc
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        raise ConfigError(
-            f"{path}: {where}not valid YAML ({getattr(exc, 'problem', exc)})"
-        ) from exc
+        raise ConfigError(f"{path}: not valid YAML ({yaml_problem(exc)})") from exc
     problems: list[str] = []
     out = parse_profiles(data, path, problems)
     if problems:
@@ -250,7 +246,7 @@ def _profile(name: str, raw: Any, path: str, origin: str, problems: list[str]) -
         bad(
             "companions",
             "expected a mapping of package -> exact Debian version (quoted), "
-            f"e.g. nvidia-modprobe: \"535.161.07-1~deb12u1\"; found {companions!r}",
+            f'e.g. nvidia-modprobe: "535.161.07-1~deb12u1"; found {companions!r}',
         )
         companions = {}
     return Profile(

@@ -65,6 +65,10 @@ def parse_daemon_json(lines: list[str] | None) -> dict[str, Any] | None:
         raise OperationError(
             f"{DAEMON_JSON} is not valid JSON (line {exc.lineno}: {exc.msg}); fix it, then re-run"
         ) from exc
+    except (ValueError, RecursionError) as exc:  # a number too long, nesting too deep
+        raise OperationError(
+            f"{DAEMON_JSON} is not readable JSON ({exc}); fix it, then re-run"
+        ) from exc
     if not isinstance(data, dict):
         raise OperationError(f"{DAEMON_JSON} holds a {type(data).__name__}, expected a JSON object")
     return data

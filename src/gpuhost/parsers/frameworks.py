@@ -105,7 +105,7 @@ def parse_torch_probe(text: str) -> TorchInfo | None:
         raise ParseError(f"expected {PROBE_EXPECTED}, found: {first_line(text)!r}")
     try:
         data = json.loads(candidates[-1])
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ParseError(f"expected {PROBE_EXPECTED}, found invalid JSON: {exc}") from exc
     if not isinstance(data, dict) or not ({"torch", "error"} & data.keys()):
         raise ParseError(f"expected {PROBE_EXPECTED}, found: {candidates[-1][:80]!r}")

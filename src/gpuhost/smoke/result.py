@@ -302,7 +302,7 @@ def parse_result_text(text: str, source: str = "smoke result") -> SmokeResult:
         raise ParseError(f"{source}: empty output, expected the smoke script's JSON document")
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         first = text.strip().splitlines()[0][:80]
         raise ParseError(
             f"{source}: not one JSON document ({exc}); output starts with {first!r}"

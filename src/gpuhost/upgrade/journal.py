@@ -211,7 +211,11 @@ def read_records(path: Path) -> list[dict[str, Any]]:
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except RecursionError:
+            raise ConfigError(
+                f"{path}:{number}: unreadable upgrade journal line (JSON nested too deeply)"
+            ) from None
+        except ValueError:  # JSONDecodeError, or a number too long for Python's int
             is_last = all(not rest.strip() for rest in lines[number:])
             if is_last and not text.endswith("\n"):
                 break  # torn write at the moment the controller died

@@ -66,6 +66,7 @@ class CommandProvider:
             raise ConfigError("provider config: 'command' is empty (expected a command line)")
         self.command = command
         self.timeout_s = timeout_s
+        self.argv("host", "label", "id")  # a bad template is refused now, not at the snapshot
 
     def argv(self, host: str, label: str, snapshot_id: str) -> list[str]:
         try:
@@ -74,10 +75,10 @@ class CommandProvider:
                 label=shlex.quote(label),
                 snapshot_id=shlex.quote(snapshot_id),
             )
-        except (KeyError, IndexError) as exc:
+        except (KeyError, IndexError, AttributeError, ValueError) as exc:
             raise ConfigError(
-                f"provider config: command uses unknown placeholder {exc} "
-                "(known: {host}, {label}, {snapshot_id})"
+                f"provider config: command {self.command!r} is not a valid template ({exc}); "
+                "expected placeholders {host}, {label}, {snapshot_id} and {{ }} for a brace"
             ) from None
         return ["/bin/sh", "-c", line]
 
@@ -380,6 +381,16 @@ def _regex_escape(text: str) -> str:
     return "".join("\\" + c if c in ".^$*+?{}[]\\|()" else c for c in text)
 
 
+def _seconds(config: Mapping[str, Any], key: str, default: float, source: str) -> float:
+    """A positive, finite number of seconds from ``config[key]`` (``default`` when absent)."""
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e6:
+        raise ConfigError(
+            f"{source}: {key} is {value!r}, expected a number of seconds above 0 (e.g. {default})"
+        )
+    return float(value)
+
+
 def make_provider(config: Mapping[str, Any] | None, source: str = "provider config") -> Any:
     """Build a provider from its configuration mapping (None = no provider snapshot)."""
     if not config:
@@ -389,7 +400,11 @@ def make_provider(config: Mapping[str, Any] | None, source: str = "provider conf
         command = config.get("command")
         if not isinstance(command, str):
             raise ConfigError(f"{source}: 'command' must be a string (the command line to run)")
-        return CommandProvider(command, float(config.get("timeout_s", 600)))
+        timeout_s = _seconds(config, "timeout_s", 600, source)
+        try:
+            return CommandProvider(command, timeout_s)
+        except ConfigError as exc:  # name the file the command came from
+            raise ConfigError(str(exc).replace("provider config", source, 1)) from None
     if kind == "openstack":
         values = {
             "auth_url": config.get("auth_url") or os.environ.get("OS_AUTH_URL"),
@@ -421,9 +436,9 @@ def make_provider(config: Mapping[str, Any] | None, source: str = "provider conf
                 ),
                 region=config.get("region") or os.environ.get("OS_REGION_NAME"),
                 interface=str(config.get("interface", "public")),
-                image_timeout_s=float(config.get("image_timeout_s", 1800)),
-                poll_interval_s=float(config.get("poll_interval_s", 10)),
-                request_timeout_s=float(config.get("request_timeout_s", 30)),
+                image_timeout_s=_seconds(config, "image_timeout_s", 1800, source),
+                poll_interval_s=_seconds(config, "poll_interval_s", 10, source),
+                request_timeout_s=_seconds(config, "request_timeout_s", 30, source),
                 retries=int(config.get("retries", 3)),
             )
         except (TypeError, ValueError) as exc:

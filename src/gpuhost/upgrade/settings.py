@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 import yaml
 
+from gpuhost.datafiles import load_yaml, yaml_problem
 from gpuhost.errors import ConfigError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,7 +66,7 @@ def load_provider_config(path: str | None) -> dict[str, Any] | None:
     if path is None:
         return None
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = load_yaml(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read provider config: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
@@ -73,7 +74,9 @@ def load_provider_config(path: str | None) -> dict[str, Any] | None:
             f"{path}: provider config is not text (byte {exc.start} is not UTF-8; expected YAML)"
         ) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: provider config is not valid YAML: {exc}") from None
+        raise ConfigError(
+            f"{path}: provider config is not valid YAML: {yaml_problem(exc)}"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: provider config must be a mapping with a 'type' key")
     from gpuhost.upgrade.providers import make_provider

@@ -246,6 +246,8 @@ def load_snapshot(path: Path) -> dict[str, Any]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # a 5000-digit number, nesting too deep
+        raise ConfigError(f"{path}: JSON not readable as a snapshot ({exc})") from None
     return validate_document(doc, str(path))
 
 

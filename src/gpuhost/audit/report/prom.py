@@ -17,6 +17,7 @@ names and labels (documented in docs/audit-report.md; docs/monitoring.md's alert
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -102,6 +103,21 @@ def render(hosts: Iterable[HostReport], summary: Mapping[str, Any]) -> str:
     return generate_latest(registry(hosts, summary)).decode("utf-8")
 
 
+def target_problem(path: str) -> str | None:
+    """Why ``path`` cannot take the textfile: the rename would replace whatever is there, so
+    anything but a regular file (a device such as /dev/null, a FIFO, a folder) is refused."""
+    if os.path.lexists(path) and not os.path.isfile(path):
+        return (
+            "exists and is not a regular file (a device, FIFO or folder would be replaced); "
+            "expected the path of a .prom file in node_exporter's textfile directory"
+        )
+    return None
+
+
 def write(path: str, hosts: Iterable[HostReport], summary: Mapping[str, Any]) -> None:
-    """Write the textfile atomically (temporary file beside ``path``, then rename); OSError."""
+    """Write the textfile atomically (temporary file beside ``path``, then rename); OSError,
+    also for a target that is not a regular file (:func:`target_problem`)."""
+    problem = target_problem(path)
+    if problem:
+        raise OSError(problem)
     write_to_textfile(path, registry(hosts, summary))

@@ -1,0 +1,102 @@
+"""Inputs a bad-input probe found still ending in a traceback (or worse): each is now one line,
+exit 2, naming the file and what is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuhost.errors import ConfigError
+from gpuhost.upgrade.providers import make_provider
+from tests.robustness.conftest import assert_one_line, gpuhost
+
+# YAML that parses but whose values PyYAML cannot build: it raised ValueError (not YAMLError)
+UNBUILDABLE_YAML = [
+    ("cudnn: 2024-13-45\n", "month must be in 1..12"),
+    ("schema: !!int x\n", "invalid literal"),
+    ("branch: " + "9" * 5000 + "\n", "digits"),
+]
+
+
+@pytest.mark.parametrize(("text", "said"), UNBUILDABLE_YAML)
+def test_a_profiles_file_with_a_value_yaml_cannot_build(tmp_path: Path, text, said) -> None:
+    profiles = tmp_path / "site.yaml"
+    profiles.write_text("schema: 1\nprofiles:\n  p:\n    " + text.replace("\n", "\n    "))
+    flat = tmp_path / "flat.yaml"
+    flat.write_text(text)
+    for file in (profiles, flat):
+        run = gpuhost("matrix", "profile", "list", "--profiles", str(file))
+        assert_one_line(run, 2, f"{file}: not valid YAML", "a value YAML cannot build", said)
+
+
+def test_a_provider_config_with_an_impossible_date(tmp_path: Path) -> None:
+    config = tmp_path / "provider.yaml"
+    config.write_text("type: command\ncommand: echo {host}\nwhen: 2024-13-01\n")
+    inv = tmp_path / "inv.py"
+    inv.write_text("hosts = ['n1.invalid']\n")
+    run = gpuhost(
+        "snapshot",
+        "take",
+        str(inv),
+        "--provider-config",
+        str(config),
+        "--state-dir",
+        str(tmp_path / "state"),
+    )
+    assert_one_line(run, 2, f"{config}: provider config is not valid YAML", "month must be")
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        ({"timeout_s": "abc"}, "timeout_s is 'abc', expected a number of seconds above 0"),
+        ({"timeout_s": [1]}, "timeout_s is [1]"),
+        ({"timeout_s": float("nan")}, "timeout_s is nan"),
+        ({"timeout_s": -1}, "timeout_s is -1"),
+        ({"command": "echo {host"}, "is not a valid template (expected '}'"),
+        ({"command": "echo {host.x}"}, "is not a valid template"),
+        ({"command": "echo {nope}"}, "is not a valid template ('nope')"),
+    ],
+)
+def test_a_bad_command_provider_is_refused_when_read(config, said) -> None:
+    """timeout_s went through float() unguarded (a traceback before any host was touched); a
+    broken command template passed and failed only when the snapshot ran."""
+    with pytest.raises(ConfigError) as err:
+        make_provider({"type": "command", "command": "echo {host}", **config}, "pc.yaml")
+    assert str(err.value).startswith("pc.yaml: ") and said in str(err.value)
+
+
+def test_a_good_command_provider_keeps_literal_braces() -> None:
+    provider = make_provider({"type": "command", "command": "echo {host} {{x}}", "timeout_s": 5})
+    assert provider.argv("h1", "l", "i")[2] == "echo h1 {x}"
+
+
+# JSON that json.loads refuses with ValueError (a number of 5000 digits: Python's int limit) or
+# RecursionError (deep nesting): only JSONDecodeError was expected, so these were tracebacks
+HUGE = "9" * 5000
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("value", [HUGE, DEEP], ids=["huge-number", "deep-nesting"])
+def test_state_files_with_json_python_cannot_read_are_one_error(tmp_path: Path, value) -> None:
+    from gpuhost.readers import read_json
+    from gpuhost.upgrade.journal import read_records
+    from gpuhost.upgrade.snapshot import load_snapshot
+
+    snapshot = tmp_path / "snap.json"
+    snapshot.write_text('{"schema": 1, "host": "h1", "x": ' + value + "}")
+    journal = tmp_path / "run.jsonl"
+    journal.write_text('{"kind": "run", "x": ' + value + "}\n")
+    report = tmp_path / "report.json"
+    report.write_text('{"schema": 1, "hosts": ' + value + "}")
+    for read, path in ((load_snapshot, snapshot), (read_records, journal)):
+        with pytest.raises(ConfigError) as err:
+            read(path)
+        assert str(err.value).startswith(str(path)) and "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match=f"^{report}: JSON"):
+        read_json(report, "a report")
+    run = gpuhost("report", "html", str(report), "-o", str(tmp_path / "x.html"))
+    assert_one_line(run, 2, str(report))
+    run = gpuhost("smoke", "judge", str(report))
+    assert_one_line(run, 2, str(report), "not one JSON document")
