@@ -98,6 +98,12 @@ def test_bad_host_data_is_refused_naming_host_key_found_expected(tmp_path, data,
         ("gpu = ['n1']\nraise RuntimeError('boom')\n", "RuntimeError: boom (line 2)"),
         ("gpu = [\n", "SyntaxError"),
         ("gpu = ['n1']\nimport no_such_module_xyz\n", "ModuleNotFoundError"),
+        # malformed entries: pyinfra's bare IndexError / TypeError before
+        ("gpu = [('n1',)]\n", "group 'gpu' entry 0: found ('n1',), expected a host name"),
+        ("gpu = ['n0', ('n1', None)]\n", "group 'gpu' entry 1: found ('n1', None)"),
+        ("gpu = ['']\n", "group 'gpu' entry 0: found '' (str)"),
+        ("gpu = [('n1', [1])]\n", "or a (name, {data}) pair"),
+        ("gpu = (['n1'], 5)\n", "group 'gpu' is (['n1'], 5): expected a list of hosts, or a"),
     ],
 )
 def test_bad_inventory_files_are_one_config_error(tmp_path, text, named) -> None:

@@ -43,3 +43,14 @@ def test_render_outside_the_checkout_is_one_line_and_creates_nothing(tmp_path, c
     assert list(tmp_path.iterdir()) == []
     to_stdout = gpuhost(*command, "-o", "-", cwd=tmp_path)
     assert to_stdout.code == 0 and to_stdout.out.startswith("# ") and "wrote" not in to_stdout.out
+
+
+def test_an_inventory_that_is_a_fifo_or_empty_is_named_as_such(tmp_path: Path) -> None:
+    """A FIFO was 'inventory file not found' and an empty argument 'is a directory'."""
+    import os
+
+    os.mkfifo(tmp_path / "fleet.py")
+    run = gpuhost("inventory", "check", "fleet.py", cwd=tmp_path)
+    assert_one_line(run, 2, "fleet.py: inventory file is not a regular file")
+    run = gpuhost("inventory", "check", "", cwd=tmp_path)
+    assert_one_line(run, 2, "the inventory argument is empty")

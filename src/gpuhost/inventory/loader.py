@@ -116,7 +116,43 @@ def _names(hosts: Any) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+_ENTRY = "a host name (a non-empty string) or a (name, {data}) pair"
+
+
+def _check_entries(path: str, groups: Mapping[str, Any]) -> None:
+    """Every group is a list of host entries, or a (list, {group data}) pair, and every entry a
+    name or a (name, {data}) pair: anything else made pyinfra fail with a bare IndexError or
+    TypeError (``('h1',)``, ``('h1', None)``, ``''``)."""
+    for group, value in groups.items():
+        hosts = value
+        if isinstance(value, tuple):
+            if len(value) != 2 or not isinstance(value[1], dict):
+                raise ConfigError(
+                    f"{path}: group {group!r} is {contract.shown(value)}: expected a list of "
+                    "hosts, or a (list of hosts, {group data}) pair"
+                )
+            hosts = value[0]
+        if not isinstance(hosts, (list, tuple)):
+            raise ConfigError(f"{path}: group {group!r}: expected a list of hosts")
+        for index, item in enumerate(hosts):
+            if isinstance(item, str) and item.strip():
+                continue
+            if (
+                isinstance(item, tuple)
+                and len(item) == 2
+                and isinstance(item[0], str)
+                and item[0].strip()
+                and isinstance(item[1], dict)
+            ):
+                continue
+            raise ConfigError(
+                f"{path}: group {group!r} entry {index}: found {contract.shown(item)}, "
+                f"expected {_ENTRY}"
+            )
+
+
 def _check_duplicates(path: str, groups: Mapping[str, Any]) -> None:
+    _check_entries(path, groups)
     seen: dict[str, dict[str, tuple[str, Any]]] = {}
     for group, hosts in groups.items():
         names = [name for name, _ in _names(hosts)]
@@ -145,16 +181,22 @@ def load_inventory(
     """A pyinfra Inventory from an inventory file, loaded as the pyinfra CLI does (in ``state``,
     a new pyinfra State when None). Host data is not checked here: :func:`select` does that."""
     file = Path(path)
+    if not path.strip():
+        raise ConfigError("the inventory argument is empty (expected a pyinfra inventory .py)")
     if not file.is_file():
-        what = "is a directory" if file.is_dir() else "not found"
+        what = (
+            "is a directory"
+            if file.is_dir()
+            else "is not a regular file"
+            if file.exists()
+            else "not found"
+        )
         hint = ""
         if not file.exists() and file.suffix != ".py" and "/" not in path:
             # pyinfra's CLI takes host names here; gpuhost reads inventories from files only
             names = [n.strip() for n in path.split(",") if n.strip()]
             hint = f"; to name hosts directly, write them in one: hosts = {names!r}"
-        raise ConfigError(
-            f"{path}: inventory file {what} (expected a pyinfra inventory .py{hint})"
-        )
+        raise ConfigError(f"{path}: inventory file {what} (expected a pyinfra inventory .py{hint})")
     if file.suffix != ".py":
         raise ConfigError(
             f"{path}: not a pyinfra inventory (expected a Python file ending in .py that defines "
