@@ -100,3 +100,30 @@ def test_state_files_with_json_python_cannot_read_are_one_error(tmp_path: Path, 
     assert_one_line(run, 2, str(report))
     run = gpuhost("smoke", "judge", str(report))
     assert_one_line(run, 2, str(report), "not one JSON document")
+
+
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
+
+
+@pytest.mark.parametrize(
+    ("capture", "old", "new"),
+    [
+        (  # a clock of 400 digits: float() gives inf, int(inf) raised OverflowError
+            "nvidia-smi-clocks/garylvov__4x-rtx3090-3090ti__580.65.06__q-d-CLOCK.txt",
+            ": 210 MHz",
+            ": 1" + "0" * 400 + " MHz",
+        ),
+        (  # cuDNN's version as 5000 digits: int() raised ValueError (Python's digit limit)
+            "torch-version/zanghu__cudnn-version-repl__7605.txt",
+            "7605",
+            "9" * 5000,
+        ),
+    ],
+)
+def test_parse_of_a_doctored_capture_never_raises(tmp_path: Path, capture, old, new) -> None:
+    text = (CAPTURES / capture).read_text(encoding="utf-8")
+    assert old in text
+    doctored = tmp_path / "capture.txt"
+    doctored.write_text(text.replace(old, new, 1), encoding="utf-8")
+    run = gpuhost("parse", str(doctored))
+    assert "Traceback" not in run.err and run.code in (0, 2), run.err

@@ -110,8 +110,8 @@ def to_int(value: str | None) -> int | None:
     if cleaned is not None and re.fullmatch(r"0x[0-9A-Fa-f]+", cleaned):
         return int(cleaned, 16)
     number = to_number(value)
-    if number is None or number != int(number):
-        return None
+    if number is None or number in (float("inf"), float("-inf")) or number != int(number):
+        return None  # inf: '1000...0 MHz' beyond a float's range
     return int(number)
 
 

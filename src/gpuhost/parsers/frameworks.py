@@ -146,7 +146,7 @@ def parse_torch_version_text(text: str) -> dict[str, Any]:
     }
     for number, line in enumerate(lines):
         previous = lines[number - 1] if number else ""
-        if "cudnn.version()" in previous and line.isdigit():
+        if "cudnn.version()" in previous and line.isdigit() and len(line) <= 9:
             result["cudnn"] = cudnn_version_from_int(int(line))
         elif "__version__" in previous and TORCH_VERSION_RE.match(line):
             result["torch_version"] = line
