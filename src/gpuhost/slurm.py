@@ -82,7 +82,12 @@ def _scontrol(argv: list[str]) -> str:
         raise ConfigError("--drain: scontrol (Slurm's client) is not installed on this machine")
     try:
         proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT, check=False
+            argv,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=SCONTROL_TIMEOUT,
+            check=False,
         )
     except subprocess.TimeoutExpired as exc:
         raise HostError(short_hostname(), f"{' '.join(argv[:3])}: no answer") from exc

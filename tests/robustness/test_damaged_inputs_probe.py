@@ -127,3 +127,13 @@ def test_parse_of_a_doctored_capture_never_raises(tmp_path: Path, capture, old, 
     doctored.write_text(text.replace(old, new, 1), encoding="utf-8")
     run = gpuhost("parse", str(doctored))
     assert "Traceback" not in run.err and run.code in (0, 2), run.err
+
+
+def test_smoke_run_with_an_interpreter_printing_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    """The smoke runner decoded the interpreter's output strictly: UnicodeDecodeError."""
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nprintf '\\377\\376 not json \\200'\nexit 0\n")
+    fake.chmod(0o755)
+    run = gpuhost("smoke", "run", "--python", str(fake))
+    assert "Traceback" not in run.err and run.code in (1, 2), run.err
+    assert run.err.count("\n") == 1, run.err

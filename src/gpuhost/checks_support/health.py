@@ -68,6 +68,7 @@ def gather(
             list(SMI_ARGV),
             capture_output=True,
             text=True,
+            errors="replace",
             timeout=SMI_TIMEOUT,
             check=False,
             env={

@@ -57,7 +57,12 @@ def run_local_text(
     command = script_command(found, SCRIPT_PATH, framework, quick, timeout)
     try:
         proc = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout + GRACE_S, check=False
+            command,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout + GRACE_S,
+            check=False,
         )
     except subprocess.TimeoutExpired:
         raise HostError(

@@ -276,7 +276,7 @@ def _run(command: list[str], timeout: float = SMI_TIMEOUT_S) -> tuple[int, str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         timeout=timeout,
-        text=True,
+        text=True, errors="replace",
         env=dict(os.environ, LC_ALL="C"),
     )
     return proc.returncode, proc.stdout

@@ -162,7 +162,9 @@ Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
 
 def _run_local(argv: list[str]) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=7200)
+        return subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", check=False, timeout=7200
+        )
     except FileNotFoundError:
         raise ConfigError(f"{argv[0]}: not found on the controller (needed for --drain)") from None
 

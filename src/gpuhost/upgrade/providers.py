@@ -88,7 +88,12 @@ class CommandProvider:
         argv = self.argv(host, label, snapshot_id)
         try:
             proc = subprocess.run(
-                argv, capture_output=True, text=True, timeout=self.timeout_s, check=False
+                argv,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=self.timeout_s,
+                check=False,
             )
         except subprocess.TimeoutExpired:
             raise HostError(
