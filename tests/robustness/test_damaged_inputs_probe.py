@@ -137,3 +137,22 @@ def test_smoke_run_with_an_interpreter_printing_bytes_that_are_not_utf8(tmp_path
     run = gpuhost("smoke", "run", "--python", str(fake))
     assert "Traceback" not in run.err and run.code in (1, 2), run.err
     assert run.err.count("\n") == 1, run.err
+
+
+@pytest.mark.parametrize("command", [["check", "--tier", "static"], ["audit", "-q"]])
+def test_an_output_path_that_cannot_be_written_is_refused_before_any_work(
+    tmp_path: Path, command
+) -> None:
+    """check --junit: a file in the path gave pytest's traceback, a missing folder was created."""
+    (tmp_path / "afile").write_text("")
+    for path, said in (
+        ("afile/x.xml", "cannot write (folder afile is not a folder)"),
+        ("nosuch/x.xml", "cannot write (folder nosuch does not exist)"),
+        (".", "cannot write (it is a folder; expected a file path)"),
+    ):
+        run = gpuhost(*command, "--junit", path, cwd=tmp_path)
+        if command[0] == "check" and path == ".":  # click's own path check answers first
+            assert run.code == 2 and "'.' is a directory" in run.err, run.err
+            continue
+        assert_one_line(run, 2, f"--junit {path}: {said}")
+    assert not (tmp_path / "nosuch").exists()

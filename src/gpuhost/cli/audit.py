@@ -23,7 +23,7 @@ from gpuhost.audit.host import (
 from gpuhost.audit.report import json_report, junit, prom, table
 from gpuhost.audit.summary import exit_code_for
 from gpuhost.cli._options import connect_timeout_option
-from gpuhost.cli._output import write_output
+from gpuhost.cli._output import check_output_path, write_output
 from gpuhost.errors import ConfigError, GpuhostError
 from gpuhost.terminal import FleetProgress
 
@@ -234,6 +234,14 @@ def command(
     problem = prom.target_problem(prom_path) if prom_path else None
     if problem:  # before any host is audited
         raise ConfigError(f"--prom {prom_path}: {problem}")
+    for option, path in (
+        ("--json", json_path),
+        ("--junit", junit_path),
+        ("--prom", prom_path),
+        ("--html", html_path),
+    ):
+        if path:  # a report that cannot be written is known before any host is audited
+            check_output_path(path, option)
     # With the JSON report on stdout, the readable report goes to stderr.
     out = sys.stderr if json_path == "-" else sys.stdout
     if inventory is None:

@@ -22,6 +22,7 @@ import click
 
 from gpuhost.checks.run import TIERS, checks_dir, pytest_argv
 from gpuhost.checks_support.inventory import LOCAL, load_hosts
+from gpuhost.cli._output import check_output_path
 from gpuhost.errors import ConfigError
 
 
@@ -82,6 +83,8 @@ def command(
         pytest_args = (inventory, *pytest_args)
         inventory = LOCAL
     limit = ",".join(limits) or None  # one --limit meaning: gpuhost.inventory.loader
+    if junit is not None:  # pytest made missing folders and raised on a file in the path
+        check_output_path(str(junit), "--junit")
     if tier == "health" or drain or node:
         from gpuhost.checks_support.health import run_health
 
