@@ -22,6 +22,7 @@ from gpuhost.upgrade.snapshot import (
     format_diff,
     load_snapshot,
     profile_from_files,
+    validate_document,
 )
 from tests.schema_check import assert_valid
 
@@ -188,8 +189,13 @@ def test_diff_shows_versions_holds_profile_and_file_content():
 def test_prune_plan_keeps_the_newest_the_ones_in_use_and_unknown_ones() -> None:
     from gpuhost.upgrade.package_cache import prune_plan
 
-    on_host = ["20250101T000000Z", "20250102T000000Z", "20250102T000000Z-2", "20250103T000000Z",
-               "20240101T000000Z"]
+    on_host = [
+        "20250101T000000Z",
+        "20250102T000000Z",
+        "20250102T000000Z-2",
+        "20250103T000000Z",
+        "20240101T000000Z",
+    ]
     known = ["20250101T000000Z", "20250102T000000Z", "20250102T000000Z-2", "20250103T000000Z"]
     plan = prune_plan(on_host, known, keep=2, in_use={"20250101T000000Z"})
     assert plan.remove == ["20250102T000000Z"]
@@ -206,6 +212,46 @@ def test_cache_listing_and_removal_commands() -> None:
     listing = "DIR 20250101T000000Z 1024\nDIR lost+found 10\nDIR 20250102T000000Z-2 2048\n"
     assert parse_cache_dirs(listing) == {"20250101T000000Z": 1024, "20250102T000000Z-2": 2048}
     assert remove_command(["20250101T000000Z"]) == (
-        "rm -rf -- /var/cache/gpuhost/packages/20250101T000000Z")
+        "rm -rf -- /var/cache/gpuhost/packages/20250101T000000Z"
+    )
     with pytest.raises(ValueError, match="not a snapshot id"):
         remove_command(["../../etc"])
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"holds": [["x"]]}, "holds: found ['x'], expected package names"),
+        ({"holds": [1, "a"]}, "holds: found 1"),
+        ({"kernel": "6.1"}, "kernel: found '6.1', expected an object"),
+        ({"kernel": {"packages": [1]}}, "kernel.packages: expected an object"),
+        ({"kernel": {"packages": {"linux": "6.1"}}}, "kernel.packages: expected an object"),
+        ({"kernel": {"release": 6}}, "kernel.release: found 6, expected text"),
+    ],
+)
+def test_snapshot_shapes_that_diff_and_rollback_cannot_use_are_refused(change, said):
+    """These passed the shape check and made 'snapshot diff' raise TypeError/AttributeError
+    (found by a bad-input probe); rollback accepted them."""
+    doc = build_snapshot("h1", parse_host_state(host_output()), "20250101T000000Z")
+    doc = json.loads(json.dumps(doc)) | change
+    with pytest.raises(ConfigError) as err:
+        validate_document(doc, "snap.json")
+    assert str(err.value) == f"snap.json: {said}" or str(err.value).startswith(f"snap.json: {said}")
+
+
+@pytest.mark.parametrize(
+    ("record", "said"),
+    [
+        ({"category": "x", "sha256": 5}, ".sha256: found 5, expected text"),
+        ({"category": "x", "content": "\udcff"}, ": content not readable"),
+        ({"category": "x", "content_b64": "abc"}, ": content not readable"),  # bad padding
+        ({"category": "x", "content": None}, ".content: found None, expected text"),
+    ],
+)
+def test_file_records_must_give_back_their_bytes(record, said):
+    doc = build_snapshot("h1", parse_host_state(host_output()), "20250101T000000Z")
+    doc = json.loads(json.dumps(doc))
+    doc["files"] = {"/etc/x": record}
+    with pytest.raises(ConfigError, match="^snap.json: files./etc/x") as err:
+        validate_document(doc, "snap.json")
+    assert said in str(err.value)

@@ -111,6 +111,42 @@ def build_snapshot(host: str, state: HostState, snapshot_id: str | None = None) 
     }
 
 
+def _check_kernel(kernel: object, source: str) -> None:
+    if kernel is None:
+        return
+    if not isinstance(kernel, dict):
+        raise ConfigError(f"{source}: kernel: found {kernel!r:.40}, expected an object")
+    for key in ("release", "cmdline"):
+        if not isinstance(kernel.get(key, ""), (str, type(None))):
+            raise ConfigError(f"{source}: kernel.{key}: found {kernel[key]!r:.40}, expected text")
+    packages = kernel.get("packages", {})
+    if not isinstance(packages, dict) or not all(
+        isinstance(r, dict) and isinstance(r.get("version"), str) for r in packages.values()
+    ):
+        raise ConfigError(
+            f"{source}: kernel.packages: expected an object of package name -> "
+            '{"version": "..."}'
+        )
+
+
+def _check_file_record(path: str, record: dict[str, Any], source: str) -> None:
+    """A recorded file must give back its exact bytes (what rollback writes) and compare."""
+    for key, allowed in (
+        ("sha256", (str, type(None))),
+        ("mode", (str, type(None))),
+        ("content", str),
+        ("content_b64", str),
+    ):
+        if not isinstance(record.get(key, ""), allowed):
+            found = f"{record[key]!r:.40}"
+            raise ConfigError(f"{source}: files.{path}.{key}: found {found}, expected text")
+    try:
+        if "content" in record or "content_b64" in record:
+            file_bytes(record)
+    except (UnicodeEncodeError, ValueError) as exc:  # a lone surrogate, bad base64
+        raise ConfigError(f"{source}: files.{path}: content not readable ({exc})") from None
+
+
 def validate_document(doc: object, source: str) -> dict[str, Any]:
     """Check a loaded document's shape; one ConfigError naming the file and field."""
     if not isinstance(doc, dict):
@@ -128,11 +164,16 @@ def validate_document(doc: object, source: str) -> dict[str, Any]:
     for name, record in doc["packages"].items():
         if not isinstance(record, dict) or not isinstance(record.get("version"), str):
             raise ConfigError(f"{source}: packages.{name}.version missing or not a string")
+    bad_holds = [h for h in doc["holds"] if not isinstance(h, str)]
+    if bad_holds:
+        raise ConfigError(f"{source}: holds: found {bad_holds[0]!r:.40}, expected package names")
+    _check_kernel(doc.get("kernel"), source)
     if not isinstance(doc.get("files", {}), dict):
         raise ConfigError(f"{source}: field 'files' is not an object")
     for path, record in (doc.get("files") or {}).items():
         if not isinstance(record, dict) or not isinstance(record.get("category", ""), str):
             raise ConfigError(f"{source}: files.{path}: expected an object with a 'category'")
+        _check_file_record(path, record, source)
     cache = doc.get("package_cache")
     if cache is not None:
         if not isinstance(cache, dict):
