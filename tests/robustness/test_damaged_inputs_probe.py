@@ -156,3 +156,28 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_any_work(
             continue
         assert_one_line(run, 2, f"--junit {path}: {said}")
     assert not (tmp_path / "nosuch").exists()
+
+
+def test_a_host_name_the_terminal_cannot_encode_is_escaped(tmp_path: Path) -> None:
+    """Under PYTHONIOENCODING=ascii a host named 'gpu-日' ended the audit in UnicodeEncodeError
+    (terminal progress line). 127.0.0.1 port 1 refuses: the host is reported unreachable."""
+    import os
+    import subprocess
+    import sys
+
+    inv = tmp_path / "inv.py"
+    inv.write_text(
+        "hosts = [('gpu-\\u65e5', {'ssh_hostname': '127.0.0.1', 'ssh_port': 1})]\n",
+        encoding="utf-8",
+    )
+    env = dict(os.environ, PYTHONIOENCODING="ascii", NO_COLOR="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuhost", "audit", str(inv), "--connect-timeout", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in proc.stderr and "UnicodeEncodeError" not in proc.stderr
+    assert proc.returncode == 1 and "gpu-\\u65e5" in proc.stdout, proc.stdout + proc.stderr

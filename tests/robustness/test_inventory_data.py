@@ -104,6 +104,10 @@ def test_bad_host_data_is_refused_naming_host_key_found_expected(tmp_path, data,
         ("gpu = ['']\n", "group 'gpu' entry 0: found '' (str)"),
         ("gpu = [('n1', [1])]\n", "or a (name, {data}) pair"),
         ("gpu = (['n1'], 5)\n", "group 'gpu' is (['n1'], 5): expected a list of hosts, or a"),
+        (  # a RecursionError of 3000 lines before
+            "d = {}\nd['a'] = d\ngpu = [('n1', {'gpuhost_env': d})]\n",
+            "host n1: its data contains itself or is nested too deeply",
+        ),
     ],
 )
 def test_bad_inventory_files_are_one_config_error(tmp_path, text, named) -> None:

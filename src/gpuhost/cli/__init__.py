@@ -8,6 +8,7 @@ become messages and exit codes.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import pkgutil
@@ -91,10 +92,22 @@ def _handle_signals() -> dict[int, Any]:
     return {each: signal.signal(each, _stop) for each in (signal.SIGINT, signal.SIGTERM)}
 
 
+def _tolerant_streams() -> None:
+    """Text the terminal's encoding cannot show (a host named 'gpu-日本' under
+    PYTHONIOENCODING=ascii or LANG=C, a lone surrogate from a byte name) is escaped, not a
+    UnicodeEncodeError in the middle of a fleet run."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # closed or detached: leave it
+                reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return (and exit with) 0 ok, 1 findings/incompatible, 2 bad input, 130 on
     SIGINT (Ctrl-C) and 143 on SIGTERM, each with one line."""
     previous = _handle_signals() if argv is None else {}
+    _tolerant_streams()
     # NO_COLOR (https://no-color.org) or TERM=dumb: click.echo strips every style; else click
     # colours only on a terminal.
     color = None if colour_allowed() else False

@@ -345,6 +345,11 @@ def check_hosts(
             contract.check_host_data(name, data, partial(_origin, path, inventory, name))
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
+        except RecursionError:  # d = {}; d["a"] = d
+            raise ConfigError(
+                f"{path}: host {name}: its data contains itself or is nested too deeply "
+                "(expected plain values, lists and mappings)"
+            ) from None
         if data.get("gpuhost_profiles_file"):
             try:
                 profile_table(None, data)
