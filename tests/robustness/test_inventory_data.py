@@ -65,6 +65,8 @@ BAD_DATA = [
         ["gpuhost_firewall_cluster_subnets", "'10.0.0.0/33'", "e.g. '10.0.0.0/8'"],
     ),
     ({"gpuhost_firewall_ssh_sources": ["10.1.2"]}, ["gpuhost_firewall_ssh_sources", "'10.1.2'"]),
+    # found by a bad-input probe: accepted before
+    ({"gpuhost_cuda_repo_url": "ftp://x/"}, ["gpuhost_cuda_repo_url", "'ftp://x/'", "http(s) URL"]),
 ]
 
 
@@ -405,3 +407,24 @@ def test_a_group_data_file_that_fails_to_load_is_named(tmp_path, text, said) -> 
         select(path)
     assert str(err.value).startswith(f"{path}: cannot load inventory: ")
     assert said.replace("group_data/", f"{tmp_path}/group_data/") in str(err.value)
+
+
+@pytest.mark.parametrize("limit", ["", ",", " , "])
+def test_an_empty_limit_is_refused_not_every_host(tmp_path, limit) -> None:
+    path = _write(tmp_path, "gpu = ['n1.invalid', 'n2.invalid']\n")
+    run = gpuhost("inventory", "check", path, "--limit", limit)
+    assert_one_line(run, 2, "--limit: an empty value")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "soon"])
+@pytest.mark.parametrize("option", ["--drain-timeout", "--reboot-timeout"])
+def test_upgrade_timeouts_are_positive_finite_seconds(tmp_path, option, value) -> None:
+    path = _write(tmp_path, "gpu = ['n1.invalid']\n")
+    run = gpuhost("upgrade", path, "--to", a_builtin_profile(), "--dry", option, value)
+    assert run.code == 2 and f"Invalid value for '{option}'" in run.err, run.err
+
+
+def test_seconds_are_finite() -> None:
+    problem = contract.key_problem("gpuhost_smoke_timeout", float("inf"))
+    assert problem is not None and problem.startswith("gpuhost_smoke_timeout: found inf (float)")
+    assert contract.key_problem("gpuhost_smoke_timeout", 90.5) is None

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 
+from gpuhost.cli._options import SECONDS
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, ConfigError, GpuhostError
 from gpuhost.terminal import FleetProgress
 from gpuhost.upgrade.orchestrate import HostContext, StepFailed, UpgradeOptions
@@ -37,7 +38,7 @@ from gpuhost.upgrade.snapshot import SnapshotStore, load_snapshot
     "--reboot-timeout",
     default=900,
     show_default=True,
-    type=float,
+    type=SECONDS,
     help="Seconds to wait for a rebooted host to answer SSH again.",
 )
 @click.option(

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from gpuhost.cli._options import SECONDS
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, ConfigError
 from gpuhost.terminal import FleetProgress
 from gpuhost.upgrade.drain import DRAIN_MODES
@@ -87,7 +88,7 @@ if TYPE_CHECKING:
     default="none",
     help="How to take a host's work away before it changes.",
 )
-@click.option("--drain-timeout", default=3600, show_default=True, type=float, help="Seconds.")
+@click.option("--drain-timeout", default=3600, show_default=True, type=SECONDS, help="Seconds.")
 @click.option("--resume", is_flag=True, help="Continue the interrupted run of this inventory.")
 @click.option("--dry", is_flag=True, help="Print the plan; connect to nothing, change nothing.")
 @click.option(
@@ -132,7 +133,7 @@ if TYPE_CHECKING:
     show_default=True,
     help="reload: unload/load the kernel module where nothing holds it, else reboot.",
 )
-@click.option("--reboot-timeout", default=900, show_default=True, type=float, help="Seconds.")
+@click.option("--reboot-timeout", default=900, show_default=True, type=SECONDS, help="Seconds.")
 @click.option(
     "--provider-config",
     type=click.Path(dir_okay=False),

@@ -38,11 +38,12 @@ SSH_PREFIX = "ssh_"
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RATE_RE = re.compile(r"^[1-9][0-9]*/(second|minute|hour)$")
 _SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
+_HTTP_URL_RE = re.compile(r"^https?://[^\s/]+\S*$")
 
 NonEmpty = Annotated[StrictStr, Field(min_length=1)]
 Port = Annotated[StrictInt, Field(ge=1, le=65535)]
 Positive = Annotated[StrictInt, Field(gt=0)]
-Seconds = Annotated[StrictInt | StrictFloat, Field(gt=0)]
+Seconds = Annotated[StrictInt | StrictFloat, Field(gt=0, allow_inf_nan=False)]
 
 
 def _env_names(value: dict[str, Any]) -> dict[str, Any]:
@@ -158,7 +159,7 @@ KEYS: dict[str, Key] = {
         ),
         _k(
             "gpuhost_cuda_repo_url",
-            NonEmpty,
+            Annotated[NonEmpty, _matches(_HTTP_URL_RE)],
             "an http(s) URL",
             None,
             "NVIDIA CUDA repository, for profiles whose source is nvidia-cuda-repo.",

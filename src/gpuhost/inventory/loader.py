@@ -238,6 +238,10 @@ def limit_items(limit: str | Iterable[str] | None) -> list[str]:
     if limit is None:
         return []
     values = [limit] if isinstance(limit, str) else list(limit)
+    if any(not value.strip(" ,") for value in values):  # '--limit ""' selected every host
+        raise ConfigError(
+            "--limit: an empty value; expected group names or host name globs, comma-separated"
+        )
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
