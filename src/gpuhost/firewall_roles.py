@@ -150,11 +150,18 @@ def unknown_roles_problem(names: Sequence[str]) -> str | None:
 def network_problem(key: str, network: str) -> str | None:
     """The problem line when ``network`` is not an address or network (None: it is)."""
     try:
-        ipaddress.ip_network(network, strict=False)
+        loose = ipaddress.ip_network(network, strict=False)
     except ValueError:
         return (
             f"{key}: {network!r} is not an address or network "
             "(expected e.g. '10.0.0.0/8' or '2001:db8::/32')"
+        )
+    try:
+        ipaddress.ip_network(network)
+    except ValueError:  # '10.0.0.1/8': host bits set, the operator meant one or the other
+        return (
+            f"{key}: {network!r} has host bits set (expected a network such as '{loose}', or "
+            "a single address without a prefix)"
         )
     return None
 

@@ -67,6 +67,14 @@ BAD_DATA = [
     ({"gpuhost_firewall_ssh_sources": ["10.1.2"]}, ["gpuhost_firewall_ssh_sources", "'10.1.2'"]),
     # found by a bad-input probe: accepted before
     ({"gpuhost_cuda_repo_url": "ftp://x/"}, ["gpuhost_cuda_repo_url", "'ftp://x/'", "http(s) URL"]),
+    (
+        {"gpuhost_firewall_cluster_subnets": ["10.0.0.1/8"]},
+        ["'10.0.0.1/8' has host bits set", "such as '10.0.0.0/8'"],
+    ),
+    (  # a second sshd_config line smuggled into one entry
+        {"gpuhost_ssh_extra_config": ["MaxAuthTries 3\nPermitRootLogin yes"]},
+        ["gpuhost_ssh_extra_config[0]", "one line each"],
+    ),
 ]
 
 
@@ -428,3 +436,14 @@ def test_seconds_are_finite() -> None:
     problem = contract.key_problem("gpuhost_smoke_timeout", float("inf"))
     assert problem is not None and problem.startswith("gpuhost_smoke_timeout: found inf (float)")
     assert contract.key_problem("gpuhost_smoke_timeout", 90.5) is None
+
+
+def test_upgrade_dry_reads_the_provider_config(tmp_path) -> None:
+    """--dry never read --provider-config: 'type: cmd' passed the dry run, failed the real one."""
+    config = tmp_path / "provider.yaml"
+    config.write_text("type: cmd\n")
+    path = _write(tmp_path, "gpu = ['n1.invalid']\n")
+    run = gpuhost(
+        "upgrade", path, "--to", a_builtin_profile(), "--dry", "--provider-config", str(config)
+    )
+    assert_one_line(run, 2, f"{config}: type is 'cmd', expected 'command' or 'openstack'")

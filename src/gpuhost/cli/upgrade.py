@@ -215,6 +215,7 @@ def command(
     # A target forced past its advisories is a known condition at validation too: the hosts
     # will carry the very security.* findings the operator accepted here
     accepted = (*accept_audit, *sorted({f.rule for f in advised} - set(accept_audit)))
+    provider = load_provider_config(provider_config)  # a bad file fails the dry run too
     if dry:
         for line in describe_plan(names, target, options):
             click.echo(line)
@@ -229,7 +230,7 @@ def command(
     settings = StepSettings(
         target=profile.name,
         snapshots=snapshots_dir(state_dir),
-        provider=load_provider_config(provider_config),
+        provider=provider,
         drain_mode=drain_mode,
         drain_timeout_s=drain_timeout,
         stop_gpu_processes=stop_gpu_processes,

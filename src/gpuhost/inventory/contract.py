@@ -38,6 +38,7 @@ SSH_PREFIX = "ssh_"
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RATE_RE = re.compile(r"^[1-9][0-9]*/(second|minute|hour)$")
 _SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
+_ONE_LINE_RE = re.compile(r"^[^\n\r]*$")
 _HTTP_URL_RE = re.compile(r"^https?://[^\s/]+\S*$")
 
 NonEmpty = Annotated[StrictStr, Field(min_length=1)]
@@ -258,8 +259,8 @@ KEYS: dict[str, Key] = {
         ),
         _k(
             "gpuhost_ssh_extra_config",
-            list[StrictStr],
-            _LIST,
+            list[Annotated[StrictStr, _matches(_ONE_LINE_RE)]],
+            "list of sshd_config lines (one line each)",
             [],
             "Extra sshd_config lines.",
             "harden, provision",
