@@ -181,3 +181,35 @@ def test_a_host_name_the_terminal_cannot_encode_is_escaped(tmp_path: Path) -> No
     )
     assert "Traceback" not in proc.stderr and "UnicodeEncodeError" not in proc.stderr
     assert proc.returncode == 1 and "gpu-\\u65e5" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_profile_values_the_probe_found_accepted_are_refused(tmp_path: Path) -> None:
+    """fabric_manager: 1 (1 == True), clocks true / -5, pins matrix check cannot judge, and
+    profile names YAML reads as a number or null were all accepted."""
+    profiles = tmp_path / "site.yaml"
+    profiles.write_text(
+        "schema: 1\n"
+        "profiles:\n"
+        "  5: {description: x}\n"
+        "  mine:\n"
+        "    description: mine\n"
+        "    os: [debian-12]\n"
+        "    source: debian-nonfree\n"
+        "    driver: {version: 535.261.03, branch: 535, kernel_module: proprietary}\n"
+        '    cuda: {versions: ["11.8"], default: "11.8"}\n'
+        "    fabric_manager: 1\n"
+        '    frameworks: ["torch>=2.8", "jax==1"]\n'
+        "    clocks: {policy: explicit, graphics_mhz: true, memory_mhz: -5}\n",
+        encoding="utf-8",
+    )
+    run = gpuhost("matrix", "profile", "list", "--profiles", str(profiles))
+    assert_one_line(
+        run,
+        2,
+        "profiles.5: a profile name must be text",
+        "profiles.mine.fabric_manager: 1 is not true, false or auto",
+        'profiles.mine.frameworks[0]: "torch>=2.8" is not NAME or NAME==VERSION',
+        "profiles.mine.frameworks[1]: 'jax==1': expected an exact pin of torch or tensorflow",
+        "profiles.mine.clocks.graphics_mhz: True is not a clock in MHz",
+        "profiles.mine.clocks.memory_mhz: -5 is not a clock in MHz",
+    )

@@ -22,6 +22,7 @@ from gpuhost.errors import ConfigError, UnknownNameError, VersionError
 from gpuhost.matrix.advisories import Advisories, security_findings
 from gpuhost.matrix.findings import Finding
 from gpuhost.matrix.gpus import gpu_info
+from gpuhost.matrix.lookup import parse_framework
 from gpuhost.matrix.model import Matrix
 from gpuhost.matrix.resolve import check_stack
 from gpuhost.versions import driver_branch, parse_version
@@ -127,6 +128,11 @@ def parse_profiles(data: Any, origin: str, problems: list[str]) -> dict[str, Pro
         problems.append(f"schema: {data.get('schema')!r} is not a supported schema (expected 1)")
     out = {}
     for name, raw in data["profiles"].items():
+        if not isinstance(name, str) or not name.strip():  # YAML's 5 or ~ became '5', 'None'
+            problems.append(
+                f"profiles.{name!r}: a profile name must be text (quote it in YAML: \"{name}\")"
+            )
+            continue
         path = f"profiles.{name}"
         before = len(problems)
         prof = _profile(str(name), raw, path, origin, problems)
@@ -215,19 +221,33 @@ def _profile(name: str, raw: Any, path: str, origin: str, problems: list[str]) -
     cudnn = version("cudnn", raw.get("cudnn"), required=False)
     ctk = version("container_toolkit", raw.get("container_toolkit"), required=False)
     fm = raw.get("fabric_manager", "auto")
-    if fm not in (True, False, "auto"):
+    if not (isinstance(fm, bool) or fm == "auto"):  # 1 == True let 1 through
         bad("fabric_manager", f"{fm!r} is not true, false or auto")
         fm = "auto"
     frameworks = raw.get("frameworks", [])
     if not isinstance(frameworks, list) or not all(isinstance(f, str) for f in frameworks):
         bad("frameworks", "expected a list of pins such as torch==2.5.1+cu124")
         frameworks = []
+    for i, pin in enumerate(frameworks):  # what matrix check judges: a known NAME==VERSION
+        try:
+            spec = parse_framework(pin)
+        except VersionError as exc:
+            bad(f"frameworks[{i}]", str(exc).removeprefix("--framework: "))
+            continue
+        if not spec.known or spec.version is None:
+            bad(
+                f"frameworks[{i}]",
+                f"{pin!r}: expected an exact pin of torch or tensorflow, e.g. torch==2.5.1+cu124",
+            )
     clocks_raw = raw.get("clocks", {"policy": "none"})
     if not isinstance(clocks_raw, dict):
         bad("clocks", "expected a mapping {policy: max|none|explicit}")
         clocks_raw = {"policy": "none"}
     policy = choice("clocks.policy", clocks_raw.get("policy"), CLOCK_POLICIES)
     gfx, mem = clocks_raw.get("graphics_mhz"), clocks_raw.get("memory_mhz")
+    for key, mhz in (("graphics_mhz", gfx), ("memory_mhz", mem)):
+        if mhz is not None and (isinstance(mhz, bool) or not isinstance(mhz, int) or mhz <= 0):
+            bad(f"clocks.{key}", f"{mhz!r} is not a clock in MHz (a positive integer)")
     if policy == "explicit" and not (isinstance(gfx, int) and isinstance(mem, int)):
         bad("clocks", "policy explicit needs integer graphics_mhz and memory_mhz")
     persistence = raw.get("persistence", True)
