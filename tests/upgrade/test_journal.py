@@ -101,3 +101,25 @@ def test_replay_is_pure():
     p = replay(records, ["a", "b"])
     assert p["a"].data == {"x": 2}
     assert not p["b"].started
+
+
+@pytest.mark.parametrize("hosts", [[], ["h1", "h1"]])
+def test_a_run_header_without_hosts_or_with_a_host_twice_is_refused(tmp_path, hosts):
+    """'upgrade 0 host(s)' and '2 host(s)' for one host were read from such headers."""
+    path = tmp_path / "run.jsonl"
+    path.write_text(
+        json.dumps(
+            {
+                "kind": "run",
+                "run_id": "r1",
+                "hosts": hosts,
+                "target": "t",
+                "inventory": "i",
+                "started_at": "x",
+                "options": {},
+            }
+        )
+        + "\n"
+    )
+    with pytest.raises(ConfigError, match="run.hosts: found .*expected each upgraded host once"):
+        read_records(path)

@@ -259,6 +259,8 @@ def _shape_problem(record: Mapping[str, Any]) -> str | None:
             return f"{kind}.{key}: found {value!r}, expected a {expected}"
     if kind == "run" and not all(isinstance(h, str) for h in record["hosts"]):
         return f"run.hosts: found {record['hosts']!r}, expected a list of host names"
+    if kind == "run" and (not record["hosts"] or len(set(record["hosts"])) != len(record["hosts"])):
+        return f"run.hosts: found {record['hosts']!r:.80}, expected each upgraded host once"
     if kind == "run" and not isinstance(record.get("options", {}), dict):
         return f"run.options: found {record.get('options')!r}, expected an object"
     if kind == "step" and record["status"] not in STEP_STATUSES:
