@@ -213,3 +213,19 @@ def test_profile_values_the_probe_found_accepted_are_refused(tmp_path: Path) -> 
         "profiles.mine.clocks.graphics_mhz: True is not a clock in MHz",
         "profiles.mine.clocks.memory_mhz: -5 is not a clock in MHz",
     )
+
+
+def test_a_report_without_hosts_is_refused_by_merge_and_html(tmp_path: Path) -> None:
+    """merge said 'verdict: ok' and html 'unreachable' for a report listing no host."""
+    import json
+
+    from gpuhost.cli import main
+
+    report = tmp_path / "r.json"
+    assert main(["audit", "-q", "--python", "/usr/bin/python3", "--json", str(report)]) == 0
+    doc = json.loads(report.read_text())
+    doc["hosts"] = []
+    report.write_text(json.dumps(doc))
+    for command in (["report", "merge", str(report)], ["report", "html", str(report)]):
+        run = gpuhost(*command, "-o", str(tmp_path / "out"))
+        assert_one_line(run, 2, f"{report}: the report lists no hosts")

@@ -36,6 +36,8 @@ def _read(path: str) -> dict[str, Any]:
     hosts = data.get("hosts")
     if not isinstance(hosts, list):
         raise ConfigError(f"{path}: 'hosts' must be a list, found {type(hosts).__name__}")
+    if not hosts:  # merge said 'verdict ok' and html 'unreachable' for such a report
+        raise ConfigError(f"{path}: the report lists no hosts (gpuhost audit always lists some)")
     for index, host in enumerate(hosts):
         if not isinstance(host, dict) or any(key not in host for key in HOST_KEYS):
             raise ConfigError(f"{path}: hosts[{index}] must have the keys {', '.join(HOST_KEYS)}")
