@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from gpuhost.datafiles import load_yaml
+from gpuhost.datafiles import load_yaml, yaml_problem
 from gpuhost.errors import ConfigError
 from gpuhost.parsers.listening import Listener
 
@@ -75,7 +75,7 @@ def parse_roles(text: str, source: str = f"gpuhost/data/{ROLES_FILE}") -> dict[s
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"{source}: not valid YAML: {yaml_problem(exc)}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("roles"), dict):
         raise ConfigError(f"{source}: expected a mapping with 'roles: {{name: {{...}}}}'")
     problems: list[str] = []

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from gpuhost.datafiles import load_yaml
+from gpuhost.datafiles import load_yaml, yaml_problem
 from gpuhost.errors import MatrixError, VersionError
 from gpuhost.matrix.model import (
     Architecture,
@@ -165,10 +165,7 @@ def _load_file(path: str) -> Matrix:
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "file"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise MatrixError(path, [f"{where}: not valid YAML ({problem})"]) from exc
+        raise MatrixError(path, [f"not valid YAML ({yaml_problem(exc)})"]) from exc
     matrix = build_matrix(data, path)
     wheels_file = Path(path).with_name("wheels.yaml")
     if not wheels_file.is_file():

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from gpuhost.datafiles import load_yaml
+from gpuhost.datafiles import load_yaml, yaml_problem
 from gpuhost.errors import ConfigError
 
 
@@ -23,9 +23,7 @@ def read_mapping(path: str, expected: str) -> dict[str, Any]:
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}:" if mark is not None else ""
-        raise ConfigError(f"{path}:{where} not valid YAML") from exc
+        raise ConfigError(f"{path}: not valid YAML ({yaml_problem(exc)})") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping with {expected}")
     return data
