@@ -11,6 +11,7 @@ import pytest
 from old_profiles import OLD_PROFILES
 
 from gpuhost.cli import main
+from gpuhost.knowledge.csaf import bulletin_row, read_bulletins, render_advisories
 from gpuhost.matrix.advisories import (
     default_advisories_path,
     driver_hits,
@@ -18,7 +19,6 @@ from gpuhost.matrix.advisories import (
     security_findings,
     toolkit_hits,
 )
-from gpuhost.matrix.csaf import bulletin_row, read_bulletins, render_advisories
 from gpuhost.matrix.profiles import load_profiles
 
 RECORDED = Path(__file__).parent.parent / "fixtures" / "nvidia-csaf"

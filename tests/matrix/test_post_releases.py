@@ -10,10 +10,10 @@ import pytest
 
 from gpuhost.cli import main
 from gpuhost.errors import VersionError
+from gpuhost.knowledge.pypi import DirectoryIndex
+from gpuhost.knowledge.sync import sync
 from gpuhost.matrix import Matrix
 from gpuhost.matrix.lookup import parse_framework, release_text, wheel_release
-from gpuhost.matrix.pypi import DirectoryIndex
-from gpuhost.matrix.sync import sync
 from gpuhost.matrix.wheeldata import default_wheels_path, read_wheels_file
 from gpuhost.versions import parse_framework_version, parse_version
 

@@ -13,8 +13,8 @@ import pytest
 
 from gpuhost.cli import main
 from gpuhost.errors import PackageIndexError
-from gpuhost.matrix.pypi import DirectoryIndex, HttpIndex
-from gpuhost.matrix.sync import drift, render_wheels, sync
+from gpuhost.knowledge.pypi import DirectoryIndex, HttpIndex
+from gpuhost.knowledge.sync import drift, render_wheels, sync
 from gpuhost.matrix.wheeldata import default_wheels_path, load_wheels, read_wheels_file
 from gpuhost.matrix.wheels import build_of, parse_requirement, wheel_file
 
@@ -199,8 +199,8 @@ def test_live_pypi_torch_251_default_build() -> None:
     # meets that: nothing patches ssl before it)
     code = (
         "import json\n"
-        "from gpuhost.matrix.pypi import HttpIndex\n"
-        "from gpuhost.matrix.sync import sync\n"
+        "from gpuhost.knowledge.pypi import HttpIndex\n"
+        "from gpuhost.knowledge.sync import sync\n"
         "result = sync(HttpIndex(), {'torch': '2.5.1'})\n"
         "row = next(r for r in result.data['torch'] if r['version'] == '2.5.1')\n"
         "print(json.dumps(row['x86_64']))\n"

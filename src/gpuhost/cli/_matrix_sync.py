@@ -1,24 +1,21 @@
-"""``gpuhost matrix sync`` (a maintainer command; registered by :mod:`gpuhost.cli.matrix`).
+"""``gpuhost matrix sync`` and ``matrix advisories-sync`` (maintainer commands; registered by
+:mod:`gpuhost.cli.matrix`): options and printing; the work is in :mod:`gpuhost.knowledge`.
 
-Reads PyPI (or recorded answers) and prints where ``data/wheels.yaml`` and ``data/matrix.yaml``
-differ from what the torch / TensorFlow wheels pin. Exit codes: 0 no drift (or drift without
-``--check``), 1 drift with ``--check`` or the index unreachable, 2 bad input.
+Exit codes: 0 no drift (or drift without ``--check``), 1 drift with ``--check`` or the index
+unreachable, 2 bad input.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from gpuhost.errors import ConfigError
-from gpuhost.matrix import load_matrix
-from gpuhost.matrix.advisories import default_advisories_path, read_raw
-from gpuhost.matrix.csaf import bulletin_row, read_bulletins, render_advisories, trim
-from gpuhost.matrix.pypi import DEFAULT_INDEX, DirectoryIndex, HttpIndex, Index
-from gpuhost.matrix.sync import drift, matrix_drift, record, render_wheels, sync
-from gpuhost.matrix.wheeldata import default_wheels_path, read_wheels_file
+from gpuhost.knowledge.maintain import compare_advisories, compare_wheels, write_text
+from gpuhost.knowledge.pypi import DEFAULT_INDEX, DirectoryIndex, HttpIndex, Index
+from gpuhost.knowledge.sync import record
+from gpuhost.matrix.advisories import default_advisories_path
+from gpuhost.matrix.wheeldata import default_wheels_path
 
 
 @click.command("sync")
@@ -68,32 +65,18 @@ def sync_cmd(
       gpuhost matrix sync --check
     """
     path = wheels_file or default_wheels_path()
-    current = read_wheels_file(path)
-    ranges = current.get("range")
-    if not isinstance(ranges, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in ranges.items()
-    ):
-        raise ConfigError(
-            f'{path}: range: expected a mapping such as {{torch: "2.0.0", tensorflow: "2.13.0"}}'
-        )
     index: Index = DirectoryIndex(Path(from_dir), index_url) if from_dir else HttpIndex(index_url)
-    result = sync(index, ranges)
-    lines = drift(current, result.data) + matrix_drift(load_matrix(), result.data)
-    counts = ", ".join(f"{len(rows)} {p} releases" for p, rows in result.data.items())
-    for line in lines:
+    found = compare_wheels(index, path)
+    for line in found.lines:
         click.echo(line)
-    click.echo(f"{index.base}: {counts}; {len(lines)} differences")
+    click.echo(found.summary)
     if record_dir:
-        n = record(result, Path(record_dir))
+        n = record(found.result, Path(record_dir))
         click.echo(f"recorded {n} answers under {record_dir}")
     if write:
-        text = render_wheels(ranges, result.data)
-        try:
-            Path(path).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot write ({exc.strerror})") from exc
+        write_text(path, found.text)
         click.echo(f"wrote {path}")
-    return 1 if check and lines else 0
+    return 1 if check and found.lines else 0
 
 
 @click.command("advisories-sync")
@@ -130,42 +113,12 @@ def advisories_sync_cmd(
     Example:
       gpuhost matrix advisories-sync --from product-security/ --check
     """
-    root = Path(from_dir)
-    if not root.is_dir():
-        raise ConfigError(f"--from {from_dir}: no such directory of CSAF bulletins")
     path = advisories_file or default_advisories_path()
-    current = read_raw(path) if Path(path).exists() else {}
-    threshold = float(current.get("error_at_cvss", 7.0))
-    rows = []
-    for _file, doc in read_bulletins(root):
-        row = bulletin_row(doc)
-        if row is None:
-            continue
-        rows.append(row)
-        if record_dir:
-            target = Path(record_dir) / row["date"][:4] / row["id"] / f"{row['id']}.json"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(trim(doc), indent=1, sort_keys=True) + "\n")
-    text = render_advisories(rows, threshold)
-    old = Path(path).read_text(encoding="utf-8") if Path(path).exists() else ""
-    known = {str(r.get("id")): r for r in current.get("advisories", []) or []}
-    lines = []
-    for row in rows:
-        before = known.pop(row["id"], None)
-        if before is None:
-            lines.append(f"bulletin {row['id']} ({row['date']}): new ({row['title']})")
-        elif {k: before.get(k) for k in row} != row:
-            lines.append(f"bulletin {row['id']}: differs from {path}")
-    lines += [f"bulletin {bid}: in {path} but not under {from_dir}" for bid in known]
-    if not lines and text != old:
-        lines.append(f"{path}: same rows, other text (run --write to normalise)")
-    for line in lines:
+    found = compare_advisories(Path(from_dir), path, Path(record_dir) if record_dir else None)
+    for line in found.lines:
         click.echo(line)
-    click.echo(
-        f"{from_dir}: {len(rows)} bulletins for Linux drivers and the container toolkit; "
-        f"{len(lines)} differences"
-    )
+    click.echo(found.summary)
     if write:
-        Path(path).write_text(text, encoding="utf-8")
+        write_text(path, found.text)
         click.echo(f"wrote {path}")
-    return 1 if check and lines else 0
+    return 1 if check and found.lines else 0

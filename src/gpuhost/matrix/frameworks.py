@@ -20,8 +20,7 @@ from gpuhost.matrix.lookup import (
     wheel_release,
 )
 from gpuhost.matrix.model import Matrix, TorchVariant, WheelRelease
-from gpuhost.matrix.pypi import DEFAULT_INDEX, project_url
-from gpuhost.matrix.wheels import WheelBuild
+from gpuhost.matrix.wheels import DEFAULT_INDEX, WheelBuild, project_url
 
 
 def framework_answer(matrix: Matrix, spec_text: str) -> dict[str, Any]:

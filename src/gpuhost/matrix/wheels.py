@@ -33,6 +33,12 @@ _WHEEL_RE = re.compile(
 _CPYTHON_RE = re.compile(r"^cp(\d)(\d+)$")
 
 PLATFORMS = ("x86_64", "aarch64")
+DEFAULT_INDEX = "https://pypi.org"
+
+
+def project_url(base: str, name: str) -> str:
+    """PyPI's JSON API URL of a project (``<base>/pypi/<name>/json``)."""
+    return f"{base.rstrip('/')}/pypi/{name}/json"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ releases ``X.Y.Z.postN`` such as TensorFlow 2.15.0.post1):
 
 :func:`sync` reads the index; :func:`drift` compares; :func:`render_wheels` writes the file. The
 answers sync read are kept (trimmed to what it used) so ``--record DIR`` can store them as test
-fixtures that :class:`gpuhost.matrix.pypi.DirectoryIndex` answers from.
+fixtures that :class:`gpuhost.knowledge.pypi.DirectoryIndex` answers from.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuhost.errors import PackageIndexError
+from gpuhost.knowledge.pypi import Index, file_url, project_url, store
 from gpuhost.matrix.model import Matrix
-from gpuhost.matrix.pypi import Index, file_url, project_url, store
 from gpuhost.matrix.wheels import (
     PLATFORMS,
     WheelFile,

@@ -1,5 +1,5 @@
-"""Reading a Python package index for ``gpuhost matrix sync``: PyPI's JSON API and PEP 658
-core-metadata files (``<wheel url>.metadata``), never the wheels themselves.
+"""Reading a Python package index for the data sync (``gpuhost matrix sync``): PyPI's JSON API
+and PEP 658 core-metadata files (``<wheel url>.metadata``).
 
 Two indexes share one small interface (:class:`Index`):
 
@@ -23,8 +23,10 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from gpuhost.errors import PackageIndexError
+from gpuhost.matrix.wheels import DEFAULT_INDEX, project_url
 
-DEFAULT_INDEX = "https://pypi.org"
+__all__ = ["DEFAULT_INDEX", "DirectoryIndex", "HttpIndex", "Index", "project_url", "store"]
+
 _TIMEOUT = (10.0, 60.0)  # connect, read (seconds)
 
 
@@ -39,10 +41,6 @@ class Index(Protocol):
     def text(self, url: str) -> str | None:
         """A text document (a wheel's ``.metadata``) by absolute URL; None when the index does
         not have it (HTTP 404: not every wheel's core metadata is published)."""
-
-
-def project_url(base: str, name: str) -> str:
-    return f"{base.rstrip('/')}/pypi/{name}/json"
 
 
 def file_url(project_json_url: str, url: str) -> str:
