@@ -156,7 +156,7 @@ def test_audit_has_no_error_findings(loop: Loop) -> None:
     assert not errors, errors
     # the only warning: Debian's R535 is past its end of life (a real host gets it too)
     assert {f["rule"] for f in findings if f["severity"] == "warning"} <= {
-        "matrix.driver_branch_eol"}, findings
+        "matrix.driver.branch-eol"}, findings
 
 
 def test_static_checks_pass_but_fabric_manager_on_the_hgx_board(loop: Loop) -> None:

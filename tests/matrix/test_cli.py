@@ -28,7 +28,7 @@ def test_check_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(data) == {"verdict", "findings"} and data["verdict"] == "error"
     for f in data["findings"]:
         assert set(f) == {"rule", "severity", "message", "source", "found", "expected", "fix"}
-    assert "cuda_arch_unsupported" in {f["rule"] for f in data["findings"]}
+    assert "cuda.arch-unsupported" in {f["rule"] for f in data["findings"]}
 
 
 def test_check_warn_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
@@ -36,7 +36,7 @@ def test_check_warn_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(
         capsys, "matrix", "check", "--driver", "575.51.03", "--cuda", "12.9.1", *AS_OF
     )
-    assert code == 0 and "cuda_driver_minor_compat" in out and "verdict: warn" in out
+    assert code == 0 and "cuda.driver-minor-compat" in out and "verdict: warn" in out
 
 
 def test_check_bad_version_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -29,7 +29,7 @@ def _rules(findings) -> dict[str, str]:
 @pytest.mark.parametrize("version", ["8.9.2", "8.9.2.26", "9.1.0", "9.1.0.70", "9.3.0.75"])
 def test_bundled_versions_are_known(matrix: Matrix, version: str) -> None:
     found = _rules(check_stack(matrix, gpus=["H100"], cuda="12.1", cudnn=version, as_of=AS_OF))
-    assert "cudnn_unknown" not in found, found
+    assert "cudnn.unknown" not in found, found
 
 
 def test_cli_check_cudnn_910_is_no_longer_unknown(capsys) -> None:
@@ -39,7 +39,7 @@ def test_cli_check_cudnn_910_is_no_longer_unknown(capsys) -> None:
 
 def test_kepler_gpu_with_cudnn_910_is_an_error_naming_its_source(matrix: Matrix) -> None:
     found = _rules(check_stack(matrix, gpus=["K80"], cuda="12.4", cudnn="9.1.0", as_of=AS_OF))
-    assert "cuDNN 9.1.0 is not built for" in found["cudnn_arch"]
+    assert "cuDNN 9.1.0 is not built for" in found["cudnn.arch"]
 
 
 def test_bundled_cudnn_rule_works_for_the_new_rows() -> None:
@@ -52,9 +52,9 @@ def test_bundled_cudnn_rule_works_for_the_new_rows() -> None:
             var.pop(key, None)
     m = build_matrix(data)
     found = _rules(check_stack(m, gpus=["K80"], frameworks=["torch==2.5.1"], as_of=AS_OF))
-    assert "cuDNN 9.1.0.70" in found["framework_cudnn_arch"]
+    assert "cuDNN 9.1.0.70" in found["framework.cudnn-arch"]
     found = _rules(check_stack(m, gpus=["H100"], frameworks=["torch==2.5.1"], as_of=AS_OF))
-    assert "framework_cudnn_arch" not in found
+    assert "framework.cudnn-arch" not in found
 
 
 def test_every_bundled_cudnn_has_a_row_or_is_listed_as_unsourced(matrix: Matrix) -> None:

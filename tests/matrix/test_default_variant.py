@@ -27,9 +27,9 @@ def test_torch_211_on_r575_is_an_error_and_names_the_cu128_command(matrix: Matri
     rules = _rules(found)
     assert verdict(found) == "error"
     assert (
-        "cu130" in rules["framework_cuda_driver"] and "580.65.06" in rules["framework_cuda_driver"]
+        "cu130" in rules["framework.cuda-driver"] and "580.65.06" in rules["framework.cuda-driver"]
     )
-    assert rules["framework_other_variant"].endswith(
+    assert rules["framework.other-variant"].endswith(
         "pip install torch==2.11.0 --index-url https://download.pytorch.org/whl/cu128"
     )
 
@@ -37,7 +37,7 @@ def test_torch_211_on_r575_is_an_error_and_names_the_cu128_command(matrix: Matri
 @pytest.mark.parametrize("version", ["2.1.0", "2.2.2", "2.3.1"])
 def test_torch_21_to_23_judged_as_the_cuda_121_wheel(matrix: Matrix, version: str) -> None:
     found = check_stack(matrix, driver="535.54.03", frameworks=[f"torch=={version}"], as_of=AS_OF)
-    ok = _rules(found)["framework_ok"]
+    ok = _rules(found)["framework.ok"]
     assert "cu121: CUDA 12.1, cuDNN 8.9.2.26" in ok and ok.endswith(f"pip install torch=={version}")
 
 
@@ -48,7 +48,7 @@ def test_local_tag_still_judges_that_variant(matrix: Matrix) -> None:
 
 def test_release_without_published_metadata_says_so(matrix: Matrix) -> None:
     found = check_stack(matrix, driver="580.65.06", frameworks=["torch==2.14.1"], as_of=AS_OF)
-    assert "no core metadata" in _rules(found)["framework_default_unknown"]
+    assert "no core metadata" in _rules(found)["framework.default-unknown"]
 
 
 def test_resolve_v100_torch_211_is_not_pips_cuda13_wheel(matrix: Matrix) -> None:
@@ -62,19 +62,19 @@ def test_tensorflow_215_with_cudnn_9_is_an_error(matrix: Matrix) -> None:
         matrix, cuda="12.2", cudnn="9.1.0", frameworks=["tensorflow==2.15.0"], as_of=AS_OF
     )
     assert verdict(found) == "error"
-    assert "libcudnn.so.8" in _rules(found)["framework_cudnn_major"]
+    assert "libcudnn.so.8" in _rules(found)["framework.cudnn-major"]
 
 
 def test_tensorflow_cuda_major_mismatch_is_an_error(matrix: Matrix) -> None:
     found = check_stack(matrix, cuda="11.8", frameworks=["tensorflow==2.19.0"], as_of=AS_OF)
-    assert "CUDA 12" in _rules(found)["framework_cuda_major"]
+    assert "CUDA 12" in _rules(found)["framework.cuda-major"]
 
 
 def test_tensorflow_220_range_accepts_newer_cudnn_9(matrix: Matrix) -> None:
     found = check_stack(
         matrix, cuda="12.5", cudnn="9.5.1", frameworks=["tensorflow==2.20.0"], as_of=AS_OF
     )
-    assert "tensorflow_untested_cudnn" not in _rules(found)
+    assert "tensorflow.untested-cudnn" not in _rules(found)
 
 
 def test_show_torch_251_has_the_issue_shape(matrix: Matrix) -> None:
@@ -122,16 +122,16 @@ def test_bundled_cudnn_checked_against_the_gpu() -> None:
             var.pop(key, None)
     m = build_matrix(data)
     found = check_stack(m, gpus=["V100"], frameworks=["torch==2.11.0+cu128"], as_of=AS_OF)
-    assert "cuDNN 9.17.1.4" in _rules(found)["framework_cudnn_arch"]
+    assert "cuDNN 9.17.1.4" in _rules(found)["framework.cudnn-arch"]
     found = check_stack(m, gpus=["H100"], frameworks=["torch==2.11.0+cu128"], as_of=AS_OF)
-    assert "framework_cudnn_arch" not in _rules(found)
+    assert "framework.cudnn-arch" not in _rules(found)
 
 
 def test_volta_in_cu128_wheels_until_211(matrix: Matrix) -> None:
     """PyTorch kept sm_70 in its CUDA 12.8 builds (2.8 build script) and removed it for 2.11."""
     ok = check_stack(matrix, gpus=["V100"], frameworks=["torch==2.8.0+cu128"], as_of=AS_OF)
-    assert "framework_arch" not in _rules(ok)
+    assert "framework.arch" not in _rules(ok)
     bad = check_stack(matrix, gpus=["V100"], frameworks=["torch==2.11.0+cu128"], as_of=AS_OF)
-    assert "framework_arch" in _rules(bad)
+    assert "framework.arch" in _rules(bad)
     res = resolve_stack(matrix, gpus=["V100"], frameworks=["torch==2.11.0"], as_of=AS_OF)
     assert res.frameworks["torch"] == "2.11.0+cu126"  # the one 2.11 wheel with Volta kernels

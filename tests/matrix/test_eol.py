@@ -14,7 +14,7 @@ def test_r470_is_end_of_life_and_unpatched_since_2024(matrix: Matrix) -> None:
     r470 = matrix.branch(470)
     assert r470 is not None and eol_passed(r470, dt.date(2026, 11, 22)) is True
     rules = {f.rule for f in check_stack(matrix, driver="470.256.02", gpus=["K80"])}
-    assert "driver_branch_eol" in rules
+    assert "driver.branch-eol" in rules
     hits, unpatched = driver_hits(load_advisories(), "470.256.02")
     assert not hits and min(a.date for a in unpatched) > "2024-06-06"
 

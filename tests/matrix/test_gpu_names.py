@@ -50,15 +50,15 @@ def test_truncated_name_of_several_architectures_is_unknown(matrix: Matrix) -> N
 
 
 def test_unknown_gpu_warning_names_the_rules_not_applied(matrix: Matrix) -> None:
-    (f,) = [x for x in check_stack(matrix, gpus=["NVIDIA Foo 9000"]) if x.rule == "gpu_unknown"]
-    assert f.severity == "warning" and "driver_arch_unsupported" in f.message
-    assert "cudnn_arch" in f.message and "framework_arch" in f.message
+    (f,) = [x for x in check_stack(matrix, gpus=["NVIDIA Foo 9000"]) if x.rule == "gpu.unknown"]
+    assert f.severity == "warning" and "driver.arch-unsupported" in f.message
+    assert "cudnn.arch" in f.message and "framework.arch" in f.message
 
 
 def test_unknown_gpu_warning_names_the_nearest_known_names(matrix: Matrix) -> None:
-    (f,) = [x for x in check_stack(matrix, gpus=["A10O"]) if x.rule == "gpu_unknown"]
+    (f,) = [x for x in check_stack(matrix, gpus=["A10O"]) if x.rule == "gpu.unknown"]
     assert "did you mean A10 or A10G or A100?" in f.message and "known names include" in f.message
-    (far,) = [x for x in check_stack(matrix, gpus=["Foo 9000"]) if x.rule == "gpu_unknown"]
+    (far,) = [x for x in check_stack(matrix, gpus=["Foo 9000"]) if x.rule == "gpu.unknown"]
     assert "did you mean" not in far.message and "known names include" in far.message
 
 

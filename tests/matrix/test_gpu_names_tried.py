@@ -55,7 +55,7 @@ def test_names_find_their_row(matrix: Matrix, name: str, cc: str, model: str) ->
 def test_unsourced_names_stay_unknown(matrix: Matrix, name: str) -> None:
     assert gpu_info(matrix, name) is None
     rules = {f.rule for f in check_stack(matrix, gpus=[name])}
-    assert "gpu_unknown" in rules
+    assert "gpu.unknown" in rules
 
 
 def test_laptop_rows_do_not_swallow_desktop_names(matrix: Matrix) -> None:
@@ -100,19 +100,19 @@ def test_open_ended_cudnn_is_not_offered_to_gpus_its_cuda_lacks(
     line = next(x for x in capsys.readouterr().out.splitlines() if "cuDNN" in x)
     assert "8.5.0" not in line and "9.17.0" in line
     rules = {f.rule: f.severity for f in check_stack(matrix, gpus=["RTX 5090"], cudnn="8.5.0")}
-    assert rules["cudnn_arch"] == "error"
+    assert rules["cudnn.arch"] == "error"
     rules = {f.rule: f.severity for f in check_stack(matrix, gpus=["T4"], cudnn="8.5.0")}
-    assert "cudnn_arch" not in rules
+    assert "cudnn.arch" not in rules
 
 
 @pytest.mark.parametrize(
     ("given", "rule"),
     [
-        ({"frameworks": ["torch==99.0"]}, "framework_unknown"),
-        ({"frameworks": ["tensorflow==9.1"]}, "framework_unknown"),
-        ({"cudnn": "9.99.0", "cuda": "12.4"}, "cudnn_unknown"),
-        ({"cuda": "14.0"}, "cuda_unknown"),
-        ({"gpus": ["H100"], "driver": "999.1.2"}, "driver_branch_unknown"),
+        ({"frameworks": ["torch==99.0"]}, "framework.unknown"),
+        ({"frameworks": ["tensorflow==9.1"]}, "framework.unknown"),
+        ({"cudnn": "9.99.0", "cuda": "12.4"}, "cudnn.unknown"),
+        ({"cuda": "14.0"}, "cuda.unknown"),
+        ({"gpus": ["H100"], "driver": "999.1.2"}, "driver.branch-unknown"),
     ],
 )
 def test_a_release_newer_than_the_data_says_so_and_what_to_do(
@@ -128,4 +128,4 @@ def test_a_release_newer_than_the_data_says_so_and_what_to_do(
 
 def test_an_unlisted_release_between_known_ones_is_not_called_newer(matrix: Matrix) -> None:
     [finding] = check_stack(matrix, cudnn="9.4.0", as_of=AS_OF)
-    assert finding.rule == "cudnn_unknown" and "newer than every" not in finding.message
+    assert finding.rule == "cudnn.unknown" and "newer than every" not in finding.message

@@ -49,10 +49,10 @@ def test_every_builtin_profile_verifies(matrix: Matrix, name: str) -> None:
 def test_profile_for_the_wrong_hardware_fails(matrix: Matrix) -> None:
     deb = load_profiles()["debian12-nonfree-535-security"]
     rules = {f.rule for f in verify_profile(matrix, deb, ["B200"], as_of=AS_OF)}
-    assert {"cuda_arch_unsupported", "driver_arch_too_old"} <= rules
+    assert {"cuda.arch-unsupported", "driver.arch-too-old"} <= rules
     open_profile = load_profiles()["nvidia-repo-580-cuda13.0"]
     rules = {f.rule for f in verify_profile(matrix, open_profile, ["V100"], as_of=AS_OF)}
-    assert {"kernel_module_arch", "cuda_arch_unsupported"} <= rules
+    assert {"kernel-module.arch", "cuda.arch-unsupported"} <= rules
 
 
 def test_auto_kernel_module(matrix: Matrix) -> None:

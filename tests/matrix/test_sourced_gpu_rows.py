@@ -44,11 +44,11 @@ def test_neighbours_keep_their_own_rows(matrix: Matrix):
 def test_unsourced_b100_is_a_warning_naming_the_rules_not_applied(matrix: Matrix):
     found = {f.rule: f for f in check_stack(matrix, gpus=["NVIDIA B100"])}
     assert gpu_info(matrix, "NVIDIA B100") is None
-    assert found["gpu_unknown"].severity == "warning"
-    assert "were not applied" in found["gpu_unknown"].message
+    assert found["gpu.unknown"].severity == "warning"
+    assert "were not applied" in found["gpu.unknown"].message
 
 
 def test_h800_with_a_cuda_11_7_toolkit_is_judged_like_an_h100(matrix: Matrix):
     h800 = {f.rule for f in check_stack(matrix, gpus=["NVIDIA H800"], cuda="11.7")}
     h100 = {f.rule for f in check_stack(matrix, gpus=["NVIDIA H100 PCIe"], cuda="11.7")}
-    assert h800 == h100 and "gpu_unknown" not in h800
+    assert h800 == h100 and "gpu.unknown" not in h800

@@ -28,7 +28,7 @@ def test_fitting_tensorflow_says_what_it_is_built_with(
     found = _rules(
         matrix, gpus=["NVIDIA A10"], driver="580.159.03", frameworks=[f"tensorflow=={version}"]
     )
-    severity, message = found["framework_ok"]
+    severity, message = found["framework.ok"]
     assert severity == "info"
     assert f"CUDA {cuda}, cuDNN {cudnn}" in message
     assert f"pip install 'tensorflow[and-cuda]=={version}'" in message
@@ -38,51 +38,51 @@ def test_fitting_tensorflow_says_what_it_is_built_with(
 def test_kepler_cannot_run_a_cuda_12_tensorflow(matrix: Matrix, gpu: str) -> None:
     """CUDA 12 has no Kepler code and no driver serves both: an error, not 'maybe via PTX'."""
     found = _rules(matrix, gpus=[gpu], frameworks=["tensorflow==2.20.0"])
-    severity, message = found["framework_arch"]
+    severity, message = found["framework.arch"]
     assert severity == "error"
     assert "CUDA 12.5, which does not support" in message and "to 11.x" in message
-    assert "framework_ok" not in found and "framework_arch_unknown" not in found
+    assert "framework.ok" not in found and "framework.arch-unknown" not in found
 
 
 def test_driver_below_the_floor_is_an_error_and_no_ok(matrix: Matrix) -> None:
     found = _rules(
         matrix, gpus=["NVIDIA A10"], driver="520.61.05", frameworks=["tensorflow==2.20.0"]
     )
-    assert found["framework_cuda_driver"][0] == "error"
-    assert "framework_ok" not in found
+    assert found["framework.cuda-driver"][0] == "error"
+    assert "framework.ok" not in found
 
 
 def test_untested_cuda_warns_without_claiming_a_fit(matrix: Matrix) -> None:
     found = _rules(matrix, gpus=["T4"], cuda="12.4", frameworks=["tensorflow==2.18.0"])
-    assert found["tensorflow_untested_cuda"][0] == "warning"
-    assert "framework_ok" not in found
+    assert found["tensorflow.untested-cuda"][0] == "warning"
+    assert "framework.ok" not in found
 
 
 def test_cli_prints_the_fit(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["matrix", "check", "--framework", "tensorflow==2.20.0", "--gpu", "L40S"]) == 0
     out = capsys.readouterr().out
-    assert "framework_ok: TensorFlow 2.20.0" in out and "verdict: ok" in out
+    assert "framework.ok: TensorFlow 2.20.0" in out and "verdict: ok" in out
 
 
 def test_torch_on_pypi_without_metadata_says_why_it_is_not_checked(matrix: Matrix) -> None:
     """torch 2.15.0 is on PyPI (data/wheels.yaml: no core metadata published for its wheels)
     and has no matrix row: the answer says that, not merely 'not in the matrix'."""
     severity, message = _rules(matrix, gpus=["H100"], frameworks=["torch==2.15.0"])[
-        "framework_unknown"
+        "framework.unknown"
     ]
     assert severity == "warning"
     assert "torch 2.15.0 is on PyPI (released 2026-10-28)" in message
     assert "publishes no core metadata" in message and "torch.version.cuda" in message
-    _, other = _rules(matrix, frameworks=["torch==2.99.0"])["framework_unknown"]
+    _, other = _rules(matrix, frameworks=["torch==2.99.0"])["framework.unknown"]
     assert "is not in the matrix" in other and "PyPI" not in other
 
 
 def test_pypi_answered_tensorflow_cites_tensorflows_own_index_page(matrix: Matrix) -> None:
     """It cited https://pypi.org/pypi/torch/json for TensorFlow's and-cuda pins."""
     found = check_stack(matrix, frameworks=["tensorflow==2.20.0"], as_of=AS_OF)
-    ok = next(f for f in found if f.rule == "framework_ok")
+    ok = next(f for f in found if f.rule == "framework.ok")
     assert ok.source == "https://pypi.org/pypi/tensorflow/json"
     tested = check_stack(matrix, frameworks=["tensorflow==2.16.1"], as_of=AS_OF)
-    assert next(f for f in tested if f.rule == "framework_ok").source.startswith(
+    assert next(f for f in tested if f.rule == "framework.ok").source.startswith(
         "https://www.tensorflow.org/"
     )

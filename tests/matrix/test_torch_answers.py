@@ -21,7 +21,7 @@ def test_an_explicit_variant_that_fits_says_so(
     matrix: Matrix, spec: str, gpu: str, says: str
 ) -> None:
     """Before, a fitting +cuXYZ printed only 'verdict: ok'; a plain torch==X said what fits."""
-    severity, message = _rules(matrix, gpus=[gpu], frameworks=[spec])["framework_ok"]
+    severity, message = _rules(matrix, gpus=[gpu], frameworks=[spec])["framework.ok"]
     assert severity == "info" and says in message
     version, _, tag = spec.partition("==")[2].partition("+")
     assert f"pip install torch=={version} --index-url" in message and message.endswith(tag)
@@ -29,7 +29,7 @@ def test_an_explicit_variant_that_fits_says_so(
 
 def test_wheel_built_with_a_cuda_that_lacks_the_gpu_names_the_gpu_once(matrix: Matrix) -> None:
     severity, message = _rules(matrix, gpus=["RTX 5090"], frameworks=["torch==2.6.0"])[
-        "framework_arch"
+        "framework.arch"
     ]
     assert severity == "error"
     assert "built with CUDA 12.4, which does not support RTX 5090 (Blackwell, cc 12.0); fix:" in (
@@ -40,13 +40,13 @@ def test_wheel_built_with_a_cuda_that_lacks_the_gpu_names_the_gpu_once(matrix: M
 
 def test_suggested_wheel_also_has_cudnn_for_the_gpu(matrix: Matrix) -> None:
     """K80: the cu118 wheels of torch 2.7 list cc 3.7 but bundle cuDNN 9.1.0.70, which has no
-    Kepler code; suggesting them only moved the error to framework_cudnn_arch."""
+    Kepler code; suggesting them only moved the error to framework.cudnn-arch."""
     found = _rules(matrix, gpus=["Tesla K80"], frameworks=["torch==2.4.0+cu118"])
-    severity, message = found["framework_cudnn_arch"]
+    severity, message = found["framework.cudnn-arch"]
     assert severity == "error"
     assert "use torch 2.7 cu118" not in message
     fix = message.split("fix: ", 1)[1]
     if fix.startswith("use torch "):
         release, tag = fix.split()[2:4]
         again = _rules(matrix, gpus=["Tesla K80"], frameworks=[f"torch=={release}.0+{tag}"])
-        assert "framework_arch" not in again and "framework_cudnn_arch" not in again
+        assert "framework.arch" not in again and "framework.cudnn-arch" not in again

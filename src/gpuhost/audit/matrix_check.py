@@ -1,7 +1,7 @@
 """Every compatibility-matrix rule, judged on what the host really runs (via ``check_stack``).
 
 The matrix's findings keep their rule ids under the ``matrix.`` prefix
-(``matrix.cuda_driver_floor``) and their source URL at the end of the message. Each installed
+(``matrix.cuda.driver-floor``) and their source URL at the end of the message. Each installed
 CUDA toolkit is judged against the running driver; findings repeated across toolkits are kept once.
 """
 
@@ -52,7 +52,7 @@ def _cuda_versions(facts: HostFacts) -> list[str | None]:
 def matrix_results(facts: HostFacts, matrix: Any) -> tuple[RuleResult, ...]:
     """One RuleResult ("matrix") with every matrix finding for this host."""
     from gpuhost.matrix import check_stack
-    from gpuhost.matrix.resolve import judged_set
+    from gpuhost.matrix.check import judged_set
 
     inputs = stack_inputs(facts)
     if not any(inputs.values()) and not facts.cuda.toolkits and not facts.cuda.nvcc_version:

@@ -12,13 +12,14 @@ Public API:
 - ``render_markdown(matrix) -> str`` (docs/matrix.md)
 """
 
+from gpuhost.matrix.check import check_stack
 from gpuhost.matrix.findings import Finding, exit_code, verdict
 from gpuhost.matrix.gpus import gpu_info, normalise_name
 from gpuhost.matrix.load import build_matrix, default_matrix_path, load_matrix
 from gpuhost.matrix.model import GpuInfo, Matrix
 from gpuhost.matrix.profiles import Profile, load_profiles, verify_profile
 from gpuhost.matrix.render import render_markdown
-from gpuhost.matrix.resolve import NoCompatibleSet, Resolution, check_stack, resolve_stack
+from gpuhost.matrix.resolve import NoCompatibleSet, Resolution, resolve_stack
 
 __all__ = [
     "Finding",

@@ -20,11 +20,11 @@ import yaml
 from gpuhost.datafiles import load_yaml, supported_os, yaml_problem
 from gpuhost.errors import ConfigError, UnknownNameError, VersionError
 from gpuhost.matrix.advisories import Advisories, security_findings
+from gpuhost.matrix.check import check_stack
 from gpuhost.matrix.findings import Finding
 from gpuhost.matrix.gpus import gpu_info
 from gpuhost.matrix.lookup import parse_framework
 from gpuhost.matrix.model import Matrix
-from gpuhost.matrix.resolve import check_stack
 from gpuhost.versions import driver_branch, parse_version
 
 SOURCES = ("debian-nonfree", "nvidia-cuda-repo", "ubuntu-archive")
@@ -334,7 +334,7 @@ def verify_profile(
     if profile.kernel_module == "open" and profile.driver_branch < since:
         findings.append(
             Finding(
-                "kernel_module_flavour",
+                "kernel-module.flavour",
                 "error",
                 f"profile {profile.name}: open kernel modules exist from R{since}; driver "
                 f"{profile.driver_version} is R{profile.driver_branch}; fix: use proprietary",
@@ -350,7 +350,7 @@ def verify_profile(
         ):
             findings.append(
                 Finding(
-                    "kernel_module_arch",
+                    "kernel-module.arch",
                     "error",
                     f"profile {profile.name} installs the {profile.kernel_module} kernel module, "
                     "which "
