@@ -62,7 +62,7 @@ def host_output(version="535.261.03-1", pin=PIN_OLD, profile="debian12-nonfree-5
         _b64(f"{profile}\n"),
         f"{MARK} file 600 /etc/modprobe.d/odd name.conf",
         _b64("options nvidia NVreg_PreserveVideoMemoryAllocations=1\n"),
-        f"{MARK} file 644 /etc/docker/daemon.bin",
+        f"{MARK} file 644 /etc/cdi/nvidia.bin",
         base64.b64encode(b"\xff\xfe\x00binary").decode(),
         f"{MARK} end",
     ]
@@ -88,7 +88,7 @@ def test_parse_host_state_keeps_coupled_packages_holds_and_files():
     pin = state.files["/etc/apt/preferences.d/gpuhost-nvidia"]
     assert pin["category"] == "apt_preferences" and pin["content"] == PIN_OLD
     assert state.files["/etc/modprobe.d/odd name.conf"]["mode"] == "600"
-    binary = state.files["/etc/docker/daemon.bin"]
+    binary = state.files["/etc/cdi/nvidia.bin"]
     assert "content" not in binary and file_bytes(binary) == b"\xff\xfe\x00binary"
 
 
@@ -242,16 +242,16 @@ def test_snapshot_shapes_that_diff_and_rollback_cannot_use_are_refused(change, s
 @pytest.mark.parametrize(
     ("record", "said"),
     [
-        ({"category": "x", "sha256": 5}, ".sha256: found 5, expected text"),
-        ({"category": "x", "content": "\udcff"}, ": content not readable"),
-        ({"category": "x", "content_b64": "abc"}, ": content not readable"),  # bad padding
-        ({"category": "x", "content": None}, ".content: found None, expected text"),
+        ({"category": "gpuhost", "sha256": 5}, ".sha256: found 5, expected text"),
+        ({"category": "gpuhost", "content": "\udcff"}, ": content not readable"),
+        ({"category": "gpuhost", "content_b64": "abc"}, ": content not readable"),  # bad padding
+        ({"category": "gpuhost", "content": None}, ".content: found None, expected text"),
     ],
 )
 def test_file_records_must_give_back_their_bytes(record, said):
     doc = build_snapshot("h1", parse_host_state(host_output()), "20250101T000000Z")
     doc = json.loads(json.dumps(doc))
-    doc["files"] = {"/etc/x": record}
-    with pytest.raises(ConfigError, match="^snap.json: files./etc/x") as err:
+    doc["files"] = {"/etc/gpuhost/x": record}
+    with pytest.raises(ConfigError, match="^snap.json: files./etc/gpuhost/x") as err:
         validate_document(doc, "snap.json")
     assert said in str(err.value)

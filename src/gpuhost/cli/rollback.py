@@ -25,7 +25,7 @@ from gpuhost.terminal import FleetProgress
 from gpuhost.upgrade.orchestrate import HostContext, StepFailed, UpgradeOptions
 from gpuhost.upgrade.settings import limit_option, snapshots_dir, state_option
 from gpuhost.upgrade.signals import StopOnSignals, signal_name
-from gpuhost.upgrade.snapshot import SnapshotStore, load_snapshot
+from gpuhost.upgrade.snapshot import SnapshotStore
 
 
 @click.command("rollback")
@@ -70,13 +70,12 @@ def command(
 
     hosts = load_inventory(inventory, limit)
     store = SnapshotStore(snapshots_dir(state_dir))
-    refs = {}
-    for entry in hosts:  # every snapshot is found before any host is touched
-        refs[entry.name] = (
-            store.find(entry.name, snapshot_id) if snapshot_id else store.latest(entry.name)
-        )
-        if refs[entry.name] is None:
+    refs, docs = {}, {}
+    for entry in hosts:  # every snapshot is found and checked before any host is touched
+        found = store.find(entry.name, snapshot_id) if snapshot_id else store.latest(entry.name)
+        if found is None:
             raise ConfigError(f"{entry.name}: no snapshot under {store.root / entry.name}")
+        refs[entry.name], docs[entry.name] = found, store.load(found)
     for entry in hosts:
         ref = refs[entry.name]
         assert ref is not None
@@ -99,7 +98,7 @@ def command(
     def one(entry: InventoryHost) -> bool:
         ref = refs[entry.name]
         assert ref is not None
-        doc = load_snapshot(ref.path)
+        doc = docs[entry.name]
         ctx = HostContext(entry.name, "-", UpgradeOptions(), {"snapshot_path": str(ref.path)})
         try:
             result = steps.restore(entry.name, doc)

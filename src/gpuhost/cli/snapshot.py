@@ -127,7 +127,7 @@ def list_(host: str | None, state_dir: Path) -> int:
     if not refs:
         click.echo(_none_text(host, sorted({ref.host for ref in store.list()}), state_dir))
     for ref in refs:
-        doc = load_snapshot(ref.path)
+        doc = store.load(ref)
         click.echo(
             f"{ref.host}/{ref.id}  profile={doc.get('profile') or '-'}  "
             f"packages={len(doc['packages'])}  held={len(doc['holds'])}"

@@ -28,6 +28,8 @@ from pyinfra.api.state import StateStage
 
 from gpuhost.connection import connect_cause
 from gpuhost.errors import HostError
+from gpuhost.safeio import open_new
+from gpuhost.statedir import checked_folder
 from gpuhost.upgrade.remote import Result
 
 RC_MARK = "##GPUHOST_RC="
@@ -275,7 +277,7 @@ def _run_logged(
     and stderr) in ``log_path``; its exit code. HostError(``timeout_message``) when it runs past
     ``timeout_s``; HostError when the run was stopped (the child's exit then means nothing)."""
     canceller = canceller or Canceller()
-    with log_path.open("w") as out:
+    with open_new(log_path) as out:
         try:
             returncode = canceller.run_child(argv, out, env, timeout_s)
         except subprocess.TimeoutExpired as exc:
@@ -301,7 +303,7 @@ def run_checks(
     controller; returns the JUnit XML text. HostError when pytest could not run the checks."""
     from gpuhost.checks.run import checks_dir, pytest_argv
 
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    checked_folder(log_path.parent, create=True)
     with tempfile.TemporaryDirectory(prefix="gpuhost-checks-") as tmp:
         inventory = write_host_inventory(entry, Path(tmp) / "inventory.py")
         junit = Path(tmp) / "junit.xml"

@@ -20,6 +20,8 @@ from typing import Any, TextIO
 
 from gpuhost.deploy_runner import HostOutcome, run_deploy_on
 from gpuhost.errors import HostError
+from gpuhost.safeio import open_new
+from gpuhost.statedir import checked_folder
 from gpuhost.upgrade.connect import Canceller, InventoryHost
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -66,8 +68,8 @@ def host_logs(requests: Mapping[str, DeployRequest]) -> Iterator[dict[str, TextI
     handler = HostLogs(files)
     try:
         for name, request in requests.items():
-            request.log_path.parent.mkdir(parents=True, exist_ok=True)
-            files[name] = request.log_path.open("w", encoding="utf-8")
+            checked_folder(request.log_path.parent, create=True)
+            files[name] = open_new(request.log_path)
         handler.files = dict(files)
         pyinfra_logger.addHandler(handler)
         pyinfra_logger.setLevel(logging.INFO)

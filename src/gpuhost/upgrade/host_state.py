@@ -9,8 +9,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import posixpath
 import re
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from gpuhost.audit.coupled import is_managed
@@ -84,6 +86,36 @@ def file_category(path: str) -> str:
     return "other"
 
 
+# Mode bits a snapshot never records and rollback never applies: setuid, setgid, sticky and
+# world-writable (a file recorded with them is recorded without them).
+UNSAFE_MODE_BITS = 0o7002
+
+
+def file_path_problem(path: object) -> str | None:
+    """Why ``path`` cannot be a file a snapshot records (and rollback writes as root), or
+    None: it must be one of ``SNAPSHOT_FILES``, written plainly (absolute, no ``..``, ``//``
+    or control characters). A document cannot name /root/.ssh/authorized_keys."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return "expected an absolute path"
+    if posixpath.normpath(path) != path or any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return "expected a plain absolute path (no '..', '//', trailing '/' or control characters)"
+    if not any(PurePosixPath(path).match(pattern) for pattern in SNAPSHOT_FILES):
+        return "not a file snapshots record (see upgrade/host_state.SNAPSHOT_FILES)"
+    return None
+
+
+def mode_problem(mode: object) -> str | None:
+    """Why a recorded file mode cannot be applied by rollback, or None: octal permission bits
+    only, never setuid, setgid, sticky or world-writable."""
+    if mode is None:
+        return None
+    if not isinstance(mode, str) or not re.fullmatch(r"[0-7]{3,4}", mode):
+        return "expected octal permission bits such as '644'"
+    if int(mode, 8) & UNSAFE_MODE_BITS:
+        return "expected no setuid, setgid, sticky or world-writable bit"
+    return None
+
+
 def state_command() -> str:
     """The one shell command that prints everything a snapshot records."""
     globs = " ".join(SNAPSHOT_FILES)
@@ -152,8 +184,15 @@ def parse_host_state(output: str) -> HostState:
             if len(args) != 2:
                 raise ParseError(f"host state: bad file marker {' '.join(args)!r}")
             mode, path = args
+            problem = file_path_problem(path) or _host_mode_problem(mode)
+            if problem:
+                raise ParseError(f"host state: file {path!r:.120} (mode {mode!r:.10}): {problem}")
             state.files[path] = file_record(path, mode, "".join(lines).strip())
     return state
+
+
+def _host_mode_problem(mode: str) -> str | None:
+    return None if re.fullmatch(r"[0-7]{1,4}", mode) else "expected octal permission bits"
 
 
 def _packages(state: HostState, lines: list[str]) -> None:
@@ -178,7 +217,7 @@ def file_record(path: str, mode: str, b64: str) -> dict[str, Any]:
         raise ParseError(f"host state: content of {path} is not valid base64") from None
     record: dict[str, Any] = {
         "category": file_category(path),
-        "mode": mode,
+        "mode": f"{int(mode, 8) & 0o7777 & ~UNSAFE_MODE_BITS:03o}",
         "sha256": hashlib.sha256(raw).hexdigest(),
     }
     try:

@@ -384,7 +384,7 @@ class HostSteps:
         path = ctx.data.get("snapshot_path")
         if not path:
             raise StepFailed("no snapshot recorded for this host; cannot roll back")
-        return load_snapshot(Path(str(path)))
+        return load_snapshot(Path(str(path)), host=ctx.host)
 
     def rollback(self, ctx: HostContext) -> dict[str, Any]:
         return self.restore(ctx.host, self._snapshot_doc(ctx))

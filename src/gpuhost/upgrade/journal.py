@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuhost.errors import ConfigError
+from gpuhost.safeio import NOFOLLOW, read_regular
+from gpuhost.statedir import checked_folder
 
 JOURNAL_SCHEMA = 1
 STEP_STATUSES = ("started", "done", "failed", "interrupted")
@@ -100,7 +102,7 @@ class Journal:
         hosts: list[str],
         options: Mapping[str, Any],
     ) -> Journal:
-        runs_dir.mkdir(parents=True, exist_ok=True)
+        checked_folder(runs_dir, create=True)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
         run_id = f"upgrade-{stamp}"
         header = RunHeader(run_id, inventory, target, list(hosts), dict(options), utc_now())
@@ -173,11 +175,20 @@ class Journal:
     def _append(self, record: Mapping[str, Any], create: bool = False) -> None:
         line = json.dumps(record, sort_keys=True) + "\n"
         with self._lock:
-            flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
-            fd = os.open(self.path, flags, 0o644)
+            flags = os.O_WRONLY | os.O_APPEND | NOFOLLOW | (os.O_CREAT | os.O_EXCL if create else 0)
+            try:
+                fd = os.open(self.path, flags, 0o600)
+            except OSError as exc:
+                raise ConfigError(
+                    f"{self.path}: cannot write upgrade journal ({exc.strerror or exc})"
+                ) from None
             try:
                 os.write(fd, line.encode())
                 os.fsync(fd)
+            except OSError as exc:
+                raise ConfigError(
+                    f"{self.path}: cannot write upgrade journal ({exc.strerror or exc})"
+                ) from None
             finally:
                 os.close(fd)
 
@@ -196,9 +207,7 @@ class Journal:
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Parse a journal file; drop a torn final line, reject anything else unreadable."""
     try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read upgrade journal: {exc.strerror}") from None
+        text = read_regular(path, "upgrade journal", follow=False, owned=True).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{path}: not an upgrade journal (byte {exc.start} is not UTF-8 text; expected one "
@@ -309,7 +318,10 @@ def find_resumable(runs_dir: Path, inventory: str) -> Path | None:
     """The newest run journal for this inventory that has not ended, if any."""
     if not runs_dir.is_dir():
         return None
+    checked_folder(runs_dir)
     for path in sorted(runs_dir.glob("upgrade-*.jsonl"), reverse=True):
+        if path.is_symlink() or not path.is_file():
+            continue  # a FIFO or link named like a journal is none
         records = read_records(path)
         if records[0].get("inventory") != inventory:
             continue

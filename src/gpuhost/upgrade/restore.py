@@ -31,11 +31,18 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import Sha256File
 from pyinfra.operations import systemd
 
+from gpuhost.errors import ConfigError
 from gpuhost.facts.apt_pins import AptHolds, DpkgState, InstalledPackageStates
 from gpuhost.operations import apt_pin
 from gpuhost.operations._facts import fact
 from gpuhost.upgrade import package_cache
-from gpuhost.upgrade.host_state import file_bytes, is_stack_package
+from gpuhost.upgrade.host_state import (
+    file_bytes,
+    file_category,
+    file_path_problem,
+    is_stack_package,
+    mode_problem,
+)
 
 RESTORE_KEY = "_gpuhost_restore"
 
@@ -60,17 +67,27 @@ def restore_plan(
 ) -> RestorePlan:
     """The plan for snapshot ``doc`` on a host whose recorded files are ``files_now`` (path ->
     record with ``category``): the snapshot's files of ``categories``, and files of those
-    categories it did not have whose path starts with ``removable`` (pure)."""
+    categories it did not have whose path starts with ``removable`` (pure). A file's category
+    is its path's (``file_category``), never what a document says; a path snapshots do not
+    record or a mode rollback may not apply is a ConfigError (``validate_document`` refuses
+    them first)."""
     saved: Mapping[str, Any] = doc.get("files") or {}
+    for path, record in saved.items():
+        problem = file_path_problem(path) or mode_problem(record.get("mode"))
+        if problem:
+            raise ConfigError(f"snapshot {doc.get('id')!r:.40}: files: {path!r:.120}: {problem}")
     files = {
-        path: (file_bytes(dict(record)), str(record.get("mode", "644")))
+        path: (file_bytes(dict(record)), str(record.get("mode") or "644"))
         for path, record in sorted(saved.items())
-        if record.get("category") in categories
+        if file_category(path) in categories
     }
     remove = tuple(
         path
-        for path, record in sorted(files_now.items())
-        if path not in saved and record.get("category") in categories and path.startswith(removable)
+        for path in sorted(files_now)
+        if path not in saved
+        and file_path_problem(path) is None
+        and file_category(path) in categories
+        and path.startswith(removable)
     )
     cache = doc.get("package_cache") or {}
     return RestorePlan(

@@ -18,6 +18,7 @@ import yaml
 
 from gpuhost.datafiles import load_yaml, yaml_problem
 from gpuhost.errors import ConfigError
+from gpuhost.statedir import check_state_dir
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,8 +41,16 @@ def state_option(func: F) -> F:
         default=lambda: default_state_dir(os.environ, Path.home()),
         show_default="$GPUHOST_STATE_DIR, else $XDG_STATE_HOME/gpuhost, else "
         "~/.local/state/gpuhost",
-        help="Controller-side folder for snapshots/, runs/ (upgrade journals) and logs/.",
+        callback=_checked_state_dir,
+        help="Controller-side folder for snapshots/, runs/ (upgrade journals), locks/ and logs/ "
+        "(owned by you or root, writable by no one else).",
     )(func)
+
+
+def _checked_state_dir(ctx: click.Context, param: click.Parameter, value: Path) -> Path:
+    """The state folder is checked before any command reads or writes it (gpuhost.statedir)."""
+    check_state_dir(value)
+    return value
 
 
 def limit_option(func: F) -> F:

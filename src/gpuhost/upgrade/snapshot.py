@@ -10,10 +10,13 @@ provider snapshot. ``diff`` compares two documents; rollback restores from one.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -22,7 +25,15 @@ from typing import Any
 
 from gpuhost.errors import ConfigError, ParseError
 from gpuhost.parsers.profile_marker import MARKER_PATH, parse_profile_marker
-from gpuhost.upgrade.host_state import HostState, file_bytes
+from gpuhost.safeio import fsync_folder, read_regular, write_atomic
+from gpuhost.statedir import checked_folder
+from gpuhost.upgrade.host_state import (
+    HostState,
+    file_bytes,
+    file_category,
+    file_path_problem,
+    mode_problem,
+)
 
 SNAPSHOT_SCHEMA = 1
 SNAPSHOT_KIND = "gpuhost.snapshot"
@@ -124,15 +135,27 @@ def _check_kernel(kernel: object, source: str) -> None:
         isinstance(r, dict) and isinstance(r.get("version"), str) for r in packages.values()
     ):
         raise ConfigError(
-            f"{source}: kernel.packages: expected an object of package name -> "
-            '{"version": "..."}'
+            f'{source}: kernel.packages: expected an object of package name -> {{"version": "..."}}'
         )
 
 
 def _check_file_record(path: str, record: dict[str, Any], source: str) -> None:
-    """A recorded file must give back its exact bytes (what rollback writes) and compare."""
+    """A recorded file must be one snapshots record, of the category its path gives, with a
+    mode rollback may apply, and give back its exact bytes (what rollback writes)."""
+    problem = file_path_problem(path)
+    if problem:
+        raise ConfigError(f"{source}: files: {path!r:.120}: {problem}")
+    category = record.get("category", file_category(path))
+    if category != file_category(path):
+        raise ConfigError(
+            f"{source}: files.{path}.category: found {category!r:.40}, expected "
+            f"{file_category(path)!r} (the category of that path)"
+        )
+    problem = mode_problem(record.get("mode"))
+    if problem:
+        raise ConfigError(f"{source}: files.{path}.mode: found {record['mode']!r:.40}, {problem}")
     for key, allowed in (
-        ("sha256", (str, type(None))),
+        ("sha256", str),
         ("mode", (str, type(None))),
         ("content", str),
         ("content_b64", str),
@@ -140,9 +163,15 @@ def _check_file_record(path: str, record: dict[str, Any], source: str) -> None:
         if not isinstance(record.get(key, ""), allowed):
             found = f"{record[key]!r:.40}"
             raise ConfigError(f"{source}: files.{path}.{key}: found {found}, expected text")
+    if "sha256" in record and not re.fullmatch(r"[0-9a-f]{64}", record["sha256"]):
+        raise ConfigError(
+            f"{source}: files.{path}.sha256: found {record['sha256']!r:.40}, expected 64 hex digits"
+        )
     try:
         if "content" in record or "content_b64" in record:
-            file_bytes(record)
+            digest = hashlib.sha256(file_bytes(record)).hexdigest()
+            if record.get("sha256", digest) != digest:
+                raise ConfigError(f"{source}: files.{path}.sha256: does not match its content")
     except (UnicodeEncodeError, ValueError) as exc:  # a lone surrogate, bad base64
         raise ConfigError(f"{source}: files.{path}: content not readable ({exc})") from None
 
@@ -211,26 +240,46 @@ class SnapshotStore:
         self.root = root
 
     def save(self, doc: Mapping[str, Any]) -> Path:
+        """Write ``doc`` atomically (mode 0600) as ``<host>/<id>.json``; its id's reservation
+        (``unique_id``) is released."""
         host, sid = str(doc["host"]), str(doc["id"])
-        folder = self.root / _safe_host(host)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = self._folder(host)
         path = folder / f"{sid}.json"
-        tmp = folder / f".{sid}.json.tmp"
-        with open(tmp, "w") as handle:
-            json.dump(doc, handle, indent=1, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+        try:
+            write_atomic(path, text.encode("utf-8"), 0o600)
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot write snapshot ({exc.strerror or exc})") from None
+        with contextlib.suppress(OSError):
+            os.unlink(folder / f".{sid}.id")
         return path
 
     def unique_id(self, host: str, sid: str) -> str:
-        folder = self.root / _safe_host(host)
+        """``sid``, or ``sid-2``, ``sid-3``...: the first id no snapshot of ``host`` has and no
+        other run has reserved; reserved here (a ``.<id>.id`` file created with O_EXCL), so
+        snapshots taken in the same second never share an id."""
+        folder = self._folder(host)
         candidate, n = sid, 1
-        while (folder / f"{candidate}.json").exists():
+        while True:
+            if not os.path.lexists(folder / f"{candidate}.json"):
+                try:
+                    fd = os.open(folder / f".{candidate}.id", os.O_CREAT | os.O_EXCL, 0o600)
+                except FileExistsError:
+                    pass
+                except OSError as exc:
+                    raise ConfigError(
+                        f"{folder}: cannot reserve snapshot id ({exc.strerror or exc})"
+                    ) from None
+                else:
+                    os.close(fd)
+                    fsync_folder(folder)
+                    return candidate
             n += 1
             candidate = f"{sid}-{n}"
-        return candidate
+
+    def _folder(self, host: str) -> Path:
+        checked_folder(self.root, create=True)
+        return checked_folder(self.root / _safe_host(host), create=True)
 
     def list(self, host: str | None = None) -> list[SnapshotRef]:
         if not self.root.is_dir():
@@ -241,7 +290,7 @@ class SnapshotStore:
             if not folder.is_dir():
                 continue
             for path in sorted(folder.glob("*.json")):
-                if ID_RE.match(path.stem):
+                if ID_RE.match(path.stem) and _regular(path):
                     refs.append(SnapshotRef(folder.name, path.stem, path))
         return refs
 
@@ -251,7 +300,7 @@ class SnapshotStore:
 
     def find(self, host: str, sid: str) -> SnapshotRef:
         path = self.root / _safe_host(host) / f"{sid}.json"
-        if not path.is_file():
+        if not ID_RE.match(sid) or not _regular(path):
             have = ", ".join(r.id for r in self.list(host)) or "none"
             raise ConfigError(
                 f"{host}: no snapshot {sid!r} under {self.root / _safe_host(host)} (have: {have})"
@@ -261,8 +310,8 @@ class SnapshotStore:
     def resolve(self, ref: str) -> Path:
         """A path, ``host/id``, or ``host`` (its latest snapshot) -> the document's path."""
         path = Path(ref)
-        if path.suffix == ".json" and path.is_file():
-            return path
+        if path.suffix == ".json" and os.path.lexists(path):
+            return path  # load_snapshot refuses what is not a regular file
         host, _, sid = ref.partition("/")
         if sid:
             return self.find(host, sid).path
@@ -273,12 +322,26 @@ class SnapshotStore:
             )
         return latest.path
 
+    def load(self, ref: SnapshotRef) -> dict[str, Any]:
+        """The document of ``ref``, which must be the snapshot of that host with that id (a
+        document copied into another host's folder, or renamed, is refused)."""
+        return load_snapshot(ref.path, host=ref.host, sid=ref.id)
 
-def load_snapshot(path: Path) -> dict[str, Any]:
+
+def _regular(path: Path) -> bool:
+    """A regular file, not followed through a symbolic link (a FIFO or link is no snapshot)."""
     try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read snapshot: {exc.strerror}") from None
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def load_snapshot(path: Path, host: str | None = None, sid: str | None = None) -> dict[str, Any]:
+    """A snapshot document read (regular file of this user or root only) and validated;
+    ``host``/``sid``: what the document must say it is (a document of another host copied or
+    renamed into this host's folder is refused)."""
+    try:
+        text = read_regular(path, "snapshot", owned=True).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{path}: not a snapshot (byte {exc.start} is not UTF-8 text; expected JSON)"
@@ -289,7 +352,14 @@ def load_snapshot(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
     except (ValueError, RecursionError) as exc:  # a 5000-digit number, nesting too deep
         raise ConfigError(f"{path}: JSON not readable as a snapshot ({exc})") from None
-    return validate_document(doc, str(path))
+    doc = validate_document(doc, str(path))
+    for key, expected in (("host", host), ("id", sid)):
+        if expected is not None and doc[key] != expected:
+            raise ConfigError(
+                f"{path}: {key}: found {doc[key]!r:.60}, expected {expected!r} (a snapshot must "
+                "be the one its folder and name say)"
+            )
+    return doc
 
 
 def _safe_host(host: str) -> str:
