@@ -128,6 +128,12 @@ def outcome_lines(outcomes: Iterable[HostOutcome], dry: bool, again: str = "") -
     return lines
 
 
+def cut_off(outcomes: Iterable[HostOutcome]) -> bool:
+    """True when a signal stopped a host before its last operation (False: it came after every
+    host had finished, so nothing was left undone on any host)."""
+    return any(o.status == "interrupted" for o in outcomes)
+
+
 def exit_code(outcomes: Iterable[HostOutcome], refused_is_usage: bool) -> int:
     """2 when a host had bad data (or, with ``refused_is_usage``, was refused by a guard);
     else 1 when any host is not ok; else 0."""

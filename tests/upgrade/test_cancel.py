@@ -80,7 +80,7 @@ def test_timeout_ends_the_child(tmp_path: Path) -> None:
 
 
 def test_sigint_handler_calls_stop_once_and_restores(tmp_path: Path) -> None:
-    from gpuhost.upgrade.signals import StopOnSignals
+    from gpuhost.signals import StopOnSignals
 
     calls: list[int] = []
     before = signal.getsignal(signal.SIGINT)
@@ -90,5 +90,5 @@ def test_sigint_handler_calls_stop_once_and_restores(tmp_path: Path) -> None:
         while not calls and time.monotonic() < deadline:
             time.sleep(0.05)
     assert calls == [1]
-    assert signals.received == signal.SIGTERM and signals.exit_code == 143
+    assert signals.received == signal.SIGTERM and signals.stopped("").code == 143
     assert signal.getsignal(signal.SIGINT) is before

@@ -14,13 +14,10 @@ import os
 import pkgutil
 import signal
 import sys
-import threading
-from types import FrameType
-from typing import Any
 
 import click
 
-from gpuhost import __version__
+from gpuhost import __version__, signals
 from gpuhost.errors import EXIT_USAGE, GpuhostError
 from gpuhost.terminal import colour_allowed
 
@@ -66,30 +63,12 @@ def cli() -> None:
     """
 
 
-class _Stopped(SystemExit):
-    """SIGINT or SIGTERM, raised where the program is: a SystemExit, so that gevent's hub hands
-    it to the main greenlet without printing a traceback, and no ``except Exception`` swallows
-    it. ``code`` is the exit code (128 + the signal)."""
-
-
-def _quit_now(signum: int, frame: FrameType | None) -> None:
-    sys.stderr.write(f"gpuhost: {signal.Signals(signum).name} again: quitting now\n")
-    sys.stderr.flush()
+def _quit_now(signum: int, line: str) -> None:
+    """A second SIGINT/SIGTERM (``gpuhost.signals``): the line, then exit at once."""
+    # os.write: the handler may interrupt a write to sys.stderr (a reentrant buffered write
+    # raises RuntimeError)
+    os.write(2, f"{line}\n".encode())
     os._exit(128 + signum)
-
-
-def _stop(signum: int, frame: FrameType | None) -> None:
-    """The first SIGINT/SIGTERM unwinds the command (its finally blocks close connections); a
-    second one quits at once instead of interrupting that clean-up with tracebacks."""
-    for each in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(each, _quit_now)
-    raise _Stopped(EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT)
-
-
-def _handle_signals() -> dict[int, Any]:
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {each: signal.signal(each, _stop) for each in (signal.SIGINT, signal.SIGTERM)}
 
 
 def _tolerant_streams() -> None:
@@ -106,7 +85,8 @@ def _tolerant_streams() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return (and exit with) 0 ok, 1 findings/incompatible, 2 bad input, 130 on
     SIGINT (Ctrl-C) and 143 on SIGTERM, each with one line."""
-    previous = _handle_signals() if argv is None else {}
+    signals.on_quit(_quit_now)
+    previous = signals.unwind_on_signals() if argv is None else {}
     _tolerant_streams()
     # NO_COLOR (https://no-color.org) or TERM=dumb: click.echo strips every style; else click
     # colours only on a terminal.
@@ -127,15 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("gpuhost: interrupted (SIGINT)", err=True)
         code = EXIT_SIGINT
-    except _Stopped as exc:
-        name = "terminated (SIGTERM)" if exc.code == EXIT_SIGTERM else "interrupted (SIGINT)"
-        click.echo(f"gpuhost: {name}", err=True)
-        code = EXIT_SIGTERM if exc.code == EXIT_SIGTERM else EXIT_SIGINT
+    except signals.Stopped as exc:
+        sigterm = exc.signum == signal.SIGTERM
+        name = "terminated (SIGTERM)" if sigterm else "interrupted (SIGINT)"
+        click.echo(exc.line or f"gpuhost: {name}", err=True)
+        code = EXIT_SIGTERM if sigterm else EXIT_SIGINT
     else:
         code = rv if isinstance(rv, int) else 0
     finally:
-        for each, handler in previous.items():
-            signal.signal(each, handler)
+        signals.restore(previous)
     if argv is None:
         sys.exit(code)
     return code

@@ -13,14 +13,14 @@ With ``--dry`` the exact nftables file each host would get follows the summary l
 Exit code: 0 every host ok, 1 some host failed, was refused or was unreachable, 2 bad inventory
 or data, 130/143 stopped by SIGINT/SIGTERM (while hosts are being changed, each stops after the
 operation it is running, never between an SSH change and its confirm step:
-``gpuhost.cli._interrupt``).
+``gpuhost.signals.StopAtOperationBoundary``).
 """
 
 from __future__ import annotations
 
 import click
 
-from gpuhost.cli._interrupt import cut_off, run_and_report
+from gpuhost.cli._deploy import run_and_report
 from gpuhost.cli._options import connect_timeout_option
 from gpuhost.deploy_runner import exit_code, parallel_option, setup_logging
 from gpuhost.facts.firewall import RULESET_PATH
@@ -55,7 +55,7 @@ def command(
 
     setup_logging(verbose)
     planned_rulesets.clear()
-    outcomes, stop = run_and_report(
+    outcomes, _stop = run_and_report(
         "gpuhost harden",
         inventory,
         harden,
@@ -65,8 +65,6 @@ def command(
         connect_timeout=connect_timeout,
         progress=FleetProgress(0, "harden"),  # a status line on a terminal, else nothing
     )
-    if stop.received and cut_off(outcomes):
-        return stop.exit_code
     if dry:
         for outcome in outcomes:
             if outcome.status == "ok":

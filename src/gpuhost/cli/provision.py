@@ -12,7 +12,7 @@ Exit code: 0 every host ok, 1 an operation failed or a host was unreachable, 2 b
 profiles file or inventory, or a host refused by a guard before any change, e.g. a profile that
 would change the driver of a provisioned host: ``gpuhost upgrade`` does that), 130/143 stopped by
 SIGINT/SIGTERM: while hosts are being changed, each stops after the operation it is running
-(``gpuhost.cli._interrupt``) and its line says so:
+(``gpuhost.signals.StopAtOperationBoundary``) and its line says so:
 
     h1: interrupted after gpuhost provision | Install NVIDIA driver | NVIDIA driver 535.309.01 (7
     of 15 operations done); run gpuhost provision again to finish
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gpuhost.cli._interrupt import cut_off, run_and_report
+from gpuhost.cli._deploy import run_and_report
 from gpuhost.cli._options import connect_timeout_option
 from gpuhost.deploy_runner import exit_code, parallel_option, setup_logging
 from gpuhost.matrix.profiles import load_profiles
@@ -97,15 +97,12 @@ def command(
         uses_profiles=True,
         on_selected=lambda selection: _warn(advisory_warnings(selection)),
     )
-    if stop.received and (cut_off(outcomes) or (reboot and not dry)):
-        if not cut_off(outcomes):  # every host finished; the reboot is what the signal stopped
-            click.echo(
-                f"gpuhost provision: no reboot ({stop.signal_name}): run gpuhost provision "
-                f"{inventory} --reboot to reboot the hosts that need it (it changes nothing else "
-                "on converged hosts)",
-                err=True,
-            )
-        return stop.exit_code
+    if stop.received and reboot and not dry:  # every host finished; the signal stops the reboot
+        raise stop.stopped(
+            f"gpuhost provision: no reboot ({stop.signal_name}): run gpuhost provision "
+            f"{inventory} --reboot to reboot the hosts that need it (it changes nothing else "
+            "on converged hosts)"
+        )
     code = exit_code(outcomes, refused_is_usage=True)
     if stop.received:  # every host finished before the signal: the run's own result
         return code

@@ -21,10 +21,10 @@ import click
 
 from gpuhost.cli._options import SECONDS
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, ConfigError, GpuhostError
+from gpuhost.signals import StopOnSignals
 from gpuhost.terminal import FleetProgress
 from gpuhost.upgrade.orchestrate import HostContext, StepFailed, UpgradeOptions
 from gpuhost.upgrade.settings import limit_option, snapshots_dir, state_option
-from gpuhost.upgrade.signals import StopOnSignals, signal_name
 from gpuhost.upgrade.snapshot import SnapshotStore
 
 
@@ -131,10 +131,8 @@ def command(
     finally:
         fleet.close()
     if signals.received is not None:
-        click.echo(
-            f"gpuhost: rollback stopped by {signal_name(signals.received)}; run the same command "
-            "again to finish it",
-            err=True,
+        raise signals.stopped(
+            f"gpuhost: rollback stopped by {signals.signal_name}; run the same command again to "
+            "finish it"
         )
-        return signals.exit_code
     return EXIT_FINDINGS if failed else EXIT_OK

@@ -24,6 +24,7 @@ import click
 
 from gpuhost.cli._options import SECONDS
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, ConfigError
+from gpuhost.signals import StopOnSignals
 from gpuhost.terminal import FleetProgress
 from gpuhost.upgrade.drain import DRAIN_MODES
 from gpuhost.upgrade.journal import SUCCESSFUL_OUTCOMES, Journal, find_resumable
@@ -41,7 +42,6 @@ from gpuhost.upgrade.settings import (
     snapshots_dir,
     state_option,
 )
-from gpuhost.upgrade.signals import StopOnSignals, signal_name
 
 if TYPE_CHECKING:
     from gpuhost.findings import Finding
@@ -279,13 +279,11 @@ def command(
             except Interrupted:
                 fleet.close()
                 steps.close()
-                name = signal_name(signals.received) if signals.received else "interrupt"
-                click.echo(
-                    f"gpuhost: upgrade stopped by {name}; journal {journal.path}; to continue, run "
-                    "the same command with --resume",
-                    err=True,
-                )
-                return signals.exit_code
+                name = signals.signal_name if signals.received else "interrupt"
+                raise signals.stopped(
+                    f"gpuhost: upgrade stopped by {name}; journal {journal.path}; "
+                    "to continue, run the same command with --resume"
+                ) from None
     finally:
         fleet.close()  # the status line never outlives the run
     steps.close()
