@@ -22,8 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpuhost", "errors"),  # the root package holds only __version__
     ("versions", "datafiles", "pyinfra_adapter", "connection", "safeio", "statedir"),
     ("parsers", "matrix", "smoke", "findings", "schemas"),
-    ("probe", "desired", "firewall_roles", "slurm", "readers", "terminal", "knowledge",
-     "signals"),
+    ("probe", "desired", "firewall_roles", "slurm", "readers", "terminal", "knowledge", "signals"),
     ("facts", "inventory"),
     ("operations", "audit"),
     ("deploys", "fleet", "deploy_runner", "reboot"),
