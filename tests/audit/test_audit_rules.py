@@ -200,7 +200,7 @@ def test_drift_from_the_pinned_profile():
         "profile.container-toolkit",
     } <= errors
     message = next(f.message for f in report.findings if f.rule == "profile.driver")
-    assert "535.261.03" in message and "580.159.03" in message
+    assert "535.261.03" in message and "580.178.04" in message
     # a component the host lacks reads "no cuDNN installed", never "cuDNN not installed found"
     message = next(f.message for f in report.findings if f.rule == "profile.cudnn")
     assert message.startswith("no cuDNN installed, profile nvidia-repo-580-cuda13.0 pins")

@@ -85,7 +85,7 @@ def test_cuda_metapackage_drags_in_the_newest_driver_branch(fresh_host, lab) -> 
     sim = _sh(fresh_host, "apt-get -s install cuda")
     assert "Inst cuda-toolkit-13-0 (13.0.2-1 " in sim, sim
     assert "Inst cuda-drivers-580 " in sim and "Inst cuda-drivers-550 " not in sim
-    assert "Inst nvidia-driver (580.159.03-1 " in sim, sim
+    assert "Inst nvidia-driver (580.178.04-1 " in sim, sim
     # a branch pin keeps 580 out even for upgrades that ask for "cuda-drivers"
     _sh(fresh_host, "printf 'Package: cuda-drivers-580 cuda-drivers\\n"
                     "Pin: version 580.*\\nPin-Priority: -1\\n' > /etc/apt/preferences.d/no-580")
@@ -96,7 +96,8 @@ def test_cuda_metapackage_drags_in_the_newest_driver_branch(fresh_host, lab) -> 
                           "libcudnn9-cuda-12": ("9.1.0.70-1", "9.3.0.75-1", "9.5.1.17-1",
                                                 "9.10.2.21-1"),
                           "libcudnn9-cuda-13": ("9.16.0.29-1", "9.17.0.29-1", "9.19.0.56-1"),
-                          "nvidia-fabricmanager-580": ("580.105.08-1", "580.159.03-1"),
+                          "nvidia-fabricmanager-580": ("580.105.08-1", "580.159.03-1",
+                                                       "580.178.04-1"),
                           "nvidia-container-toolkit": ("1.16.2-1", "1.17.0-1", "1.19.1-1"),
                           "libnvidia-container1": ("1.16.2-1", "1.17.0-1", "1.19.1-1")}.items():
         policy = _sh(fresh_host, f"apt-cache policy {pkg}")
@@ -145,7 +146,7 @@ def test_built_in_nvidia_profile_on_a_gpu_shaped_host_converges_and_audits_clean
     lab's own inventory (``lab up --profile`` data: the repository URL and key): provision
     --reboot converges (the emulator answers as the stand-in driver's nvidia-smi and presents
     the open module loaded at boot), a re-run changes nothing, and ``gpuhost audit --json`` has
-    no error nor warning: driver 580.159.03 (open module), CUDA 13.0 and 12.9 side by side with
+    no error nor warning: driver 580.178.04 (open module), CUDA 13.0 and 12.9 side by side with
     /usr/local/cuda at 13.0, cuDNN 9.17.0, container toolkit 1.19.1 read from nvidia-ctk.  Then
     the stand-in fabric manager: its daemon stays up with the loaded driver at its version and
     stops with the real daemon's words when they differ."""
@@ -158,7 +159,7 @@ def test_built_in_nvidia_profile_on_a_gpu_shaped_host_converges_and_audits_clean
         first = _gpuhost("provision", inventory, "--limit", host.name, "--reboot", cwd=tmp_path)
         out = first.stdout + first.stderr
         assert first.returncode == 0, out[-3000:]
-        assert "module 580.159.03 loaded" in out, out[-2000:]
+        assert "module 580.178.04 loaded" in out, out[-2000:]
         # after the reboot the module is loaded: persistence and clocks are applied once more
         assert _gpuhost("provision", inventory, "--limit", host.name, cwd=tmp_path).returncode == 0
         again = _gpuhost("provision", inventory, "--limit", host.name, cwd=tmp_path)
@@ -173,19 +174,19 @@ def test_built_in_nvidia_profile_on_a_gpu_shaped_host_converges_and_audits_clean
         assert not bad, bad
         facts = entry["facts"]
         assert facts["driver"]["loaded_module"]["flavor"] == "open", facts["driver"]
-        assert facts["driver"]["loaded_module"]["version"] == "580.159.03"
+        assert facts["driver"]["loaded_module"]["version"] == "580.178.04"
         assert {t["version"] for t in facts["cuda"]["toolkits"]} == {"13.0.2", "12.9.1"}
         assert facts["container"]["toolkit_version"] == "1.19.1"
         assert _sh(host, "readlink -f /usr/local/cuda").strip() == "/usr/local/cuda-13.0"
         smi = _sh(host, "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader")
-        assert smi.strip() == "Tesla T4, 580.159.03", smi
+        assert smi.strip() == "Tesla T4, 580.178.04", smi
 
         # fabric manager (pinned by the profile's pins to the driver's version): up with the
         # loaded module at its version, down with the real daemon's message when they differ
         _sh(host, "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nvidia-fabricmanager-580")
-        assert _version(host, "nvidia-fabricmanager-580") == "580.159.03-1"
+        assert _version(host, "nvidia-fabricmanager-580") == "580.178.04-1"
         assert _sh(host, "nv-fabricmanager --version").strip() \
-            == "Fabric Manager version is : 580.159.03"
+            == "Fabric Manager version is : 580.178.04"
         _sh(host, "systemctl start nvidia-fabricmanager && sleep 1 && "
                   "systemctl is-active nvidia-fabricmanager")
         view.manager.gpu_inject(index, "driver-mismatch")
@@ -193,7 +194,7 @@ def test_built_in_nvidia_profile_on_a_gpu_shaped_host_converges_and_audits_clean
                         "systemctl is-active nvidia-fabricmanager; "
                         "journalctl -u nvidia-fabricmanager -b --no-pager | tail -n 3")
         assert down.stdout.startswith("failed") or down.stdout.startswith("inactive"), down.stdout
-        assert "driver interface version 580.159.03 don't match with driver version " \
-               "580.158.03" in down.stdout, down.stdout
+        assert "driver interface version 580.178.04 don't match with driver version " \
+               "580.177.04" in down.stdout, down.stdout
     finally:
         view.manager.set_shape(index, None, None)

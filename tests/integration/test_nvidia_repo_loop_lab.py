@@ -132,7 +132,7 @@ def test_cuda12_9_converges_audits_clean_and_checks_pass(loop: Loop) -> None:
     listing = loop.h1.run("nvidia-smi -L").stdout.splitlines()
     assert len(listing) == 8 and all("H100" in line for line in listing), listing
     smi = loop.h2.run("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader").stdout
-    assert smi.strip() == "Tesla T4, 580.159.03", smi
+    assert smi.strip() == "Tesla T4, 580.178.04", smi
     assert "cuda-12.9" in loop.h2.run("readlink -f /usr/local/cuda").stdout
     fabric = loop.h1.run("systemctl is-enabled nvidia-fabricmanager; "
                          "systemctl is-active nvidia-fabricmanager").stdout.split()

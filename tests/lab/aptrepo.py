@@ -59,10 +59,11 @@ class StandIn:
 
 DRIVER_550 = ["550.54.14-1", "550.54.15-1", "550.127.05-1"]
 DRIVER_560 = ["560.35.03-1", "560.35.05-1"]
-#: R580 LTSB: 580.159.03 is the built-in NVIDIA-repository profiles' driver (profiles.yaml);
+#: R580 LTSB: 580.178.04 is the built-in NVIDIA-repository profiles' driver (profiles.yaml,
+#: NVIDIA bulletin 5861's R580 fix); 580.159.03-1 was their driver before that bulletin;
 #: 580.105.08-1 is a version third-party scripts install (nvidia-fabricmanager-580=580.105.08-1,
 #: docs/nvidia-repo-packages.md), so the pin has an older release of the branch to pass over
-DRIVER_580 = ["580.105.08-1", "580.159.03-1"]
+DRIVER_580 = ["580.105.08-1", "580.159.03-1", "580.178.04-1"]
 #: every driver branch of the repository, oldest first; the newest is what cuda-drivers follows
 BRANCHES = {"550": DRIVER_550, "560": DRIVER_560, "580": DRIVER_580}
 #: 12-9 and 13-0: the built-in profiles' toolkits (nvidia-repo-580-cuda12.9 / -cuda13.0, which

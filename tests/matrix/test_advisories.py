@@ -82,15 +82,17 @@ def test_findings_name_cves_fixed_version_and_severity() -> None:
         "CVE-2025-23359" in f.message and f.fix == "upgrade nvidia-container-toolkit to >= 1.19.1"
     )
     driver = security_findings(ADVS, driver="535.261.03")
-    assert [x.severity for x in driver] == ["error"]
+    assert [x.severity for x in driver] == ["error", "warning"]
     assert "535.309.01" in (driver[0].expected or "")
-    assert security_findings(ADVS, driver="535.309.01") == []
+    # bulletin 5861 (September 2026) fixes R580 and newer only: R535 is told to move on
+    (unfixed,) = security_findings(ADVS, driver="535.309.01")
+    assert unfixed.severity == "warning" and "5861" in unfixed.message
 
 
 def test_cli_check_and_profile_verify(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["matrix", "check", "--driver", "580.159.03", "--container-toolkit", "1.17.7"]) == 1
+    assert main(["matrix", "check", "--driver", "580.178.04", "--container-toolkit", "1.17.7"]) == 1
     assert "security.container-toolkit" in capsys.readouterr().out
-    assert main(["matrix", "check", "--driver", "580.159.03", "--container-toolkit", "1.19.1"]) == 0
+    assert main(["matrix", "check", "--driver", "580.178.04", "--container-toolkit", "1.19.1"]) == 0
     assert "security." not in capsys.readouterr().out
     old = ["matrix", "profile", "verify", "debian12-nonfree-535", "--profiles", OLD_PROFILES]
     assert main(old) == 1

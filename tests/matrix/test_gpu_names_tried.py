@@ -4,10 +4,12 @@ user): each is answered from a sourced matrix row, or stays unknown where no sou
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
+import yaml
 
-from gpuhost.matrix import Matrix, check_stack, resolve_stack
+from gpuhost.matrix import Matrix, build_matrix, check_stack, default_matrix_path, resolve_stack
 from gpuhost.matrix.gpus import gpu_info
 from gpuhost.matrix.resolve import NoCompatibleSet
 
@@ -63,11 +65,15 @@ def test_laptop_rows_do_not_swallow_desktop_names(matrix: Matrix) -> None:
 
 
 def test_resolve_for_an_undated_architecture_offers_the_newest_cuda(matrix: Matrix) -> None:
-    """B300 (cc 10.3): no source dates its first CUDA; an old cuDNN's open-ended 'SM 3.5 and
-    later' once made resolve propose CUDA 11.7 for such a GPU. The newest CUDA, and the reason is
-    said."""
+    """An architecture no source dates (B300, cc 10.3, before CUDA 12.9's notes were read): an
+    old cuDNN's open-ended 'SM 3.5 and later' once made resolve propose CUDA 11.7 for such a
+    GPU. The newest CUDA, and the reason is said."""
+    raw = yaml.safe_load(Path(default_matrix_path()).read_text(encoding="utf-8"))
+    row = next(a for a in raw["architectures"] if "10.3" in a["compute_capabilities"])
+    del row["first_cuda"]
+    undated = build_matrix(raw, "undated.yaml")
     newest_major = max(int(c.version.split(".")[0]) for c in matrix.cuda)
-    b300 = resolve_stack(matrix, gpus=["B300"], as_of=AS_OF)
+    b300 = resolve_stack(undated, gpus=["B300"], as_of=AS_OF)
     assert int(b300.cuda.split(".")[0]) == newest_major
     assert any("no source says which CUDA first supports B300" in e for e in b300.explain)
     h100 = resolve_stack(matrix, gpus=["H100"], as_of=AS_OF)

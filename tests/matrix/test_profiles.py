@@ -32,7 +32,7 @@ def test_required_builtin_profiles(matrix: Matrix) -> None:
     assert deb.packages["cuda"] == "nvidia-cuda-toolkit"
     assert deb.cudnn is None and deb.container_toolkit is None
     repo = profiles["nvidia-repo-580-cuda12.9"]
-    assert (repo.driver_version, repo.cuda_default) == ("580.159.03", "12.9")
+    assert (repo.driver_version, repo.cuda_default) == ("580.178.04", "12.9")
     assert repo.packages["fabric_manager"] == "nvidia-fabricmanager-580"
     # the sets NVIDIA's bulletins cover left the built-ins for the tests' own file
     old = load_profiles(OLD_PROFILES)

@@ -22,6 +22,7 @@ import yaml
 
 from gpuhost.datafiles import load_yaml, yaml_problem
 from gpuhost.errors import MatrixError, VersionError
+from gpuhost.matrix import nvidia_rules
 from gpuhost.matrix.model import (
     Architecture,
     CudaMinor,
@@ -247,6 +248,9 @@ def build_matrix(data: Any, path: str = "<matrix>") -> Matrix:
     )
     if not p.items:
         _consistency(p, matrix)
+    if not p.items:
+        for where, message in nvidia_rules.problems(matrix):
+            p.add(where, message)
     if p.items:
         raise MatrixError(path, p.items)
     return matrix
@@ -392,13 +396,7 @@ def _architectures(p: _Problems, raw: Any, src: Src, conf: Src) -> tuple[Archite
                 f"{path}.last_driver_branch", f"{_show(last_branch)} is not a driver branch number"
             )
             last_branch = None
-        mods = p.seq(r.get("kernel_modules"), f"{path}.kernel_modules") or []
-        for i, m in enumerate(mods):
-            if m not in KERNEL_MODULES:
-                p.add(
-                    f"{path}.kernel_modules[{i}]",
-                    f"{_show(m)} is not one of {', '.join(KERNEL_MODULES)}",
-                )
+        mods = _kernel_modules(p, r.get("kernel_modules"), f"{path}.kernel_modules")
         driver_from = r.get("driver_from")
         if driver_from is not None and driver_from not in DRIVER_FROM:
             p.add(
@@ -422,7 +420,7 @@ def _architectures(p: _Problems, raw: Any, src: Src, conf: Src) -> tuple[Archite
                 last_driver_branch=last_branch,
                 clock_policy=p.choice(r, "clock_policy", path, CLOCK_POLICIES),  # type: ignore[arg-type]
                 locked_memory_clocks=bool(locked_mem),
-                kernel_modules=tuple(str(m) for m in mods),
+                kernel_modules=mods,
                 source=src(r, path),
                 confidence=conf(r, path),
                 note=str(r.get("note", "")),
@@ -431,6 +429,14 @@ def _architectures(p: _Problems, raw: Any, src: Src, conf: Src) -> tuple[Archite
             )
         )
     return tuple(out)
+
+
+def _kernel_modules(p: _Problems, raw: Any, path: str) -> tuple[str, ...]:
+    mods = p.seq(raw, path) or []
+    for i, m in enumerate(mods):
+        if m not in KERNEL_MODULES:
+            p.add(f"{path}[{i}]", f"{_show(m)} is not one of {', '.join(KERNEL_MODULES)}")
+    return tuple(str(m) for m in mods if m in KERNEL_MODULES)
 
 
 def _gpus(p: _Problems, raw: Any, src: Src, conf: Src) -> tuple[Gpu, ...]:
@@ -463,6 +469,7 @@ def _gpus(p: _Problems, raw: Any, src: Src, conf: Src) -> tuple[Gpu, ...]:
                 src(r, path),
                 conf(r, path),
                 str(r.get("note", "")),
+                _kernel_modules(p, r.get("kernel_modules", []), f"{path}.kernel_modules"),
             )
         )
     return tuple(out)

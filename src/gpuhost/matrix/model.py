@@ -116,6 +116,8 @@ class Gpu:
     source: str
     confidence: str
     note: str = ""
+    #: kernel module flavours of this model when narrower than its architecture's (GH200: open)
+    kernel_modules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
