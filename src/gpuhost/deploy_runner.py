@@ -169,30 +169,6 @@ def setup_logging(verbose: bool) -> None:
         quiet_ssh_logs(("paramiko",))
 
 
-def load_inventory(
-    path: str, state: State, override_data: Mapping[str, Any] | None = None
-) -> Inventory:
-    """Load a pyinfra inventory file exactly as the pyinfra CLI does (groups, group_data/), with
-    the one loader of every command (``gpuhost.inventory.loader``)."""
-    from gpuhost.inventory.loader import load_inventory as load
-
-    _quiet_gevent_warning()
-    return load(path, state, override_data)
-
-
-def limit_hosts(inventory: Inventory, patterns: Iterable[str]) -> list[Host] | None:
-    """Hosts named by ``--limit`` (``gpuhost.inventory.loader.limit_names``: group names, globs,
-    ``a,b`` lists), in inventory order; None when there is no limit; ConfigError for an item
-    that matches nothing."""
-    from gpuhost.inventory.loader import limit_items, limit_names
-
-    if not limit_items(patterns):
-        return None
-    return [
-        inventory.get_host(n) for n in limit_names(inventory, [h.name for h in inventory], patterns)
-    ]
-
-
 def _fail(state: State, target: Host) -> None:
     # "No hosts remaining!" when every host failed, which the outcomes already say
     with contextlib.suppress(PyinfraError):

@@ -1,10 +1,11 @@
-"""Run one pyinfra fact on many hosts in parallel: inventory, ``--limit``, ``--shard``, results.
+"""Run one pyinfra fact on the hosts of a selection in parallel; one result per host.
 
-Reusable by every fleet command (audit, provision checks, upgrade pre-flight):
+Reusable by every fleet command (audit, provision checks, upgrade pre-flight); the hosts come from
+the one loader (``gpuhost.inventory.loader.select``: inventory, ``--limit``, ``--shard``):
 
 .. code:: python
 
-    selection = select_hosts("inventories/lab.py", limit="gpu_nodes", shard="2/4")
+    selection = select("inventories/lab.py", limit="gpu_nodes", shard="2/4")
     for result in gather(selection, GpuStack, fact_kwargs=lambda data: {}, parallel=64):
         if result.ok:
             use(result.name, result.value, result.data)      # value = fact.process(...)
@@ -14,98 +15,24 @@ Reusable by every fleet command (audit, provision checks, upgrade pre-flight):
 Each host costs ONE command (the fact's), over one SSH connection opened for it and closed
 after; results are yielded as hosts finish (streaming), at most ``parallel`` hosts at a time.
 An unreachable host, a failing command or unreadable output is a result, never an exception.
-Inventory problems (missing file, bad Python, unknown ``--limit`` name, bad ``--shard``) raise
-ConfigError before any host is contacted.
 """
 
 from __future__ import annotations
 
 import contextlib
-import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from gpuhost.connection import connect_cause, quiet_ssh_logs
+from gpuhost.connection import connect_cause
 from gpuhost.errors import ConfigError, GpuhostError
-from gpuhost.pyinfra_adapter import forget_cached_host_keys
+from gpuhost.inventory.loader import Selection
+from gpuhost.pyinfra_adapter import ensure_gevent, forget_cached_host_keys
 
 T = TypeVar("T")
 DEFAULT_PARALLEL = 64
 DEFAULT_CONNECT_TIMEOUT_S = 10
 DEFAULT_COMMAND_TIMEOUT_S = 300
-
-
-def ensure_gevent() -> None:
-    """pyinfra runs hosts concurrently on gevent; the stdlib must be patched before connecting."""
-    from gevent import monkey
-
-    if not monkey.is_module_patched("socket"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            monkey.patch_all()
-    # pyinfra and paramiko log through their loggers; gpuhost reports hosts itself, so keep them
-    # off the terminal unless the user configured logging.
-    quiet_ssh_logs()
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``"3/10"`` -> (3, 10); ConfigError for anything else (``gpuhost.inventory.loader``)."""
-    from gpuhost.inventory.loader import parse_shard as _parse_shard
-
-    return _parse_shard(text)
-
-
-def shard_hosts(names: list[str], index: int, count: int) -> list[str]:
-    """The K-th of N slices: hosts at positions K-1, K-1+N, ... of the (inventory-ordered) list.
-
-    Every host lands in exactly one shard, and shard sizes differ by at most one.
-    """
-    from gpuhost.inventory.loader import shard_names
-
-    return shard_names(names, index, count)
-
-
-@dataclass(frozen=True)
-class HostSelection:
-    """The hosts one run covers, in inventory order, with the pyinfra Inventory they live in."""
-
-    inventory_path: str
-    inventory: Any  # pyinfra.api.Inventory
-    names: list[str]
-    shard_label: str | None = None
-    state: Any = None  # the pyinfra State the inventory was loaded in (initialised by gather)
-
-
-def load_inventory(path: str, state: Any = None) -> Any:
-    """A pyinfra inventory from a Python inventory file, with every host's data checked against
-    the inventory data contract (``gpuhost.inventory.loader``, the one loader)."""
-    from gpuhost.inventory.loader import check_hosts
-    from gpuhost.inventory.loader import load_inventory as load
-
-    inventory = load(path, state)
-    check_hosts(path, inventory, [host.name for host in inventory])
-    return inventory
-
-
-def select_hosts(
-    path: str,
-    limit: str | Iterable[str] | None = None,
-    shard: str | None = None,
-    uses_profiles: bool = False,
-    profiles: str | None = None,
-) -> HostSelection:
-    """Load the inventory, pick the hosts of this run (``--limit`` first, then ``--shard``) and
-    check their data (``gpuhost.inventory.loader.select``; ``uses_profiles``: profile names
-    resolve in ``--profiles``/``gpuhost_profiles_file``/built-ins)."""
-    from gpuhost.inventory.loader import select
-
-    selection = select(
-        path, limit=limit, shard=shard, uses_profiles=uses_profiles, profiles=profiles
-    )
-    return HostSelection(
-        path, selection.inventory, selection.names, selection.shard_label, selection.state
-    )
 
 
 @dataclass(frozen=True)
@@ -174,7 +101,7 @@ def _run_fact(
 
 
 def gather(
-    selection: HostSelection,
+    selection: Selection,
     fact_cls: type,
     *,
     fact_kwargs: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,

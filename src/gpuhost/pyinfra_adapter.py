@@ -12,6 +12,8 @@ Public pyinfra API is used directly elsewhere; only what pyinfra does not offer 
   (``pyinfra_cli.inventory``) with its per-process compiled-file cache dropped first;
 - :func:`ssh_connector_keys`: the host data keys pyinfra's SSH connector reads
   (``pyinfra.connectors.ssh.connector_data_meta``);
+- :func:`ensure_gevent`: the stdlib patched for gevent (pyinfra runs hosts concurrently on it)
+  before any connection;
 - :func:`quiet_missing_known_hosts`: the warning pyinfra's SSH client logs for a known_hosts
   file that does not exist (``sshuserclient.client.get_host_keys``).
 """
@@ -24,6 +26,21 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 from unittest import mock
+
+from gpuhost.connection import quiet_ssh_logs
+
+
+def ensure_gevent() -> None:
+    """pyinfra runs hosts concurrently on gevent; the stdlib must be patched before connecting."""
+    from gevent import monkey
+
+    if not monkey.is_module_patched("socket"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            monkey.patch_all()
+    # pyinfra and paramiko log through their loggers; gpuhost reports hosts itself, so keep them
+    # off the terminal unless the user configured logging.
+    quiet_ssh_logs()
 
 
 def may_change(operation_meta: Any) -> bool | None:

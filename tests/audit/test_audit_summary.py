@@ -11,7 +11,7 @@ import pytest
 from gpuhost.audit.summary import group_stacks, outliers, summarize
 from gpuhost.cli import main
 from gpuhost.errors import ConfigError
-from gpuhost.fleet import parse_shard, select_hosts, shard_hosts
+from gpuhost.inventory.loader import parse_shard, select, shard_names
 
 INVENTORY = """
 gpu_nodes = [("n1", {"ssh_hostname": "10.123.250.1"}), ("n2", {}), ("n3", {}), ("n4", {}),
@@ -30,7 +30,7 @@ def inventory(tmp_path):
 @pytest.mark.parametrize("count", [1, 2, 3, 7])
 def test_shards_cover_every_host_exactly_once(count):
     names = [f"h{i}" for i in range(1, 11)]
-    shards = [shard_hosts(names, k, count) for k in range(1, count + 1)]
+    shards = [shard_names(names, k, count) for k in range(1, count + 1)]
     assert sorted(n for shard in shards for n in shard) == sorted(names)
     sizes = [len(s) for s in shards]
     assert max(sizes) - min(sizes) <= 1
@@ -43,22 +43,22 @@ def test_bad_shard_is_a_config_error(bad):
 
 
 def test_select_limit_by_group_glob_and_shard(inventory):
-    assert select_hosts(inventory, limit="login").names == ["login-a", "login-b"]
-    assert select_hosts(inventory, limit="n1,login-*").names == ["n1", "login-a", "login-b"]
-    selection = select_hosts(inventory, limit="gpu_nodes", shard="2/2")
+    assert select(inventory, limit="login").names == ["login-a", "login-b"]
+    assert select(inventory, limit="n1,login-*").names == ["n1", "login-a", "login-b"]
+    selection = select(inventory, limit="gpu_nodes", shard="2/2")
     assert selection.names == ["n2", "n4"]
     assert selection.shard_label == "2/2"
 
 
 def test_unknown_limit_and_missing_inventory_are_config_errors(inventory, tmp_path):
     with pytest.raises(ConfigError, match="--limit nope: matches no host"):
-        select_hosts(inventory, limit="nope")
+        select(inventory, limit="nope")
     with pytest.raises(ConfigError, match="inventory file not found"):
-        select_hosts(str(tmp_path / "missing.py"))
+        select(str(tmp_path / "missing.py"))
     broken = tmp_path / "broken.py"
     broken.write_text("hosts = [\n")
     with pytest.raises(ConfigError, match="cannot load inventory"):
-        select_hosts(str(broken))
+        select(str(broken))
 
 
 def test_cli_bad_inventory_exits_2_without_traceback(tmp_path, capsys):

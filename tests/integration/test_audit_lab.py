@@ -214,8 +214,10 @@ def test_prometheus_textfile_parses(full_run):
 COUNTING_RUN = textwrap.dedent('''
     import json, sys
     from collections import Counter
-    from gpuhost.fleet import ensure_gevent, gather, select_hosts
+    from gpuhost.pyinfra_adapter import ensure_gevent
     ensure_gevent()
+    from gpuhost.fleet import gather
+    from gpuhost.inventory.loader import select
     import paramiko
     from gpuhost.facts.gpu_stack import GpuStack
     connects, commands = Counter(), Counter()
@@ -228,7 +230,7 @@ COUNTING_RUN = textwrap.dedent('''
         commands[self._gpuhost_target] += 1
         return real_exec(self, command, *a, **k)
     paramiko.SSHClient.connect, paramiko.SSHClient.exec_command = connect, exec_command
-    results = list(gather(select_hosts(sys.argv[1], limit="h1,h2,h3"), GpuStack))
+    results = list(gather(select(sys.argv[1], limit="h1,h2,h3"), GpuStack))
     print(json.dumps({"ok": sorted(r.name for r in results if r.ok),
                       "connects": connects, "commands": commands}))
 ''')

@@ -96,8 +96,9 @@ def test_upgrades_host_sessions_name_the_cause(endpoints) -> None:
     """``gpuhost upgrade``/``rollback``/``snapshot`` reach hosts through PyinfraRemote: the same
     causes, never pyinfra's 'No hosts remaining!'."""
     from gpuhost.errors import HostError
-    from gpuhost.fleet import ensure_gevent
-    from gpuhost.upgrade.connect import InventoryHost, PyinfraRemote
+    from gpuhost.inventory.loader import InventoryHost
+    from gpuhost.pyinfra_adapter import ensure_gevent
+    from gpuhost.upgrade.connect import PyinfraRemote
 
     ensure_gevent()
     ports, _ = endpoints

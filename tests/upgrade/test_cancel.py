@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpuhost.errors import HostError
-from gpuhost.upgrade.connect import Canceller, InventoryHost, PyinfraRemote, _run_logged
+from gpuhost.inventory.loader import InventoryHost
+from gpuhost.upgrade.connect import Canceller, PyinfraRemote, _run_logged
 
 ENTRY = InventoryHost("h1", {}, ())
 

@@ -14,7 +14,8 @@ from pyinfra import host
 from pyinfra.operations import server
 
 from gpuhost.errors import DeployError, HostError
-from gpuhost.upgrade.connect import Canceller, InventoryHost
+from gpuhost.inventory.loader import InventoryHost
+from gpuhost.upgrade.connect import Canceller
 from gpuhost.upgrade.deploy_batch import DeployBatcher, DeployRequest, error_lines, outcome_error
 
 
@@ -113,11 +114,12 @@ from pathlib import Path
 from pyinfra import host
 from pyinfra.operations import server
 from gpuhost.errors import HostError
-from gpuhost.upgrade.connect import Canceller, InventoryHost
+from gpuhost.inventory.loader import InventoryHost
+from gpuhost.upgrade.connect import Canceller
 from gpuhost.upgrade.deploy_batch import DeployBatcher, DeployRequest
 from gevent import monkey
 # as gpuhost upgrade runs: modules imported first, then threading patched for gevent
-# (fleet.ensure_gevent), so worker threads are greenlets
+# (pyinfra_adapter.ensure_gevent), so worker threads are greenlets
 monkey.patch_all()
 
 tmp = Path(sys.argv[1])

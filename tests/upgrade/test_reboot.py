@@ -3,9 +3,12 @@ pure driver-reboot decision used by ``gpuhost provision --reboot``."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from gpuhost.errors import HostError
+from gpuhost.inventory.loader import InventoryHost
 from gpuhost.reboot import (
     BOOT_TOKEN_COMMAND,
     DRIVER_STATE_COMMAND,
@@ -16,7 +19,6 @@ from gpuhost.reboot import (
     reboot_reason,
 )
 from gpuhost.upgrade import reboot_hosts
-from gpuhost.upgrade.connect import InventoryHost
 from gpuhost.upgrade.remote import Result
 from tests.upgrade.fakes import ScriptedRemote, ok
 
@@ -136,9 +138,8 @@ def test_provision_without_reboot_names_the_hosts_that_need_one(monkeypatch) -> 
             pass
 
     names = ["fresh", "old-module", "current", "gone", "not-selected"]
-    monkeypatch.setattr(
-        reboot_hosts, "load_inventory", lambda path: [InventoryHost(n, {}, ()) for n in names]
-    )
+    selection = SimpleNamespace(entries=lambda: [InventoryHost(n, {}, ()) for n in names])
+    monkeypatch.setattr(reboot_hosts, "select", lambda path: selection)
     monkeypatch.setattr(reboot_hosts, "PyinfraRemote", Remote)
     lines: list[str] = []
     needed = reboot_hosts.report_reboot_needed(

@@ -11,9 +11,9 @@ import pytest
 
 from gpuhost.audit.coupled import is_coupled
 from gpuhost.desired import DesiredState
+from gpuhost.inventory.loader import InventoryHost
 from gpuhost.matrix.profiles import load_profiles
 from gpuhost.parsers.profile_marker import MARKER_PATH
-from gpuhost.upgrade.connect import InventoryHost
 from gpuhost.upgrade.host_state import HostState
 from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, resolve_target
 from gpuhost.upgrade.orchestrate import HostContext, HostIsCurrent, UpgradeOptions

@@ -102,6 +102,7 @@ def _audit_fleet(
 
     from gpuhost import fleet
     from gpuhost.facts.gpu_stack import GpuStack
+    from gpuhost.inventory.loader import select
     from gpuhost.inventory.profiles import profile_table, profiles_file
 
     def host_settings(data: Mapping[str, Any]) -> AuditSettings:
@@ -110,7 +111,7 @@ def _audit_fleet(
             return settings
         return replace(settings, profiles=profile_table(None, data))
 
-    selection = fleet.select_hosts(
+    selection = select(
         inventory, limit=limit, shard=shard, uses_profiles=True, profiles=profiles_option
     )
     click.echo(table.header_line(), file=out)

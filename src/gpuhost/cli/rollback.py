@@ -65,10 +65,10 @@ def command(
     Example:
       gpuhost rollback inventories/fleet.py --limit gpu-07 --yes
     """
-    from gpuhost.upgrade.connect import InventoryHost, load_inventory
+    from gpuhost.inventory.loader import InventoryHost, select
     from gpuhost.upgrade.hoststeps import HostSteps, StepSettings
 
-    hosts = load_inventory(inventory, limit)
+    hosts = select(inventory, limit).entries()
     store = SnapshotStore(snapshots_dir(state_dir))
     refs, docs = {}, {}
     for entry in hosts:  # every snapshot is found and checked before any host is touched

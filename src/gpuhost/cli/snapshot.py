@@ -77,10 +77,10 @@ def take(
       gpuhost snapshot take inventories/fleet.py
       gpuhost snapshot take inventories/fleet.py --limit gpu_a100,gpu-0*
     """
-    from gpuhost.upgrade.connect import load_inventory
+    from gpuhost.inventory.loader import select
     from gpuhost.upgrade.hoststeps import HostSteps, StepSettings
 
-    hosts = load_inventory(inventory, limit)
+    hosts = select(inventory, limit).entries()
     settings = StepSettings(
         target="",
         snapshots=snapshots_dir(state_dir),
@@ -190,10 +190,11 @@ def prune(inventory: str, keep: int, limit: tuple[str, ...], dry: bool, state_di
     Example:
       gpuhost snapshot prune inventories/fleet.py --keep 2 --dry
     """
+    from gpuhost.inventory.loader import select
     from gpuhost.upgrade import package_cache
-    from gpuhost.upgrade.connect import PyinfraRemote, load_inventory
+    from gpuhost.upgrade.connect import PyinfraRemote
 
-    hosts = load_inventory(inventory, limit)
+    hosts = select(inventory, limit).entries()
     store = SnapshotStore(snapshots_dir(state_dir))
     in_use = _snapshots_in_use(runs_dir(state_dir))
     failed = 0

@@ -45,8 +45,8 @@ from gpuhost.upgrade.settings import (
 
 if TYPE_CHECKING:
     from gpuhost.findings import Finding
+    from gpuhost.inventory.loader import InventoryHost
     from gpuhost.matrix.profiles import Profile
-    from gpuhost.upgrade.connect import InventoryHost
 
 
 @click.command("upgrade")
@@ -168,14 +168,14 @@ def command(
     Example:
       gpuhost upgrade inventories/fleet.py --to debian12-nonfree-535-security --canary 1 --batch 4
     """
+    from gpuhost.inventory.loader import InventoryHost, select
     from gpuhost.inventory.profiles import PROFILES_FILE_KEY, install_data_problem
-    from gpuhost.upgrade.connect import InventoryHost, load_inventory
     from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, target_summary
 
     options = UpgradeOptions(
         canary=canary, batch=batch, max_failures=max_failures, drain=drain_mode, force=force
     )
-    hosts = load_inventory(inventory, limit, uses_profiles=True, profiles=profiles_file)
+    hosts = select(inventory, limit, uses_profiles=True, profiles=profiles_file).entries()
     if profiles_file:  # the deploy and the audit read it from the host's data
         hosts = [
             InventoryHost(h.name, {**h.data, PROFILES_FILE_KEY: profiles_file}, h.groups)

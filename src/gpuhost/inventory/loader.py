@@ -5,6 +5,8 @@
     selection = select("inventories/fleet.py", limit="gpu_nodes,login-*", shard="1/2")
     for name in selection.names:                 # the selected hosts, in inventory order
         data = selection.data(name)              # merged data, already checked by the contract
+    for entry in selection.entries():            # InventoryHost(name, data, groups): the hosts
+        ...                                      # as plain values, for one session per host
 
 Loading is pyinfra's (``pyinfra_cli.inventory``: module-level host lists, ``group_data/`` beside
 the file and in the current directory, ``override_data`` like ``pyinfra --data``) with gpuhost's
@@ -45,6 +47,16 @@ SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
 @dataclass(frozen=True)
+class InventoryHost:
+    """One selected host as plain values: its name, merged data and groups (the upgrade opens
+    one pyinfra session per host from it)."""
+
+    name: str
+    data: dict[str, Any]
+    groups: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Selection:
     """The hosts one run covers (``names``, inventory order) and the pyinfra objects they live
     in: ``inventory`` was loaded in ``state`` (not yet initialised)."""
@@ -67,6 +79,10 @@ class Selection:
     def groups(self, name: str) -> tuple[str, ...]:
         host = self.inventory.get_host(name)
         return tuple(sorted(g for g, members in self.inventory.groups.items() if host in members))
+
+    def entries(self) -> list[InventoryHost]:
+        """The selected hosts, in inventory order, with their data and groups."""
+        return [InventoryHost(n, self.data(n), self.groups(n)) for n in self.names]
 
 
 def host_data(host: Any) -> dict[str, Any]:

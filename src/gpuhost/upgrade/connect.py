@@ -1,4 +1,5 @@
-"""One pyinfra session per host: load the inventory, connect, run commands, run deploys.
+"""One pyinfra session per host (``InventoryHost``: a host of ``inventory.loader.select``): connect,
+run commands, run deploys.
 
 Each host gets its own pyinfra ``State`` (an inventory of that one host, with its data), so a
 host's steps, reconnects after a reboot and deploys never touch another host's session.
@@ -16,8 +17,6 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,8 @@ from pyinfra.api.state import StateStage
 
 from gpuhost.connection import connect_cause
 from gpuhost.errors import HostError
+from gpuhost.inventory.loader import InventoryHost
+from gpuhost.pyinfra_adapter import ensure_gevent
 from gpuhost.safeio import open_new
 from gpuhost.statedir import checked_folder
 from gpuhost.upgrade.remote import Result
@@ -121,30 +122,6 @@ def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
         os.killpg(child.pid, signum)
 
 
-@dataclass(frozen=True)
-class InventoryHost:
-    name: str
-    data: dict[str, Any]
-    groups: tuple[str, ...]
-
-
-def load_inventory(
-    path: str,
-    limit: str | Iterable[str] | None = None,
-    uses_profiles: bool = False,
-    profiles: str | None = None,
-) -> list[InventoryHost]:
-    """The hosts of a pyinfra inventory that ``--limit`` selects (all without one), in file
-    order, with their merged and checked data (gpuhost's one loader, ``inventory.loader``;
-    ``uses_profiles``: each host's profile name resolves, ``profiles`` = ``--profiles``)."""
-    from gpuhost.fleet import ensure_gevent
-    from gpuhost.inventory.loader import select
-
-    ensure_gevent()
-    selection = select(path, limit, uses_profiles=uses_profiles, profiles=profiles)
-    return [InventoryHost(n, selection.data(n), selection.groups(n)) for n in selection.names]
-
-
 def _run_command_with_rc(command: str) -> str:
     return f"( {command} ); printf '\\n{RC_MARK}%s\\n' $?"
 
@@ -184,6 +161,7 @@ class PyinfraRemote:
 
     def connect(self) -> None:
         self.canceller.check(self.host)
+        ensure_gevent()
         pyinfra_logger = logging.getLogger("pyinfra")
         if not pyinfra_logger.handlers:  # a deploy running in-process logs to its hosts' files
             pyinfra_logger.setLevel(logging.CRITICAL)

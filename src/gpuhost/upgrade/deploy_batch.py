@@ -20,9 +20,10 @@ from typing import Any, TextIO
 
 from gpuhost.deploy_runner import HostOutcome, run_deploy_on
 from gpuhost.errors import HostError
+from gpuhost.inventory.loader import InventoryHost
 from gpuhost.safeio import open_new
 from gpuhost.statedir import checked_folder
-from gpuhost.upgrade.connect import Canceller, InventoryHost
+from gpuhost.upgrade.connect import Canceller
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _run_lock: list[threading.Lock] = []

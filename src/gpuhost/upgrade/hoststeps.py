@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuhost.errors import ConfigError, GpuhostError, HostError
+from gpuhost.inventory.loader import InventoryHost
 from gpuhost.operations.apt_pin import wait_for_package_tools
 from gpuhost.reboot import reboot_and_wait
 from gpuhost.upgrade import package_cache
-from gpuhost.upgrade.connect import Canceller, InventoryHost, PyinfraRemote, run_checks
+from gpuhost.upgrade.connect import Canceller, PyinfraRemote, run_checks
 from gpuhost.upgrade.deploy_batch import DeployBatcher, DeployRequest
 from gpuhost.upgrade.drain import make_drainer
 from gpuhost.upgrade.host_state import HostState, is_stack_package, parse_host_state, state_command

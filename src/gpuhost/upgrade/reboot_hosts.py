@@ -11,8 +11,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from gpuhost.errors import GpuhostError
+from gpuhost.inventory.loader import InventoryHost, select
 from gpuhost.reboot import driver_reboot_reason, reboot_for_driver
-from gpuhost.upgrade.connect import InventoryHost, PyinfraRemote, load_inventory
+from gpuhost.upgrade.connect import PyinfraRemote
 
 
 def report_reboot_needed(inventory: str, names: list[str], echo: Callable[[str], None]) -> int:
@@ -20,7 +21,7 @@ def report_reboot_needed(inventory: str, names: list[str], echo: Callable[[str],
     hosts ``names`` whose loaded nvidia module is not the installed driver (nothing for the
     others, nor for a host that cannot be asked now: the run's own lines said how it went).
     Returns how many hosts need a reboot."""
-    entries = [e for e in load_inventory(inventory) if e.name in set(names)]
+    entries = [e for e in select(inventory).entries() if e.name in set(names)]
 
     def one(entry: InventoryHost) -> bool:
         remote = PyinfraRemote(entry)
@@ -49,7 +50,7 @@ def reboot_fleet(
     """``reboot_for_driver`` on the hosts ``names`` of a pyinfra inventory, in parallel; one line
     per host through ``echo``. Returns how many hosts are not right after it (unreachable, did
     not come back, or the module still differs)."""
-    entries = [e for e in load_inventory(inventory) if e.name in set(names)]
+    entries = [e for e in select(inventory).entries() if e.name in set(names)]
 
     def one(entry: InventoryHost) -> bool:
         remote = PyinfraRemote(entry)
