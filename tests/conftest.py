@@ -1,4 +1,7 @@
-"""Root conftest: registers the lab's pytest plugin and skips `lab` tests where a lab cannot run.
+"""Root conftest: registers the lab's pytest plugins and skips `lab` tests where a lab cannot run.
+
+lab.netguard makes sure the lab range 10.123.0.0/16 is blackholed before any test runs (or skips
+the tests that could address it, with the reason).
 
 Lab tests need root on Linux with systemd-nspawn (package systemd-container); elsewhere they are
 skipped with that reason and the offline suite runs alone (also: pytest -m "not lab").
@@ -16,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-pytest_plugins = ["lab.plugin"]
+pytest_plugins = ["lab.plugin", "lab.netguard", "pytester"]
 
 
 def _lab_unavailable() -> str | None:
@@ -29,11 +32,40 @@ def _lab_unavailable() -> str | None:
     return None
 
 
+def _keep_gevent_hub_alive() -> None:
+    """In a pytest-xdist worker, keep gevent's hub of the main thread busy with a timer.
+
+    gpuhost imports pyinfra_cli, which monkey-patches the stdlib for gevent (as in production),
+    after execnet has started the worker's receiver thread. From then on the main thread's waits
+    for that thread (the next tests to run, shutdown) block on gevent locks that a foreign thread
+    releases; with no other greenlet gevent's hub raises LoopExit ("This operation would block
+    forever") and the worker dies. A greenlet that only sleeps keeps the hub running, so the
+    cross-thread wake-up arrives. It never runs while a test holds the main greenlet.
+    """
+    import gevent
+
+    def tick() -> None:
+        while True:
+            gevent.sleep(0.05)
+
+    gevent.spawn(tick)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        _keep_gevent_hub_alive()
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    lab_items = [item for item in items if "lab" in item.keywords]
+    for item in lab_items:
+        # `--dist loadgroup` (scripts/test): a lab module's tests stay together on one worker,
+        # whose session lab they share in order; other tests are spread one by one
+        item.add_marker(pytest.mark.xdist_group(f"lab-{item.path.stem}"))
     reason = _lab_unavailable()
     if reason is None:
         return
     skip = pytest.mark.skip(reason=reason)
-    for item in items:
-        if "lab" in item.keywords:
-            item.add_marker(skip)
+    for item in lab_items:
+        item.add_marker(skip)

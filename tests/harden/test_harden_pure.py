@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -369,7 +370,7 @@ def test_unknown_user_is_refused():
 
 def test_cli_missing_inventory_is_one_line_exit_2():
     proc = subprocess.run(
-        [".venv/bin/gpuhost", "harden", "no/such/inventory.py"],
+        [sys.executable, "-m", "gpuhost", "harden", "no/such/inventory.py"],
         capture_output=True,
         text=True,
         check=False,
@@ -386,7 +387,7 @@ def test_cli_limit_matching_nothing_is_one_line_exit_2(tmp_path):
     inventory = tmp_path / "inventory.py"
     inventory.write_text('hosts = ["10.123.250.10"]\n')
     proc = subprocess.run(
-        [".venv/bin/gpuhost", "harden", str(inventory), "--limit", "nope"],
+        [sys.executable, "-m", "gpuhost", "harden", str(inventory), "--limit", "nope"],
         capture_output=True,
         text=True,
         check=False,

@@ -24,8 +24,9 @@ using the lab's ssh_config with multiplexing), ``.exec(cmd)`` inside the contain
 (works when its network is cut), ``.disconnect()`` / ``.reconnect()`` (cut its network: SSH then
 times out, like an unreachable server), ``.stop_sshd()``.
 
-The session's lab name is $GPUHOST_LAB when set, else the first free of pytest, pytest-2, ...,
-pytest-9 (so concurrent sessions, e.g. pytest-xdist workers or two engineers, never collide).
+The session's lab name is $GPUHOST_LAB when set (pytest-xdist workers after gw0 add their id:
+``$GPUHOST_LAB-gw1``), else the first free of pytest, pytest-2, ..., pytest-9 (so concurrent
+sessions, e.g. pytest-xdist workers or two engineers, never collide).
 """
 
 from __future__ import annotations
@@ -151,6 +152,9 @@ class LabSession:
     def _claim(self) -> LabManager:
         preflight()
         wanted = os.environ.get("GPUHOST_LAB")
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+        if wanted and worker != "gw0":  # each pytest-xdist worker has a lab of its own
+            wanted = f"{wanted}-{worker}"
         names = [wanted] if wanted else ["pytest"] + [f"pytest-{i}" for i in range(2, 10)]
         errors = []
         for name in names:

@@ -2,8 +2,9 @@
 
 * each lab name gets its own /24 inside 10.123.0.0/16, derived from a hash of the name and
   recorded here so that two names never share a subnet;
-* the blackhole route for 10.123.0.0/16 is added by the first lab and removed with the last one
-  (only when a lab added it);
+* the blackhole route for 10.123.0.0/16 is added by the first lab or test session that needs it
+  and removed when the last of them is gone (only when one of them added it): labs count through
+  ``labs``, pytest sessions (which hold it whether a lab is up or not) through ``route_holders``;
 * ``fs.inotify.max_user_instances`` is raised by the first lab and restored by the last one.
 """
 
@@ -12,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from .config import LAB_NET, RUN_DIR, LabNames
-from .system import LabError, cgroup_exists, file_lock, link_exists, netns_list, run
+from .system import LabError, cgroup_exists, file_lock, link_exists, netns_list, pid_alive, run
 
 INOTIFY = Path("/proc/sys/fs/inotify/max_user_instances")
 INOTIFY_WANTED = 8192  # every booted host's systemd needs inotify instances; 128 stops near 21
@@ -50,9 +52,48 @@ def _has_resources(name: str) -> bool:
     )
 
 
-def _blackhole_present() -> bool:
+def blackhole_present() -> bool:
+    """True when the main table has a blackhole route for the whole lab range (no root needed)."""
     out = run(["ip", "-j", "route", "show", "exact", LAB_NET, "table", "main"]).stdout
     return any(r.get("type") == "blackhole" for r in json.loads(out or "[]"))
+
+
+def _add_route(data: dict[str, Any]) -> None:
+    if not blackhole_present():
+        run(["ip", "route", "add", "blackhole", LAB_NET, "metric", ROUTE_METRIC])
+        data["route_added"] = True
+
+
+def _route_users(data: dict[str, Any]) -> bool:
+    """Whether a lab or a live test session still needs the route (dead sessions are dropped)."""
+    holders: dict[str, int] = data.setdefault("route_holders", {})
+    for holder, pid in list(holders.items()):
+        if not pid_alive(int(pid)):
+            del holders[holder]
+    return bool(data["labs"] or holders)
+
+
+def _drop_route(data: dict[str, Any]) -> None:
+    """Remove the route when nobody needs it any more and one of us added it."""
+    if _route_users(data):
+        return
+    if data.pop("route_added", False) and blackhole_present():
+        run(["ip", "route", "del", "blackhole", LAB_NET, "metric", ROUTE_METRIC], check=False)
+
+
+def hold_route(holder: str, pid: int | None = None) -> None:
+    """Make sure the blackhole route exists and count ``holder`` (process ``pid``) as its user."""
+    with _locked() as data:
+        _add_route(data)
+        data.setdefault("route_holders", {})[holder] = os.getpid() if pid is None else pid
+
+
+def release_route(holder: str) -> None:
+    """``holder`` no longer needs the route; it goes when no lab and no other holder needs it."""
+    with _locked() as data:
+        data.setdefault("route_holders", {}).pop(holder, None)
+        _prune(data)
+        _drop_route(data)
 
 
 def _prune(data: dict[str, Any]) -> None:
@@ -87,9 +128,7 @@ def acquire(name: str, state_dir: Path) -> int:
             entry = {"index": index}
         entry.update(state_dir=str(state_dir), since=time.time())
         labs[name] = entry
-        if not _blackhole_present():
-            run(["ip", "route", "add", "blackhole", LAB_NET, "metric", ROUTE_METRIC])
-            data["route_added"] = True
+        _add_route(data)
         current = int(INOTIFY.read_text())
         if current < INOTIFY_WANTED:
             data.setdefault("inotify_saved", current)
@@ -118,10 +157,9 @@ def release(name: str) -> None:
     with _locked() as data:
         data["labs"].pop(name, None)
         _prune(data)
+        _drop_route(data)
         if data["labs"]:
             return
-        if data.pop("route_added", False) and _blackhole_present():
-            run(["ip", "route", "del", "blackhole", LAB_NET, "metric", ROUTE_METRIC], check=False)
         saved = data.pop("inotify_saved", None)
         if saved is not None:
             INOTIFY.write_text(f"{saved}\n")
