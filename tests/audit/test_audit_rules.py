@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 from old_profiles import OLD_PROFILES
 from probe_text import CLEAN_DEBIAN, capture, host_with, probe_output
+from rule_modules import rule_modules
 
 from gpuhost.audit.host import AuditSettings, audit_host
 from gpuhost.audit.rules import RULE_IDS, RULES
@@ -48,16 +49,20 @@ def test_every_finding_id_in_the_rules_is_listed_and_documented():
 
     from gpuhost.audit import host, rules
 
-    source = inspect.getsource(rules) + inspect.getsource(host)
-    literal_ids = set(re.findall(r'Finding\(\s*"([a-z.-]+)"', source))
+    source = "".join(inspect.getsource(module) for module in rule_modules()) + inspect.getsource(
+        host
+    )
+    literal_ids = set(re.findall(r'(?:Finding|SshdRule)\(\s*"([a-z.-]+)"', source))
+    literal_ids |= set(re.findall(r'one_finding\(\s*rule,\s*"([a-z.-]+)"', source))
     literal_ids |= {rule_id for rule_id, _, _ in rules.SMI_STATE_RULES.values()}
-    # checks that emit findings under their own id (Finding(rule, ...))
+    assert {"ssh.root-login", "driver.smi-missing", "gpu.remap-pending"} <= literal_ids
+    # checks that emit findings under their own id (Finding(rule, ...), one_finding(rule, rule))
     own_ids = {
         name
         for name, check in RULES.items()
-        if "Finding(\n            rule," in inspect.getsource(check)
-        or "Finding(rule," in inspect.getsource(check)
+        if re.search(r"(?:Finding\(|one_finding\(\s*rule,)\s*rule,", inspect.getsource(check))
     }
+    assert {"gpu.clocks", "driver.reboot-needed"} <= own_ids
     assert literal_ids | own_ids <= set(RULE_IDS)
     assert len(set(RULE_IDS)) == len(RULE_IDS)
     doc = Path(__file__).resolve().parents[2] / "docs" / "audit-report.md"

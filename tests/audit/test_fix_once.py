@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from old_profiles import OLD_PROFILES
+from rule_modules import rule_modules
 
 import gpuhost.audit.host as audit_host_module
-import gpuhost.audit.rules as rules_module
 from gpuhost.audit.host import AuditSettings, audit_host, failed_host, unreachable_host
 from gpuhost.facts.build import host_facts_from_text
 from gpuhost.facts.host_facts import DriverFacts, HostFacts
@@ -50,7 +50,9 @@ def test_every_message_ends_with_its_fix_field_once() -> None:
         assert finding.to_dict()["fix"] == finding.fix
 
 
-@pytest.mark.parametrize("module", [rules_module, audit_host_module])
+@pytest.mark.parametrize(
+    "module", [*rule_modules(), audit_host_module], ids=lambda m: m.__name__
+)
 def test_the_rules_write_no_fix_into_a_message(module: object) -> None:
     """The audit's rules give their fix only as ``fix=``: no string in their source says
     ``fix:`` (Finding composes the line)."""

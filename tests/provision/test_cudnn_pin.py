@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuhost.audit.rules import _cudnn_matches
+from gpuhost.audit.rules.profile import _cudnn_matches
 from gpuhost.deploys.spec import cudnn_pin, package_plan
 from gpuhost.desired import DesiredState
 from gpuhost.operations.apt_pin import render_preferences, version_glob

@@ -41,7 +41,7 @@ def _get(data: Any, *path: str) -> Any:
 
 def _installed_driver(facts: Mapping[str, Any]) -> str | None:
     from gpuhost.audit.coupled import is_coupled
-    from gpuhost.audit.rules import upstream_version
+    from gpuhost.audit.rules.installed import upstream_version
 
     versions = sorted(
         {
