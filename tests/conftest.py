@@ -13,6 +13,7 @@ import os
 import platform
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 pytest_plugins = ["lab.plugin", "lab.netguard", "pytester"]
+
+# The tests judge with the shipped data, never with an overlay `gpuhost data update` left in this
+# machine's data directory (/var/lib/gpuhost/data for root): an empty folder of this run's own,
+# inherited by every gpuhost the tests start. Tests of the overlay set their own.
+os.environ["GPUHOST_DATA_DIR"] = tempfile.mkdtemp(prefix="gpuhost-test-data-")
 
 
 def _lab_unavailable() -> str | None:

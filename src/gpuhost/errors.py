@@ -60,6 +60,13 @@ class PackageIndexError(GpuhostError):
     exit_code = EXIT_FINDINGS
 
 
+class DataUpdateError(GpuhostError):
+    """``gpuhost data update`` changed nothing: a source failed or gave data the loader refuses
+    (the message says which, and which data stays in use)."""
+
+    exit_code = EXIT_FINDINGS
+
+
 class IncompatibleError(GpuhostError):
     """No compatible version set exists for what was asked."""
 

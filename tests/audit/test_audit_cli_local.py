@@ -33,8 +33,9 @@ def test_local_audit_json_on_stdout_is_schema_1(capsys):
     captured = capsys.readouterr()
     report = json.loads(captured.out)  # stdout holds only the JSON; the table went to stderr
     assert list(report) == [
-        "schema", "generated_at", "gpuhost_version", "matrix_date", "hosts", "summary"
+        "schema", "generated_at", "gpuhost_version", "matrix_date", "data", "hosts", "summary"
     ]
+    assert report["data"] == {"date": report["matrix_date"], "origin": "shipped with gpuhost"}
     assert_valid(report, "audit-report")
     assert report["schema"] == 1
     (host,) = report["hosts"]

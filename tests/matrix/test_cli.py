@@ -25,7 +25,8 @@ def test_check_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert code == 1
     data = json.loads(out)
-    assert set(data) == {"verdict", "findings"} and data["verdict"] == "error"
+    assert set(data) == {"verdict", "findings", "data"} and data["verdict"] == "error"
+    assert set(data["data"]) == {"date", "origin"}
     for f in data["findings"]:
         assert set(f) == {"rule", "severity", "message", "source", "found", "expected", "fix"}
     assert "cuda.arch-unsupported" in {f["rule"] for f in data["findings"]}

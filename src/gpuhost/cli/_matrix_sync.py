@@ -17,25 +17,15 @@ from gpuhost.knowledge.sync import record
 from gpuhost.matrix.advisories import default_advisories_path
 from gpuhost.matrix.wheeldata import default_wheels_path
 
-
-@click.command("sync")
-@click.option("--check", is_flag=True, help="Exit 1 when anything differs (for CI).")
-@click.option("--write", is_flag=True, help="Rewrite the wheels file with what the index says.")
-@click.option(
+#: the recorded-answers and index options of `matrix sync` and `data update`
+from_dir_option = click.option(
     "--from",
     "from_dir",
     metavar="DIR",
     type=click.Path(file_okay=False),
-    help="Answer from recorded responses in DIR instead of the live index.",
+    help="Answer from recorded responses in DIR (<host>/<path> per URL) instead of the network.",
 )
-@click.option(
-    "--record",
-    "record_dir",
-    metavar="DIR",
-    type=click.Path(file_okay=False),
-    help="Store the (trimmed) answers used under DIR, for tests and offline runs.",
-)
-@click.option(
+index_option = click.option(
     "--index",
     "index_url",
     default=DEFAULT_INDEX,
@@ -43,6 +33,20 @@ from gpuhost.matrix.wheeldata import default_wheels_path
     metavar="URL",
     help="Package index to ask (PyPI's JSON API or a mirror of it).",
 )
+
+
+@click.command("sync")
+@click.option("--check", is_flag=True, help="Exit 1 when anything differs (for CI).")
+@click.option("--write", is_flag=True, help="Rewrite the wheels file with what the index says.")
+@from_dir_option
+@click.option(
+    "--record",
+    "record_dir",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Store the (trimmed) answers used under DIR, for tests and offline runs.",
+)
+@index_option
 @click.option(
     "--wheels",
     "wheels_file",

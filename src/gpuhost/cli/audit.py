@@ -22,6 +22,7 @@ from gpuhost.audit.host import (
 )
 from gpuhost.audit.report import json_report, junit, prom, table
 from gpuhost.audit.summary import exit_code_for
+from gpuhost.cli._dataage import warn_if_stale
 from gpuhost.cli._options import connect_timeout_option
 from gpuhost.cli._output import check_output_path, write_output
 from gpuhost.errors import ConfigError, GpuhostError
@@ -232,6 +233,7 @@ def command(
     if inventory is None and (limit or shard):
         raise click.UsageError("--limit and --shard need an INVENTORY")
     settings = load_settings(profiles_file)
+    warn_if_stale()
     problem = prom.target_problem(prom_path) if prom_path else None
     if problem:  # before any host is audited
         raise ConfigError(f"--prom {prom_path}: {problem}")
@@ -275,6 +277,9 @@ def command(
         text = table.grouped_findings_text(reports)
         click.echo(f"findings:\n{text}" if text else "findings: no errors or warnings", file=out)
     summary_text = table.fleet_text(report["summary"])
+    if not quiet:
+        data = report["data"]
+        click.echo(f"data: {data['date']} ({data['origin']})", file=out)
     if quiet:  # what --help promises: the error findings and the summary (verdict) line
         errors = [
             line

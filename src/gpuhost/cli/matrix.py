@@ -9,8 +9,10 @@ from typing import Any
 
 import click
 
+from gpuhost.cli._dataage import warn_if_stale
 from gpuhost.cli._matrix_sync import advisories_sync_cmd, sync_cmd
 from gpuhost.cli._output import write_output
+from gpuhost.datadir import data_info
 from gpuhost.datafiles import installable_os
 from gpuhost.errors import ConfigError
 from gpuhost.matrix import (
@@ -43,14 +45,17 @@ def _as_of(value: str | None) -> dt.date | None:
         raise ConfigError(f'--as-of: "{value}" is not a date (expected YYYY-MM-DD)') from exc
 
 
-def _print_findings(findings: list[Finding], as_json: bool) -> int:
+def _print_findings(
+    findings: list[Finding], as_json: bool, data: dict[str, Any] | None = None
+) -> int:
     if as_json:
-        click.echo(
-            json.dumps(
-                {"verdict": verdict(findings), "findings": [f.to_json() for f in findings]},
-                indent=2,
-            )
-        )
+        doc: dict[str, Any] = {
+            "verdict": verdict(findings),
+            "findings": [f.to_json() for f in findings],
+        }
+        if data is not None:
+            doc["data"] = data
+        click.echo(json.dumps(doc, indent=2))
     else:
         for f in findings:
             click.echo(f"{_MARK[f.severity]} {f.rule}: {f.message}")
@@ -143,7 +148,8 @@ def check_cmd(
     findings += security_findings(
         load_advisories(), driver=driver, container_toolkit=container_toolkit
     )
-    return _print_findings(findings, as_json)
+    warn_if_stale()
+    return _print_findings(findings, as_json, data_info())
 
 
 @command.command("resolve")

@@ -1,5 +1,6 @@
 """Reading a Python package index for the data sync (``gpuhost matrix sync``): PyPI's JSON API
-and PEP 658 core-metadata files (``<wheel url>.metadata``).
+and PEP 658 core-metadata files (``<wheel url>.metadata``); where an index has none, the
+METADATA inside the wheel read with HTTP byte ranges (:mod:`gpuhost.knowledge.wheelzip`).
 
 Two indexes share one small interface (:class:`Index`):
 
@@ -14,6 +15,7 @@ cannot be had, so the CLI prints one line instead of a traceback.
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
@@ -23,6 +25,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from gpuhost.errors import PackageIndexError
+from gpuhost.knowledge import wheelzip
 from gpuhost.matrix.wheels import DEFAULT_INDEX, project_url
 
 __all__ = ["DEFAULT_INDEX", "DirectoryIndex", "HttpIndex", "Index", "project_url", "store"]
@@ -41,6 +44,10 @@ class Index(Protocol):
     def text(self, url: str) -> str | None:
         """A text document (a wheel's ``.metadata``) by absolute URL; None when the index does
         not have it (HTTP 404: not every wheel's core metadata is published)."""
+
+    def wheel_metadata(self, url: str) -> str | None:
+        """The METADATA inside the wheel at ``url``, read with byte ranges (no PEP 658 file);
+        None when the wheel is not there."""
 
 
 def file_url(project_json_url: str, url: str) -> str:
@@ -107,6 +114,41 @@ class HttpIndex:
     def text(self, url: str) -> str | None:
         return self._get(url, missing_ok=True)
 
+    def _range(self, url: str, header: str) -> tuple[bytes, int] | None:
+        """(bytes, file size) of one ``Range`` request; None on HTTP 404."""
+        try:
+            resp = self.session.get(url, headers={"Range": header}, timeout=_TIMEOUT)
+        except requests.RequestException as exc:
+            raise PackageIndexError(
+                f"{url}: cannot be reached ({type(exc).__name__}); check the network"
+            ) from exc
+        if resp.status_code == 404:
+            return None
+        total = resp.headers.get("Content-Range", "").rpartition("/")[2]
+        if resp.status_code != 206 or not total.isdigit():
+            raise PackageIndexError(
+                f"{url}: answered HTTP {resp.status_code} to a byte range request "
+                "(expected 206 with a Content-Range); its metadata cannot be read"
+            )
+        return resp.content, int(total)
+
+    def wheel_metadata(self, url: str) -> str | None:
+        first = self._range(url, f"bytes=-{wheelzip.TAIL}")
+        if first is None:
+            return None
+        tail, size = first
+
+        def read(start: int, length: int) -> bytes:
+            if start >= size - len(tail):
+                at = start - (size - len(tail))
+                return tail[at : at + length]
+            got = self._range(url, f"bytes={start}-{start + length - 1}")
+            if got is None:
+                raise PackageIndexError(f"{url}: disappeared while being read")
+            return got[0]
+
+        return _metadata_of(url, read, size)
+
 
 class DirectoryIndex:
     """Recorded answers: ``<root>/<host>/<path>`` for each URL (see :class:`HttpIndex`)."""
@@ -136,6 +178,23 @@ class DirectoryIndex:
 
     def text(self, url: str) -> str | None:
         return self._read(url, missing_ok=True)
+
+    def wheel_metadata(self, url: str) -> str | None:
+        path = _stored_path(self.root, url)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise PackageIndexError(f"{path}: cannot read ({exc.strerror})") from exc
+        return _metadata_of(url, lambda start, length: data[start : start + length], len(data))
+
+
+def _metadata_of(url: str, read: wheelzip.Reader, size: int) -> str:
+    try:
+        return wheelzip.read_metadata(read, size)
+    except (ValueError, UnicodeDecodeError, zlib.error) as exc:
+        raise PackageIndexError(f"{url}: not a readable wheel ({exc})") from exc
 
 
 def _json(url: str, text: str) -> dict[str, Any]:

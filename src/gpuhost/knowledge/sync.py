@@ -7,7 +7,8 @@ releases ``X.Y.Z.postN`` such as TensorFlow 2.15.0.post1):
 - the release date (first wheel upload) and the CPython versions with a Linux wheel;
 - per Linux machine (x86_64, aarch64) the libraries the default wheel pins (what a plain
   ``pip install torch==X`` / ``pip install tensorflow[and-cuda]==X`` brings): CUDA minor, runtime,
-  cuDNN, cuBLAS, NCCL, read from one wheel's PEP 658 core metadata.
+  cuDNN, cuBLAS, NCCL, read from one wheel's PEP 658 core metadata, or where the index has none
+  from the METADATA inside the wheel (HTTP byte ranges).
 
 :func:`sync` reads the index; :func:`drift` compares; :func:`render_wheels` writes the file. The
 answers sync read are kept (trimmed to what it used) so ``--record DIR`` can store them as test
@@ -114,14 +115,11 @@ def _release(
         candidates = wheels_for(files, machine)
         if not candidates:
             continue
-        for wheel in candidates:
-            meta_url = file_url(url, wheel.url) + ".metadata"
-            text = index.text(meta_url)
-            if text is not None:
-                break
-        else:
+        found = _metadata(index, url, candidates)
+        if found is None:
             row.setdefault("no_metadata", []).append(machine)
             continue
+        wheel, meta_url, text = found
         got = header(text, "Version")
         if got is not None and got != version:
             raise PackageIndexError(f"{meta_url}: metadata says Version {got}, expected {version}")
@@ -135,6 +133,24 @@ def _release(
         row[machine] = libs
         row.setdefault("wheels", {})[machine] = wheel.filename
     return row
+
+
+def _metadata(
+    index: Index, url: str, candidates: list[WheelFile]
+) -> tuple[WheelFile, str, str] | None:
+    """(wheel, its ``.metadata`` URL, core metadata) of the first candidate whose PEP 658 file
+    the index serves, else of the first whose METADATA a byte-range read of the wheel gives
+    (recorded under the ``.metadata`` URL, so recorded answers replay it)."""
+    for wheel in candidates:
+        meta_url = file_url(url, wheel.url) + ".metadata"
+        text = index.text(meta_url)
+        if text is not None:
+            return wheel, meta_url, text
+    for wheel in candidates:
+        text = index.wheel_metadata(file_url(url, wheel.url))
+        if text is not None:
+            return wheel, file_url(url, wheel.url) + ".metadata", text
+    return None
 
 
 def _trim_metadata(text: str) -> str:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
+from gpuhost.datadir import data_path
 from gpuhost.errors import MatrixError, VersionError
 from gpuhost.findings import ERROR, WARNING, Finding
 from gpuhost.matrix.yamlfile import read_mapping
@@ -59,7 +59,8 @@ class Advisories:
 
 
 def default_advisories_path() -> str:
-    return str(resources.files("gpuhost") / "data" / "advisories.yaml")
+    """The advisories in use: the data update's overlay, else the shipped file."""
+    return data_path("advisories.yaml")
 
 
 def read_raw(path: str) -> dict[str, Any]:

@@ -13,13 +13,13 @@ import datetime
 import functools
 import re
 from collections.abc import Callable
-from importlib import resources
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpuhost.datadir import data_path
 from gpuhost.datafiles import load_yaml, yaml_problem
 from gpuhost.errors import MatrixError, VersionError
 from gpuhost.matrix import nvidia_rules
@@ -135,8 +135,9 @@ def _vkey(text: str) -> Version:
 
 
 def default_matrix_path() -> str:
-    """Path of the matrix shipped in the package."""
-    return str(resources.files("gpuhost") / "data" / "matrix.yaml")
+    """Path of the matrix in use: the data update's overlay, else the one shipped in the
+    package (:func:`gpuhost.datadir.data_path`)."""
+    return data_path("matrix.yaml")
 
 
 def load_matrix(path: str | None = None) -> Matrix:

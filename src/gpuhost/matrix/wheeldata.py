@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import Any
 
+from gpuhost.datadir import data_path
 from gpuhost.errors import MatrixError, VersionError
 from gpuhost.matrix.model import WheelRelease
 from gpuhost.matrix.wheels import PLATFORMS, WheelBuild
@@ -15,7 +15,8 @@ _LIBS = ("cuda", "runtime", "cudnn", "cublas", "nccl")
 
 
 def default_wheels_path() -> str:
-    return str(resources.files("gpuhost") / "data" / "wheels.yaml")
+    """The wheels data in use: the data update's overlay, else the shipped file."""
+    return data_path("wheels.yaml")
 
 
 def read_wheels_file(path: str) -> dict[str, Any]:

@@ -45,6 +45,7 @@ def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
             "generated_at": report.get("generated_at"),
             "gpuhost_version": report.get("gpuhost_version") or summary.get("gpuhost_version"),
             "matrix_date": report.get("matrix_date"),
+            "data_origin": (report.get("data") or {}).get("origin"),
             "inventory": summary.get("inventory"),
             "merged_from": summary.get("merged_from"),
         },

@@ -12,6 +12,7 @@ from typing import Any
 from gpuhost import __version__
 from gpuhost.audit.host import HostReport
 from gpuhost.audit.summary import summarize
+from gpuhost.datadir import data_info
 
 SCHEMA = 1
 
@@ -29,7 +30,12 @@ def build_report(
     matrix_date: str | None = None,
 ) -> dict[str, Any]:
     entries = sorted((h.to_dict() for h in hosts), key=lambda h: str(h["name"]))
-    return report_from_entries(entries, extra, matrix_date)
+    out: dict[str, Any] = {}
+    for key, value in report_from_entries(entries, extra, matrix_date).items():
+        out[key] = value
+        if key == "matrix_date":  # the data judged with: date and origin (gpuhost.datadir)
+            out["data"] = data_info()
+    return out
 
 
 def report_from_entries(

@@ -13,6 +13,7 @@ names and labels (documented in docs/audit-report.md; docs/monitoring.md's alert
 - ``gpuhost_audit_hosts{verdict}`` hosts per verdict; ``gpuhost_audit_stacks`` distinct stacks
 - ``gpuhost_audit_last_run_timestamp_seconds`` when the audit finished (unix time)
 - ``gpuhost_audit_last_run_success`` 1 when every host was probed, else 0
+- ``gpuhost_audit_data_info{date,origin}`` 1: the data judged with (``gpuhost data status``)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_t
 from gpuhost.audit.findings import SEVERITIES, VERDICTS
 from gpuhost.audit.host import HostReport
 from gpuhost.audit.summary import stack_of
+from gpuhost.datadir import data_info
 
 STACK_LABELS = ("driver", "driver_installed", "cuda", "cudnn", "kernel_module", "gpus")
 
@@ -65,6 +67,12 @@ def registry(
         "gpuhost_audit_last_run_timestamp_seconds", "When the audit finished (unix time)."
     )
     success = gauge("gpuhost_audit_last_run_success", "1 when the audit probed every host, else 0.")
+    data = data_info()
+    gauge(
+        "gpuhost_audit_data_info",
+        "1 for the data the audit judged with: its date and origin (gpuhost data status).",
+        ("date", "origin"),
+    ).labels(date=str(data["date"]), origin=str(data["origin"])).set(1)
     all_probed = True
     for host in sorted(hosts, key=lambda h: h.name):
         up.labels(host=host.name).set(1 if host.reachable else 0)

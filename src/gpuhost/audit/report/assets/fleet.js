@@ -30,7 +30,7 @@
   // header
   var meta = data.meta;
   var parts = ["generated " + (meta.generated_at || "unknown"), "gpuhost " + (meta.gpuhost_version || "?"),
-    "matrix data " + (meta.matrix_date || "unknown")];
+    "matrix data " + (meta.matrix_date || "unknown") + (meta.data_origin ? " (" + meta.data_origin + ")" : "")];
   if (meta.inventory) { parts.push("inventory " + meta.inventory); }
   if (meta.merged_from) { parts.push("merged from " + meta.merged_from.length + " report(s)"); }
   document.getElementById("meta").textContent = parts.join(" · ");

@@ -1,0 +1,118 @@
+"""Where gpuhost's data comes from: the files shipped in the package, or the overlay
+``gpuhost data update`` wrote into this machine's data directory (docs/knowledge.md).
+
+The data directory is ``$GPUHOST_DATA_DIR`` when set, else ``/var/lib/gpuhost/data`` for root,
+else ``$XDG_DATA_HOME/gpuhost`` (``~/.local/share/gpuhost``). An update writes whole data files
+there (``matrix.yaml``, ``advisories.yaml``, ``wheels.yaml``, each validated by the same loader
+as the shipped one) and ``meta.json`` last: ``{"date", "origin", "sources"}``. The overlay is used
+only while its date is not older than the shipped data's (a newer gpuhost release wins), and
+:func:`data_path` is the one place that decides, for every loader.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+ENV = "GPUHOST_DATA_DIR"
+MAX_AGE_ENV = "GPUHOST_DATA_MAX_AGE_DAYS"
+DEFAULT_MAX_AGE_DAYS = 120
+ROOT_DIR = Path("/var/lib/gpuhost/data")
+FILES = ("matrix.yaml", "advisories.yaml", "wheels.yaml")
+META = "meta.json"
+_UPDATED_RE = re.compile(r'^updated:\s*"?(\d{4}-\d{2}-\d{2})"?\s*$', re.MULTILINE)
+_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def data_dir() -> Path:
+    """This machine's data directory (it may not exist yet)."""
+    env = os.environ.get(ENV)
+    if env:
+        return Path(env)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return ROOT_DIR
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "gpuhost"
+
+
+def shipped_path(name: str) -> str:
+    return str(resources.files("gpuhost") / "data" / name)
+
+
+def shipped_date() -> str | None:
+    """The shipped matrix's ``updated`` date (when its facts were last checked)."""
+    try:
+        text = Path(shipped_path("matrix.yaml")).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    m = _UPDATED_RE.search(text)
+    return m.group(1) if m else None
+
+
+def read_meta(folder: Path) -> dict[str, Any] | None:
+    """``meta.json`` of an overlay folder; None when absent or not a valid one."""
+    try:
+        meta = json.loads((folder / META).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(meta, dict) or not _DATE_RE.match(str(meta.get("date", ""))):
+        return None
+    return meta
+
+
+def active_overlay() -> Path | None:
+    """The data directory when it holds an overlay at least as new as the shipped data."""
+    folder = data_dir()
+    meta = read_meta(folder)
+    if meta is None:
+        return None
+    shipped = shipped_date()
+    return folder if shipped is None or str(meta["date"]) >= shipped else None
+
+
+def data_path(name: str) -> str:
+    """The file a loader reads for data file ``name``: the overlay's, else the shipped one."""
+    folder = active_overlay()
+    if folder is not None and (folder / name).is_file():
+        return str(folder / name)
+    return shipped_path(name)
+
+
+def data_info() -> dict[str, Any]:
+    """``{"date", "origin"}`` of the data in use: what every report states."""
+    folder = active_overlay()
+    if folder is not None:
+        meta = read_meta(folder) or {}
+        origin = f"update of {meta.get('date')} in {folder}"
+        if meta.get("origin"):
+            origin = f"{origin} ({meta['origin']})"
+        return {"date": meta.get("date"), "origin": origin}
+    return {"date": shipped_date(), "origin": "shipped with gpuhost"}
+
+
+def max_age_days() -> int:
+    raw = os.environ.get(MAX_AGE_ENV, "")
+    return int(raw) if raw.isdigit() else DEFAULT_MAX_AGE_DAYS
+
+
+def staleness(today: datetime.date | None = None, limit: int | None = None) -> str | None:
+    """One line when the data in use is older than ``limit`` days (default
+    ``$GPUHOST_DATA_MAX_AGE_DAYS``, else 120), else None."""
+    info = data_info()
+    limit = max_age_days() if limit is None else limit
+    try:
+        date = datetime.date.fromisoformat(str(info["date"]))
+    except ValueError:
+        return None
+    age = ((today or datetime.date.today()) - date).days
+    if age <= limit:
+        return None
+    return (
+        f"warning: gpuhost's data is {age} days old ({info['date']}, {info['origin']}; older "
+        f"than {limit} days): run `gpuhost data update` (limit: ${MAX_AGE_ENV})"
+    )
