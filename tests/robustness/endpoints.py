@@ -8,7 +8,8 @@ JSON line {mode: port} and serves until killed):
 - ``ssh``: a real SSH server (paramiko's server side) that refuses every authentication; its
   host key is written to ``<dir>/host_key.pub`` (argv[1]) for known_hosts tests.
 
-Each accepted connection adds a line to ``<dir>/accepted-MODE``.
+Each accepted connection adds a line to ``<dir>/accepted-MODE``; each ``silent`` connection, once
+the client closed it (or after 120 s), adds the seconds it was open to ``<dir>/held-silent``.
 """
 
 from __future__ import annotations
@@ -48,9 +49,24 @@ def _serve(sock: socket.socket, mode: str, key: paramiko.PKey, folder: Path) -> 
         elif mode == "close":
             conn.close()
         elif mode == "silent":
-            threading.Timer(120, conn.close).start()
+            threading.Thread(target=_hold, args=(conn, folder), daemon=True).start()
         else:
             threading.Thread(target=_ssh, args=(conn, key), daemon=True).start()
+
+
+def _hold(conn: socket.socket, folder: Path) -> None:
+    """Say nothing until the client gives up (EOF) or 120 s passed; log how long that was."""
+    started = time.monotonic()
+    conn.settimeout(120)
+    try:
+        while conn.recv(4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        conn.close()
+        with open(folder / "held-silent", "a") as log:
+            log.write(f"{time.monotonic() - started:.2f}\n")
 
 
 def _ssh(conn: socket.socket, key: paramiko.PKey) -> None:

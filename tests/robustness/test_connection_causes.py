@@ -122,15 +122,25 @@ def test_connect_timeout_bounds_the_wait_for_a_silent_host(endpoints, command) -
     with its cause, and the others are not held up."""
     ports, folder = endpoints
     inv = _inventory(folder, ports, ["silent", "closed"])
-    started = time.monotonic()
+    before = _held_silent(folder)
     run = gpuhost(command, str(inv), "--dry", "--connect-timeout", "2")
-    took = time.monotonic() - started
     assert "Traceback" not in run.err + run.out, run.err
     assert run.code == 1, run
     lines = {line.split(":")[0]: line for line in run.out.splitlines() if ": unreachable" in line}
     assert "sent no SSH banner" in lines["silent"], lines
     assert CAUSES["closed"].format(**ports) in lines["closed"], lines
-    assert took < 9, f"{command} waited {took:.1f} s for a silent host with --connect-timeout 2"
+    # how long the silent endpoint saw gpuhost's connection open (not the run's start-up, which
+    # a loaded machine stretches): bounded by --connect-timeout 2, far below the default 10 s
+    deadline = time.monotonic() + 10
+    while len(_held_silent(folder)) == len(before) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    held = _held_silent(folder)[len(before):]
+    assert held and max(held) < 7, f"{command} held a silent host's connection {held} s"
+
+
+def _held_silent(folder: Path) -> list[float]:
+    path = folder / "held-silent"
+    return [float(x) for x in path.read_text().split()] if path.exists() else []
 
 
 def test_connect_timeout_refuses_zero() -> None:
