@@ -88,3 +88,34 @@ def worst_severity(findings: Iterable[Finding]) -> str | None:
     """The worst severity among ``findings``, None when there is none."""
     ranks = [severity_rank(f.severity) for f in findings]
     return SEVERITIES[min(ranks)] if ranks else None
+
+
+# Two answers, never mixed: a ``security.*`` finding (a known NVIDIA security bulletin affects a
+# version) is the security exposure; every other finding answers "does this stack work?" (the
+# compatibility and health verdict). Verdicts, exit codes and every report keep them apart.
+SECURITY_PREFIX = "security."
+# ``--fail-on``: what makes a command exit 1. "compatibility" (the default): an error in the
+# compatibility/health verdict; "security": that, or an error in the security exposure.
+FAIL_ON = ("compatibility", "security")
+
+
+def is_security(finding: Finding) -> bool:
+    """Whether ``finding`` is part of the security exposure (rule ``security.*``)."""
+    return finding.rule.startswith(SECURITY_PREFIX)
+
+
+def split_security(findings: Iterable[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """(the compatibility/health findings, the security findings), order kept."""
+    rest: list[Finding] = []
+    security: list[Finding] = []
+    for finding in findings:
+        (security if is_security(finding) else rest).append(finding)
+    return rest, security
+
+
+def fails(verdict: str, security_verdict: str, fail_on: str = "compatibility") -> bool:
+    """Whether a judgement makes its command exit 1: an error (or an unreachable host) in the
+    compatibility/health verdict; with ``fail_on="security"`` also an error in the exposure."""
+    if verdict in ("error", "unreachable"):
+        return True
+    return fail_on == "security" and security_verdict == "error"

@@ -39,7 +39,8 @@ def test_local_audit_json_on_stdout_is_schema_1(capsys):
     assert_valid(report, "audit-report")
     assert report["schema"] == 1
     (host,) = report["hosts"]
-    assert list(host) == ["name", "reachable", "facts", "findings", "verdict"]
+    assert list(host) == ["name", "reachable", "facts", "findings", "verdict", "security"]
+    assert host["security"] == {"verdict": "ok", "findings": []}  # no driver to judge
     assert host["reachable"] is True
     assert host["verdict"] == "warning"
     assert [f["rule"] for f in host["findings"]] == ["gpu.none"]

@@ -161,3 +161,21 @@ def test_cli_health_usage_errors_exit_2_with_one_line(args):
     proc = _gpuhost(*args)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "--tier health checks this machine only" in proc.stderr
+
+
+def test_an_advisory_or_old_data_never_drains(monkeypatch):
+    """The health tier judges GPU health and the recorded driver only: a driver NVIDIA's
+    bulletins name (535.54.03 here) is the audit's security answer, and the matrix or
+    advisories data (however old) is never read, so neither can drain a node."""
+    import gpuhost.matrix
+    from gpuhost.matrix import advisories, load
+
+    assert advisories.exposure(advisories.load_advisories(), driver="535.54.03").verdict == "error"
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("the health tier read gpuhost's knowledge data")
+
+    monkeypatch.setattr(advisories, "load_advisories", refuse)
+    monkeypatch.setattr(load, "load_matrix", refuse)
+    monkeypatch.setattr(gpuhost.matrix, "load_matrix", refuse)
+    assert judge(HealthInputs(A100, None, _marker("535.54.03"))) == []

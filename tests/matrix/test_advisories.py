@@ -4,6 +4,7 @@ matrix check, profile verify and the audit."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -90,14 +91,28 @@ def test_findings_name_cves_fixed_version_and_severity() -> None:
 
 
 def test_cli_check_and_profile_verify(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["matrix", "check", "--driver", "580.178.04", "--container-toolkit", "1.17.7"]) == 1
-    assert "security.container-toolkit" in capsys.readouterr().out
-    assert main(["matrix", "check", "--driver", "580.178.04", "--container-toolkit", "1.19.1"]) == 0
-    assert "security." not in capsys.readouterr().out
+    """The exposure is its own answer: shown, in the exit status only with --fail-on security."""
+    check = ["matrix", "check", "--driver", "580.178.04", "--container-toolkit", "1.17.7"]
+    assert main(check) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == "verdict: ok" and "security.container-toolkit" in lines[1]
+    assert lines[-1].startswith("security: error")
+    assert main([*check, "--fail-on", "security"]) == 1
+    capsys.readouterr()
+    fixed = ["matrix", "check", "--driver", "580.178.04", "--container-toolkit", "1.19.1"]
+    assert main([*fixed, "--fail-on", "security"]) == 0
+    out = capsys.readouterr().out
+    assert "security." not in out and "\nsecurity: ok" in out
     old = ["matrix", "profile", "verify", "debian12-nonfree-535", "--profiles", OLD_PROFILES]
-    assert main(old) == 1
-    assert "security.driver" in capsys.readouterr().out
-    assert main(["matrix", "profile", "verify", "debian12-nonfree-535-security"]) == 0
+    assert main([*old, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] != "error" and data["security"]["verdict"] == "error"
+    assert {a["rule"] for a in data["security"]["advisories"]} == {"security.driver"}
+    assert main([*old, "--fail-on", "security"]) == 1
+    capsys.readouterr()
+    new = ["matrix", "profile", "verify", "debian12-nonfree-535-security", "--fail-on", "security"]
+    assert main(new) == 0
 
 
 @pytest.mark.parametrize("name", sorted(load_profiles()))

@@ -25,11 +25,42 @@ def test_check_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert code == 1
     data = json.loads(out)
-    assert set(data) == {"verdict", "findings", "data"} and data["verdict"] == "error"
+    assert set(data) == {"verdict", "findings", "security", "data"} and data["verdict"] == "error"
     assert set(data["data"]) == {"date", "origin"}
     for f in data["findings"]:
         assert set(f) == {"rule", "severity", "message", "source", "found", "expected", "fix"}
     assert "cuda.arch-unsupported" in {f["rule"] for f in data["findings"]}
+    # no driver or container toolkit given: nothing to judge against the bulletins
+    assert data["security"] == {"verdict": "ok", "checked": [], "advisories": []}
+
+
+H100_535 = ("matrix", "check", "--gpu", "H100", "--driver", "535.161.07", "--cuda", "12.2")
+
+
+def test_a_working_stack_with_an_affected_driver_is_two_answers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 24: the stack works (compatibility ok or warning: R535 is past end of life) while
+    NVIDIA's bulletins affect its driver (security error); exit 0 unless --fail-on security."""
+    code, out, _ = _run(capsys, *H100_535, "--json", *AS_OF)
+    data = json.loads(out)
+    assert code == 0 and data["verdict"] in ("ok", "warning")
+    assert not [f for f in data["findings"] if f["rule"].startswith("security.")]
+    assert data["security"]["verdict"] == "error"
+    assert data["security"]["checked"] == ["driver 535.161.07"]
+    assert {a["rule"] for a in data["security"]["advisories"]} == {"security.driver"}
+    assert _run(capsys, *H100_535, "--json", "--fail-on", "security", *AS_OF)[0] == 1
+    assert _run(capsys, *H100_535, "--fail-on", "compatibility", *AS_OF)[0] == 0
+    code, out, _ = _run(capsys, *H100_535, *AS_OF)
+    assert code == 0 and "\nverdict: warning\n" in out and "\nsecurity: error (" in out
+
+
+def test_fail_on_security_keeps_failing_an_incompatible_stack(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ("matrix", "check", "--gpu", "V100", "--cuda", "13.0", "--driver", "580.159.03")
+    assert _run(capsys, *args, "--fail-on", "security", *AS_OF)[0] == 1
+    assert _run(capsys, *args, "--fail-on", "nothing", *AS_OF)[0] == 2
 
 
 def test_check_warn_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
@@ -110,13 +141,16 @@ def test_profile_verify(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
         capsys, "matrix", "profile", "verify", "debian12-nonfree-535-security", "--json", *AS_OF
     )
     assert code == 0 and json.loads(out)["verdict"] in ("ok", "warning")
-    # compatible, but its driver and toolkit are older than NVIDIA's security fixes: refused
-    code, out, _ = _run(
-        capsys, "matrix", "profile", "verify", "nvidia-repo-550-cuda12.4", "--json",
-        "--profiles", OLD_PROFILES, *AS_OF
-    )
-    rules = {f["rule"] for f in json.loads(out)["findings"] if f["severity"] == "error"}
-    assert code == 1 and "security.driver" in rules  # 550.54.15: R550 fixed in 550.163.01
+    # compatible, but its driver and toolkit are older than NVIDIA's security fixes: the
+    # exposure is its own answer, refused only with --fail-on security
+    old = ("matrix", "profile", "verify", "nvidia-repo-550-cuda12.4", "--profiles", OLD_PROFILES)
+    code, out, _ = _run(capsys, *old, "--json", *AS_OF)
+    data = json.loads(out)
+    assert code == 0 and data["verdict"] != "error"
+    rules = {f["rule"] for f in data["security"]["advisories"] if f["severity"] == "error"}
+    assert "security.driver" in rules  # 550.54.15: R550 fixed in 550.163.01
+    assert not [f for f in data["findings"] if f["rule"].startswith("security.")]
+    assert _run(capsys, *old, "--fail-on", "security", *AS_OF)[0] == 1
     code, out, _ = _run(
         capsys, "matrix", "profile", "verify", "debian12-nonfree-535-security", "--gpu", "B200"
     )

@@ -51,9 +51,9 @@ def test_junit_validates_against_the_surefire_schema():
 def test_junit_one_case_per_rule_check_with_dotted_hosts_as_one_class():
     reports = hosts()
     root = ET.fromstring(junit.render(reports).split("\n", 1)[1])
-    suites = root.findall("testsuite")
+    suites = [s for s in root.findall("testsuite") if not s.get("name").endswith(" security")]
     assert [s.get("name") for s in suites] == sorted(r.name for r in reports)
-    checks = set(RULES) | {"matrix"}
+    checks = {r for r in RULES if not r.startswith("security.")} | {"matrix"}
     for suite in suites:
         name = suite.get("name")
         assert suite.get("hostname") == name
@@ -76,6 +76,34 @@ def test_junit_one_case_per_rule_check_with_dotted_hosts_as_one_class():
     assert root.get("failures") == str(len(root.findall(".//failure")))
 
 
+def test_junit_keeps_the_security_exposure_in_its_own_suite():
+    """Two answers: the security.* checks are a second suite per probed host, whose errors fail
+    only with --fail-on security (as the exit status does)."""
+    reports = hosts()
+    exposed = [r for r in reports if r.security_verdict == "error"]
+    assert exposed, "the captures include a driver NVIDIA's bulletins name"
+    security_rules = sorted(r for r in RULES if r.startswith("security."))
+    for fail_on, failing in (("compatibility", False), ("security", True)):
+        text = junit.render(reports, fail_on)
+        XSD.validate(text)
+        root = ET.fromstring(text.split("\n", 1)[1])
+        suites = {s.get("name"): s for s in root.findall("testsuite")}
+        for report in reports:
+            if report.facts is None:  # unreachable or probe failed: nothing judged
+                assert f"{report.name} security" not in suites
+                continue
+            suite = suites[f"{report.name} security"]
+            cases = suite.findall("testcase")
+            assert sorted(c.get("name") for c in cases) == security_rules
+            classes = {c.get("classname") for c in cases}
+            assert classes == {"gpuhost_security." + report.name.replace(".", "_")}
+            (prop,) = suite.findall("properties/property")
+            assert prop.get("name") == "verdict" and prop.get("value") == report.security_verdict
+            failures = suite.findall(".//failure")
+            assert bool(failures) == (failing and report in exposed)
+            assert not suites[report.name].findall(".//testcase[@name='security.driver']")
+
+
 def test_prom_textfile_parses_and_names_the_run(tmp_path):
     reports = hosts()
     summary = build_report(reports)["summary"]
@@ -95,6 +123,19 @@ def test_prom_textfile_parses_and_names_the_run(tmp_path):
     assert hosts_by_verdict == {k: float(v) for k, v in summary["verdicts"].items()}
     findings = families["gpuhost_audit_finding"].samples
     assert sum(s.value for s in findings) == sum(len(r.findings) for r in reports)
+    assert not [s for s in findings if s.labels["rule"].startswith("security.")]
+    exposure = families["gpuhost_audit_security_finding"].samples
+    assert sum(s.value for s in exposure) == sum(len(r.security_findings) for r in reports) > 0
+    assert {s.labels["rule"] for s in exposure} <= {"security.driver", "security.container-toolkit"}
+    security = {
+        s.labels["host"]: s.labels["verdict"]
+        for s in families["gpuhost_audit_host_security_verdict"].samples
+    }
+    assert security == {r.name: r.security_verdict for r in reports}
+    by_security = {
+        s.labels["verdict"]: s.value for s in families["gpuhost_audit_security_hosts"].samples
+    }
+    assert by_security == {k: float(v) for k, v in summary["security"]["verdicts"].items()}
     assert os.listdir(tmp_path) == ["gpuhost.prom"]  # no temporary file left behind
 
 

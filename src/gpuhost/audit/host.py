@@ -18,6 +18,7 @@ from gpuhost.audit.findings import (
 from gpuhost.audit.matrix_check import matrix_results
 from gpuhost.audit.rules import AuditContext, run_rules
 from gpuhost.facts.host_facts import HostFacts
+from gpuhost.findings import split_security
 from gpuhost.parsers.profile_marker import MARKER_PATH
 
 PROFILE_KEY = "gpuhost_profile"
@@ -33,19 +34,39 @@ class AuditSettings:
 
 @dataclass(frozen=True)
 class HostReport:
+    """One host's judgement: two answers, never mixed. ``verdict`` (with ``findings``) says
+    whether the host's stack is right and healthy; ``security_verdict`` (with
+    ``security_findings``, the ``security.*`` rules) whether NVIDIA security bulletins affect
+    what it runs."""
+
     name: str
     reachable: bool
     facts: HostFacts | None
     results: tuple[RuleResult, ...] = ()
 
     @property
-    def findings(self) -> list[Finding]:
+    def all_findings(self) -> list[Finding]:
+        """Both answers' findings, worst first (what a caller asking both questions judges)."""
         found = [f for result in self.results for f in result.findings]
         return sorted(found, key=lambda f: (severity_rank(f.severity), f.rule))
 
     @property
+    def findings(self) -> list[Finding]:
+        """The compatibility and health findings, worst first."""
+        return split_security(self.all_findings)[0]
+
+    @property
+    def security_findings(self) -> list[Finding]:
+        """The security exposure's findings (``security.*``), worst first."""
+        return split_security(self.all_findings)[1]
+
+    @property
     def verdict(self) -> str:
         return host_verdict(self.findings, self.reachable)
+
+    @property
+    def security_verdict(self) -> str:
+        return host_verdict(self.security_findings, self.reachable)
 
     def to_dict(self) -> dict[str, Any]:
         """The host's entry in a schema-1 JSON report (docs/audit-report.md)."""
@@ -55,6 +76,10 @@ class HostReport:
             "facts": self.facts.to_dict() if self.facts is not None else None,
             "findings": [f.to_dict() for f in self.findings],
             "verdict": self.verdict,
+            "security": {
+                "verdict": self.security_verdict,
+                "findings": [f.to_dict() for f in self.security_findings],
+            },
         }
 
 
@@ -73,9 +98,7 @@ def _context(
     if profile is None:
         where = f"inventory data {PROFILE_KEY}" if source == "inventory" else MARKER_PATH
         known = ", ".join(sorted(settings.profiles)) or "none"
-        error = (
-            f"profile {name!r} (from {where}) is not defined; known profiles: {known}"
-        )
+        error = f"profile {name!r} (from {where}) is not defined; known profiles: {known}"
         return AuditContext(facts, None, name, source, error, results)
     expected = expected_state(profile, host_data, facts.provision_marker)
     return AuditContext(facts, expected, name, source, None, results)

@@ -8,11 +8,12 @@ of hosts: stacks are grouped by hashing their tuple.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from gpuhost import __version__
-from gpuhost.audit.findings import SEVERITIES, VERDICT_ERROR, VERDICT_UNREACHABLE, worst_verdict
+from gpuhost.audit.findings import SEVERITIES, VERDICT_UNREACHABLE, worst_verdict
+from gpuhost.findings import SECURITY_PREFIX, fails
 
 # The fields that make up a host's stack, in display order.
 STACK_FIELDS = (
@@ -137,26 +138,78 @@ def outliers(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
-def summarize(
-    hosts: Sequence[Mapping[str, Any]], extra: Mapping[str, Any] | None = None
+def with_security(host: Mapping[str, Any]) -> dict[str, Any]:
+    """A host entry with its two answers apart. An entry written before the split (its
+    ``security.*`` findings among ``findings``, its verdict counting them; no ``security``) gets
+    them moved into ``security`` and both verdicts computed again; a current entry is returned
+    as it is."""
+    entry = dict(host)
+    if isinstance(entry.get("security"), Mapping):
+        return entry
+    findings = [f for f in entry.get("findings") or [] if isinstance(f, Mapping)]
+    security = [f for f in findings if str(f.get("rule", "")).startswith(SECURITY_PREFIX)]
+    rest = [f for f in findings if f not in security]
+    reachable = bool(entry.get("reachable"))
+    if security:  # its verdict counted them: judged again without
+        entry["findings"] = rest
+        entry["verdict"] = _verdict_of(rest, reachable)
+    entry["security"] = {"verdict": _verdict_of(security, reachable), "findings": security}
+    return entry
+
+
+def _verdict_of(findings: list[Mapping[str, Any]], reachable: bool) -> str:
+    if not reachable:
+        return VERDICT_UNREACHABLE
+    severities = {f.get("severity") for f in findings}
+    return "error" if "error" in severities else "warning" if "warning" in severities else "ok"
+
+
+def _counts(
+    hosts: Sequence[Mapping[str, Any]],
+    verdict_of: Callable[[Mapping[str, Any]], Any],
+    findings_of: Callable[[Mapping[str, Any]], Any],
 ) -> dict[str, Any]:
-    """The report's ``summary`` object for these host entries."""
-    verdicts = Counter(str(h.get("verdict")) for h in hosts)
+    """Verdict, per-verdict host counts, per-severity and per-rule finding counts."""
+    verdicts = Counter(str(verdict_of(h)) for h in hosts)
     severities: Counter[str] = Counter()
     rules: Counter[str] = Counter()
     for host in hosts:
-        for finding in host.get("findings") or []:
+        for finding in findings_of(host) or []:
             severities[str(finding.get("severity"))] += 1
             rules[str(finding.get("rule"))] += 1
-    groups = group_stacks(hosts)
-    summary: dict[str, Any] = {
+    return {
         "verdict": worst_verdict(verdicts) if hosts else "ok",
-        "hosts": len(hosts),
-        "reachable": sum(1 for h in hosts if h.get("reachable")),
-        "unreachable": sum(1 for h in hosts if not h.get("reachable")),
         "verdicts": {v: verdicts.get(v, 0) for v in ("ok", "warning", "error", "unreachable")},
         "findings": {s: severities.get(s, 0) for s in SEVERITIES},
         "rules": dict(sorted(rules.items())),
+    }
+
+
+def _security_of(host: Mapping[str, Any]) -> Mapping[str, Any]:
+    security = host.get("security")
+    return security if isinstance(security, Mapping) else {}
+
+
+def summarize(
+    hosts: Sequence[Mapping[str, Any]], extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The report's ``summary`` object for these host entries: the compatibility and health
+    answer at the top, the security exposure apart under ``security``."""
+    answer = _counts(hosts, lambda h: h.get("verdict"), lambda h: h.get("findings"))
+    groups = group_stacks(hosts)
+    summary: dict[str, Any] = {
+        "verdict": answer["verdict"],
+        "hosts": len(hosts),
+        "reachable": sum(1 for h in hosts if h.get("reachable")),
+        "unreachable": sum(1 for h in hosts if not h.get("reachable")),
+        "verdicts": answer["verdicts"],
+        "findings": answer["findings"],
+        "rules": answer["rules"],
+        "security": _counts(
+            hosts,
+            lambda h: _security_of(h).get("verdict", "ok"),
+            lambda h: _security_of(h).get("findings"),
+        ),
         "stacks": groups,
         "outliers": outliers(groups),
         "gpuhost_version": __version__,
@@ -166,6 +219,9 @@ def summarize(
     return summary
 
 
-def exit_code_for(summary: Mapping[str, Any]) -> int:
-    """0 clean or warnings only; 1 any error finding or unreachable host."""
-    return 1 if summary.get("verdict") in (VERDICT_ERROR, VERDICT_UNREACHABLE) else 0
+def exit_code_for(summary: Mapping[str, Any], fail_on: str = "compatibility") -> int:
+    """0 clean or warnings only; 1 any error finding or unreachable host; with ``fail_on``
+    "security" also 1 when a host's security exposure is an error."""
+    security = summary.get("security")
+    exposed = security.get("verdict") if isinstance(security, Mapping) else "ok"
+    return 1 if fails(str(summary.get("verdict")), str(exposed), fail_on) else 0

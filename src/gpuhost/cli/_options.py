@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
+from gpuhost.findings import FAIL_ON
 from gpuhost.fleet import DEFAULT_CONNECT_TIMEOUT_S
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 connect_timeout_option = click.option(
     "--connect-timeout",
@@ -37,3 +42,19 @@ class _Seconds(click.ParamType):
 
 SECONDS = _Seconds()
 """Type of the ``--*-timeout`` options given in seconds (upgrade, rollback)."""
+
+
+def fail_on_option(what: str) -> Callable[[F], F]:
+    """``--fail-on compatibility|security`` of ``matrix check``, ``matrix profile verify`` and
+    ``audit``: the exit status follows the compatibility verdict (``what``) unless the user asks
+    for the security exposure too."""
+    return click.option(
+        "--fail-on",
+        "fail_on",
+        type=click.Choice(FAIL_ON),
+        default="compatibility",
+        show_default=True,
+        help=f"Exit 1 on {what} (compatibility), or also when a known NVIDIA security bulletin "
+        "rated an error (CVSS >= advisories.yaml's error_at_cvss) affects the driver or "
+        "container toolkit (security).",
+    )

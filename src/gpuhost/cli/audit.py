@@ -1,8 +1,10 @@
 """``gpuhost audit [INVENTORY]``: gather every host's GPU stack in one pass and judge it.
 
 No INVENTORY audits this machine (no SSH). With a pyinfra inventory file, hosts are probed in
-parallel (one SSH command each) and reported as they finish. Exit 0 clean or warnings only,
-1 errors found or a host unreachable, 2 bad input.
+parallel (one SSH command each) and reported as they finish. Two answers, never mixed: the
+verdict (is the stack right and healthy?) and the security exposure (do NVIDIA's security
+bulletins affect it?). Exit 0 clean or warnings only, 1 errors found or a host unreachable (with
+``--fail-on security`` also an exposure rated an error), 2 bad input.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from gpuhost.audit.host import (
 from gpuhost.audit.report import json_report, junit, prom, table
 from gpuhost.audit.summary import exit_code_for
 from gpuhost.cli._dataage import warn_if_stale
-from gpuhost.cli._options import connect_timeout_option
+from gpuhost.cli._options import connect_timeout_option, fail_on_option
 from gpuhost.cli._output import check_output_path, write_output
 from gpuhost.errors import ConfigError, GpuhostError
 from gpuhost.terminal import FleetProgress
@@ -60,12 +62,13 @@ def _outputs(
     prom_path: str | None,
     matrix_date: str | None = None,
     html_path: str | None = None,
+    fail_on: str = "compatibility",
 ) -> dict[str, Any]:
     report = json_report.build_report(reports, extra, matrix_date)
     if json_path:
         _write(json_path, json_report.dumps(report), "json")
     if junit_path:
-        _write(junit_path, junit.render(reports), "junit")
+        _write(junit_path, junit.render(reports, fail_on), "junit")
     if prom_path:
         try:  # a temporary file renamed over the target: node_exporter never reads half of it
             prom.write(prom_path, reports, report["summary"])
@@ -197,6 +200,7 @@ def _audit_fleet(
     "data gpuhost_pythons, else python3).",
 )
 @connect_timeout_option
+@fail_on_option("an error finding or an unreachable host")
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary line and errors.")
 def command(
     inventory: str | None,
@@ -210,6 +214,7 @@ def command(
     profiles_file: str | None,
     pythons: tuple[str, ...],
     connect_timeout: int,
+    fail_on: str,
     quiet: bool,
 ) -> int:
     """Audit the GPU stack of this machine (no INVENTORY, or @local), or of every host in
@@ -268,25 +273,35 @@ def command(
             if quiet:
                 stream.close()
     matrix_date = getattr(settings.matrix, "updated", None)
-    report = _outputs(reports, extra, json_path, junit_path, prom_path, matrix_date, html_path)
+    report = _outputs(
+        reports, extra, json_path, junit_path, prom_path, matrix_date, html_path, fail_on
+    )
     if not quiet and inventory is None:
         click.echo(table.host_block(reports[0]), file=out)
         text = table.findings_text(reports[0])
         click.echo(f"findings:\n{text}" if text else "findings: none", file=out)
+        text = table.findings_text(reports[0], security=True)
+        click.echo(f"security:\n{text}" if text else "security: no known advisory", file=out)
     elif not quiet:
         text = table.grouped_findings_text(reports)
         click.echo(f"findings:\n{text}" if text else "findings: no errors or warnings", file=out)
+        text = table.grouped_findings_text(reports, security=True)
+        if text:
+            click.echo(f"security:\n{text}", file=out)
     summary_text = table.fleet_text(report["summary"])
     if not quiet:
         data = report["data"]
         click.echo(f"data: {data['date']} ({data['origin']})", file=out)
-    if quiet:  # what --help promises: the error findings and the summary (verdict) line
+    if quiet:  # what --help promises: the error findings and the summary (verdict) lines
         errors = [
             line
-            for line in table.grouped_findings_text(reports).splitlines()
+            for security in (False, True)
+            for line in table.grouped_findings_text(reports, security=security).splitlines()
             if line.lstrip().startswith("ERROR ")
         ]
-        verdict = [line for line in summary_text.splitlines() if line.startswith("verdict:")]
+        verdict = [
+            line for line in summary_text.splitlines() if line.startswith(("verdict:", "security:"))
+        ]
         summary_text = "\n".join(errors + (verdict or summary_text.splitlines()[-1:]))
     click.echo(summary_text, file=out)
-    return exit_code_for(report["summary"])
+    return exit_code_for(report["summary"], fail_on)

@@ -1,5 +1,6 @@
 """``gpuhost matrix``: check, resolve, show, validate and render the compatibility matrix,
-and verify profiles. Exit codes: 0 ok/warn, 1 incompatible, 2 bad input."""
+and verify profiles. Exit codes: 0 ok/warn, 1 incompatible (or, with ``--fail-on security``,
+affected by a security bulletin rated an error), 2 bad input."""
 
 from __future__ import annotations
 
@@ -11,20 +12,21 @@ import click
 
 from gpuhost.cli._dataage import warn_if_stale
 from gpuhost.cli._matrix_sync import advisories_sync_cmd, sync_cmd
+from gpuhost.cli._options import fail_on_option
 from gpuhost.cli._output import write_output
 from gpuhost.datadir import data_info
 from gpuhost.datafiles import installable_os
 from gpuhost.errors import ConfigError
+from gpuhost.findings import fails
 from gpuhost.matrix import (
     NoCompatibleSet,
     check_stack,
-    exit_code,
     gpu_info,
     load_matrix,
     resolve_stack,
     verdict,
 )
-from gpuhost.matrix.advisories import load_advisories, security_findings
+from gpuhost.matrix.advisories import Exposure, exposure, load_advisories
 from gpuhost.matrix.findings import Finding
 from gpuhost.matrix.frameworks import framework_answer
 from gpuhost.matrix.gpus import unknown_gpu_hint
@@ -45,23 +47,39 @@ def _as_of(value: str | None) -> dt.date | None:
         raise ConfigError(f'--as-of: "{value}" is not a date (expected YYYY-MM-DD)') from exc
 
 
-def _print_findings(
-    findings: list[Finding], as_json: bool, data: dict[str, Any] | None = None
+def _print_answers(
+    findings: list[Finding],
+    security: Exposure,
+    as_json: bool,
+    fail_on: str,
+    data: dict[str, Any] | None = None,
 ) -> int:
+    """The two answers, never mixed: the compatibility verdict of ``findings`` and the security
+    exposure; exit 1 on an incompatible set, or with ``fail_on`` "security" on an exposure rated
+    an error. ``data``: the knowledge data's date and origin (``--json``)."""
     if as_json:
-        doc: dict[str, Any] = {
+        answer: dict[str, Any] = {
             "verdict": verdict(findings),
             "findings": [f.to_json() for f in findings],
+            "security": security.to_json(),
         }
         if data is not None:
-            doc["data"] = data
-        click.echo(json.dumps(doc, indent=2))
+            answer["data"] = data
+        click.echo(json.dumps(answer, indent=2))
     else:
         for f in findings:
             click.echo(f"{_MARK[f.severity]} {f.rule}: {f.message}")
             click.echo(f"     source: {f.source}")
         click.echo(f"verdict: {verdict(findings)}")
-    return exit_code(findings)
+        for f in security.findings:
+            click.echo(f"{_MARK[f.severity]} {f.rule}: {f.message}")
+            click.echo(f"     source: {f.source}")
+        if security.checked:
+            counted = (
+                "" if fail_on == "security" else " (in the exit status with --fail-on security)"
+            )
+            click.echo(f"security: {security.verdict}{counted}")
+    return 1 if fails(verdict(findings), security.verdict, fail_on) else 0
 
 
 _as_of_option = click.option(
@@ -115,6 +133,7 @@ def command() -> None:
     help="Installed nvidia-container-toolkit version (judged against NVIDIA's advisories).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@fail_on_option("an incompatible stack")
 @_as_of_option
 def check_cmd(
     gpus: tuple[str, ...],
@@ -125,14 +144,17 @@ def check_cmd(
     fabric_manager: str | None,
     container_toolkit: str | None,
     as_json: bool,
+    fail_on: str,
     as_of: str | None,
 ) -> int:
-    """Judge a concrete stack (and its security advisories); exit 1 when it is incompatible or
-    affected by an advisory at CVSS >= 7.
+    """Judge a concrete stack: two answers, its compatibility (the verdict; exit 1 when
+    incompatible) and, apart, its security exposure (NVIDIA bulletins affecting the driver or
+    container toolkit; in the exit status only with --fail-on security).
 
     \b
     Example:
       gpuhost matrix check --gpu V100 --cuda 13.0 --json
+      gpuhost matrix check --gpu H100 --driver 535.161.07 --cuda 12.2 --fail-on security
     """
     findings = check_stack(
         load_matrix(),
@@ -145,11 +167,9 @@ def check_cmd(
         container_toolkit=container_toolkit,
         as_of=_as_of(as_of),
     )
-    findings += security_findings(
-        load_advisories(), driver=driver, container_toolkit=container_toolkit
-    )
+    security = exposure(load_advisories(), driver=driver, container_toolkit=container_toolkit)
     warn_if_stale()
-    return _print_findings(findings, as_json, data_info())
+    return _print_answers(findings, security, as_json, fail_on, data_info())
 
 
 @command.command("resolve")
@@ -170,6 +190,8 @@ def resolve_cmd(
     as_of: str | None,
 ) -> int:
     """Propose the newest supported, mutually compatible version set; exit 1 when none exists.
+    Never a driver NVIDIA's security bulletins name as affected: the minimum is the first fixed
+    one of its branch. With --framework, the cuDNN its wheel pins.
 
     \b
     Example:
@@ -418,21 +440,32 @@ def profile_list_cmd(profiles_file: str | None) -> int:
 @_profiles_option
 @_gpu_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@fail_on_option("an incompatible profile")
 @_as_of_option
 def profile_verify_cmd(
-    name: str, profiles_file: str | None, gpus: tuple[str, ...], as_json: bool, as_of: str | None
+    name: str,
+    profiles_file: str | None,
+    gpus: tuple[str, ...],
+    as_json: bool,
+    fail_on: str,
+    as_of: str | None,
 ) -> int:
     """Verify profile NAME against the matrix (for the given GPUs); exit 1 when incompatible.
+    Its driver's and container toolkit's security exposure is a separate answer (in the exit
+    status only with --fail-on security).
 
     \b
     Example:
       gpuhost matrix profile verify nvidia-repo-580-cuda13.0 --gpu H100
     """
     profile = get_profile(load_profiles(profiles_file), name)
-    findings = verify_profile(
-        load_matrix(), profile, list(gpus), as_of=_as_of(as_of), advisories=load_advisories()
+    findings = verify_profile(load_matrix(), profile, list(gpus), as_of=_as_of(as_of))
+    security = exposure(
+        load_advisories(),
+        driver=profile.driver_version,
+        container_toolkit=profile.container_toolkit,
     )
-    return _print_findings(findings, as_json)
+    return _print_answers(findings, security, as_json, fail_on)
 
 
 command.add_command(sync_cmd)

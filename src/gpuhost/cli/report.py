@@ -13,7 +13,8 @@ import click
 
 from gpuhost.audit.report import json_report
 from gpuhost.audit.report.table import fleet_text
-from gpuhost.audit.summary import exit_code_for
+from gpuhost.audit.summary import exit_code_for, with_security
+from gpuhost.cli._options import fail_on_option
 from gpuhost.cli._output import write_output
 from gpuhost.errors import ConfigError
 
@@ -65,7 +66,7 @@ def merge_reports(paths: list[str]) -> dict[str, Any]:
                     "host must come from exactly one shard)"
                 )
             seen[name] = path
-            hosts.append(host)
+            hosts.append(with_security(host))  # a report written before the split: apart now
     hosts.sort(key=lambda h: str(h["name"]))
     # Shards judged against different matrix data: the merged report names the oldest.
     return json_report.report_from_entries(
@@ -93,7 +94,8 @@ def command() -> None:
     metavar="FILE|-",
     help="Where to write the merged report.",
 )
-def merge(reports: tuple[str, ...], output: str) -> int:
+@fail_on_option("an error finding or an unreachable host")
+def merge(reports: tuple[str, ...], output: str, fail_on: str) -> int:
     """Merge the JSON reports of inventory shards (gpuhost audit --shard K/N --json ...).
 
     \b
@@ -105,7 +107,7 @@ def merge(reports: tuple[str, ...], output: str) -> int:
     write_output(output, text, "-o")
     if output != "-":
         click.echo(fleet_text(merged["summary"]))
-    return exit_code_for(merged["summary"])
+    return exit_code_for(merged["summary"], fail_on)
 
 
 def write_html(report: dict[str, Any], output: str, option: str = "-o") -> None:

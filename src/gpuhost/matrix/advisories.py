@@ -8,6 +8,9 @@ Rules (ids shared by ``matrix check``, ``profile verify`` and ``gpuhost audit``)
   driver's own branch (error at CVSS >= ``error_at_cvss``, else warning); or the branch is older
   than the branches a bulletin fixes and gets no fix at all (warning);
 - ``security.container-toolkit``: the container toolkit is older than a bulletin's fixed version.
+
+These findings are the security exposure, an answer of its own: :func:`exposure` gives it with its
+own verdict, and no compatibility verdict counts it (``gpuhost.findings.is_security``).
 """
 
 from __future__ import annotations
@@ -163,6 +166,39 @@ def driver_hits(advs: Advisories, driver: str) -> tuple[list[Hit], list[Advisory
     return hits, unpatched
 
 
+@dataclass(frozen=True)
+class BranchFix:
+    """What NVIDIA's driver bulletins say about one branch: ``first_fixed``, the oldest version
+    every bulletin naming the branch calls fixed (None when none names it), and ``unfixed``,
+    the bulletins that fix newer branches but never this one (its drivers stay affected)."""
+
+    branch: int
+    first_fixed: str | None
+    bulletins: tuple[Advisory, ...]  # the bulletins whose fixes set first_fixed
+    unfixed: tuple[Advisory, ...]
+
+
+def branch_fix(advs: Advisories, branch: int) -> BranchFix:
+    """The first R``branch`` driver no known bulletin affects (``driver_hits`` finds none in it),
+    or the bulletins that leave the branch without a fix."""
+    first: str | None = None
+    naming: list[Advisory] = []
+    unfixed: list[Advisory] = []
+    for adv in advs.rows:
+        if adv.component != "driver":
+            continue
+        fixed = adv.fixed.get(str(branch))
+        if fixed is not None:
+            naming.append(adv)
+            if first is None or parse_version(fixed, field="fixed") > parse_version(
+                first, field="fixed"
+            ):
+                first = fixed
+        elif adv.fixed_branches() and branch < max(adv.fixed_branches()):
+            unfixed.append(adv)
+    return BranchFix(branch, first, tuple(naming), tuple(unfixed))
+
+
 def toolkit_hits(advs: Advisories, version: str) -> list[Hit]:
     v = parse_version(version, field="container toolkit")
     hits = []
@@ -192,6 +228,40 @@ def _newest_fixes(advs: Advisories) -> str:
     """The newest driver bulletin's fixed version per branch (where to go from an old branch)."""
     newest = max((a for a in advs.rows if a.component == "driver"), key=lambda a: a.date)
     return ", ".join(f"R{b} >= {v}" for b, v in newest.fixed.items())
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """The security answer for some versions: what was judged, and the bulletins that affect it."""
+
+    checked: tuple[str, ...]  # "driver 535.161.07", "nvidia-container-toolkit 1.17.3"
+    findings: tuple[Finding, ...]
+
+    @property
+    def verdict(self) -> str:
+        """"error" if a bulletin at CVSS >= error_at_cvss affects a version, "warning" for a
+        lower score or a branch without a fix, "ok" when none is known to (or nothing was given)."""
+        severities = {f.severity for f in self.findings}
+        return ERROR if ERROR in severities else WARNING if WARNING in severities else "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``security`` object of ``matrix check --json`` and ``profile verify --json``."""
+        return {
+            "verdict": self.verdict,
+            "checked": list(self.checked),
+            "advisories": [f.to_json() for f in self.findings],
+        }
+
+
+def exposure(
+    advs: Advisories, *, driver: str | None = None, container_toolkit: str | None = None
+) -> Exposure:
+    """The security exposure of a driver and/or container toolkit version."""
+    checked = [f"driver {driver}"] if driver is not None else []
+    if container_toolkit is not None:
+        checked.append(f"nvidia-container-toolkit {container_toolkit}")
+    found = security_findings(advs, driver=driver, container_toolkit=container_toolkit)
+    return Exposure(tuple(checked), tuple(found))
 
 
 def security_findings(

@@ -19,7 +19,6 @@ import yaml
 
 from gpuhost.datafiles import load_yaml, supported_os, yaml_problem
 from gpuhost.errors import ConfigError, UnknownNameError, VersionError
-from gpuhost.matrix.advisories import Advisories, security_findings
 from gpuhost.matrix.check import check_stack
 from gpuhost.matrix.findings import Finding
 from gpuhost.matrix.gpus import gpu_info
@@ -301,19 +300,15 @@ def verify_profile(
     gpus: list[str] | tuple[str, ...] = (),
     *,
     as_of: dt.date | None = None,
-    advisories: Advisories | None = None,
 ) -> list[Finding]:
     """Judge ``profile`` against the matrix for ``gpus``: every CUDA version of the profile with
     its driver, cuDNN, frameworks and container toolkit, plus the kernel module flavour.
 
-    ``advisories``: also judge its driver and container toolkit against NVIDIA's security
-    bulletins (``gpuhost matrix profile verify`` does; provision's guard does not, so a
-    distribution's own driver still installs while the audit reports it)."""
+    Compatibility only: the security exposure of its driver and container toolkit is a separate
+    answer (``gpuhost.matrix.advisories.exposure``; ``gpuhost matrix profile verify`` gives both;
+    provision's guard asks only this one, so a distribution's own driver still installs while
+    the audit reports its exposure)."""
     findings: list[Finding] = []
-    if advisories is not None:
-        findings += security_findings(
-            advisories, driver=profile.driver_version, container_toolkit=profile.container_toolkit
-        )
     seen: set[Finding] = set()
     for i, cuda in enumerate(profile.cuda_versions):
         for f in check_stack(

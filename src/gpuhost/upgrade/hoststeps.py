@@ -241,7 +241,8 @@ class HostSteps:
             data[PROFILE_KEY] = profile
         profiles = profile_table(None, data)  # the host's gpuhost_profiles_file, if any
         report = audit_host(host, facts, data, AuditSettings(profiles=profiles))
-        return [(f.rule, f.message) for f in report.findings if f.severity == "error"]
+        # both answers: the target is judged with its security exposure too (UPGRADE_FIXES_RULES)
+        return [(f.rule, f.message) for f in report.all_findings if f.severity == "error"]
 
     def snapshot(self, ctx: HostContext) -> dict[str, Any]:
         host = ctx.host

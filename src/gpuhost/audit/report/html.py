@@ -5,7 +5,9 @@ and returns one HTML page with its CSS, script and data inline; its Content-Secu
 forbids every network access, so opening it fetches nothing. The page shows the verdict counts,
 the identical-stack groups as a bar chart (click a bar for its hosts), the outliers with the
 fields that differ highlighted, a findings table filterable by rule, severity and host, and
-every host's stack on demand (click a host). Sized for 1 to 2,000+ hosts: the data is embedded
+every host's stack on demand (click a host). The security exposure (``security.*`` findings:
+NVIDIA bulletins affecting a driver or container toolkit) is its own section with its own verdict,
+never among the findings or in the verdict counts. Sized for 1 to 2,000+ hosts: the data is embedded
 once (hosts point at their stack group instead of repeating it) and the table shows the first
 rows that match the filter.
 """
@@ -18,8 +20,9 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
+from gpuhost.audit.findings import worst_verdict
 from gpuhost.audit.report.table import STACK_LABELS
-from gpuhost.audit.summary import STACK_FIELDS
+from gpuhost.audit.summary import STACK_FIELDS, with_security
 
 FINDING_KEYS = ("severity", "rule", "message", "found", "expected", "fix", "source")
 
@@ -35,11 +38,18 @@ def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
     outlier_hosts = {str(o.get("host")) for o in summary.get("outliers") or []}
     hosts = []
     findings = []
-    for position, host in enumerate(report.get("hosts") or []):
+    exposure = []
+    for position, raw in enumerate(report.get("hosts") or []):
+        host = with_security(raw)  # a report written before the split shows it apart too
         name = str(host.get("name"))
-        hosts.append([name, str(host.get("verdict")), group_of.get(name, -1)])
+        security = host["security"]
+        hosts.append(
+            [name, str(host.get("verdict")), group_of.get(name, -1), str(security.get("verdict"))]
+        )
         for finding in host.get("findings") or []:
             findings.append([position] + [finding.get(key) for key in FINDING_KEYS])
+        for finding in security.get("findings") or []:
+            exposure.append([position] + [finding.get(key) for key in FINDING_KEYS])
     return {
         "meta": {
             "generated_at": report.get("generated_at"),
@@ -63,6 +73,11 @@ def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
         "outlier_hosts": sorted(outlier_hosts),
         "hosts": hosts,
         "findings": findings,
+        "security": {
+            "verdict": (summary.get("security") or {}).get("verdict")
+            or worst_verdict(str(h[3]) for h in hosts),
+            "findings": exposure,
+        },
     }
 
 

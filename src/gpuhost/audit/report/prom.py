@@ -5,12 +5,16 @@
 names and labels (documented in docs/audit-report.md; docs/monitoring.md's alert rules use them):
 
 - ``gpuhost_audit_host_up{host}`` 1 probed, 0 not
-- ``gpuhost_audit_host_verdict{host,verdict}`` 1 for the host's verdict
+- ``gpuhost_audit_host_verdict{host,verdict}`` 1 for the host's verdict (compatibility and health)
 - ``gpuhost_audit_finding{host,rule,severity}`` findings of that rule on the host
 - ``gpuhost_audit_findings{host,severity}`` number of findings per severity (every severity)
+- ``gpuhost_audit_host_security_verdict{host,verdict}`` 1 for the host's security exposure
+- ``gpuhost_audit_security_finding{host,rule,severity}`` its ``security.*`` findings (never in the
+  three metrics above: two answers, never mixed)
 - ``gpuhost_audit_stack_info{host,driver,driver_installed,cuda,cudnn,kernel_module,gpus}`` 1
 - ``gpuhost_audit_gpus{host}`` GPUs nvidia-smi reports
-- ``gpuhost_audit_hosts{verdict}`` hosts per verdict; ``gpuhost_audit_stacks`` distinct stacks
+- ``gpuhost_audit_hosts{verdict}`` hosts per verdict; ``gpuhost_audit_security_hosts{verdict}``
+  hosts per security verdict; ``gpuhost_audit_stacks`` distinct stacks
 - ``gpuhost_audit_last_run_timestamp_seconds`` when the audit finished (unix time)
 - ``gpuhost_audit_last_run_success`` 1 when every host was probed, else 0
 - ``gpuhost_audit_data_info{date,origin}`` 1: the data judged with (``gpuhost data status``)
@@ -55,6 +59,16 @@ def registry(
     findings = gauge(
         "gpuhost_audit_findings", "Number of findings per host and severity.", ("host", "severity")
     )
+    security_verdict = gauge(
+        "gpuhost_audit_host_security_verdict",
+        "1 for the host's security exposure (NVIDIA bulletins; apart from its verdict).",
+        ("host", "verdict"),
+    )
+    security_finding = gauge(
+        "gpuhost_audit_security_finding",
+        "Security findings (NVIDIA bulletins) per host, rule and severity.",
+        ("host", "rule", "severity"),
+    )
     stack_info = gauge(
         "gpuhost_audit_stack_info",
         "The GPU stack found on the host (always 1).",
@@ -62,6 +76,9 @@ def registry(
     )
     gpus = gauge("gpuhost_audit_gpus", "GPUs nvidia-smi reports on the host.", ("host",))
     per_verdict = gauge("gpuhost_audit_hosts", "Hosts per audit verdict.", ("verdict",))
+    per_security = gauge(
+        "gpuhost_audit_security_hosts", "Hosts per security verdict.", ("verdict",)
+    )
     stacks = gauge("gpuhost_audit_stacks", "Distinct GPU stacks among reachable hosts.")
     last_run = gauge(
         "gpuhost_audit_last_run_timestamp_seconds", "When the audit finished (unix time)."
@@ -77,9 +94,11 @@ def registry(
     for host in sorted(hosts, key=lambda h: h.name):
         up.labels(host=host.name).set(1 if host.reachable else 0)
         verdict.labels(host=host.name, verdict=host.verdict).set(1)
-        counts = Counter((f.rule, f.severity) for f in host.findings)
-        for (rule, severity), count in sorted(counts.items()):
-            finding.labels(host=host.name, rule=rule, severity=severity).set(count)
+        security_verdict.labels(host=host.name, verdict=host.security_verdict).set(1)
+        for metric, found in ((finding, host.findings), (security_finding, host.security_findings)):
+            counts = Counter((f.rule, f.severity) for f in found)
+            for (rule, severity), count in sorted(counts.items()):
+                metric.labels(host=host.name, rule=rule, severity=severity).set(count)
         per_severity = Counter(f.severity for f in host.findings)
         for severity in SEVERITIES:
             findings.labels(host=host.name, severity=severity).set(per_severity.get(severity, 0))
@@ -98,8 +117,10 @@ def registry(
         ).set(1)
         gpus.labels(host=host.name).set(len(host.facts.driver.smi.gpus))
     verdicts = summary.get("verdicts") or {}
+    exposed = (summary.get("security") or {}).get("verdicts") or {}
     for name in VERDICTS:
         per_verdict.labels(verdict=name).set(int(verdicts.get(name, 0)))
+        per_security.labels(verdict=name).set(int(exposed.get(name, 0)))
     stacks.set(len(summary.get("stacks") or []))
     last_run.set(time.time() if now is None else now)
     success.set(1 if all_probed else 0)

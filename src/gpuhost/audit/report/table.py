@@ -2,6 +2,9 @@
 
 For a fleet, ``host_line`` is printed as each host finishes (streaming), then ``findings_text``
 and ``fleet_text`` once all are in. A single host gets ``host_block`` (its stack) and its findings.
+Two answers, never mixed: the VERDICT column and the findings are the compatibility and health
+answer; the SECURITY column and the security findings (``security.*``) the exposure to NVIDIA's
+security bulletins, listed and counted apart.
 """
 
 from __future__ import annotations
@@ -16,7 +19,14 @@ from gpuhost.terminal import colour_enabled, verdict_word, wrap_last
 
 # Columns of the fleet table: (title, width). Values longer than their column are printed whole
 # (the row shifts); the GPUs column comes last and wraps under itself at the terminal's width.
-COLUMNS = (("HOST", 24), ("VERDICT", 11), ("DRIVER", 13), ("CUDA", 9), ("FINDINGS", 26))
+COLUMNS = (
+    ("HOST", 24),
+    ("VERDICT", 11),
+    ("SECURITY", 11),
+    ("DRIVER", 13),
+    ("CUDA", 9),
+    ("FINDINGS", 26),
+)
 STACK_LABELS = {
     "os": "OS",
     "kernel": "kernel",
@@ -55,7 +65,7 @@ def host_line(report: HostReport, stream: IO[str] | None = None, width: int | No
     On a terminal (``stream``) the verdict is coloured."""
     if not report.reachable:
         reason = report.findings[0].found or "unreachable" if report.findings else "unreachable"
-        values = (report.name, "UNREACHABLE", "-", "-", _counts(report))
+        values = (report.name, "UNREACHABLE", "-", "-", "-", _counts(report))
         last = reason
     else:
         stack = stack_of(report.facts.to_dict() if report.facts else None)
@@ -63,7 +73,8 @@ def host_line(report: HostReport, stream: IO[str] | None = None, width: int | No
         if driver == "-":
             driver = stack["driver_installed"]
         cuda = cuda_shown(stack)
-        values = (report.name, report.verdict.upper(), driver, cuda, _counts(report))
+        security = report.security_verdict.upper()
+        values = (report.name, report.verdict.upper(), security, driver, cuda, _counts(report))
         last = stack["gpus"]
     line = wrap_last(_row(values), last, width)
     if stream is not None and colour_enabled(stream):
@@ -95,20 +106,24 @@ def host_block(report: HostReport) -> str:
     return "\n".join(lines)
 
 
-def findings_text(report: HostReport, show_info: bool = True) -> str:
+def findings_text(report: HostReport, show_info: bool = True, security: bool = False) -> str:
+    """The host's compatibility and health findings (``security``: its security findings)."""
     lines = []
-    for finding in report.findings:
+    for finding in report.security_findings if security else report.findings:
         if finding.severity == "info" and not show_info:
             continue
         lines.append(f"  {finding.severity.upper():<8} {finding.rule}: {finding.message}")
     return "\n".join(lines)
 
 
-def grouped_findings_text(reports: list[HostReport], show_info: bool = False) -> str:
-    """Findings of a fleet, each distinct one once with the hosts it was found on."""
+def grouped_findings_text(
+    reports: list[HostReport], show_info: bool = False, security: bool = False
+) -> str:
+    """Findings of a fleet, each distinct one once with the hosts it was found on: the
+    compatibility and health findings, or (``security``) the security findings."""
     hosts_of: dict[tuple[int, str, str, str], list[str]] = {}
     for report in reports:
-        for finding in report.findings:
+        for finding in report.security_findings if security else report.findings:
             if finding.severity == "info" and not show_info:
                 continue
             key = (severity_rank(finding.severity), finding.rule, finding.severity, finding.message)
@@ -158,4 +173,15 @@ def fleet_text(summary: Mapping[str, Any]) -> str:
         f"findings: {counts.get('error', 0)} error(s), {counts.get('warning', 0)} warning(s), "
         f"{counts.get('info', 0)} info"
     )
+    security = summary.get("security") or {}
+    if security and summary.get("reachable"):  # some host was judged
+        exposed = security.get("verdicts") or {}
+        found = security.get("findings") or {}
+        lines.append(
+            f"security: {security.get('verdict')} - NVIDIA security bulletins affect "
+            f"{exposed.get('error', 0) + exposed.get('warning', 0)} host(s): "
+            f"{exposed.get('error', 0)} error, {exposed.get('warning', 0)} warning; "
+            f"findings: {found.get('error', 0)} error(s), {found.get('warning', 0)} warning(s) "
+            "(apart from the verdict; exit status: --fail-on security)"
+        )
     return "\n".join(lines)

@@ -19,6 +19,17 @@
     return node;
   }
   function clear(node) { while (node.firstChild) { node.removeChild(node.firstChild); } }
+  // a findings row: [host index, severity, rule, message, found, expected, fix, source]
+  function findingCells(f, host) {
+    return [
+      el("td", {"class": "host-name", text: host}),
+      el("td", {"class": "sev sev-" + f[1], text: f[1]}),
+      el("td", {"class": "rule", title: f[3], text: f[2]}),
+      el("td", {text: f[4] === null ? "" : f[4]}),
+      el("td", {text: f[5] === null ? "" : f[5]}),
+      el("td", {title: f[7] || "", text: f[6] === null ? "" : f[6]})
+    ];
+  }
   function stackLabel(stack) {
     var driver = stack.driver_loaded !== "-" ? stack.driver_loaded :
       (stack.driver_installed !== "-" ? stack.driver_installed + " (not loaded)" : "none");
@@ -46,6 +57,18 @@
   verdicts.appendChild(el("div", {"class": "counts"}, [SEVERITIES.map(function (s) {
     return (data.counts[s] || 0) + " " + s;
   }).join(" · ") + " findings"]));
+
+  // security exposure: its own verdict and findings, never in the verdict counts above
+  var exposed = {};
+  data.security.findings.forEach(function (f) { exposed[f[0]] = true; });
+  document.getElementById("security-note").textContent = "verdict " + (data.security.verdict || "?") +
+    " · " + Object.keys(exposed).length + " host(s) affected by NVIDIA security bulletins" +
+    " (not counted in the verdict above)";
+  var securityBody = document.querySelector("#security-findings tbody");
+  data.security.findings.slice(0, MAX_ROWS).forEach(function (f) {
+    var host = data.hosts[f[0]][0];
+    securityBody.appendChild(el("tr", {"data-rule": f[2], "data-severity": f[1], "data-host": host}, findingCells(f, host)));
+  });
 
   // hosts per stack group
   var hostsOfGroup = data.stacks.map(function () { return []; });
@@ -138,14 +161,7 @@
     var fragment = document.createDocumentFragment();
     matching.slice(0, MAX_ROWS).forEach(function (f) {
       var host = data.hosts[f[0]][0];
-      var row = el("tr", {"class": outlierSet[host] ? "outlier" : "", "data-rule": f[2], "data-severity": f[1], "data-host": host}, [
-        el("td", {"class": "host-name", text: host}),
-        el("td", {"class": "sev sev-" + f[1], text: f[1]}),
-        el("td", {"class": "rule", title: f[3], text: f[2]}),
-        el("td", {text: f[4] === null ? "" : f[4]}),
-        el("td", {text: f[5] === null ? "" : f[5]}),
-        el("td", {title: f[7] || "", text: f[6] === null ? "" : f[6]})
-      ]);
+      var row = el("tr", {"class": outlierSet[host] ? "outlier" : "", "data-rule": f[2], "data-severity": f[1], "data-host": host}, findingCells(f, host));
       fragment.appendChild(row);
     });
     tbody.appendChild(fragment);
@@ -192,6 +208,9 @@
     }
     var own = data.findings.filter(function (f) { return f[0] === index; });
     children.push(el("ul", {}, own.map(function (f) { return el("li", {"class": "sev-" + f[1], text: f[1] + " " + f[2] + ": " + f[3]}); })));
+    var ownSecurity = data.security.findings.filter(function (f) { return f[0] === index; });
+    children.push(el("p", {"class": "security-verdict", text: "security: " + h[3]}));
+    children.push(el("ul", {"class": "security"}, ownSecurity.map(function (f) { return el("li", {"class": "sev-" + f[1], text: f[1] + " " + f[2] + ": " + f[3]}); })));
     detail.appendChild(el("div", {"class": "detail", id: "host-stack"}, children));
   }
   hostFilter.addEventListener("input", debounced(renderHosts));
