@@ -8,6 +8,7 @@ import pytest
 
 from gpuhost.errors import UnknownNameError
 from gpuhost.matrix import Matrix, NoCompatibleSet, check_stack, resolve_stack, verdict
+from gpuhost.matrix.advisories import branch_fix, load_advisories
 
 AS_OF = dt.date(2026, 11, 22)  # fixed date for end-of-life judgements
 
@@ -17,9 +18,11 @@ def test_h100_with_torch_2_5_1(matrix: Matrix) -> None:
     out = res.to_json()
     assert out["frameworks"] == {"torch": "2.5.1+cu124"}
     assert out["cuda"] == "12.4"
-    assert out["cudnn"] == "9.17.0"
-    # R595 is the newest production branch not past end of life on AS_OF
-    assert out["driver"] == {"branch": "595", "min_version": "595.45.04"}
+    assert out["cudnn"] == "9.1.0"  # the cuDNN its wheel pins (nvidia-cudnn-cu12 9.1.0.70)
+    # R595 is the newest production branch not past end of life on AS_OF; its minimum is the
+    # first R595 driver NVIDIA's bulletins call fixed (595.45.04, its first release, is not)
+    fixed = branch_fix(load_advisories(), 595).first_fixed
+    assert out["driver"] == {"branch": "595", "min_version": fixed}
     assert set(out) == {"driver", "cuda", "cudnn", "frameworks", "install", "explain"}
     # cu124 is what a plain pip install gets for 2.5.1 (its PyPI wheel pins CUDA 12.4)
     assert out["install"] == {"torch": "pip install torch==2.5.1"}

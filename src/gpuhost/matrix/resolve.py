@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhost.errors import IncompatibleError, UnknownNameError
+from gpuhost.matrix.advisories import Advisories, BranchFix, branch_fix, load_advisories
 from gpuhost.matrix.findings import Finding
 from gpuhost.matrix.judging import (
     Out,
@@ -20,6 +21,7 @@ from gpuhost.matrix.lookup import (
     cuda_supports_arch,
     default_torch_variant,
     eol_passed,
+    find_cudnn,
     find_tensorflow,
     find_torch,
     known_driver_versions,
@@ -35,6 +37,7 @@ from gpuhost.matrix.model import (
     CudaMinor,
     GpuInfo,
     Matrix,
+    TensorflowRelease,
     TorchVariant,
 )
 from gpuhost.versions import Version, driver_branch, parse_version, same_series
@@ -83,11 +86,16 @@ def resolve_stack(
     cuda: str | None = None,
     os: str | None = None,
     as_of: dt.date | None = None,
+    advisories: Advisories | None = None,
 ) -> Resolution:
     """Propose the newest supported, mutually compatible driver branch, CUDA, cuDNN and wheels.
 
     Driver branches considered are LTSB/PB branches not past end of life on ``as_of`` (default
-    today) that every GPU supports. ``cuda`` restricts the CUDA series ("12" or "12.4").
+    today) that every GPU supports and that NVIDIA's security bulletins (``advisories``, default
+    the loaded data) do not leave without a fix; the minimum driver proposed is at least the
+    first one every bulletin naming its branch calls fixed. With a framework, the cuDNN proposed
+    is the one its wheel pins when the data knows it. ``cuda`` restricts the CUDA series
+    ("12" or "12.4").
     ``os`` is recorded in the explanation (OS-specific package sets are profiles).
     Raises :class:`NoCompatibleSet` (exit 1) with reasons when nothing fits, VersionError or
     UnknownNameError for bad input (exit 2).
@@ -151,6 +159,14 @@ def resolve_stack(
             f"no supported (LTSB/PB, not end of life on {as_of}) driver branch"
             + (f" up to R{cap}, the last for this hardware" if cap else "")
         )
+    fixes = {b.branch: branch_fix(advisories or load_advisories(), b.branch) for b in branches}
+    unfixed = [fixes[b.branch] for b in branches if fixes[b.branch].unfixed]
+    branches = [b for b in branches if not fixes[b.branch].unfixed]
+    if not branches and unfixed:
+        reasons.append(
+            "every supported driver branch for this hardware is left without a fix by NVIDIA's "
+            "security bulletins: " + "; ".join(_unfixed_text(f) for f in unfixed)
+        )
     if reasons:
         raise NoCompatibleSet(reasons)
 
@@ -170,8 +186,11 @@ def resolve_stack(
                 need = V(floor, field="f")
         for b in branches:
             if b.branch >= driver_branch(need):
-                lowest = known_driver_versions(matrix, b.branch)[0]
-                candidates.append((minor, b.branch, max(need, lowest)))
+                lowest = max(need, known_driver_versions(matrix, b.branch)[0])
+                fixed = fixes[b.branch].first_fixed
+                if fixed is not None:
+                    lowest = max(lowest, V(fixed, field="advisories fixed"))
+                candidates.append((minor, b.branch, lowest))
                 break
         else:
             if series is not None:
@@ -227,28 +246,13 @@ def resolve_stack(
     assert chosen is not None
     explain.append(
         f"driver R{branch} ({chosen.type}, EOL {chosen.eol}): newest supported branch for this "
-        f"hardware; minimum version {drv_min}"
+        f"hardware; minimum version {drv_min}" + _fixed_text(fixes[branch], drv_min)
     )
-    cudnn_text: str | None = None
-    if tf_rel is not None:
-        cudnn_text = tf_rel.cudnn
-        explain.append(
-            f"TensorFlow {tf_rel.version} was tested with CUDA {tf_rel.cuda} and cuDNN "
-            f"{tf_rel.cudnn}"
-        )
-    else:
-        found = newest_cudnn(matrix, minor.version, ccs, drv_min)
-        if found:
-            cudnn_text = found[0].version
-            explain.append(
-                f"cuDNN {found[0].version}: newest release with a package for CUDA "
-                f"{minor.version} built for this hardware"
-            )
-        else:
-            explain.append(
-                f"no cuDNN release in the matrix has a package for CUDA {minor.version} "
-                "on this hardware"
-            )
+    explain += [
+        f"driver R{f.branch} not proposed: {_unfixed_text(f)}" for f in unfixed if f.branch > branch
+    ]
+    cudnn_text, why = _cudnn_choice(matrix, minor, ccs, drv_min, tf_rel, torch_choice)
+    explain.append(why)
     fw: dict[str, str] = {}
     install: dict[str, str] = {}
     if torch_choice:
@@ -280,6 +284,56 @@ def resolve_stack(
         tuple(explain),
         tuple(out.items),
         install,
+    )
+
+
+def _fixed_text(fix: BranchFix, minimum: Version) -> str:
+    """Why the minimum is what it is, when NVIDIA's bulletins set it."""
+    if fix.first_fixed is None or V(fix.first_fixed, field="fixed") != minimum:
+        return ""
+    bulletins = ", ".join(a.id for a in fix.bulletins)
+    return (
+        f" (the first R{fix.branch} driver that NVIDIA security bulletin(s) {bulletins} call fixed)"
+    )
+
+
+def _unfixed_text(fix: BranchFix) -> str:
+    bulletins = ", ".join(f"{a.id} ({a.date})" for a in fix.unfixed)
+    return f"NVIDIA security bulletin(s) {bulletins} fix newer branches but not R{fix.branch}"
+
+
+def _cudnn_choice(
+    m: Matrix,
+    minor: CudaMinor,
+    ccs: list[str],
+    drv_min: Version,
+    tf_rel: TensorflowRelease | None,
+    torch_choice: tuple[str, TorchVariant] | None,
+) -> tuple[str | None, str]:
+    """The cuDNN to propose and why: TensorFlow's tested one; else the one the torch wheel pins
+    (when the data knows it); else the newest the matrix has for the CUDA and hardware."""
+    if tf_rel is not None:
+        return tf_rel.cudnn, (
+            f"TensorFlow {tf_rel.version} was tested with CUDA {tf_rel.cuda} and cuDNN "
+            f"{tf_rel.cudnn}"
+        )
+    if torch_choice is not None and torch_choice[1].cudnn:
+        version, var = torch_choice
+        bundled = V(torch_choice[1].cudnn, field="cudnn")
+        pinned = ".".join(str(x) for x in bundled.release[:3])  # 9.24.0.43 -> 9.24.0
+        unlisted = find_cudnn(m, V(pinned, field="cudnn")) is None
+        return pinned, (
+            f"cuDNN {pinned}: the one the torch {version}+{var.tag} wheel pins ({bundled})"
+            + ("; the matrix has no row for it, so its limits were not checked" if unlisted else "")
+        )
+    found = newest_cudnn(m, minor.version, ccs, drv_min)
+    if found:
+        return found[0].version, (
+            f"cuDNN {found[0].version}: newest release with a package for CUDA {minor.version} "
+            "built for this hardware"
+        )
+    return None, (
+        f"no cuDNN release in the matrix has a package for CUDA {minor.version} on this hardware"
     )
 
 
