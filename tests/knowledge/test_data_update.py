@@ -103,7 +103,7 @@ def test_update_adds_a_bulletin_a_cuda_release_and_a_torch_release(
     main(args)
     doc = json.loads(capsys.readouterr().out)
     assert doc["data"]["date"] == TODAY and doc["data"]["origin"].startswith("update of")
-    assert any(NEW_BULLETIN in f["message"] for f in doc["findings"])
+    assert any(NEW_BULLETIN in f["message"] for f in doc["security"]["advisories"])
     assert main(["data", "status"]) == 0
     assert f"data: {TODAY} (update of {TODAY} in {data_dir}" in capsys.readouterr().out
 
@@ -117,7 +117,7 @@ def test_audit_judges_with_the_update_and_names_the_data(
 
     def bulletins() -> str:
         report = audit_host("h1", facts, {}, AuditSettings(matrix=load_matrix(), profiles={}))
-        return " ".join(f.message for f in report.findings if f.rule == "security.driver")
+        return " ".join(f.message for f in report.security_findings if f.rule == "security.driver")
 
     assert NEW_BULLETIN not in bulletins()  # 535.309.01 as shipped: only "R535 gets no fix"
     assert _update(base := served[1], data_dir) == 0, base
