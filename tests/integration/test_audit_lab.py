@@ -176,7 +176,9 @@ def test_json_unreachable_host(full_run):
 def test_junit_has_a_case_per_host_and_rule(full_run):
     root = ET.parse(full_run["dir"] / "audit.xml").getroot()
     suites = {s.get("name"): s for s in root.findall("testsuite")}
-    assert set(suites) == {"h1", "h2", "h3", "h4"}
+    # the security exposure is a second suite per probed host (docs/audit-report.md, JUnit)
+    assert set(suites) == {"h1", "h2", "h3", "h4", "h1 security", "h2 security", "h3 security"}
+    assert not suites["h3 security"].findall(".//failure")  # only with --fail-on security
     h4_cases = suites["h4"].findall("testcase")
     assert [c.get("name") for c in h4_cases] == ["host.unreachable"]
     assert h4_cases[0].find("error") is not None
