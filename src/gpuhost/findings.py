@@ -1,4 +1,4 @@
-"""The one Finding type: what a rule says about a host or a version set.
+"""The one Finding type and the one verdict: what rules say about a host or a version set.
 
 Used by the audit (``gpuhost.audit.rules``) and the compatibility matrix
 (``gpuhost.matrix.check_stack`` / ``verify_profile``). A finding has a stable rule id, a severity
@@ -14,19 +14,31 @@ with its ``; fix: FIX`` tail and no ``fix`` gives the field that tail):
   documentation (``docs/audit-report.md#<rule>``)
 
 Each is ``None`` only where it does not apply (an ``info`` finding may need no fix).
+
+An audit rule check's outcome is a ``RuleResult`` (its findings, or why it did not apply). A
+verdict (``verdict``) is the worst severity among findings that warn or fail ("ok" when none
+does), or "unreachable" for a host that could not be read; ``worst_verdict`` is the fleet's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 ERROR = "error"
 WARNING = "warning"
 INFO = "info"
 # Worst first.
 SEVERITIES = (ERROR, WARNING, INFO)
+Severity = Literal["error", "warning", "info"]
+
+VERDICT_OK = "ok"
+VERDICT_WARNING = "warning"
+VERDICT_ERROR = "error"
+VERDICT_UNREACHABLE = "unreachable"
+# Worst first; an overall verdict is the worst host verdict.
+VERDICTS = (VERDICT_UNREACHABLE, VERDICT_ERROR, VERDICT_WARNING, VERDICT_OK)
 
 RULE_DOC = "docs/audit-report.md"
 
@@ -119,3 +131,34 @@ def fails(verdict: str, security_verdict: str, fail_on: str = "compatibility") -
     if verdict in ("error", "unreachable"):
         return True
     return fail_on == "security" and security_verdict == "error"
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """What one rule check said about one host: findings, or why it did not apply."""
+
+    rule: str
+    findings: tuple[Finding, ...] = ()
+    skipped: str | None = None
+
+
+def verdict(findings: Iterable[Finding], reachable: bool = True) -> str:
+    """The verdict of findings: error if one is an error, else warning if one warns, else ok;
+    unreachable when the host could not be read."""
+    if not reachable:
+        return VERDICT_UNREACHABLE
+    severities = {finding.severity for finding in findings}
+    if ERROR in severities:
+        return VERDICT_ERROR
+    if WARNING in severities:
+        return VERDICT_WARNING
+    return VERDICT_OK
+
+
+def worst_verdict(verdicts: Iterable[str]) -> str:
+    """The worst of host verdicts (``VERDICTS`` order); "ok" for none."""
+    present = set(verdicts)
+    for name in VERDICTS:
+        if name in present:
+            return name
+    return VERDICT_OK

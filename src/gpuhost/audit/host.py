@@ -7,18 +7,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhost.audit.expected import expected_state
-from gpuhost.audit.findings import (
-    ERROR,
-    Finding,
-    RuleResult,
-    host_verdict,
-    rule_doc,
-    severity_rank,
-)
 from gpuhost.audit.matrix_check import matrix_results
 from gpuhost.audit.rules import AuditContext, run_rules
 from gpuhost.facts.host_facts import HostFacts
-from gpuhost.findings import split_security
+from gpuhost.findings import (
+    ERROR,
+    Finding,
+    RuleResult,
+    rule_doc,
+    severity_rank,
+    split_security,
+)
+from gpuhost.findings import (
+    verdict as verdict_of,
+)
 from gpuhost.parsers.profile_marker import MARKER_PATH
 
 PROFILE_KEY = "gpuhost_profile"
@@ -62,11 +64,11 @@ class HostReport:
 
     @property
     def verdict(self) -> str:
-        return host_verdict(self.findings, self.reachable)
+        return verdict_of(self.findings, self.reachable)
 
     @property
     def security_verdict(self) -> str:
-        return host_verdict(self.security_findings, self.reachable)
+        return verdict_of(self.security_findings, self.reachable)
 
     def to_dict(self) -> dict[str, Any]:
         """The host's entry in a schema-1 JSON report (docs/audit-report.md)."""

@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gpuhost.audit.findings import WARNING, Finding, RuleResult, rule_doc
 from gpuhost.audit.rules.installed import loaded_driver_version, userspace_driver_version
 from gpuhost.errors import GpuhostError
 from gpuhost.facts.host_facts import HostFacts
-from gpuhost.findings import split_fix
+from gpuhost.findings import WARNING, Finding, RuleResult, rule_doc, split_fix
 
 RULE = "matrix"
 

@@ -12,8 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from gpuhost import __version__
-from gpuhost.audit.findings import SEVERITIES, VERDICT_UNREACHABLE, worst_verdict
-from gpuhost.findings import SECURITY_PREFIX, fails
+from gpuhost.findings import SECURITY_PREFIX, SEVERITIES, VERDICT_UNREACHABLE, fails, worst_verdict
 
 # The fields that make up a host's stack, in display order.
 STACK_FIELDS = (

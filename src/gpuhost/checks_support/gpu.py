@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 
-from gpuhost.audit.findings import ERROR, WARNING, Finding
 from gpuhost.audit.rules import RULES, SMI_STATE_RULES, AuditContext
 from gpuhost.desired import DesiredState
 from gpuhost.facts.host_facts import DriverFacts, HostFacts, PackageFacts, ServiceState
+from gpuhost.findings import ERROR, WARNING, Finding
 from gpuhost.parsers.driver import KernelModule
 from gpuhost.parsers.nvidia_smi import SmiReport
 from gpuhost.parsers.packages import Package

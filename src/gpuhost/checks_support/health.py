@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuhost.audit.findings import ERROR
 from gpuhost.checks_support.gpu import (
     NOT_FOUND,
     ecc_problems,
@@ -31,6 +30,7 @@ from gpuhost.checks_support.gpu import (
 )
 from gpuhost.desired import DesiredState
 from gpuhost.errors import ParseError
+from gpuhost.findings import ERROR
 from gpuhost.parsers.driver import KernelModule, parse_proc_version
 from gpuhost.parsers.nvidia_smi import SmiReport, parse_output
 from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker

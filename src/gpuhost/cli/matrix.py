@@ -17,7 +17,7 @@ from gpuhost.cli._output import write_output
 from gpuhost.datadir import data_info
 from gpuhost.datafiles import installable_os
 from gpuhost.errors import ConfigError
-from gpuhost.findings import fails
+from gpuhost.findings import Finding, fails
 from gpuhost.matrix import (
     NoCompatibleSet,
     check_stack,
@@ -27,7 +27,6 @@ from gpuhost.matrix import (
     verdict,
 )
 from gpuhost.matrix.advisories import Exposure, exposure, load_advisories
-from gpuhost.matrix.findings import Finding
 from gpuhost.matrix.frameworks import framework_answer
 from gpuhost.matrix.gpus import unknown_gpu_hint
 from gpuhost.matrix.lookup import arch_cuda_range, cc_covered, cudnn_packages, package_runs_on

@@ -5,15 +5,15 @@ Public API:
 - ``load_matrix(path=None) -> Matrix`` (the shipped matrix is cached)
 - ``gpu_info(matrix, name) -> GpuInfo | None``
 - ``check_stack(matrix, *, gpus, driver, cuda, cudnn, frameworks, ...) -> list[Finding]``
-- ``verdict(findings) -> "ok" | "warning" | "error"``
+- ``verdict(findings) -> "ok" | "warning" | "error"`` (``gpuhost.findings``)
 - ``resolve_stack(matrix, *, gpus, frameworks, cuda, os, ...) -> Resolution``
 - ``load_profiles(extra_file=None) -> dict[str, Profile]``
 - ``verify_profile(matrix, profile, gpus) -> list[Finding]``
 - ``render_markdown(matrix) -> str`` (docs/matrix.md)
 """
 
+from gpuhost.findings import Finding, verdict
 from gpuhost.matrix.check import check_stack
-from gpuhost.matrix.findings import Finding, exit_code, verdict
 from gpuhost.matrix.gpus import gpu_info, normalise_name
 from gpuhost.matrix.load import build_matrix, default_matrix_path, load_matrix
 from gpuhost.matrix.model import GpuInfo, Matrix
@@ -30,7 +30,6 @@ __all__ = [
     "NoCompatibleSet",
     "Resolution",
     "check_stack",
-    "exit_code",
     "resolve_stack",
     "verdict",
     "GpuInfo",

@@ -22,6 +22,7 @@ from typing import Any
 from gpuhost.datadir import data_path
 from gpuhost.errors import MatrixError, VersionError
 from gpuhost.findings import ERROR, WARNING, Finding
+from gpuhost.findings import verdict as verdict_of
 from gpuhost.matrix.yamlfile import read_mapping
 from gpuhost.versions import driver_branch, parse_version
 
@@ -241,8 +242,7 @@ class Exposure:
     def verdict(self) -> str:
         """"error" if a bulletin at CVSS >= error_at_cvss affects a version, "warning" for a
         lower score or a branch without a fix, "ok" when none is known to (or nothing was given)."""
-        severities = {f.severity for f in self.findings}
-        return ERROR if ERROR in severities else WARNING if WARNING in severities else "ok"
+        return verdict_of(self.findings)
 
     def to_json(self) -> dict[str, Any]:
         """The ``security`` object of ``matrix check --json`` and ``profile verify --json``."""

@@ -49,7 +49,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import replace
 
-from gpuhost.matrix.findings import Finding
+from gpuhost.findings import Finding
 from gpuhost.matrix.framework_rules import check_tensorflow, check_torch
 from gpuhost.matrix.judging import (
     UPDATE_DATA,

@@ -4,7 +4,7 @@ listed in :mod:`gpuhost.matrix.check`)."""
 
 from __future__ import annotations
 
-from gpuhost.matrix.findings import Severity
+from gpuhost.findings import Severity
 from gpuhost.matrix.judging import (
     UPDATE_WHEELS,
     Out,

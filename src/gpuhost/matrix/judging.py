@@ -3,7 +3,7 @@ request (each matched to its matrix row and architecture), and the texts both us
 
 from __future__ import annotations
 
-from gpuhost.matrix.findings import Finding, Severity
+from gpuhost.findings import Finding, Severity
 from gpuhost.matrix.gpus import gpu_info, unknown_gpu_hint
 from gpuhost.matrix.model import Architecture, GpuInfo, Matrix
 from gpuhost.versions import Version, parse_version

@@ -12,7 +12,6 @@ from typing import Literal
 from gpuhost.matrix.wheels import WheelBuild
 from gpuhost.versions import Version, parse_version
 
-Severity = Literal["info", "warning", "error"]
 ClockPolicy = Literal["application", "locked"]
 
 

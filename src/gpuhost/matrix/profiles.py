@@ -19,8 +19,8 @@ import yaml
 
 from gpuhost.datafiles import load_yaml, supported_os, yaml_problem
 from gpuhost.errors import ConfigError, UnknownNameError, VersionError
+from gpuhost.findings import Finding
 from gpuhost.matrix.check import check_stack
-from gpuhost.matrix.findings import Finding
 from gpuhost.matrix.gpus import gpu_info
 from gpuhost.matrix.lookup import parse_framework
 from gpuhost.matrix.model import Matrix

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhost.errors import IncompatibleError, UnknownNameError
+from gpuhost.findings import Finding
 from gpuhost.matrix.advisories import Advisories, BranchFix, branch_fix, load_advisories
-from gpuhost.matrix.findings import Finding
 from gpuhost.matrix.judging import (
     Out,
     gpu_label,

@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-from gpuhost.audit.findings import worst_verdict
 from gpuhost.audit.report.table import STACK_LABELS
 from gpuhost.audit.summary import STACK_FIELDS, with_security
+from gpuhost.findings import worst_verdict
 
 FINDING_KEYS = ("severity", "rule", "message", "found", "expected", "fix", "source")
 

@@ -23,9 +23,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 
-from gpuhost.audit.findings import ERROR, Finding, RuleResult
 from gpuhost.audit.host import HostReport
-from gpuhost.findings import SECURITY_PREFIX
+from gpuhost.findings import ERROR, SECURITY_PREFIX, Finding, RuleResult
 
 SUITE_NAME = "gpuhost audit"
 MESSAGE_LIMIT = 500

@@ -30,10 +30,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_to_textfile
 
-from gpuhost.audit.findings import SEVERITIES, VERDICTS
 from gpuhost.audit.host import HostReport
 from gpuhost.audit.summary import stack_of
 from gpuhost.datadir import data_info
+from gpuhost.findings import SEVERITIES, VERDICTS
 
 STACK_LABELS = ("driver", "driver_installed", "cuda", "cudnn", "kernel_module", "gpus")
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import IO, Any
 
-from gpuhost.audit.findings import severity_rank
 from gpuhost.audit.host import HostReport
 from gpuhost.audit.summary import stack_of
+from gpuhost.findings import severity_rank
 from gpuhost.terminal import colour_enabled, verdict_word, wrap_last
 
 # Columns of the fleet table: (title, width). Values longer than their column are printed whole

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from gpuhost.audit.findings import RuleResult, rule_doc
 from gpuhost.audit.rules.container import check_container_runtime
 from gpuhost.audit.rules.context import NO_GPU_REASON, AuditContext
 from gpuhost.audit.rules.cuda import check_cuda_link
@@ -50,6 +49,7 @@ from gpuhost.audit.rules.packages import check_driver_held, check_packages_unfin
 from gpuhost.audit.rules.profile import check_profile
 from gpuhost.audit.rules.security import check_security_container_toolkit, check_security_driver
 from gpuhost.audit.rules.ssh import SSHD_RULES, SshdRule, check_sshd
+from gpuhost.findings import RuleResult, rule_doc
 
 __all__ = [
     "NO_GPU_REASON",

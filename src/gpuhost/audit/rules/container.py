@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpuhost.audit.findings import ERROR, WARNING, Finding, RuleResult
 from gpuhost.audit.rules.context import AuditContext, one_finding, result_with, skip_result
+from gpuhost.findings import ERROR, WARNING, Finding, RuleResult
 
 
 def check_container_runtime(ctx: AuditContext) -> RuleResult:

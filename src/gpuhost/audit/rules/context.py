@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from gpuhost.audit.findings import Finding, RuleResult
 from gpuhost.desired import DesiredState
 from gpuhost.facts.host_facts import HostFacts
+from gpuhost.findings import Finding, RuleResult
 from gpuhost.parsers.nvidia_smi import GpuInfo
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpuhost.audit.findings import INFO, WARNING, RuleResult
 from gpuhost.audit.rules.context import AuditContext, ok_result, one_finding, skip_result
+from gpuhost.findings import INFO, WARNING, RuleResult
 
 
 def check_cuda_link(ctx: AuditContext) -> RuleResult:

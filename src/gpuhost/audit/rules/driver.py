@@ -4,10 +4,10 @@ module (``driver.state``, ``driver.reboot-needed``, ``driver.packages-mixed``,
 
 from __future__ import annotations
 
-from gpuhost.audit.findings import ERROR, WARNING, RuleResult
 from gpuhost.audit.rules.context import AuditContext, ok_result, one_finding, skip_result
 from gpuhost.audit.rules.installed import coupled_packages, userspace_driver_version
 from gpuhost.facts.host_facts import HostFacts
+from gpuhost.findings import ERROR, WARNING, RuleResult
 
 NO_GPU_ON_BUS_FIX = (
     "no NVIDIA device on the PCI bus (lspci -d 10de: lists none), so the module has nothing to "

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from gpuhost.audit.findings import ERROR, WARNING, Finding, RuleResult
 from gpuhost.audit.rules.context import AuditContext, result_with, skip_result
 from gpuhost.audit.rules.installed import loaded_driver_version, userspace_driver_version
+from gpuhost.findings import ERROR, WARNING, Finding, RuleResult
 
 
 def check_fabric_manager(ctx: AuditContext) -> RuleResult:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpuhost.audit.findings import WARNING, Finding, RuleResult
 from gpuhost.audit.rules.context import AuditContext, result_with, skip_result
+from gpuhost.findings import WARNING, Finding, RuleResult
 from gpuhost.probe.script import DEFAULT_PYTHONS
 
 

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from gpuhost.audit.findings import ERROR, INFO, WARNING, Finding, RuleResult
 from gpuhost.audit.rules.context import AuditContext, gpu_label, per_gpu
+from gpuhost.findings import ERROR, INFO, WARNING, Finding, RuleResult
 from gpuhost.parsers.nvidia_smi import GpuInfo
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from gpuhost.audit.findings import ERROR, WARNING, Finding, RuleResult
 from gpuhost.audit.rules.context import (
     NO_GPU_REASON,
     AuditContext,
@@ -15,6 +14,7 @@ from gpuhost.audit.rules.context import (
     visible_gpus,
 )
 from gpuhost.desired import DesiredState
+from gpuhost.findings import ERROR, WARNING, Finding, RuleResult
 from gpuhost.operations.clocks import uses_application_clocks
 from gpuhost.parsers.nvidia_smi import GpuInfo
 

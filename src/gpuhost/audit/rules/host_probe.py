@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpuhost.audit.findings import WARNING, RuleResult
 from gpuhost.audit.rules.context import AuditContext, ok_result, one_finding
+from gpuhost.findings import WARNING, RuleResult
 
 
 def check_probe(ctx: AuditContext) -> RuleResult:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from gpuhost.audit.findings import ERROR, WARNING, Finding, RuleResult
 from gpuhost.audit.rules.context import (
     AuditContext,
     ok_result,
@@ -12,6 +11,7 @@ from gpuhost.audit.rules.context import (
     skip_result,
 )
 from gpuhost.audit.rules.installed import coupled_packages
+from gpuhost.findings import ERROR, WARNING, Finding, RuleResult
 
 NVIDIA_REPO_HINT = "developer.download.nvidia.com"
 PREFERENCES_PATH = "/etc/apt/preferences.d/gpuhost-nvidia"  # operations.apt_pin writes it

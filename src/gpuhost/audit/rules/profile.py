@@ -7,10 +7,10 @@ import re
 from collections.abc import Mapping
 
 from gpuhost.audit.expected import compares_kernel_module
-from gpuhost.audit.findings import ERROR, WARNING, Finding, RuleResult
 from gpuhost.audit.rules.context import AuditContext, result_with, skip_result
 from gpuhost.audit.rules.installed import loaded_driver_version, userspace_driver_version
 from gpuhost.desired import DesiredState
+from gpuhost.findings import ERROR, WARNING, Finding, RuleResult
 from gpuhost.parsers.profile_marker import MARKER_PATH
 from gpuhost.versions import extends_version
 

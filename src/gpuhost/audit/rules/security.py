@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from gpuhost.audit.findings import RuleResult
 from gpuhost.audit.rules.context import AuditContext, result_with, skip_result
 from gpuhost.audit.rules.installed import loaded_driver_version, userspace_driver_version
 from gpuhost.errors import VersionError
+from gpuhost.findings import RuleResult
 
 
 def _security(rule: str, version: str | None, what: str, **kw: str | None) -> RuleResult:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpuhost.audit.findings import ERROR, WARNING, Finding, RuleResult
 from gpuhost.audit.rules.context import AuditContext, result_with, skip_result
+from gpuhost.findings import ERROR, WARNING, Finding, RuleResult
 from gpuhost.parsers.sshd import (
     SshdConfig,
     keyboard_interactive_password,
