@@ -47,6 +47,16 @@ def test_kernel_module_flavours(name: str, modules: tuple[str, ...]) -> None:
     assert info is not None and info.kernel_modules == modules
 
 
+@pytest.mark.parametrize("gpu", ["B200", "GH200", "NVIDIA B300 SXM6 AC"])
+def test_a_proprietary_module_profile_does_not_verify_there(
+    gpu: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["matrix", "profile", "verify", "debian12-nonfree-535-security", "--gpu", gpu]) == 1
+    assert "installs the proprietary kernel module, which does not support" in (
+        capsys.readouterr().out
+    )
+
+
 def test_old_cudnn_lines_are_not_for_b300() -> None:
     m = load_matrix()
     arch = m.architecture_of("10.3")

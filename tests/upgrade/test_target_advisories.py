@@ -39,7 +39,8 @@ def test_the_old_profile_is_named_by_the_bulletins() -> None:
     """The premise, from the shipped data: the refusal below is about real bulletins."""
     profile = load_profiles(OLD_PROFILES)[OLD_DRIVER]
     findings = security_findings(load_advisories(), driver=profile.driver_version)
-    assert [f.severity for f in findings] == ["error"]
+    # the error: bulletins R535 fixes; the warning: 5861 (September 2026) fixes no R535 driver
+    assert [f.severity for f in findings] == ["error", "warning"]
     assert "5703" in findings[0].message and "535.309.01" in findings[0].message
 
 
@@ -86,15 +87,18 @@ def test_force_goes_on_with_a_warning(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 0, captured.err
     assert f"target: {OLD_DRIVER}: driver 535.261.03" in captured.out
     warnings = [line for line in captured.err.splitlines() if line.startswith("warning:")]
-    assert len(warnings) == 1 and "5821" in warnings[0] and "535.309.01" in warnings[0]
+    assert len(warnings) == 2 and "5821" in warnings[0] and "535.309.01" in warnings[0]
+    assert "R535 gets no fix" in warnings[1]
 
 
-def test_an_unaffected_target_says_nothing(
+def test_a_target_at_its_branch_fix_is_only_warned_of_the_branch_end(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(_upgrade(tmp_path, "debian12-nonfree-535-security", "--dry"))
     captured = capsys.readouterr()
-    assert code == 0 and "warning" not in captured.err and "bulletin" not in captured.err
+    (warning,) = [line for line in captured.err.splitlines() if "warning" in line]
+    assert code == 0 and "R535 gets no fix in NVIDIA security bulletin(s) 5861" in warning
+    assert "is affected" not in captured.err
 
 
 def test_resuming_a_forced_run_needs_no_second_force(

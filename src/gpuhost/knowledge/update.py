@@ -215,6 +215,9 @@ def install(found: Collected, folder: Path, today: datetime.date | None = None) 
         load_matrix(str(work / "matrix.yaml"))  # reads wheels.yaml beside it too
         load_advisories(str(work / "advisories.yaml"))
         load_wheels(str(work / "wheels.yaml"))
+        # retire the old overlay first: while the files are moved (or if this process dies
+        # meanwhile) readers get the shipped data, never a mix of old and new files
+        (folder / datadir.META).unlink(missing_ok=True)
         for name in found.texts:
             (work / name).replace(folder / name)
         meta = {"date": today.isoformat(), "origin": found.origin, "added": found.lines}
