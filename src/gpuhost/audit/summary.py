@@ -157,10 +157,12 @@ def with_security(host: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _verdict_of(findings: list[Mapping[str, Any]], reachable: bool) -> str:
+    """``gpuhost.findings.verdict`` on JSON findings (an info finding leaves a host ok)."""
     if not reachable:
         return VERDICT_UNREACHABLE
-    severities = {f.get("severity") for f in findings}
-    return "error" if "error" in severities else "warning" if "warning" in severities else "ok"
+    return worst_verdict(
+        "ok" if f.get("severity") == "info" else str(f.get("severity")) for f in findings
+    )
 
 
 def _counts(
