@@ -204,6 +204,16 @@ def test_metadata_read_out_of_a_wheel() -> None:
         wheelzip.read_metadata(lambda s, n: b"\0" * n, 4096)
 
 
+def test_a_recorded_folder_listing_sits_beside_its_files(tmp_path: Path) -> None:
+    listing = tmp_path / "nvidia.example" / "redist" / "index.html"
+    listing.parent.mkdir(parents=True)
+    listing.write_text('<a href="redistrib_13.9.0.json">', encoding="utf-8")
+    (listing.parent / "redistrib_13.9.0.json").write_text("{}", encoding="utf-8")
+    index = DirectoryIndex(tmp_path)
+    assert index.text("https://nvidia.example/redist/") == '<a href="redistrib_13.9.0.json">'
+    assert index.text("https://nvidia.example/redist/redistrib_13.9.0.json") == "{}"
+
+
 def test_recorded_wheel_in_a_directory_index(tmp_path: Path) -> None:
     url = "https://files.example/w/" + NEW_WHEEL
     target = tmp_path / "files.example" / "w" / NEW_WHEEL

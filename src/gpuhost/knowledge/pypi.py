@@ -60,7 +60,8 @@ def _stored_path(root: Path, url: str) -> Path:
     rel = (parts.netloc + parts.path).strip("/")
     if not rel or ".." in rel.split("/"):
         raise PackageIndexError(f"{url}: not a URL that can be stored under {root}")
-    return root / rel
+    # a folder's index page (NVIDIA's redist listing) beside the files it lists
+    return root / rel / "index.html" if parts.path.endswith("/") else root / rel
 
 
 def store(root: Path, url: str, text: str) -> Path:
