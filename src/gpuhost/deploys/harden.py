@@ -145,6 +145,74 @@ def _roles(value: Any, problems: list[str]) -> tuple[Role, ...]:
     return tuple(table[name] for name in dict.fromkeys(names) if name in table)
 
 
+def _root_login(value: Any, problems: list[str]) -> str:
+    if value not in ROOT_LOGIN_VALUES:
+        problems.append(
+            f"gpuhost_ssh_permit_root_login: expected one of {', '.join(ROOT_LOGIN_VALUES)}, "
+            f"found {value!r}"
+        )
+    return str(value)
+
+
+def _allow_users(host_name: str, value: Any, problems: list[str]) -> tuple[str, ...]:
+    allow_users = _str_list(host_name, "gpuhost_ssh_allow_users", value, problems)
+    for name in allow_users:
+        if not _USER_RE.match(name):
+            problems.append(f"gpuhost_ssh_allow_users: {name!r} is not a user name or pattern")
+    return allow_users
+
+
+def _authorized_keys(host_name: str, value: Any, problems: list[str]) -> dict[str, tuple[str, ...]]:
+    keys: dict[str, tuple[str, ...]] = {}
+    if not isinstance(value, Mapping):
+        problems.append(
+            "gpuhost_ssh_authorized_keys: expected a mapping {user: [public key lines]}, "
+            f"found {type(value).__name__}"
+        )
+        return keys
+    for user, user_keys in value.items():
+        listed = _str_list(host_name, f"gpuhost_ssh_authorized_keys[{user!r}]", user_keys, problems)
+        for index, line in enumerate(listed):
+            if parse_authorized_key(line) is None:
+                problems.append(
+                    f"gpuhost_ssh_authorized_keys[{user!r}][{index}]: expected an OpenSSH "
+                    f"public key line like 'ssh-ed25519 AAAA... comment', found {line[:50]!r}"
+                )
+        keys[str(user)] = listed
+    return keys
+
+
+def _rate_limit(value: Any, problems: list[str]) -> str | None:
+    if value is not None and not (isinstance(value, str) and RATE_RE.match(value)):
+        problems.append(
+            f"gpuhost_ssh_rate_limit: expected 'N/second', 'N/minute' or 'N/hour', found {value!r}"
+        )
+        return None
+    return value
+
+
+def _cluster_roles_problem(roles: tuple[Role, ...], cluster: tuple[str, ...]) -> str | None:
+    """A role accepting all traffic from the cluster subnets, and no cluster subnet named."""
+    if any(role.all_from_cluster for role in roles) and not cluster:
+        return (
+            "gpuhost_firewall_cluster_subnets: empty, but role "
+            + ", ".join(role.name for role in roles if role.all_from_cluster)
+            + " accepts all traffic from the cluster subnets (expected e.g. ['10.20.0.0/16'])"
+        )
+    return None
+
+
+def _flags(get: Callable[[str], Any], problems: list[str]) -> dict[str, Any]:
+    flags = {}
+    for key in ("gpuhost_ssh_remove_unlisted_keys", "gpuhost_firewall_enabled"):
+        flags[key] = get(key)
+        if not isinstance(flags[key], bool) and not (
+            key == "gpuhost_firewall_enabled" and flags[key] is None
+        ):
+            problems.append(f"{key}: expected true or false, found {flags[key]!r}")
+    return flags
+
+
 def read_settings(host_name: str, data: Mapping[str, Any]) -> HardenSettings:
     """Check the ``gpuhost_ssh_*`` / ``gpuhost_firewall_*`` inventory data of one host.
 
@@ -155,68 +223,25 @@ def read_settings(host_name: str, data: Mapping[str, Any]) -> HardenSettings:
         value = data.get(key)
         return DEFAULTS[key] if value is None else value
 
+    # every reader appends its problems in this order (the error lists them as found)
     problems: list[str] = []
-    root = get("gpuhost_ssh_permit_root_login")
-    if root not in ROOT_LOGIN_VALUES:
-        problems.append(
-            f"gpuhost_ssh_permit_root_login: expected one of {', '.join(ROOT_LOGIN_VALUES)}, "
-            f"found {root!r}"
-        )
-    allow_users = _str_list(
-        host_name, "gpuhost_ssh_allow_users", get("gpuhost_ssh_allow_users"), problems
-    )
-    for name in allow_users:
-        if not _USER_RE.match(name):
-            problems.append(f"gpuhost_ssh_allow_users: {name!r} is not a user name or pattern")
+    root = _root_login(get("gpuhost_ssh_permit_root_login"), problems)
+    allow_users = _allow_users(host_name, get("gpuhost_ssh_allow_users"), problems)
     allow_groups = _str_list(
         host_name, "gpuhost_ssh_allow_groups", get("gpuhost_ssh_allow_groups"), problems
     )
-    keys_value = get("gpuhost_ssh_authorized_keys")
-    keys: dict[str, tuple[str, ...]] = {}
-    if not isinstance(keys_value, Mapping):
-        problems.append(
-            "gpuhost_ssh_authorized_keys: expected a mapping {user: [public key lines]}, "
-            f"found {type(keys_value).__name__}"
-        )
-    else:
-        for user, user_keys in keys_value.items():
-            listed = _str_list(
-                host_name, f"gpuhost_ssh_authorized_keys[{user!r}]", user_keys, problems
-            )
-            for index, line in enumerate(listed):
-                if parse_authorized_key(line) is None:
-                    problems.append(
-                        f"gpuhost_ssh_authorized_keys[{user!r}][{index}]: expected an OpenSSH "
-                        f"public key line like 'ssh-ed25519 AAAA... comment', found {line[:50]!r}"
-                    )
-            keys[str(user)] = listed
+    keys = _authorized_keys(host_name, get("gpuhost_ssh_authorized_keys"), problems)
     extra = _str_list(
         host_name, "gpuhost_ssh_extra_config", get("gpuhost_ssh_extra_config"), problems
     )
-    rate = get("gpuhost_ssh_rate_limit")
-    if rate is not None and not (isinstance(rate, str) and RATE_RE.match(rate)):
-        problems.append(
-            f"gpuhost_ssh_rate_limit: expected 'N/second', 'N/minute' or 'N/hour', found {rate!r}"
-        )
-        rate = None
+    rate = _rate_limit(get("gpuhost_ssh_rate_limit"), problems)
     sources = _networks("gpuhost_firewall_ssh_sources", get, problems)
     cluster = _networks("gpuhost_firewall_cluster_subnets", get, problems)
     roles = _roles(get("gpuhost_firewall_roles"), problems)
-    if any(role.all_from_cluster for role in roles) and not cluster:
-        problems.append(
-            "gpuhost_firewall_cluster_subnets: empty, but role "
-            + ", ".join(role.name for role in roles if role.all_from_cluster)
-            + " accepts all traffic from the cluster subnets (expected e.g. ['10.20.0.0/16'])"
-        )
-    flags = {}
-    for key in ("gpuhost_ssh_remove_unlisted_keys", "gpuhost_firewall_enabled"):
-        flags[key] = get(key)
-        if not isinstance(flags[key], bool) and not (
-            key == "gpuhost_firewall_enabled" and flags[key] is None
-        ):
-            problems.append(f"{key}: expected true or false, found {flags[key]!r}")
+    problems += [p for p in [_cluster_roles_problem(roles, cluster)] if p]
+    flags = _flags(get, problems)
     settings = HardenSettings(
-        permit_root_login=str(root),
+        permit_root_login=root,
         max_auth_tries=_positive_int(
             "gpuhost_ssh_max_auth_tries", get("gpuhost_ssh_max_auth_tries"), problems, 3
         ),
@@ -265,22 +290,11 @@ def _user_allowed(user: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(user, pattern.split("@", 1)[0]) for pattern in patterns)
 
 
-def lockout_problems(
-    login_user: str | None,
-    settings: HardenSettings,
-    users: Mapping[str, UserKeysDict],
-    accepted_key_types: Sequence[str],
-    client_address: str | None = None,
-    over_ssh: bool = True,
+def _login_user_problems(
+    login_user: str, settings: HardenSettings, users: Mapping[str, UserKeysDict]
 ) -> list[str]:
-    """Why applying ``settings`` could lock someone out; empty when it cannot.
-
-    ``users`` holds the ``AuthorizedKeys`` fact of the login user and of every plain name in
-    AllowUsers. Keys listed in inventory data count: they are added before sshd changes.
-    """
+    """Root login, AllowUsers and AllowGroups that would shut out pyinfra's own login."""
     problems: list[str] = []
-    if login_user is None:
-        return ["cannot tell which user pyinfra logs in as: set ssh_user in the inventory"]
     if login_user == "root" and settings.permit_root_login == "no":
         problems.append(
             "pyinfra logs in as root but gpuhost_ssh_permit_root_login is 'no': log in as a "
@@ -300,56 +314,93 @@ def lockout_problems(
                 f"({', '.join(settings.allow_groups)}): add one of its groups "
                 f"({', '.join(sorted(groups)) or 'none found'}) or the user to a listed group"
             )
+    return problems
+
+
+def _key_problem(
+    user: str,
+    login_user: str,
+    settings: HardenSettings,
+    facts: UserKeysDict | None,
+    accepted_key_types: Sequence[str],
+) -> str | None:
+    """Why ``user`` could not log in with a key once passwords are off; None when it can."""
+    if facts is None or not facts["exists"]:
+        return (
+            f"user {user!r} does not exist on the host (listed in gpuhost_ssh_allow_users)"
+            if user != login_user
+            else f"user {user!r} (pyinfra's login) was not found on the host"
+        )
+    listed = [parse_authorized_key(k) for k in settings.authorized_keys.get(user, ())]
+    on_host = list(facts["keys"]) + list(facts["keys2"])
+    if settings.remove_unlisted_keys and user in settings.authorized_keys:
+        on_host = []
+    usable = [
+        k
+        for k in on_host + [k for k in listed if k is not None]
+        if key_type_accepted(k["type"], accepted_key_types)
+    ]
+    if usable:
+        return None
+    home = facts["home"] or f"~{user}"
+    why = (
+        "gpuhost_ssh_remove_unlisted_keys would leave it none"
+        if settings.remove_unlisted_keys and user in settings.authorized_keys
+        else f"{home}/.ssh/authorized_keys has no key sshd will accept"
+    )
+    return (
+        f"user {user!r} has no authorized SSH key ({why}); password login is about to "
+        f"be turned off: add the public key you log in with to inventory data "
+        f"gpuhost_ssh_authorized_keys: {{'{user}': ['ssh-ed25519 AAAA... you@laptop']}} "
+        f"(or to {home}/.ssh/authorized_keys), then run again"
+    )
+
+
+def _source_problem(
+    settings: HardenSettings, client_address: str | None, over_ssh: bool
+) -> str | None:
+    """The firewall's SSH sources would not include this session's own address."""
+    if not (settings.firewall_enabled and settings.ssh_sources and over_ssh):
+        return None
+    if client_address is None:
+        return (
+            "gpuhost_firewall_ssh_sources is set but the host did not say which address this "
+            "SSH session comes from (SSH_CONNECTION is empty)"
+        )
+    address = ipaddress.ip_address(client_address)
+    if any(address in ipaddress.ip_network(s, strict=False) for s in settings.ssh_sources):
+        return None
+    return (
+        f"this SSH session comes from {client_address}, which is not in "
+        f"gpuhost_firewall_ssh_sources ({', '.join(settings.ssh_sources)}): add it"
+    )
+
+
+def lockout_problems(
+    login_user: str | None,
+    settings: HardenSettings,
+    users: Mapping[str, UserKeysDict],
+    accepted_key_types: Sequence[str],
+    client_address: str | None = None,
+    over_ssh: bool = True,
+) -> list[str]:
+    """Why applying ``settings`` could lock someone out; empty when it cannot.
+
+    ``users`` holds the ``AuthorizedKeys`` fact of the login user and of every plain name in
+    AllowUsers. Keys listed in inventory data count: they are added before sshd changes.
+    """
+    if login_user is None:
+        return ["cannot tell which user pyinfra logs in as: set ssh_user in the inventory"]
+    problems = _login_user_problems(login_user, settings, users)
     names = [login_user] + [
         u for u in settings.allow_users if "@" not in u and "*" not in u and "?" not in u
     ]
     for user in dict.fromkeys(names):
-        facts = users.get(user)
-        if facts is None or not facts["exists"]:
-            problems.append(
-                f"user {user!r} does not exist on the host (listed in gpuhost_ssh_allow_users)"
-                if user != login_user
-                else f"user {user!r} (pyinfra's login) was not found on the host"
-            )
-            continue
-        listed = [parse_authorized_key(k) for k in settings.authorized_keys.get(user, ())]
-        on_host = list(facts["keys"]) + list(facts["keys2"])
-        if settings.remove_unlisted_keys and user in settings.authorized_keys:
-            on_host = []
-        usable = [
-            k
-            for k in on_host + [k for k in listed if k is not None]
-            if key_type_accepted(k["type"], accepted_key_types)
-        ]
-        if not usable:
-            home = facts["home"] or f"~{user}"
-            why = (
-                "gpuhost_ssh_remove_unlisted_keys would leave it none"
-                if settings.remove_unlisted_keys and user in settings.authorized_keys
-                else f"{home}/.ssh/authorized_keys has no key sshd will accept"
-            )
-            problems.append(
-                f"user {user!r} has no authorized SSH key ({why}); password login is about to "
-                f"be turned off: add the public key you log in with to inventory data "
-                f"gpuhost_ssh_authorized_keys: {{'{user}': ['ssh-ed25519 AAAA... you@laptop']}} "
-                f"(or to {home}/.ssh/authorized_keys), then run again"
-            )
-    if settings.firewall_enabled and settings.ssh_sources and over_ssh:
-        if client_address is None:
-            problems.append(
-                "gpuhost_firewall_ssh_sources is set but the host did not say which address this "
-                "SSH session comes from (SSH_CONNECTION is empty)"
-            )
-        else:
-            address = ipaddress.ip_address(client_address)
-            if not any(
-                address in ipaddress.ip_network(s, strict=False) for s in settings.ssh_sources
-            ):
-                problems.append(
-                    f"this SSH session comes from {client_address}, which is not in "
-                    f"gpuhost_firewall_ssh_sources ({', '.join(settings.ssh_sources)}): add it"
-                )
-    return problems
+        problem = _key_problem(user, login_user, settings, users.get(user), accepted_key_types)
+        if problem:
+            problems.append(problem)
+    source = _source_problem(settings, client_address, over_ssh)
+    return problems + ([source] if source else [])
 
 
 def firewall_problems(

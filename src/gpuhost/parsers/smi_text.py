@@ -131,21 +131,77 @@ def _power_node(gpu: Node) -> Node | None:
     return gpu.child("GPU Power Readings") or gpu.child("Power Readings")
 
 
-def _gpu(gpu: Node, index: int) -> GpuInfo:
+def _mig(gpu: Node) -> MigMode:
+    devices = gpu.all("MIG Device")
+    listing = gpu.child("MIG Devices")
+    if listing is not None:
+        devices += listing.all("MIG Device")
+    return MigMode(
+        current=to_bool(gpu.get("MIG Mode/Current")),
+        pending=to_bool(gpu.get("MIG Mode/Pending")),
+        devices=len(devices),
+    )
+
+
+def _ecc(gpu: Node) -> Ecc:
     ecc_errors = gpu.child("ECC Errors")
     vol_c, vol_u = _ecc_totals(ecc_errors.child("Volatile") if ecc_errors else None)
     agg_c, agg_u = _ecc_totals(ecc_errors.child("Aggregate") if ecc_errors else None)
+    return Ecc(
+        mode_current=to_bool(gpu.get("ECC Mode/Current")),
+        mode_pending=to_bool(gpu.get("ECC Mode/Pending")),
+        volatile_correctable=vol_c,
+        volatile_uncorrectable=vol_u,
+        aggregate_correctable=agg_c,
+        aggregate_uncorrectable=agg_u,
+    )
+
+
+def _clocks(gpu: Node) -> Clocks:
     app = [
         gpu.get("Applications Clocks/Graphics"),
         gpu.get("Applications Clocks/Memory"),
         gpu.get("Default Applications Clocks/Graphics"),
         gpu.get("Default Applications Clocks/Memory"),
     ]
+    return Clocks(
+        graphics=to_int(gpu.get("Clocks/Graphics")),
+        sm=to_int(gpu.get("Clocks/SM")),
+        mem=to_int(gpu.get("Clocks/Memory")),
+        applications_graphics=to_int(app[0]),
+        applications_mem=to_int(app[1]),
+        default_applications_graphics=to_int(app[2]),
+        default_applications_mem=to_int(app[3]),
+        max_graphics=to_int(gpu.get("Max Clocks/Graphics")),
+        max_sm=to_int(gpu.get("Max Clocks/SM")),
+        max_mem=to_int(gpu.get("Max Clocks/Memory")),
+        auto_boost=to_bool(gpu.get("Clock Policy/Auto Boost")),
+        auto_boost_default=to_bool(gpu.get("Clock Policy/Auto Boost Default")),
+        applications_clocks_supported=applications_clocks_supported(app),
+    )
+
+
+def _power(gpu: Node) -> PowerLimits:
     power = _power_node(gpu) or Node("")
-    mig_devices = gpu.all("MIG Device")
-    listing = gpu.child("MIG Devices")
-    if listing is not None:
-        mig_devices += listing.all("MIG Device")
+    return PowerLimits(
+        current=to_number(
+            power.first(
+                "Current Power Limit",
+                "GPU Ceiling Power Limit/Current Power Limit",
+                "Enforced Power Limit",
+                "Power Limit",
+            )
+        ),
+        default=to_number(
+            power.first("Default Power Limit", "GPU Ceiling Power Limit/Default Power Limit")
+        ),
+        min=to_number(power.get("Min Power Limit")),
+        max=to_number(power.get("Max Power Limit")),
+        draw=to_number(power.first("Power Draw", "Average Power Draw", "Instantaneous Power Draw")),
+    )
+
+
+def _gpu(gpu: Node, index: int) -> GpuInfo:
     return GpuInfo(
         name=clean(gpu.get("Product Name")),
         index=index,
@@ -156,19 +212,8 @@ def _gpu(gpu: Node, index: int) -> GpuInfo:
         compute_capability=clean(gpu.get("Compute Capability")),
         persistence_mode=to_bool(gpu.get("Persistence Mode")),
         memory_total_mib=to_int(gpu.get("FB Memory Usage/Total")),
-        mig=MigMode(
-            current=to_bool(gpu.get("MIG Mode/Current")),
-            pending=to_bool(gpu.get("MIG Mode/Pending")),
-            devices=len(mig_devices),
-        ),
-        ecc=Ecc(
-            mode_current=to_bool(gpu.get("ECC Mode/Current")),
-            mode_pending=to_bool(gpu.get("ECC Mode/Pending")),
-            volatile_correctable=vol_c,
-            volatile_uncorrectable=vol_u,
-            aggregate_correctable=agg_c,
-            aggregate_uncorrectable=agg_u,
-        ),
+        mig=_mig(gpu),
+        ecc=_ecc(gpu),
         retired_pages=RetiredPages(
             single_bit=to_int(gpu.get("Retired Pages/Single Bit ECC")),
             double_bit=to_int(gpu.get("Retired Pages/Double Bit ECC")),
@@ -182,39 +227,8 @@ def _gpu(gpu: Node, index: int) -> GpuInfo:
             pending=to_bool(gpu.get("Remapped Rows/Pending")),
             failure=to_bool(gpu.get("Remapped Rows/Remapping Failure Occurred")),
         ),
-        clocks=Clocks(
-            graphics=to_int(gpu.get("Clocks/Graphics")),
-            sm=to_int(gpu.get("Clocks/SM")),
-            mem=to_int(gpu.get("Clocks/Memory")),
-            applications_graphics=to_int(app[0]),
-            applications_mem=to_int(app[1]),
-            default_applications_graphics=to_int(app[2]),
-            default_applications_mem=to_int(app[3]),
-            max_graphics=to_int(gpu.get("Max Clocks/Graphics")),
-            max_sm=to_int(gpu.get("Max Clocks/SM")),
-            max_mem=to_int(gpu.get("Max Clocks/Memory")),
-            auto_boost=to_bool(gpu.get("Clock Policy/Auto Boost")),
-            auto_boost_default=to_bool(gpu.get("Clock Policy/Auto Boost Default")),
-            applications_clocks_supported=applications_clocks_supported(app),
-        ),
-        power=PowerLimits(
-            current=to_number(
-                power.first(
-                    "Current Power Limit",
-                    "GPU Ceiling Power Limit/Current Power Limit",
-                    "Enforced Power Limit",
-                    "Power Limit",
-                )
-            ),
-            default=to_number(
-                power.first("Default Power Limit", "GPU Ceiling Power Limit/Default Power Limit")
-            ),
-            min=to_number(power.get("Min Power Limit")),
-            max=to_number(power.get("Max Power Limit")),
-            draw=to_number(
-                power.first("Power Draw", "Average Power Draw", "Instantaneous Power Draw")
-            ),
-        ),
+        clocks=_clocks(gpu),
+        power=_power(gpu),
         pcie=PcieLink(
             gen_current=to_int(gpu.get("PCI/GPU Link Info/PCIe Generation/Current")),
             gen_max=to_int(gpu.get("PCI/GPU Link Info/PCIe Generation/Max")),

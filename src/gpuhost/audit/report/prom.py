@@ -26,6 +26,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_to_textfile
@@ -38,92 +39,128 @@ from gpuhost.findings import SEVERITIES, VERDICTS
 STACK_LABELS = ("driver", "driver_installed", "cuda", "cudnn", "kernel_module", "gpus")
 
 
+@dataclass(frozen=True)
+class _Gauges:
+    """The audit's gauges in one registry (created in the order the textfile lists them)."""
+
+    up: Gauge
+    verdict: Gauge
+    finding: Gauge
+    findings: Gauge
+    security_verdict: Gauge
+    security_finding: Gauge
+    stack_info: Gauge
+    gpus: Gauge
+    per_verdict: Gauge
+    per_security: Gauge
+    stacks: Gauge
+    last_run: Gauge
+    success: Gauge
+
+
+def _gauges(reg: CollectorRegistry) -> _Gauges:
+    def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+        return Gauge(name, doc, labelnames=labels, registry=reg)
+
+    return _Gauges(
+        up=gauge("gpuhost_audit_host_up", "1 if gpuhost could probe the host, else 0.", ("host",)),
+        verdict=gauge(
+            "gpuhost_audit_host_verdict", "1 for the host's audit verdict.", ("host", "verdict")
+        ),
+        finding=gauge(
+            "gpuhost_audit_finding",
+            "Findings of the audit per host, rule and severity.",
+            ("host", "rule", "severity"),
+        ),
+        findings=gauge(
+            "gpuhost_audit_findings",
+            "Number of findings per host and severity.",
+            ("host", "severity"),
+        ),
+        security_verdict=gauge(
+            "gpuhost_audit_host_security_verdict",
+            "1 for the host's security exposure (NVIDIA bulletins; apart from its verdict).",
+            ("host", "verdict"),
+        ),
+        security_finding=gauge(
+            "gpuhost_audit_security_finding",
+            "Security findings (NVIDIA bulletins) per host, rule and severity.",
+            ("host", "rule", "severity"),
+        ),
+        stack_info=gauge(
+            "gpuhost_audit_stack_info",
+            "The GPU stack found on the host (always 1).",
+            ("host", *STACK_LABELS),
+        ),
+        gpus=gauge("gpuhost_audit_gpus", "GPUs nvidia-smi reports on the host.", ("host",)),
+        per_verdict=gauge("gpuhost_audit_hosts", "Hosts per audit verdict.", ("verdict",)),
+        per_security=gauge(
+            "gpuhost_audit_security_hosts", "Hosts per security verdict.", ("verdict",)
+        ),
+        stacks=gauge("gpuhost_audit_stacks", "Distinct GPU stacks among reachable hosts."),
+        last_run=gauge(
+            "gpuhost_audit_last_run_timestamp_seconds", "When the audit finished (unix time)."
+        ),
+        success=gauge(
+            "gpuhost_audit_last_run_success", "1 when the audit probed every host, else 0."
+        ),
+    )
+
+
+def _data_info(reg: CollectorRegistry) -> None:
+    data = data_info()
+    Gauge(
+        "gpuhost_audit_data_info",
+        "1 for the data the audit judged with: its date and origin (gpuhost data status).",
+        labelnames=("date", "origin"),
+        registry=reg,
+    ).labels(date=str(data["date"]), origin=str(data["origin"])).set(1)
+
+
+def _host_metrics(g: _Gauges, host: HostReport) -> bool:
+    """One host's series; whether it was probed."""
+    g.up.labels(host=host.name).set(1 if host.reachable else 0)
+    g.verdict.labels(host=host.name, verdict=host.verdict).set(1)
+    g.security_verdict.labels(host=host.name, verdict=host.security_verdict).set(1)
+    for metric, found in ((g.finding, host.findings), (g.security_finding, host.security_findings)):
+        counts = Counter((f.rule, f.severity) for f in found)
+        for (rule, severity), count in sorted(counts.items()):
+            metric.labels(host=host.name, rule=rule, severity=severity).set(count)
+    per_severity = Counter(f.severity for f in host.findings)
+    for severity in SEVERITIES:
+        g.findings.labels(host=host.name, severity=severity).set(per_severity.get(severity, 0))
+    if host.facts is None:
+        return False
+    stack = stack_of(host.facts.to_dict())
+    g.stack_info.labels(
+        host=host.name,
+        driver=stack["driver_loaded"],
+        driver_installed=stack["driver_installed"],
+        cuda=stack["cuda_default"],
+        cudnn=stack["cudnn"],
+        kernel_module=stack["kernel_module"],
+        gpus=stack["gpus"],
+    ).set(1)
+    g.gpus.labels(host=host.name).set(len(host.facts.driver.smi.gpus))
+    return True
+
+
 def registry(
     hosts: Iterable[HostReport], summary: Mapping[str, Any], now: float | None = None
 ) -> CollectorRegistry:
     """Every metric of one audit in a fresh registry."""
     reg = CollectorRegistry(auto_describe=True)
-
-    def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
-        return Gauge(name, doc, labelnames=labels, registry=reg)
-
-    up = gauge("gpuhost_audit_host_up", "1 if gpuhost could probe the host, else 0.", ("host",))
-    verdict = gauge(
-        "gpuhost_audit_host_verdict", "1 for the host's audit verdict.", ("host", "verdict")
-    )
-    finding = gauge(
-        "gpuhost_audit_finding",
-        "Findings of the audit per host, rule and severity.",
-        ("host", "rule", "severity"),
-    )
-    findings = gauge(
-        "gpuhost_audit_findings", "Number of findings per host and severity.", ("host", "severity")
-    )
-    security_verdict = gauge(
-        "gpuhost_audit_host_security_verdict",
-        "1 for the host's security exposure (NVIDIA bulletins; apart from its verdict).",
-        ("host", "verdict"),
-    )
-    security_finding = gauge(
-        "gpuhost_audit_security_finding",
-        "Security findings (NVIDIA bulletins) per host, rule and severity.",
-        ("host", "rule", "severity"),
-    )
-    stack_info = gauge(
-        "gpuhost_audit_stack_info",
-        "The GPU stack found on the host (always 1).",
-        ("host", *STACK_LABELS),
-    )
-    gpus = gauge("gpuhost_audit_gpus", "GPUs nvidia-smi reports on the host.", ("host",))
-    per_verdict = gauge("gpuhost_audit_hosts", "Hosts per audit verdict.", ("verdict",))
-    per_security = gauge(
-        "gpuhost_audit_security_hosts", "Hosts per security verdict.", ("verdict",)
-    )
-    stacks = gauge("gpuhost_audit_stacks", "Distinct GPU stacks among reachable hosts.")
-    last_run = gauge(
-        "gpuhost_audit_last_run_timestamp_seconds", "When the audit finished (unix time)."
-    )
-    success = gauge("gpuhost_audit_last_run_success", "1 when the audit probed every host, else 0.")
-    data = data_info()
-    gauge(
-        "gpuhost_audit_data_info",
-        "1 for the data the audit judged with: its date and origin (gpuhost data status).",
-        ("date", "origin"),
-    ).labels(date=str(data["date"]), origin=str(data["origin"])).set(1)
-    all_probed = True
-    for host in sorted(hosts, key=lambda h: h.name):
-        up.labels(host=host.name).set(1 if host.reachable else 0)
-        verdict.labels(host=host.name, verdict=host.verdict).set(1)
-        security_verdict.labels(host=host.name, verdict=host.security_verdict).set(1)
-        for metric, found in ((finding, host.findings), (security_finding, host.security_findings)):
-            counts = Counter((f.rule, f.severity) for f in found)
-            for (rule, severity), count in sorted(counts.items()):
-                metric.labels(host=host.name, rule=rule, severity=severity).set(count)
-        per_severity = Counter(f.severity for f in host.findings)
-        for severity in SEVERITIES:
-            findings.labels(host=host.name, severity=severity).set(per_severity.get(severity, 0))
-        if host.facts is None:
-            all_probed = False
-            continue
-        stack = stack_of(host.facts.to_dict())
-        stack_info.labels(
-            host=host.name,
-            driver=stack["driver_loaded"],
-            driver_installed=stack["driver_installed"],
-            cuda=stack["cuda_default"],
-            cudnn=stack["cudnn"],
-            kernel_module=stack["kernel_module"],
-            gpus=stack["gpus"],
-        ).set(1)
-        gpus.labels(host=host.name).set(len(host.facts.driver.smi.gpus))
+    g = _gauges(reg)
+    _data_info(reg)
+    probed = [_host_metrics(g, host) for host in sorted(hosts, key=lambda h: h.name)]
     verdicts = summary.get("verdicts") or {}
     exposed = (summary.get("security") or {}).get("verdicts") or {}
     for name in VERDICTS:
-        per_verdict.labels(verdict=name).set(int(verdicts.get(name, 0)))
-        per_security.labels(verdict=name).set(int(exposed.get(name, 0)))
-    stacks.set(len(summary.get("stacks") or []))
-    last_run.set(time.time() if now is None else now)
-    success.set(1 if all_probed else 0)
+        g.per_verdict.labels(verdict=name).set(int(verdicts.get(name, 0)))
+        g.per_security.labels(verdict=name).set(int(exposed.get(name, 0)))
+    g.stacks.set(len(summary.get("stacks") or []))
+    g.last_run.set(time.time() if now is None else now)
+    g.success.set(1 if all(probed) else 0)
     return reg
 
 

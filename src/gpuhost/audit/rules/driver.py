@@ -76,56 +76,52 @@ def _driver_context(facts: HostFacts) -> str:
     return "; ".join(parts)
 
 
-def check_driver_state(ctx: AuditContext) -> RuleResult:
-    rule = "driver.state"
-    facts = ctx.facts
-    smi = facts.driver.smi
-    coupled = coupled_packages(facts)
+def _without_smi(rule: str, facts: HostFacts) -> RuleResult:
+    """No nvidia-smi installed: a driver without it, GPUs without a driver, or no GPU at all."""
     pci = facts.driver.pci_gpus
-    has_driver = bool(coupled) or facts.driver.loaded_module is not None
-    if not facts.driver.smi_installed:
-        if has_driver:
-            return one_finding(
-                rule,
-                "driver.smi-missing",
-                WARNING,
-                f"nvidia-smi is not installed ({_driver_context(facts)}), so GPU state, "
-                "ECC, "
-                "clocks and persistence could not be checked; expected nvidia-smi from the "
-                "driver's packages",
-                found=f"no nvidia-smi; {_driver_context(facts)}",
-                expected="nvidia-smi from the driver's packages",
-                fix="install nvidia-smi (Debian) or nvidia-utils-<branch>",
-            )
-        if pci:
-            listed = ", ".join(f"{g.address} [10de:{g.device_id.removeprefix('0x')}]" for g in pci)
-            return one_finding(
-                rule,
-                "driver.missing",
-                ERROR,
-                f"{len(pci)} NVIDIA GPU(s) on the PCI bus ({listed}) but no NVIDIA driver "
-                "is "
-                "installed; expected a driver from the host's profile",
-                found=f"{len(pci)} NVIDIA GPU(s) on the PCI bus ({listed}), no NVIDIA driver",
-                expected="the NVIDIA driver of the host's profile",
-                fix="gpuhost provision",
-            )
+    if coupled_packages(facts) or facts.driver.loaded_module is not None:
         return one_finding(
             rule,
-            "gpu.none",
+            "driver.smi-missing",
             WARNING,
-            "no NVIDIA GPU found: no NVIDIA display/3D controller on the PCI bus, no "
-            "NVIDIA "
-            "driver and no nvidia-smi installed; the GPU checks were skipped. Expected on "
-            "a GPU "
-            "host: a GPU visible to nvidia-smi",
-            found="no NVIDIA GPU on the PCI bus, no NVIDIA driver, no nvidia-smi",
-            expected="a GPU visible to nvidia-smi (on a GPU host)",
-            fix="run the audit on a GPU host, or provision this one (gpuhost provision)",
+            f"nvidia-smi is not installed ({_driver_context(facts)}), so GPU state, ECC, "
+            "clocks and persistence could not be checked; expected nvidia-smi from the "
+            "driver's packages",
+            found=f"no nvidia-smi; {_driver_context(facts)}",
+            expected="nvidia-smi from the driver's packages",
+            fix="install nvidia-smi (Debian) or nvidia-utils-<branch>",
         )
+    if pci:
+        listed = ", ".join(f"{g.address} [10de:{g.device_id.removeprefix('0x')}]" for g in pci)
+        return one_finding(
+            rule,
+            "driver.missing",
+            ERROR,
+            f"{len(pci)} NVIDIA GPU(s) on the PCI bus ({listed}) but no NVIDIA driver is "
+            "installed; expected a driver from the host's profile",
+            found=f"{len(pci)} NVIDIA GPU(s) on the PCI bus ({listed}), no NVIDIA driver",
+            expected="the NVIDIA driver of the host's profile",
+            fix="gpuhost provision",
+        )
+    return one_finding(
+        rule,
+        "gpu.none",
+        WARNING,
+        "no NVIDIA GPU found: no NVIDIA display/3D controller on the PCI bus, no NVIDIA "
+        "driver and no nvidia-smi installed; the GPU checks were skipped. Expected on a GPU "
+        "host: a GPU visible to nvidia-smi",
+        found="no NVIDIA GPU on the PCI bus, no NVIDIA driver, no nvidia-smi",
+        expected="a GPU visible to nvidia-smi (on a GPU host)",
+        fix="run the audit on a GPU host, or provision this one (gpuhost provision)",
+    )
+
+
+def _smi_failed(rule: str, facts: HostFacts) -> RuleResult | None:
+    """nvidia-smi ran and failed (an error state, or nothing printed); None when it reported."""
+    smi = facts.driver.smi
     if smi.state in SMI_STATE_RULES:
         rule_id, what, fix = SMI_STATE_RULES[smi.state]
-        if smi.state == "driver-not-loaded" and not pci:
+        if smi.state == "driver-not-loaded" and not facts.driver.pci_gpus:
             # loading the module cannot help: it has no device to drive
             what += ", and no NVIDIA GPU is on the PCI bus"
             fix = NO_GPU_ON_BUS_FIX
@@ -136,8 +132,7 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
             rule_id,
             ERROR,
             f"{what}{rc}{said}; found: {_driver_context(facts)}; expected: nvidia-smi "
-            "reports "
-            f"every GPU",
+            "reports every GPU",
             found=f"nvidia-smi {smi.state}{rc}{said}; {_driver_context(facts)}",
             expected="nvidia-smi reports every GPU",
             fix=fix,
@@ -154,6 +149,13 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
             expected="nvidia-smi reports every GPU",
             fix="run nvidia-smi on the host and read the kernel log (dmesg | grep NVRM)",
         )
+    return None
+
+
+def _gpus_listed(rule: str, facts: HostFacts) -> RuleResult:
+    """nvidia-smi reported: at least one GPU, and every GPU on the PCI bus."""
+    smi = facts.driver.smi
+    pci = facts.driver.pci_gpus
     if not smi.gpus:
         return one_finding(
             rule,
@@ -170,13 +172,21 @@ def check_driver_state(ctx: AuditContext) -> RuleResult:
             "gpu.missing",
             ERROR,
             f"nvidia-smi lists {len(smi.gpus)} GPU(s) but {len(pci)} NVIDIA GPU(s) are on "
-            "the PCI "
-            "bus",
+            "the PCI bus",
             found=f"{len(smi.gpus)} GPU(s) in nvidia-smi, {len(pci)} on the PCI bus",
             expected=f"all {len(pci)} GPU(s) on the PCI bus visible to nvidia-smi",
             fix="check the kernel log (dmesg | grep NVRM) for GPUs the driver refused",
         )
     return ok_result(rule)
+
+
+def check_driver_state(ctx: AuditContext) -> RuleResult:
+    rule = "driver.state"
+    facts = ctx.facts
+    if not facts.driver.smi_installed:
+        return _without_smi(rule, facts)
+    failed = _smi_failed(rule, facts)
+    return failed if failed is not None else _gpus_listed(rule, facts)
 
 
 def check_reboot_needed(ctx: AuditContext) -> RuleResult:
