@@ -87,6 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
         hosts = load_hosts(
             config.getoption("inventory"), config.getoption("limit"), config.getoption("profiles")
         )
+        text = ssh_config(hosts, "{control_dir}")  # every value checked before anything is made
     except GpuhostError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[HOSTS_KEY] = {h.test_id: h for h in hosts}
@@ -95,7 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
         tmp = tempfile.mkdtemp(prefix="gpuhost-check-", dir=_control_base())
         config.stash[TMP_KEY] = tmp
         path = Path(tmp, "ssh_config")
-        path.write_text(ssh_config(hosts, tmp))
+        path.write_text(text.replace("{control_dir}", tmp))
         config.option.ssh_config = str(path)
 
 

@@ -6,11 +6,13 @@ inventory's connection data; ``@local`` (or no inventory) is this machine, ``loc
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhost.errors import ConfigError
+from gpuhost.inventory.contract import host_name_problem
 from gpuhost.inventory.profiles import PROFILES_FILE_KEY
 
 LOCAL = "@local"
@@ -86,23 +88,43 @@ def load_hosts(
     return hosts
 
 
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value)
+# ssh_config options whose value OpenSSH expands %-tokens in (a literal '%' is written '%%')
+TOKEN_OPTIONS = ("HostName", "User", "IdentityFile", "UserKnownHostsFile")
+_UNSAFE_VALUE = re.compile(r'[\x00-\x1f\x7f-\x9f"]')
+
+
+def config_value(host: str, key: str, value: Any) -> str:
+    """``value`` of inventory ``key`` as one ssh_config argument that stays data: refused (one
+    ConfigError naming the host and key) when it holds a control character or '"' (a newline
+    would start a new option such as ProxyCommand), '%' doubled where OpenSSH expands tokens,
+    quoted when it holds whitespace, '#' or '='."""
+    text = ("yes" if value else "no") if isinstance(value, bool) else str(value)
+    if _UNSAFE_VALUE.search(text) or not text.strip():
+        raise ConfigError(
+            f"host {host}: {key}: found {text!r:.80}, expected one line without control "
+            "characters or '\"' (it is written into an ssh_config)"
+        )
+    if SSH_KEYS[key] in TOKEN_OPTIONS:
+        text = text.replace("%", "%%")
+    return f'"{text}"' if re.search(r"[\s#=]", text) else text
 
 
 def ssh_config(hosts: list[CheckHost], control_dir: str) -> str:
-    """An ssh_config with one ``Host`` block per SSH host (connection multiplexed)."""
+    """An ssh_config with one ``Host`` block per SSH host (connection multiplexed). Every host
+    name must be literal (``contract.host_name_problem``: a ``Host *`` block would send every
+    later host to its address) and every value stays one argument (``config_value``)."""
     lines = ["# written by gpuhost check from the inventory; removed after the run", ""]
     for host in hosts:
         if host.name == LOCAL:
             continue
+        problem = host_name_problem(host.name)
+        if problem:
+            raise ConfigError(problem)
         lines.append(f"Host {host.name}")
         for key, option in SSH_KEYS.items():
             value = host.data.get(key)
             if value is not None and value != "":
-                lines.append(f"    {option} {_value(value)}")
+                lines.append(f"    {option} {config_value(host.name, key, value)}")
         if host.data.get("ssh_key"):
             lines.append("    IdentitiesOnly yes")
         lines += ["    BatchMode yes", f"    ControlPath {control_dir}/%C", ""]

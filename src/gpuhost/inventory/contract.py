@@ -40,6 +40,33 @@ _RATE_RE = re.compile(r"^[1-9][0-9]*/(second|minute|hour)$")
 _SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 _ONE_LINE_RE = re.compile(r"^[^\n\r]*$")
 _HTTP_URL_RE = re.compile(r"^https?://[^\s/]+\S*$")
+# Values that end up in config files gpuhost writes (the ssh_config of gpuhost check, sshd's
+# AllowUsers, authorized_keys) must stay data there: no control character (a newline would add a
+# line such as ProxyCommand), and a word no whitespace, quote, '#' or backslash either.
+_CONTROL = "\x00-\x1f\x7f-\x9f"
+_LINE_RE = re.compile(f"^[^{_CONTROL}]+$")
+_PATH_RE = re.compile(f'^[^{_CONTROL}"]+$')
+_WORD_RE = re.compile(f"^(?!-)[^{_CONTROL}\\s\"'#\\\\]+$")
+_HOSTNAME_RE = re.compile(r"^(?!-)[A-Za-z0-9_.:%\[\]-]+$")
+# A host name is also an ssh_config Host pattern and a --limit glob: never a pattern character
+_HOST_NAME_RE = re.compile(f"^(?!-)[^{_CONTROL}\\s\"'#*?!,\\\\]+$")
+
+
+SECRET_KEY_RE = re.compile(r"password|passphrase|secret|token", re.IGNORECASE)
+
+
+def host_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a host (None if it can): a literal name, since gpuhost check
+    writes it as an ssh_config ``Host`` line (``*`` there would match every later host) and
+    --limit reads globs: no whitespace, control character, quote, '#', backslash or
+    ``* ? ! ,``, and no leading '-'."""
+    if _HOST_NAME_RE.fullmatch(name):
+        return None
+    return (
+        f"host name {shown(name)} is not a literal name (expected no whitespace, control "
+        "characters, quotes, '#', backslash, '*', '?', '!' or ',', and no leading '-')"
+    )
+
 
 NonEmpty = Annotated[StrictStr, Field(min_length=1)]
 Port = Annotated[StrictInt, Field(ge=1, le=65535)]
@@ -67,11 +94,15 @@ def _plain_python(value: str) -> str:
 
 def _matches(pattern: re.Pattern[str]) -> AfterValidator:
     def check(value: str) -> str:
-        if not pattern.match(value):
+        if not pattern.fullmatch(value):  # not match: '$' also matches before a final newline
             raise ValueError("")
         return value
 
     return AfterValidator(check)
+
+
+Word = Annotated[StrictStr, _matches(_WORD_RE)]
+PathText = Annotated[StrictStr, _matches(_PATH_RE)]
 
 
 @dataclass(frozen=True)
@@ -92,6 +123,7 @@ def _k(name: str, type_: Any, expected: str, default: Any, meaning: str, used_by
 
 
 _LIST = "a list of strings, e.g. ['a', 'b']"
+_WORDS = "a list of names, e.g. ['a', 'b'] (no whitespace, quotes, '#' or control characters)"
 KEYS: dict[str, Key] = {
     k.name: k
     for k in (
@@ -227,23 +259,23 @@ KEYS: dict[str, Key] = {
         ),
         _k(
             "gpuhost_ssh_allow_users",
-            list[NonEmpty],
-            _LIST,
+            list[Word],
+            _WORDS,
             [],
             "sshd AllowUsers (empty: not restricted).",
             "harden, provision, check",
         ),
         _k(
             "gpuhost_ssh_allow_groups",
-            list[NonEmpty],
-            _LIST,
+            list[Word],
+            _WORDS,
             [],
             "sshd AllowGroups (empty: not restricted).",
             "harden, provision, check",
         ),
         _k(
             "gpuhost_ssh_authorized_keys",
-            dict[NonEmpty, list[NonEmpty]],
+            dict[Word, list[Annotated[StrictStr, _matches(_LINE_RE)]]],
             "a mapping {user: [public key lines]}",
             {},
             "Public keys installed for each user.",
@@ -389,8 +421,8 @@ KEYS: dict[str, Key] = {
         # connector keys gpuhost reads itself (pyinfra's SSH connector)
         _k(
             "ssh_hostname",
-            NonEmpty,
-            "a host name or address",
+            Annotated[StrictStr, _matches(_HOSTNAME_RE)],
+            "a host name or address (letters, digits, '.', '_', ':', '-', '[', ']', '%')",
             None,
             "Address to connect to (default: the host's inventory name).",
             "all",
@@ -398,24 +430,40 @@ KEYS: dict[str, Key] = {
         _k("ssh_port", Port, "a port number 1-65535", 22, "SSH port.", "all"),
         _k(
             "ssh_user",
-            NonEmpty,
-            "a user name",
+            Word,
+            "a user name (no whitespace, quotes, '#', backslash or control characters)",
             None,
             "Login user (default: ssh_config or the local user).",
             "all",
         ),
         _k(
             "ssh_key",
-            NonEmpty,
-            "a path to a private key (a string)",
+            PathText,
+            "a path to a private key (one line, no '\"')",
             None,
             "Private key file.",
             "all",
         ),
         _k(
+            "ssh_password",
+            Annotated[StrictStr, _matches(_LINE_RE)],
+            "a password (one line of text; better: an SSH key)",
+            None,
+            "Login password (pyinfra's SSH connector; never printed, also not with -v).",
+            "all but check",
+        ),
+        _k(
+            "ssh_key_password",
+            Annotated[StrictStr, _matches(_LINE_RE)],
+            "the private key's passphrase (one line of text)",
+            None,
+            "Passphrase of ssh_key (never printed, also not with -v).",
+            "all but check",
+        ),
+        _k(
             "ssh_known_hosts_file",
-            NonEmpty,
-            "a path (a string)",
+            PathText,
+            "a path (one line, no '\"')",
             None,
             "known_hosts file to check host keys against.",
             "all",
@@ -528,6 +576,9 @@ def key_problem(name: str, raw: Any) -> str | None:
         message = str(error.get("msg", "")).removeprefix("Value error, ").strip(" ,")
         if error.get("type") == "value_error" and message:
             detail = f" ({message})"
+        if SECRET_KEY_RE.search(name):  # never echo a secret, not even a wrong one
+            kind = type(found).__name__
+            return f"{where}: found a {kind} (not shown), expected {KEYS[name].expected}"
         return f"{where}: found {shown(found)}, expected {KEYS[name].expected}{detail}"
     return None
 
