@@ -23,6 +23,8 @@ from typing import IO, Any
 
 import click
 
+from gpuhost.escape import OWN_CR, OWN_ESC, own_controls
+
 FAILED_COLOURS = {"ok": "green", "warning": "yellow", "error": "red", "unreachable": "magenta"}
 
 
@@ -44,7 +46,7 @@ def colour_enabled(stream: IO[str]) -> bool:
 
 def style(text: str, stream: IO[str], **styles: Any) -> str:
     """``click.style(text, **styles)`` when ``stream`` shows colour, else ``text``."""
-    return click.style(text, **styles) if colour_enabled(stream) else text
+    return own_controls(click.style(text, **styles)) if colour_enabled(stream) else text
 
 
 def verdict_word(verdict: str, stream: IO[str], width: int = 0) -> str:
@@ -106,7 +108,7 @@ class FleetProgress:
 
     def _clear_status(self) -> None:
         if self._status_shown:
-            self.stream.write("\r\x1b[K")
+            self.stream.write(f"{OWN_CR}{OWN_ESC}[K")  # escape.py: gpuhost's own controls
             self._status_shown = False
 
     def _draw_status(self) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhost.audit.report import html
+from gpuhost.audit.report import html, json_report
 from tests.reports.fleet_data import fleet_report, host_name
 from tests.schema_check import assert_valid
 
@@ -174,3 +174,21 @@ def test_screenshot_of_a_40_host_fleet(browser, tmp_path):
     if os.environ.get("GPUHOST_UPDATE_SCREENSHOT") == "1":
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, SCREENSHOT)
+
+
+def test_host_names_that_are_object_properties_keep_their_group(browser, tmp_path):
+    """A host named like a JavaScript object property ('constructor', '__proto__', 'toString')
+    was an outlier in the page's lookups (a plain {} has them); its chip and row said so."""
+    base = fleet_report(3, unreachable_every=1000)
+    names = ["__proto__", "constructor", "toString"]
+    entries = [dict(host, name=name) for host, name in zip(base["hosts"], names, strict=True)]
+    report = json_report.report_from_entries(entries, {"inventory": "inv.py"}, "2025-01-01")
+    outliers = sorted(o["host"] for o in report["summary"]["outliers"])
+    assert "constructor" not in outliers and "toString" not in outliers
+    open_report(browser, report, tmp_path / "names.html")
+    assert sorted(attrs(browser, "#hosts .host", "data-host")) == sorted(names)
+    assert sorted(attrs(browser, "#hosts .host.outlier", "data-host")) == outliers
+    assert not {"constructor", "toString"} & set(
+        attrs(browser, "#findings tbody tr.outlier", "data-host")
+    )
+    assert_clean(browser)

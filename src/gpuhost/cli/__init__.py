@@ -14,11 +14,13 @@ import os
 import pkgutil
 import signal
 import sys
+from collections.abc import Iterator
 
 import click
 
 from gpuhost import __version__, signals
 from gpuhost.errors import EXIT_USAGE, GpuhostError
+from gpuhost.escape import EscapingStream
 from gpuhost.terminal import colour_allowed
 
 EXIT_SIGINT = 130
@@ -82,9 +84,27 @@ def _tolerant_streams() -> None:
                 reconfigure(errors="backslashreplace")
 
 
+@contextlib.contextmanager
+def _escaping_streams() -> Iterator[None]:
+    """Everything written to stdout and stderr while a command runs shows control characters
+    escaped (a host's OSC title or clipboard sequence, CR, backspace, C1 codes are data;
+    ``gpuhost.escape``), whichever writer wrote it."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = EscapingStream(sys.stdout), EscapingStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return (and exit with) 0 ok, 1 findings/incompatible, 2 bad input, 130 on
     SIGINT (Ctrl-C) and 143 on SIGTERM, each with one line."""
+    with _escaping_streams():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     signals.on_quit(_quit_now)
     previous = signals.unwind_on_signals() if argv is None else {}
     _tolerant_streams()

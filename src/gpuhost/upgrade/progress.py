@@ -7,6 +7,7 @@ when its outcome is not upgraded/current) and are unchanged elsewhere.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -46,7 +47,7 @@ class Progress:
 
     def _word(self, status: str) -> str:
         if self.fleet is None:
-            return click.style(status, fg=_COLOURS.get(status))  # click.echo drops it off a tty
+            return style(status, sys.stdout, fg=_COLOURS.get(status))
         return style(status, self.fleet.stream, fg=_COLOURS.get(status))
 
     def report(self, host: str, step: str, status: str, detail: str) -> None:
@@ -78,7 +79,7 @@ def print_summary(summary: RunSummary) -> None:
     click.echo("")
     click.echo("summary:")
     for host, outcome in summary.outcomes.items():
-        click.echo(f"  {host}: {click.style(outcome, fg=_COLOURS.get(outcome))}")
+        click.echo(f"  {host}: {style(outcome, sys.stdout, fg=_COLOURS.get(outcome))}")
     for host in summary.not_started:
         click.echo(f"  {host}: not started")
     if summary.stopped_reason:

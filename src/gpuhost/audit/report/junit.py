@@ -24,6 +24,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 
 from gpuhost.audit.host import HostReport
+from gpuhost.escape import xml_text
 from gpuhost.findings import ERROR, SECURITY_PREFIX, Finding, RuleResult
 
 SUITE_NAME = "gpuhost audit"
@@ -74,7 +75,9 @@ def render(hosts: Iterable[HostReport], fail_on: str = "compatibility") -> str:
     for key, value in totals.items():
         root.set(key, str(value))
     ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    # a host's bytes (a GPU name, a message) may hold what XML 1.0 cannot carry: shown escaped
+    body = xml_text(ET.tostring(root, encoding="unicode"))
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + body + "\n"
 
 
 def _cases(

@@ -5,7 +5,7 @@
   var MAX_BARS = 25;
   var VERDICTS = ["ok", "warning", "error", "unreachable"];
   var SEVERITIES = ["error", "warning", "info"];
-  var outlierSet = {};
+  var outlierSet = Object.create(null);  // no prototype: a host named "constructor" is no outlier
   data.outlier_hosts.forEach(function (h) { outlierSet[h] = true; });
 
   function el(tag, attrs, children) {
@@ -145,7 +145,7 @@
   var ruleSelect = document.getElementById("f-rule");
   var sevSelect = document.getElementById("f-severity");
   var hostInput = document.getElementById("f-host");
-  var rules = {};
+  var rules = Object.create(null);
   data.findings.forEach(function (f) { rules[f[2]] = (rules[f[2]] || 0) + 1; });
   Object.keys(rules).sort().forEach(function (r) { ruleSelect.appendChild(el("option", {value: r, text: r + " (" + rules[r] + ")"})); });
   SEVERITIES.forEach(function (s) { sevSelect.appendChild(el("option", {value: s, text: s + " (" + (data.counts[s] || 0) + ")"})); });

@@ -1,0 +1,97 @@
+"""Every byte from a host is data: the one escaping rule for what reaches a terminal or XML.
+
+A host's ``uname -r``, GPU name, torch version, file contents or stderr can hold terminal
+controls: OSC sequences (window title, OSC 52 clipboard), CSI (cursor moves, erasing), C1 codes
+(U+0080-U+009F, which some terminals obey as ESC sequences), CR and backspace (overwriting what
+was printed), bidirectional overrides (text shown in another order). ``terminal_text`` shows each
+of them escaped, JSON-style (``\\u001b``, ``\\r``, ``\\b``), so the operator sees them and the
+terminal obeys none; newline and tab stay.
+
+gpuhost's own colours and status line are the only controls it writes: ``terminal.style`` and
+``FleetProgress`` write them as private-use stand-ins (``OWN_ESC``, ``OWN_CR``) which
+``terminal_output`` turns into the real characters while it escapes everything else.
+``cli.main`` applies both to every line written to stdout and stderr (``EscapingStream``), so no
+writer can forget it.
+
+``xml_text``: what XML 1.0 cannot carry (C0 controls other than tab/newline/CR, lone surrogates,
+U+FFFE/U+FFFF) shown escaped the same way, for JUnit files.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import IO, Any
+
+OWN_ESC = "\ue01b"  # gpuhost's own ESC (colours, the status line's erase)
+OWN_CR = "\ue00d"  # gpuhost's own CR (the status line)
+_OWN = re.compile("[\ue000-\ue0ff]")
+
+# C0 controls but tab and newline, DEL, C1 controls, bidirectional controls, line/paragraph
+# separators, and the private-use range of gpuhost's own stand-ins (a host cannot forge them)
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ue000-\ue0ff]"
+)
+_UNSAFE_LINE = re.compile(f"[\n\t{_UNSAFE.pattern[1:-1]}]")
+_OUTPUT = re.compile(f"(?P<own>{OWN_ESC}\\[[0-9;]*[mK]|{OWN_CR})|{_UNSAFE.pattern}")
+_XML_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_SHORT = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _shown(match: re.Match[str]) -> str:
+    char = match.group()
+    return _SHORT.get(char) or f"\\u{ord(char):04x}"
+
+
+def terminal_text(text: str, one_line: bool = False) -> str:
+    """``text`` with every control a terminal would obey shown escaped (see the module doc);
+    ``one_line``: newline and tab too (a field that must stay on its line)."""
+    return (_UNSAFE_LINE if one_line else _UNSAFE).sub(_shown, text)
+
+
+def xml_text(text: str) -> str:
+    """``text`` with the characters XML 1.0 cannot carry shown escaped (``\\u001b``)."""
+    return _XML_UNSAFE.sub(_shown, text)
+
+
+def terminal_output(text: str) -> str:
+    """What ``EscapingStream`` writes for ``text``: ``terminal_text``, except that gpuhost's
+    own stand-ins in their only forms (a colour or erase sequence, a CR) become the real
+    controls, in the same single pass (escaped text can never turn into a control)."""
+
+    def one(match: re.Match[str]) -> str:
+        own = match.group("own")
+        return own.replace(OWN_ESC, "\x1b").replace(OWN_CR, "\r") if own else _shown(match)
+
+    return _OUTPUT.sub(one, text)
+
+
+def own_controls(text: str) -> str:
+    """``text`` (gpuhost's own styling, e.g. ``click.style``'s output) with its ESC and CR as
+    the stand-ins ``EscapingStream`` lets through."""
+    return text.replace("\x1b", OWN_ESC).replace("\r", OWN_CR)
+
+
+class EscapingStream:
+    """A text stream that shows escaped every control character written to it but gpuhost's
+    own (see the module doc); everything else is the wrapped stream's. It has no ``buffer``
+    attribute on purpose: nothing can write around it."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    @property
+    def wrapped(self) -> IO[str]:
+        return self._stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(terminal_output(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "buffer":
+            raise AttributeError(name)
+        return getattr(self._stream, name)
