@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 
 import click
 
+from gpuhost.cli._output import write_output
 from gpuhost.cli.parse import MAX_FILE_BYTES
-from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, ConfigError
+from gpuhost.errors import EXIT_FINDINGS, EXIT_OK
 from gpuhost.matrix.peaks import smoke_references
 from gpuhost.readers import read_text
 from gpuhost.smoke.judge import Expectations, Verdict, gpu_names, has_failures, judge
@@ -144,10 +145,7 @@ def run_command(
     """
     raw, source = run_local_text(python, framework, quick, timeout)
     if save is not None:  # saved before parsing, so a malformed document can be inspected
-        try:
-            save.write_text(raw)
-        except OSError as exc:
-            raise ConfigError(f"{save}: cannot write ({exc.strerror or exc})") from exc
+        write_output(str(save), raw, "--save")
     return _judge_document(raw, source, gpus, driver_cuda, min_ratio, as_json)
 
 

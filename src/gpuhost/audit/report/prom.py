@@ -1,7 +1,7 @@
 """Prometheus node_exporter textfile (``--prom FILE``), written with prometheus_client.
 
 ``write(path, ...)`` writes a temporary file beside ``path`` and renames it over ``path``
-(``prometheus_client.write_to_textfile``), so node_exporter never reads half a file. Metric
+(``safeio.write_atomic``), so node_exporter never reads half a file. Metric
 names and labels (documented in docs/audit-report.md; docs/monitoring.md's alert rules use them):
 
 - ``gpuhost_audit_host_up{host}`` 1 probed, 0 not
@@ -27,14 +27,16 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_to_textfile
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from gpuhost.audit.host import HostReport
 from gpuhost.audit.summary import stack_of
 from gpuhost.datadir import data_info
 from gpuhost.findings import SEVERITIES, VERDICTS
+from gpuhost.safeio import write_atomic
 
 STACK_LABELS = ("driver", "driver_installed", "cuda", "cudnn", "kernel_module", "gpus")
 
@@ -172,9 +174,10 @@ def render(hosts: Iterable[HostReport], summary: Mapping[str, Any]) -> str:
 def target_problem(path: str) -> str | None:
     """Why ``path`` cannot take the textfile: the rename would replace whatever is there, so
     anything but a regular file (a device such as /dev/null, a FIFO, a folder) is refused."""
-    if os.path.lexists(path) and not os.path.isfile(path):
+    if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
         return (
-            "exists and is not a regular file (a device, FIFO or folder would be replaced); "
+            "exists and is not a regular file (a symbolic link, device, FIFO or folder would be "
+            "replaced); "
             "expected the path of a .prom file in node_exporter's textfile directory"
         )
     return None
@@ -186,4 +189,4 @@ def write(path: str, hosts: Iterable[HostReport], summary: Mapping[str, Any]) ->
     problem = target_problem(path)
     if problem:
         raise OSError(problem)
-    write_to_textfile(path, registry(hosts, summary))
+    write_atomic(Path(path), render(hosts, summary).encode("utf-8"))
