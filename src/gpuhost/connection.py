@@ -34,6 +34,44 @@ def quiet_ssh_logs(loggers: tuple[str, ...] = _QUIET) -> None:
             log.propagate = False
 
 
+# A secret in a log line (pyinfra's debug "Connecting to: HOST ({... 'password': 'x'})", a
+# key=value pair): the key names a password, passphrase, secret or token; the value is hidden.
+_SECRET_RE = re.compile(
+    r"""(?P<key>['"]?[\w-]*(?:password|passphrase|secret|token)[\w-]*['"]?\s*[:=]\s*)"""
+    r"""(?P<value>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s,;})\]]+)""",
+    re.IGNORECASE,
+)
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with the value of every password/passphrase/secret/token pair as '***'."""
+    return _SECRET_RE.sub(lambda m: m["key"] + "'***'", text)
+
+
+class RedactSecrets(logging.Filter):
+    """A handler filter: a record whose message holds a secret is written with it hidden."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            try:
+                message = record.getMessage()
+            except (TypeError, ValueError):  # a malformed record: leave it to the handler
+                return True
+            redacted = redact_secrets(message)
+            if redacted != message:
+                record.msg, record.args = redacted, None
+        return True
+
+
+def redact_secret_logs(loggers: tuple[str, ...] = (*_QUIET, "")) -> None:
+    """Every handler of ``loggers`` (and the root logger) hides secrets (``RedactSecrets``):
+    ``-v`` shows pyinfra's debug lines, never the inventory's ssh_password."""
+    for name in loggers:
+        for handler in logging.getLogger(name).handlers:
+            if not any(isinstance(f, RedactSecrets) for f in handler.filters):
+                handler.addFilter(RedactSecrets())
+
+
 # Every cause a connection can fail with, as one line; filled in by _Target.say.
 CAUSES = {
     "dns": "name does not resolve: {address} ({reason})",

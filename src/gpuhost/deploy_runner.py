@@ -61,7 +61,7 @@ from pyinfra.api.output import format_text
 from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 
-from gpuhost.connection import connect_cause, quiet_ssh_logs
+from gpuhost.connection import connect_cause, quiet_ssh_logs, redact_secret_logs
 from gpuhost.errors import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -164,6 +164,7 @@ def setup_logging(verbose: bool) -> None:
     """pyinfra's own progress output (operations, per-host results) on stderr."""
     _quiet_gevent_warning()
     setup_cli_logging(logging.DEBUG if verbose else logging.INFO)
+    redact_secret_logs()  # -v: pyinfra's connect line carries ssh_password
     quiet_missing_known_hosts()
     if not verbose:  # paramiko's transport tracebacks; each host's cause is in its outcome
         quiet_ssh_logs(("paramiko",))

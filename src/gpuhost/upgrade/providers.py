@@ -396,6 +396,28 @@ def _seconds(config: Mapping[str, Any], key: str, default: float, source: str) -
     return float(value)
 
 
+def _count(config: Mapping[str, Any], key: str, default: int, source: str) -> int:
+    """A non-negative whole number setting (``retries: .inf`` or ``true`` is refused)."""
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{source}: {key}: found {value!r:.40}, expected a whole number >= 0")
+    return value
+
+
+def plain_http_warning(config: Mapping[str, Any] | None, source: str) -> str | None:
+    """A warning when an openstack provider would send its password over plain ``http://``
+    (anyone on the path reads it), else None."""
+    if not config or config.get("type") != "openstack":
+        return None
+    url = str(config.get("auth_url") or os.environ.get("OS_AUTH_URL") or "")
+    if url.lower().startswith("http://"):
+        return (
+            f"{source}: auth_url {url} is plain http://: the OpenStack password (OS_PASSWORD) "
+            "is sent unencrypted; use https://"
+        )
+    return None
+
+
 def make_provider(config: Mapping[str, Any] | None, source: str = "provider config") -> Any:
     """Build a provider from its configuration mapping (None = no provider snapshot)."""
     if not config:
@@ -444,7 +466,7 @@ def make_provider(config: Mapping[str, Any] | None, source: str = "provider conf
                 image_timeout_s=_seconds(config, "image_timeout_s", 1800, source),
                 poll_interval_s=_seconds(config, "poll_interval_s", 10, source),
                 request_timeout_s=_seconds(config, "request_timeout_s", 30, source),
-                retries=int(config.get("retries", 3)),
+                retries=_count(config, "retries", 3, source),
             )
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{source}: bad number in openstack settings: {exc}") from None

@@ -88,7 +88,10 @@ def load_provider_config(path: str | None) -> dict[str, Any] | None:
         ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: provider config must be a mapping with a 'type' key")
-    from gpuhost.upgrade.providers import make_provider
+    from gpuhost.upgrade.providers import make_provider, plain_http_warning
 
     make_provider(data, path)  # validate now: one clear error before any host is touched
+    warning = plain_http_warning(data, path)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
     return data

@@ -1,0 +1,70 @@
+"""Secrets are never printed (issue 29): pyinfra's debug connect line under -v carried the
+inventory's ssh_password; a provider password to a plain http:// URL went without a word; a bad
+ssh_password value was echoed in the error."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhost.cli import main
+from gpuhost.connection import redact_secrets
+from gpuhost.errors import ConfigError
+from gpuhost.upgrade.settings import load_provider_config
+from robustness.conftest import gpuhost
+
+SECRET = "hunter2-Secret"
+
+
+def _inventory(tmp_path, value) -> str:
+    path = tmp_path / "inv.py"
+    path.write_text(
+        f"gpu = [('n1', {{'ssh_hostname': '127.0.0.1', 'ssh_port': 1, 'ssh_password': {value!r},"
+        " 'gpuhost_harden': True})]\n"
+    )
+    return str(path)
+
+
+@pytest.mark.parametrize("command", ["provision", "harden"])
+def test_dry_verbose_runs_never_print_the_ssh_password(tmp_path, command):
+    run = gpuhost(command, _inventory(tmp_path, SECRET), "--dry", "-v", "--connect-timeout", "2")
+    assert "Connecting to" in run.err or "Connecting to" in run.out  # -v did show pyinfra's line
+    assert SECRET not in run.out + run.err
+
+
+def test_secret_pairs_are_hidden_in_log_lines():
+    line = "Connecting to: h ({'port': 1, 'password': 'a\\'b', \"key_passphrase\": \"x y\"})"
+    shown = redact_secrets(line + " token=abc123 api_secret: s3")
+    assert "'password': '***'" in shown and '"key_passphrase": \'***\'' in shown
+    assert "token='***'" in shown and "api_secret: '***'" in shown
+    assert "a\\'b" not in shown and "abc123" not in shown and "s3" not in shown
+
+
+def test_a_wrong_ssh_password_value_is_named_not_shown(tmp_path, capsys):
+    assert main(["inventory", "check", _inventory(tmp_path, [SECRET, "x"])]) == 2
+    err = capsys.readouterr().err
+    assert "ssh_password: found a list (not shown)" in err and SECRET not in err
+
+
+def _provider(tmp_path, text: str) -> str:
+    path = tmp_path / "provider.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_an_openstack_password_over_plain_http_is_warned_about(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OS_PASSWORD", SECRET)
+    base = "type: openstack\nusername: u\nproject_name: p\nauth_url: {}\n"
+    load_provider_config(_provider(tmp_path, base.format("http://keystone.example:5000/v3")))
+    err = capsys.readouterr().err
+    assert "plain http://" in err and "use https://" in err and SECRET not in err
+    load_provider_config(_provider(tmp_path, base.format("https://keystone.example:5000/v3")))
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("value", [".inf", "-1", "true", "2.5", "many"])
+def test_provider_retries_must_be_a_whole_number(tmp_path, monkeypatch, value):
+    monkeypatch.setenv("OS_PASSWORD", SECRET)
+    text = "type: openstack\nusername: u\nproject_name: p\nauth_url: https://k/v3\n"
+    text += f"retries: {value}\n"
+    with pytest.raises(ConfigError, match="retries: found .*, expected a whole number"):
+        load_provider_config(_provider(tmp_path, text))
