@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gpuhost.audit.host import unreachable_host
 from gpuhost.audit.report import table
+from gpuhost.escape import terminal_output
 from gpuhost.terminal import FleetProgress, wrap_last
 
 ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
@@ -43,7 +44,7 @@ def test_progress_on_a_terminal_keeps_a_status_line_under_the_host_lines():
     progress.host_done("h2 unreachable", failing=True)
     progress.host_done("h3 error", failing=True)
     progress.close()
-    text = stream.getvalue()
+    text = terminal_output(stream.getvalue())  # what the escaping stream writes to the terminal
     assert text.startswith("audit: 0/3 done, 0 failing, 0:00 elapsed\r\x1b[K")
     assert "h1 ok\naudit: 1/3 done, 0 failing, 0:05 elapsed\r\x1b[K" in text
     assert "h2 unreachable\naudit: 2/3 done, 1 failing, 1:15 elapsed\r\x1b[K" in text
@@ -84,10 +85,10 @@ def test_host_line_colours_the_verdict_only_on_a_terminal(monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("TERM", "xterm")
     report = unreachable_host("h1", "refused")
-    assert ANSI_COLOUR.search(table.host_line(report, Tty()))
-    assert ANSI_COLOUR.search(table.host_line(report, io.StringIO())) is None
+    assert ANSI_COLOUR.search(terminal_output(table.host_line(report, Tty())))
+    assert ANSI_COLOUR.search(terminal_output(table.host_line(report, io.StringIO()))) is None
     monkeypatch.setenv("NO_COLOR", "1")
-    assert ANSI_COLOUR.search(table.host_line(report, Tty())) is None
+    assert ANSI_COLOUR.search(terminal_output(table.host_line(report, Tty()))) is None
 
 
 def _run_in_pty(args: list[str], env: dict[str, str], timeout: float = 120) -> str:
