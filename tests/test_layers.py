@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "gpuhost"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpuhost", "errors"),  # the root package holds only __version__
     ("versions", "datafiles", "datadir", "pyinfra_adapter", "connection", "safeio", "statedir",
-     "escape"),
+     "escape", "locks"),
     ("parsers", "matrix", "smoke", "findings", "schemas"),
     ("probe", "desired", "firewall_roles", "slurm", "readers", "terminal", "knowledge", "signals"),
     ("facts", "inventory"),

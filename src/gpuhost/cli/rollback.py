@@ -21,6 +21,7 @@ import click
 
 from gpuhost.cli._options import SECONDS
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, ConfigError, GpuhostError
+from gpuhost.locks import acquire, host_locks
 from gpuhost.signals import StopOnSignals
 from gpuhost.terminal import FleetProgress
 from gpuhost.upgrade.orchestrate import HostContext, StepFailed, UpgradeOptions
@@ -69,6 +70,8 @@ def command(
     from gpuhost.upgrade.hoststeps import HostSteps, StepSettings
 
     hosts = select(inventory, limit).entries()
+    lease = acquire(state_dir, host_locks(h.name for h in hosts), "rollback")
+    click.get_current_context().call_on_close(lease.release)  # one writer per host
     store = SnapshotStore(snapshots_dir(state_dir))
     refs, docs = {}, {}
     for entry in hosts:  # every snapshot is found and checked before any host is touched

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, GpuhostError
+from gpuhost.locks import acquire, host_locks
 from gpuhost.upgrade.package_cache import human_size
 from gpuhost.upgrade.settings import (
     limit_option,
@@ -81,6 +82,9 @@ def take(
     from gpuhost.upgrade.hoststeps import HostSteps, StepSettings
 
     hosts = select(inventory, limit).entries()
+    what = click.get_current_context().command_path.removeprefix("gpuhost ")
+    lease = acquire(state_dir, host_locks(h.name for h in hosts), what)
+    click.get_current_context().call_on_close(lease.release)  # one writer per host
     settings = StepSettings(
         target="",
         snapshots=snapshots_dir(state_dir),
@@ -195,6 +199,9 @@ def prune(inventory: str, keep: int, limit: tuple[str, ...], dry: bool, state_di
     from gpuhost.upgrade.connect import PyinfraRemote
 
     hosts = select(inventory, limit).entries()
+    what = click.get_current_context().command_path.removeprefix("gpuhost ")
+    lease = acquire(state_dir, host_locks(h.name for h in hosts), what)
+    click.get_current_context().call_on_close(lease.release)  # one writer per host
     store = SnapshotStore(snapshots_dir(state_dir))
     in_use = _snapshots_in_use(runs_dir(state_dir))
     failed = 0

@@ -24,6 +24,7 @@ import click
 
 from gpuhost.cli._options import SECONDS
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, ConfigError
+from gpuhost.locks import acquire, host_locks
 from gpuhost.signals import StopOnSignals
 from gpuhost.terminal import FleetProgress
 from gpuhost.upgrade.drain import DRAIN_MODES
@@ -35,6 +36,7 @@ from gpuhost.upgrade.orchestrate import (
     describe_plan,
 )
 from gpuhost.upgrade.progress import Progress, print_summary
+from gpuhost.upgrade.resume import RECORDED, explicit_params, option_record, resumed_params
 from gpuhost.upgrade.settings import (
     limit_option,
     load_provider_config,
@@ -89,7 +91,17 @@ if TYPE_CHECKING:
     help="How to take a host's work away before it changes.",
 )
 @click.option("--drain-timeout", default=3600, show_default=True, type=SECONDS, help="Seconds.")
-@click.option("--resume", is_flag=True, help="Continue the interrupted run of this inventory.")
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Continue the interrupted run of this inventory, with the options it was started with.",
+)
+@click.option(
+    "--abandon",
+    is_flag=True,
+    help="Start a new run although this inventory has an interrupted one (it is closed as "
+    "abandoned; its hosts may be half-way).",
+)
 @click.option("--dry", is_flag=True, help="Print the plan; connect to nothing, change nothing.")
 @click.option(
     "--force",
@@ -151,6 +163,7 @@ def command(
     drain_mode: str,
     drain_timeout: float,
     resume: bool,
+    abandon: bool,
     dry: bool,
     force: bool,
     accept_audit: tuple[str, ...],
@@ -172,6 +185,18 @@ def command(
     from gpuhost.inventory.profiles import PROFILES_FILE_KEY, install_data_problem
     from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, target_summary
 
+    ctx = click.get_current_context()
+    if resume and abandon:
+        raise click.UsageError("give --resume or --abandon, not both")
+    pending = find_resumable(runs_dir(state_dir), str(Path(inventory).resolve()))
+    if resume and pending is not None:  # the options the interrupted run was started with
+        params = resumed_params(
+            Journal.open(pending).header.options, ctx.params, explicit_params(ctx), str(pending)
+        )
+        (canary, batch, max_failures, drain_mode, drain_timeout, force, accept_audit, checks,
+         accept_checks, stop_gpu_processes, restart_mode, reboot_timeout) = (
+            params[name] for name in RECORDED.values()
+        )  # fmt: skip
     options = UpgradeOptions(
         canary=canary, batch=batch, max_failures=max_failures, drain=drain_mode, force=force
     )
@@ -183,6 +208,8 @@ def command(
         ]
     profile = target_for_hosts(target, hosts)
     names = [h.name for h in hosts]
+    if not dry:  # one writer per host: a second upgrade, rollback or snapshot is refused
+        ctx.call_on_close(acquire(state_dir, host_locks(names), "upgrade").release)
     journal = None
     if resume:
         path = find_resumable(runs_dir(state_dir), str(Path(inventory).resolve()))
@@ -204,6 +231,15 @@ def command(
                 + f" do not select: {', '.join(unknown)}"
             )
         names = journal.header.hosts
+        if not dry:
+            ctx.call_on_close(acquire(state_dir, [f"run:{path.name}"], "upgrade").release)
+    elif pending is not None and not dry:
+        if not abandon:
+            raise ConfigError(
+                f"{inventory}: an interrupted upgrade run exists ({pending}); continue it with "
+                "--resume, or start a new one with --abandon (its hosts may be half-way)"
+            )
+        Journal.open(pending).end({"abandoned": True})
     forced = force or bool(journal is not None and journal.header.options.get("force"))
     advised = target_advisories(target, hosts, forced)
     for finding in advised:
@@ -242,19 +278,10 @@ def command(
         accept_checks=tuple(accept_checks),
     )
     if journal is None:
-        option_record = {
-            "canary": canary,
-            "batch": batch,
-            "max_failures": max_failures,
-            "drain": drain_mode,
-            "force": force,
-            "accept_audit": list(accept_audit),
-            "checks": checks,
-            "accept_checks": list(accept_checks),
-        }
         journal = Journal.create(
-            runs_dir(state_dir), str(Path(inventory).resolve()), target, names, option_record
-        )
+            runs_dir(state_dir), str(Path(inventory).resolve()), target, names,
+            option_record(ctx.params),
+        )  # fmt: skip
     click.echo(f"run {journal.header.run_id} (journal {journal.path})")
     finished = [p.outcome for p in journal.progress().values() if p.outcome is not None]
     fleet = FleetProgress(

@@ -1,0 +1,111 @@
+"""One writer at a time (issue 29): locks per host and per run in the state folder with a
+message naming the holder; a plain upgrade over an interrupted run refuses; --resume takes the
+options of the run it resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from gpuhost.cli import main
+from gpuhost.errors import ConfigError
+from gpuhost.locks import acquire, hold, host_locks, lock_file_name
+from gpuhost.upgrade.journal import Journal
+from gpuhost.upgrade.resume import RECORDED, resumed_params
+from upgrade.test_state_safety import _state
+
+TARGET = "debian12-nonfree-535-security"
+
+
+def _inventory(tmp_path, n=2) -> Path:
+    path = tmp_path / "inv.py"
+    hosts = ", ".join(f"('n{i}', {{'ssh_hostname': '127.0.0.1', 'ssh_port': 1}})"
+                      for i in range(1, n + 1))
+    path.write_text(f"gpu = [{hosts}]\n")
+    return path
+
+
+def test_a_held_lock_names_its_holder(tmp_path):
+    with hold(tmp_path, ["host:n1"], "upgrade"):
+        with pytest.raises(ConfigError) as err:
+            acquire(tmp_path, host_locks(["n2", "n1"]), "snapshot take")
+        text = str(err.value)
+        assert text.startswith("snapshot take: n1 is in use by pid ")
+        assert f"pid {os.getpid()} (user " in text and "since 20" in text and "'gpuhost" in text
+        assert acquire(tmp_path, ["host:n2"], "x").release() is None  # all or none: n2 is free
+    acquire(tmp_path, ["host:n1"], "upgrade").release()  # released with the block
+    assert (tmp_path / "locks").stat().st_mode & 0o777 == 0o700
+
+
+def test_lock_names_stay_in_the_locks_folder():
+    assert lock_file_name("host:../../etc/x") == "host%3A..%2F..%2Fetc%2Fx.lock"
+
+
+@pytest.mark.parametrize("command", [["snapshot", "take"], ["snapshot", "prune"], ["rollback"]])
+def test_a_second_writer_of_a_host_is_refused_before_any_work(tmp_path, capsys, command):
+    state = _state(tmp_path)
+    inv = _inventory(tmp_path)
+    with hold(state, ["host:n1"], "upgrade"):
+        yes = ["--yes"] if command == ["rollback"] else []
+        code = main([*command, str(inv), "--state-dir", str(state), *yes])
+    err = capsys.readouterr().err
+    assert code == 2 and "n1 is in use by pid" in err and err.count("\n") == 1
+
+
+def _upgrade(inv: Path, state: Path, *extra: str) -> list[str]:
+    return ["upgrade", str(inv), "--to", TARGET, "--state-dir", str(state), *extra]
+
+
+def _interrupted(inv: Path, state: Path, **options) -> Journal:
+    record = {"canary": 1, "batch": 1, "max_failures": 1, "drain": "none", "force": False,
+              "accept_audit": ["driver.not-loaded"], "checks": "none", "accept_checks": []}
+    record.update(options)
+    return Journal.create(state / "runs", str(inv.resolve()), TARGET, ["n1", "n2"], record)
+
+
+def test_a_plain_upgrade_over_an_interrupted_run_refuses(tmp_path, capsys):
+    state = _state(tmp_path)
+    inv = _inventory(tmp_path)
+    journal = _interrupted(inv, state)
+    assert main(_upgrade(inv, state)) == 2
+    err = capsys.readouterr().err
+    assert f"an interrupted upgrade run exists ({journal.path})" in err
+    assert "--resume" in err and "--abandon" in err
+    assert not journal.ended()
+    assert main(_upgrade(inv, state, "--resume", "--abandon")) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_resume_takes_the_recorded_options(tmp_path, capsys):
+    state = _state(tmp_path)
+    inv = _inventory(tmp_path, 3)
+    _interrupted(inv, state, canary=0, batch=3)
+    assert main(_upgrade(inv, state, "--resume", "--dry")) == 0
+    assert "canary=0, batch=3" in capsys.readouterr().out
+    assert main(_upgrade(inv, state, "--resume", "--dry", "--batch", "2")) == 2
+    err = capsys.readouterr().err
+    assert "--batch 2 (the run has 3)" in err and err.count("\n") == 1
+
+
+def test_resumed_params_fill_what_was_not_given_and_refuse_conflicts():
+    params = {name: None for name in RECORDED.values()} | {"accept_audit": (), "batch": 1}
+    merged = resumed_params({"accept_audit": ["driver.not-loaded"], "batch": 4}, params, set(),
+                            "run.jsonl")
+    assert merged["accept_audit"] == ("driver.not-loaded",) and merged["batch"] == 4
+    with pytest.raises(ConfigError, match="--accept-audit \\[\\] \\(the run has"):
+        resumed_params({"accept_audit": ["x"]}, params, {"accept_audit"}, "run.jsonl")
+
+
+def test_two_resumes_of_one_run_cannot_append_to_one_journal(tmp_path, capsys):
+    state = _state(tmp_path)
+    inv = _inventory(tmp_path)
+    journal = _interrupted(inv, state)
+    with hold(state, [f"run:{journal.path.name}"], "upgrade"):
+        code = main(_upgrade(inv, state, "--resume", "--accept-audit", "driver.not-loaded"))
+    err = capsys.readouterr().err
+    assert code == 2 and "is in use by pid" in err
+    assert [r["kind"] for r in journal.records()] == ["run"]
+    assert json.loads(journal.path.read_text().splitlines()[0])["kind"] == "run"
