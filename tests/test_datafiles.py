@@ -39,3 +39,34 @@ def test_bad_yaml_raises_with_the_line(tmp_path: Path) -> None:
     with pytest.raises(yaml.MarkedYAMLError) as info:
         load_yaml("a: 1\nb: [2\n")
     assert info.value.problem_mark is not None and info.value.problem_mark.line >= 1
+
+
+BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{name}: &{name} [{', '.join([f'*{prev}'] * 9)}]\n"
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+def test_an_alias_bomb_is_one_short_error(tmp_path, capsys):
+    """A 1 KB 'billion laughs' profiles file gave a 33 MB error message (issue 29)."""
+    import time
+
+    import yaml
+
+    from gpuhost.cli import main
+    from gpuhost.datafiles import expanded_size, load_yaml
+
+    start = time.monotonic()
+    with pytest.raises(yaml.YAMLError, match="aliases expand the document to more than"):
+        load_yaml(BOMB)
+    assert time.monotonic() - start < 5
+    path = tmp_path / "profiles.yaml"
+    path.write_text(BOMB + "profiles: *i\n")
+    assert main(["matrix", "profile", "list", "--profiles", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 400
+    shared = [1, 2]
+    assert expanded_size({"a": shared, "b": shared}) == 1 + 2 + 3 + 3
+    loop: list = []
+    loop.append(loop)
+    assert expanded_size(loop) > 1_000_000

@@ -33,9 +33,49 @@ def load_yaml(source: str | bytes | IO[str] | IO[bytes]) -> Any:
     bad tag's value, nesting too deep) is a ``yaml.YAMLError`` too: PyYAML raises ValueError,
     OverflowError or RecursionError for those, which callers handling bad YAML did not expect."""
     try:
-        return yaml.load(source, Loader=SAFE_LOADER)
+        data = yaml.load(source, Loader=SAFE_LOADER)
     except (ValueError, OverflowError, RecursionError) as exc:
         raise yaml.YAMLError(f"a value YAML cannot build ({type(exc).__name__}: {exc})") from exc
+    size = expanded_size(data)
+    if size > MAX_EXPANDED_VALUES:
+        raise yaml.YAMLError(
+            f"aliases expand the document to more than {MAX_EXPANDED_VALUES:,} values "
+            "(an alias bomb such as 'billion laughs'?); expected plain data"
+        )
+    return data
+
+
+# What a document may expand to through its aliases (every value counted as often as it is
+# reached): the largest shipped data file is a few thousand values.
+MAX_EXPANDED_VALUES = 1_000_000
+
+
+def expanded_size(data: Any) -> int:
+    """How many values ``data`` holds when every shared part (a YAML alias) is counted each
+    time it is reached; in time linear in the distinct values. A structure that contains
+    itself counts as too large."""
+    sizes: dict[int, int] = {}
+    too_large = MAX_EXPANDED_VALUES + 1
+
+    def size(value: Any, depth: int) -> int:
+        if not isinstance(value, (dict, list)):
+            return 1
+        known = sizes.get(id(value))
+        if known is not None:
+            return known
+        if depth > 1000:
+            return too_large
+        sizes[id(value)] = too_large  # while counting: reaching it again is a cycle
+        items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+        total = 1
+        for item in items:
+            total += size(item, depth + 1)
+            if total > MAX_EXPANDED_VALUES:
+                break
+        sizes[id(value)] = min(total, too_large)
+        return sizes[id(value)]
+
+    return size(data, 0)
 
 
 def yaml_problem(exc: yaml.YAMLError) -> str:
