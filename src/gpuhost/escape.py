@@ -71,21 +71,40 @@ def own_controls(text: str) -> str:
     return text.replace("\x1b", OWN_ESC).replace("\r", OWN_CR)
 
 
+class StreamError(OSError):
+    """Writing to standard output or error failed (``name``: which; ``stream``: the stream)."""
+
+    def __init__(self, errno: int | None, strerror: str | None, name: str, stream: Any) -> None:
+        super().__init__(errno, strerror or "write failed")
+        self.name = name
+        self.stream = stream
+
+
 class EscapingStream:
     """A text stream that shows escaped every control character written to it but gpuhost's
     own (see the module doc); everything else is the wrapped stream's. It has no ``buffer``
     attribute on purpose: nothing can write around it."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], name: str = "the terminal") -> None:
         self._stream = stream
+        self._name = name
 
     @property
     def wrapped(self) -> IO[str]:
         return self._stream
 
     def write(self, text: str) -> int:
-        self._stream.write(terminal_output(text))
+        try:
+            self._stream.write(terminal_output(text))
+        except OSError as exc:  # a full disk, a closed pipe: the CLI says so in one line
+            raise StreamError(exc.errno, exc.strerror, self._name, self._stream) from exc
         return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise StreamError(exc.errno, exc.strerror, self._name, self._stream) from exc
 
     def writelines(self, lines: Any) -> None:
         for line in lines:

@@ -50,6 +50,15 @@ def test_select_limit_by_group_glob_and_shard(inventory):
     assert selection.shard_label == "2/2"
 
 
+def test_an_empty_shard_is_refused_before_any_host_is_audited(inventory, capsys):
+    """audit --shard 3/3 over two hosts wrote a report listing no host, which report merge
+    then refused (issue 29)."""
+    with pytest.raises(ConfigError, match=r"--shard 3/3: selects no host \(2 host\(s\)"):
+        select(inventory, limit="login", shard="3/3")
+    assert main(["audit", inventory, "--limit", "login", "--shard", "3/3"]) == 2
+    assert "--shard 3/3: selects no host" in capsys.readouterr().err
+
+
 def test_unknown_limit_and_missing_inventory_are_config_errors(inventory, tmp_path):
     with pytest.raises(ConfigError, match="--limit nope: matches no host"):
         select(inventory, limit="nope")

@@ -87,3 +87,13 @@ def test_run_here_saves_and_judges_the_real_document(tmp_path, capsys):
     assert json.loads(saved.read_text())["schema"] == 1
     assert_valid(json.loads(saved.read_text()), "smoke-result")
     assert main(["smoke", "judge", str(saved), "--gpus", "1"]) == 1  # but a GPU was expected
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_judge_refuses_a_measurement_that_is_not_a_finite_number(tmp_path, capsys, value):
+    """NaN or infinite measurements passed every threshold of the judge (issue 29)."""
+    doc = gpu_document()
+    find_check(doc, "nccl_allreduce")["numbers"]["busbw_gbps"] = value
+    assert main(["smoke", "judge", _write(tmp_path, doc), "--gpus", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "busbw_gbps" in err and "a finite number or null" in err and err.count("\n") == 1

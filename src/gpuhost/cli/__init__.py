@@ -19,8 +19,8 @@ from collections.abc import Iterator
 import click
 
 from gpuhost import __version__, signals
-from gpuhost.errors import EXIT_USAGE, GpuhostError
-from gpuhost.escape import EscapingStream
+from gpuhost.errors import EXIT_FINDINGS, EXIT_USAGE, GpuhostError
+from gpuhost.escape import EscapingStream, StreamError
 from gpuhost.terminal import colour_allowed
 
 EXIT_SIGINT = 130
@@ -90,11 +90,24 @@ def _escaping_streams() -> Iterator[None]:
     escaped (a host's OSC title or clipboard sequence, CR, backspace, C1 codes are data;
     ``gpuhost.escape``), whichever writer wrote it."""
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = EscapingStream(sys.stdout), EscapingStream(sys.stderr)
+    if sys.stdout is not None:  # None: started with stdout closed (click.echo then drops text)
+        sys.stdout = EscapingStream(sys.stdout, "standard output")
+    if sys.stderr is not None:
+        sys.stderr = EscapingStream(sys.stderr, "standard error")
     try:
         yield
     finally:
         sys.stdout, sys.stderr = saved
+
+
+def _quiet_stream(stream: object) -> None:
+    """Point a stream that failed at /dev/null, so that Python's flush at exit does not print
+    a second error about it."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = stream.fileno()  # type: ignore[attr-defined]
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,6 +140,11 @@ def _main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("gpuhost: interrupted (SIGINT)", err=True)
         code = EXIT_SIGINT
+    except StreamError as exc:  # stdout to /dev/full, a closed pipe: one line, no traceback
+        _quiet_stream(exc.stream)
+        with contextlib.suppress(OSError, ValueError):
+            click.echo(f"gpuhost: error: cannot write to {exc.name}: {exc.strerror}", err=True)
+        code = EXIT_FINDINGS
     except signals.Stopped as exc:
         sigterm = exc.signum == signal.SIGTERM
         name = "terminated (SIGTERM)" if sigterm else "interrupted (SIGINT)"

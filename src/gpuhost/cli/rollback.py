@@ -23,7 +23,7 @@ from gpuhost.cli._options import SECONDS
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, ConfigError, GpuhostError
 from gpuhost.locks import acquire, host_locks
 from gpuhost.signals import StopOnSignals
-from gpuhost.terminal import FleetProgress
+from gpuhost.terminal import FleetProgress, is_terminal
 from gpuhost.upgrade.orchestrate import HostContext, StepFailed, UpgradeOptions
 from gpuhost.upgrade.settings import limit_option, snapshots_dir, state_option
 from gpuhost.upgrade.snapshot import SnapshotStore
@@ -85,7 +85,7 @@ def command(
         click.echo(f"{entry.name}: back to snapshot {ref.id} ({ref.path})")
     what = "restore" + ("" if no_reboot else " and reboot")
     if not yes:
-        if not sys.stdin.isatty():
+        if not is_terminal(sys.stdin):  # closed stdin (None) included
             raise ConfigError(
                 f"rollback would {what} {len(hosts)} host(s); confirm with --yes "
                 "(stdin is not a terminal, nothing was changed)"

@@ -410,7 +410,13 @@ def select(
     label = None
     if shard:
         index, count = parse_shard(shard)
+        selected = len(names)
         names = shard_names(names, index, count)
         label = f"{index}/{count}"
+        if not names:  # its report would list no host: report merge refuses such a report
+            raise ConfigError(
+                f"--shard {label}: selects no host ({selected} host(s) selected, fewer than "
+                f"{count} shards); expected at most {selected} shards"
+            )
     check_hosts(path, inventory, names, uses_profiles, profiles, installs)
     return Selection(path, inventory, names, state, label)

@@ -8,6 +8,7 @@ version, field types) and returns a :class:`SmokeResult`; anything malformed rai
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -172,8 +173,12 @@ def _check(v: _Validator, raw: Any, path: str) -> Check | None:
         for key, number in numbers_raw.items():
             if number is None:
                 numbers[str(key)] = None
-            elif isinstance(number, bool) or not isinstance(number, (int, float)):
-                v.bad(f"{path}.numbers.{key}", number, "a number or null")
+            elif (
+                isinstance(number, bool)
+                or not isinstance(number, (int, float))
+                or not math.isfinite(number)  # NaN passed every threshold comparison
+            ):
+                v.bad(f"{path}.numbers.{key}", number, "a finite number or null")
             else:
                 numbers[str(key)] = float(number)
     if len(v.problems) != before:
