@@ -131,3 +131,27 @@ def test_advisories_sync_from_recorded(tmp_path: Path, capsys: pytest.CaptureFix
     assert "bulletin 5659 (2025-07-15): new" in capsys.readouterr().out
     assert main([*args, "--write"]) == 0 and load_advisories(str(out)).rows == ADVS.rows
     assert main(["matrix", "advisories-sync", "--from", str(tmp_path / "none")]) == 2
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"vulnerabilities": "x"},
+        {"vulnerabilities": [5]},
+        {"product_tree": {"branches": [{"category": 5, "branches": "y"}]}},
+        {"product_tree": {"branches": "y"}},
+    ],
+)
+def test_a_damaged_bulletin_is_one_line_naming_it(tmp_path, capsys, damage):
+    """A CSAF document with fields of the wrong type made advisories-sync raise
+    AttributeError/TypeError (issue 29)."""
+    import shutil
+
+    root = tmp_path / "csaf"
+    shutil.copytree(RECORDED, root)
+    victim = sorted(p for p in root.rglob("*.json") if p.stem.isdigit())[0]
+    victim.write_text(json.dumps(json.loads(victim.read_text()) | damage))
+    code = main(["matrix", "advisories-sync", "--from", str(root), "--check"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert f"{victim}: damaged CSAF bulletin" in err

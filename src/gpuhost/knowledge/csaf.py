@@ -196,6 +196,19 @@ def trim(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def readable_row(doc: dict[str, Any], source: str) -> dict[str, Any] | None:
+    """``bulletin_row(doc)``, or one ConfigError naming ``source`` when the document is damaged
+    (a field of another type than CSAF 2.0 gives it: a string for the vulnerabilities, a
+    number for a branch): a bulletin is data from outside, never a traceback."""
+    try:
+        return bulletin_row(doc)
+    except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
+        raise ConfigError(
+            f"{source}: damaged CSAF bulletin ({type(exc).__name__}: {str(exc)[:120]}); "
+            "expected a CSAF 2.0 document"
+        ) from None
+
+
 def read_bulletins(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     """Every bulletin document (``<id>.json``, not the per-CVE ``CVE-*.json``) under ``root``."""
     out = []

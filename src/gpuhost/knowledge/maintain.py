@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuhost.errors import ConfigError
-from gpuhost.knowledge.csaf import bulletin_row, read_bulletins, render_advisories, trim
+from gpuhost.knowledge.csaf import read_bulletins, readable_row, render_advisories, trim
 from gpuhost.knowledge.pypi import Index
 from gpuhost.knowledge.sync import SyncResult, drift, matrix_drift, render_wheels, sync
 from gpuhost.matrix import load_matrix
@@ -87,8 +87,8 @@ def compare_advisories(root: Path, path: str, record_dir: Path | None = None) ->
 def bulletin_rows(root: Path, record_dir: Path | None = None) -> list[dict[str, Any]]:
     """The advisories rows of every driver / container-toolkit bulletin under ``root``."""
     rows = []
-    for _file, doc in read_bulletins(root):
-        row = bulletin_row(doc)
+    for file, doc in read_bulletins(root):
+        row = readable_row(doc, str(file))
         if row is None:
             continue
         rows.append(row)

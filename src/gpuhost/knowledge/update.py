@@ -35,7 +35,7 @@ import yaml
 from gpuhost import datadir, safeio
 from gpuhost.datafiles import load_yaml
 from gpuhost.errors import GpuhostError, PackageIndexError
-from gpuhost.knowledge.csaf import bulletin_row, render_advisories
+from gpuhost.knowledge.csaf import readable_row, render_advisories
 from gpuhost.knowledge.maintain import wheel_ranges
 from gpuhost.knowledge.pypi import Index
 from gpuhost.knowledge.sync import render_wheels, sync
@@ -132,7 +132,7 @@ def _advisories(index: Index, base: str, today: datetime.date, lines: list[str])
             doc = _json(url, index.text(url))
             if not isinstance(doc, dict) or "document" not in doc:
                 raise PackageIndexError(f"{url}: no 'document' object; expected a CSAF bulletin")
-            row = bulletin_row(doc)
+            row = readable_row(doc, url)
             if row is None:
                 continue
             rows.append(row)
