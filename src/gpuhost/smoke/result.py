@@ -173,11 +173,9 @@ def _check(v: _Validator, raw: Any, path: str) -> Check | None:
         for key, number in numbers_raw.items():
             if number is None:
                 numbers[str(key)] = None
-            elif (
-                isinstance(number, bool)
-                or not isinstance(number, (int, float))
-                or not math.isfinite(number)  # NaN passed every threshold comparison
-            ):
+            elif isinstance(number, bool) or not isinstance(number, (int, float)):
+                v.bad(f"{path}.numbers.{key}", number, "a number or null")
+            elif not math.isfinite(number):  # NaN passed every threshold comparison
                 v.bad(f"{path}.numbers.{key}", number, "a finite number or null")
             else:
                 numbers[str(key)] = float(number)
