@@ -20,13 +20,23 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "gpuhost"
 # Lowest first. A unit may import units of its own layer (without a cycle) and of lower layers.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpuhost", "errors"),  # the root package holds only __version__
-    ("versions", "datafiles", "datadir", "pyinfra_adapter", "connection", "safeio", "statedir",
-     "escape", "locks"),
+    (
+        "versions",
+        "datafiles",
+        "datadir",
+        "pyinfra_adapter",
+        "connection",
+        "safeio",
+        "statedir",
+        "escape",
+        "locks",
+        "output",
+    ),
     ("parsers", "matrix", "smoke", "findings", "schemas"),
     ("probe", "desired", "firewall_roles", "slurm", "readers", "terminal", "knowledge", "signals"),
     ("facts", "inventory"),
     ("operations", "audit"),
-    ("deploys", "fleet", "deploy_runner", "reboot"),
+    ("deploys", "fleet", "deploy_runner", "reboot", "audit_run"),
     ("checks_support", "checks"),
     ("upgrade",),
     ("cli", "__main__"),

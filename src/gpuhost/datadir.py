@@ -116,3 +116,17 @@ def staleness(today: datetime.date | None = None, limit: int | None = None) -> s
         f"warning: gpuhost's data is {age} days old ({info['date']}, {info['origin']}; older "
         f"than {limit} days): run `gpuhost data update` (limit: ${MAX_AGE_ENV})"
     )
+
+
+def status_lines(folder: Path, as_json: bool) -> list[str]:
+    """``gpuhost data status``: the data in use (date, origin), the data directory, the file
+    read for each name, and the staleness warning if any (or one JSON document)."""
+    info = data_info()
+    files = {name: data_path(name) for name in FILES}
+    stale = staleness()
+    if as_json:
+        doc = {"data": info, "data_dir": str(folder), "files": files, "stale": stale}
+        return [json.dumps(doc, indent=2)]
+    lines = [f"data: {info['date']} ({info['origin']})", f"data directory: {folder}"]
+    lines.extend(f"  {name}: {path}" for name, path in files.items())
+    return [*lines, stale] if stale else lines

@@ -49,7 +49,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import click
 import gevent
 from pyinfra.api import Config, State
 from pyinfra.api.connect import disconnect_all
@@ -149,15 +148,6 @@ def _quiet_gevent_warning() -> None:
     # pyinfra_cli patches the stdlib for gevent on import; ssl was imported before (requests),
     # which gevent warns about. gpuhost's pyinfra runs use paramiko sockets, not ssl.
     warnings.filterwarnings("ignore", message="Monkey-patching ssl after ssl")
-
-
-parallel_option = click.option(
-    "--parallel",
-    type=click.IntRange(min=1),
-    help="Hosts connected, prepared and changed at the same time "
-    "[default: 20 per CPU core, at most the number of hosts, as pyinfra].",
-)
-"""``--parallel N`` for the commands that run a deploy (passed on as ``run_deploy(parallel=)``)."""
 
 
 def setup_logging(verbose: bool) -> None:

@@ -20,6 +20,10 @@ from typing import Any
 
 from gpuhost.errors import ConfigError
 
+# The largest file a user hands over that is read (a capture, a smoke result).
+MAX_FILE_BYTES = 50_000_000
+
+
 MAX_BYTES = 50_000_000
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8-sig"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 from gpuhost.errors import ConfigError
@@ -87,3 +88,14 @@ def checked_folder(folder: Path, create: bool = False) -> Path:
     if problem:
         raise _refuse(folder, folder, problem)
     return folder
+
+
+def default_state_dir(env: Mapping[str, str], home: Path) -> Path:
+    """``$GPUHOST_STATE_DIR``, else ``$XDG_STATE_HOME/gpuhost``, else
+    ``<home>/.local/state/gpuhost`` (the XDG base directory default) (pure)."""
+    if env.get("GPUHOST_STATE_DIR"):
+        return Path(env["GPUHOST_STATE_DIR"])
+    xdg = env.get("XDG_STATE_HOME", "")
+    if xdg and Path(xdg).is_absolute():  # the spec: a relative value is to be ignored
+        return Path(xdg) / "gpuhost"
+    return home / ".local" / "state" / "gpuhost"

@@ -2,7 +2,8 @@
 
 - ``colour_enabled(stream)``: colour only on a terminal, never with ``NO_COLOR`` set
   (https://no-color.org) or ``TERM=dumb``; ``gpuhost.cli.main`` applies the same rule to every
-  ``click.echo`` of the CLI.
+  ``click.echo`` of the CLI; ``style`` colours text for a stream by that rule (the same escape
+  codes as ``click.style``: click is the CLI's alone).
 - ``FleetProgress``: per-host lines as hosts finish; on a terminal also one status line kept at
   the bottom (``audit: 37/120 done, 2 failing, 0:14 elapsed``), redrawn in place; elsewhere (a
   pipe, a log file, CI) only the plain per-host lines.
@@ -12,18 +13,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
-from typing import IO, Any
+from collections.abc import Callable, Iterator
+from typing import IO
 
-import click
-
-from gpuhost.escape import OWN_CR, OWN_ESC, own_controls
+from gpuhost.escape import OWN_CR, OWN_ESC, EscapingStream, own_controls
 
 FAILED_COLOURS = {"ok": "green", "warning": "yellow", "error": "red", "unreachable": "magenta"}
 
@@ -44,9 +44,20 @@ def colour_enabled(stream: IO[str]) -> bool:
     return is_terminal(stream) and colour_allowed()
 
 
-def style(text: str, stream: IO[str], **styles: Any) -> str:
-    """``click.style(text, **styles)`` when ``stream`` shows colour, else ``text``."""
-    return own_controls(click.style(text, **styles)) if colour_enabled(stream) else text
+_FG = {"black": 30, "red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36}
+
+
+def ansi(text: str, fg: str | None = None, bold: bool | None = None) -> str:
+    """``text`` in colour ``fg`` (bold, or explicitly not), then reset (as ``click.style``)."""
+    start = f"\x1b[{_FG[fg]}m" if fg else ""
+    if bold is not None:
+        start += "\x1b[1m" if bold else "\x1b[22m"
+    return f"{start}{text}\x1b[0m"
+
+
+def style(text: str, stream: IO[str], fg: str | None = None, bold: bool | None = None) -> str:
+    """``text`` coloured (``ansi``) when ``stream`` shows colour, else ``text``."""
+    return own_controls(ansi(text, fg, bold)) if colour_enabled(stream) else text
 
 
 def verdict_word(verdict: str, stream: IO[str], width: int = 0) -> str:
@@ -149,3 +160,40 @@ class FleetProgress:
         with self.lock:
             self._clear_status()
             self.stream.flush()
+
+
+def tolerant_streams() -> None:
+    """Text the terminal's encoding cannot show (a host named 'gpu-日本' under
+    PYTHONIOENCODING=ascii or LANG=C, a lone surrogate from a byte name) is escaped, not a
+    UnicodeEncodeError in the middle of a fleet run."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # closed or detached: leave it
+                reconfigure(errors="backslashreplace")
+
+
+@contextlib.contextmanager
+def escaping_streams() -> Iterator[None]:
+    """Everything written to stdout and stderr while a command runs shows control characters
+    escaped (a host's OSC title or clipboard sequence, CR, backspace, C1 codes are data;
+    ``gpuhost.escape``), whichever writer wrote it."""
+    saved = sys.stdout, sys.stderr
+    if sys.stdout is not None:  # None: started with stdout closed (click.echo then drops text)
+        sys.stdout = EscapingStream(sys.stdout, "standard output")
+    if sys.stderr is not None:
+        sys.stderr = EscapingStream(sys.stderr, "standard error")
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def quiet_stream(stream: object) -> None:
+    """Point a stream that failed at /dev/null, so that Python's flush at exit does not print
+    a second error about it."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = stream.fileno()  # type: ignore[attr-defined]
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)

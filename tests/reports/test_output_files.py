@@ -11,8 +11,8 @@ import os
 import pytest
 
 from gpuhost.cli import main
-from gpuhost.cli._output import write_output
 from gpuhost.errors import ConfigError
+from gpuhost.output import write_output
 from tests.reports.fleet_data import fleet_report
 
 

@@ -145,7 +145,7 @@ def test_read_json_gives_json_or_one_config_error(tmp_path: Path, data: bytes) -
 
 
 def _merge_gives_report_or_error(tmp_path: Path, doc: object) -> None:
-    from gpuhost.cli.report import merge_reports
+    from gpuhost.audit.report.merge import merge_reports
 
     path = tmp_path / "shard.json"
     path.write_text(json.dumps(doc), encoding="utf-8")

@@ -205,7 +205,7 @@ def test_matrix_validate_checks_the_shipped_peaks(tmp_path, capsys, monkeypatch)
     assert main(["matrix", "validate"]) == 0
     assert "gpu_peaks.yaml: valid" in capsys.readouterr().out
     bad = _write_peaks(tmp_path, lambda d: d["gpus"][0].update(memory_gbps="fast"))
-    monkeypatch.setattr("gpuhost.cli.matrix.load_peaks", lambda: load_peaks(bad))
+    monkeypatch.setattr("gpuhost.matrix.peaks.load_peaks", lambda: load_peaks(bad))
     assert main(["matrix", "validate"]) == 2
     err = capsys.readouterr().err.strip()
     assert "gpus[0].memory_gbps" in err and len(err.splitlines()) == 1 and "Traceback" not in err

@@ -186,7 +186,7 @@ def test_a_driver_in_a_security_bulletin_is_a_reason_to_upgrade_not_to_refuse() 
 def test_state_dir_defaults_to_a_per_user_folder(tmp_path) -> None:
     from pathlib import Path
 
-    from gpuhost.upgrade.settings import default_state_dir
+    from gpuhost.statedir import default_state_dir
 
     home = Path("/home/op")
     assert default_state_dir({}, home) == home / ".local/state/gpuhost"

@@ -4,7 +4,10 @@ neither reaches into the other."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -59,3 +62,23 @@ def pytest_argv(
             "junit_suite_name=gpuhost-check",
         ]
     return argv + list(extra)
+
+
+def run_pytest(argv: list[str], grace: float = 2.0) -> int:
+    """Run pytest and return its exit code. When gpuhost is stopped (Ctrl-C, SIGTERM), pytest
+    gets the chance to end as pytest does (its clean-up removes the run's ssh_config folder):
+    ``grace`` seconds to end by itself (a Ctrl-C in a terminal reached it too), then a SIGINT
+    and 5 s more; only then is it killed."""
+    proc = subprocess.Popen(argv)
+    try:
+        return proc.wait()
+    except BaseException:
+        for nudge in (None, signal.SIGINT):
+            if nudge is not None and proc.poll() is None:
+                proc.send_signal(nudge)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=grace if nudge is None else 5)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        raise

@@ -14,14 +14,13 @@ import os
 import pkgutil
 import signal
 import sys
-from collections.abc import Iterator
 
 import click
 
 from gpuhost import __version__, signals
 from gpuhost.errors import EXIT_FINDINGS, EXIT_USAGE, GpuhostError
-from gpuhost.escape import EscapingStream, StreamError
-from gpuhost.terminal import colour_allowed
+from gpuhost.escape import StreamError
+from gpuhost.terminal import colour_allowed, escaping_streams, quiet_stream, tolerant_streams
 
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
@@ -73,54 +72,17 @@ def _quit_now(signum: int, line: str) -> None:
     os._exit(128 + signum)
 
 
-def _tolerant_streams() -> None:
-    """Text the terminal's encoding cannot show (a host named 'gpu-日本' under
-    PYTHONIOENCODING=ascii or LANG=C, a lone surrogate from a byte name) is escaped, not a
-    UnicodeEncodeError in the middle of a fleet run."""
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:
-            with contextlib.suppress(ValueError, OSError):  # closed or detached: leave it
-                reconfigure(errors="backslashreplace")
-
-
-@contextlib.contextmanager
-def _escaping_streams() -> Iterator[None]:
-    """Everything written to stdout and stderr while a command runs shows control characters
-    escaped (a host's OSC title or clipboard sequence, CR, backspace, C1 codes are data;
-    ``gpuhost.escape``), whichever writer wrote it."""
-    saved = sys.stdout, sys.stderr
-    if sys.stdout is not None:  # None: started with stdout closed (click.echo then drops text)
-        sys.stdout = EscapingStream(sys.stdout, "standard output")
-    if sys.stderr is not None:
-        sys.stderr = EscapingStream(sys.stderr, "standard error")
-    try:
-        yield
-    finally:
-        sys.stdout, sys.stderr = saved
-
-
-def _quiet_stream(stream: object) -> None:
-    """Point a stream that failed at /dev/null, so that Python's flush at exit does not print
-    a second error about it."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        fd = stream.fileno()  # type: ignore[attr-defined]
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, fd)
-        os.close(null)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return (and exit with) 0 ok, 1 findings/incompatible, 2 bad input, 130 on
     SIGINT (Ctrl-C) and 143 on SIGTERM, each with one line."""
-    with _escaping_streams():
+    with escaping_streams():
         return _main(argv)
 
 
 def _main(argv: list[str] | None = None) -> int:
     signals.on_quit(_quit_now)
     previous = signals.unwind_on_signals() if argv is None else {}
-    _tolerant_streams()
+    tolerant_streams()
     # NO_COLOR (https://no-color.org) or TERM=dumb: click.echo strips every style; else click
     # colours only on a terminal.
     color = None if colour_allowed() else False
@@ -141,7 +103,7 @@ def _main(argv: list[str] | None = None) -> int:
         click.echo("gpuhost: interrupted (SIGINT)", err=True)
         code = EXIT_SIGINT
     except StreamError as exc:  # stdout to /dev/full, a closed pipe: one line, no traceback
-        _quiet_stream(exc.stream)
+        quiet_stream(exc.stream)
         with contextlib.suppress(OSError, ValueError):
             click.echo(f"gpuhost: error: cannot write to {exc.name}: {exc.strerror}", err=True)
         code = EXIT_FINDINGS

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from gpuhost.knowledge.maintain import compare_advisories, compare_wheels, write_text
-from gpuhost.knowledge.pypi import DEFAULT_INDEX, DirectoryIndex, HttpIndex, Index
+from gpuhost.knowledge.pypi import DEFAULT_INDEX, make_index
 from gpuhost.knowledge.sync import record
 from gpuhost.matrix.advisories import default_advisories_path
 from gpuhost.matrix.wheeldata import default_wheels_path
@@ -69,7 +69,7 @@ def sync_cmd(
       gpuhost matrix sync --check
     """
     path = wheels_file or default_wheels_path()
-    index: Index = DirectoryIndex(Path(from_dir), index_url) if from_dir else HttpIndex(index_url)
+    index = make_index(from_dir, index_url)
     found = compare_wheels(index, path)
     for line in found.lines:
         click.echo(line)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from gpuhost.findings import FAIL_ON
 from gpuhost.fleet import DEFAULT_CONNECT_TIMEOUT_S
+from gpuhost.statedir import check_state_dir, default_state_dir
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,3 +61,42 @@ def fail_on_option(what: str) -> Callable[[F], F]:
         "rated an error (CVSS >= advisories.yaml's error_at_cvss) affects the driver or "
         "container toolkit (security).",
     )
+
+
+parallel_option = click.option(
+    "--parallel",
+    type=click.IntRange(min=1),
+    help="Hosts connected, prepared and changed at the same time "
+    "[default: 20 per CPU core, at most the number of hosts, as pyinfra].",
+)
+"""``--parallel N`` for the commands that run a deploy (passed on as ``run_deploy(parallel=)``)."""
+
+
+def state_option(func: F) -> F:
+    """``--state-dir`` (``gpuhost.upgrade.settings``: snapshots, journals, locks, logs)."""
+    return click.option(
+        "--state-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=lambda: default_state_dir(os.environ, Path.home()),
+        show_default="$GPUHOST_STATE_DIR, else $XDG_STATE_HOME/gpuhost, else "
+        "~/.local/state/gpuhost",
+        callback=_checked_state_dir,
+        help="Controller-side folder for snapshots/, runs/ (upgrade journals), locks/ and logs/ "
+        "(owned by you or root, writable by no one else).",
+    )(func)
+
+
+def _checked_state_dir(ctx: click.Context, param: click.Parameter, value: Path) -> Path:
+    """The state folder is checked before any command reads or writes it (gpuhost.statedir)."""
+    check_state_dir(value)
+    return value
+
+
+def limit_option(func: F) -> F:
+    """``--limit`` as every gpuhost command reads it (``gpuhost.inventory.loader.limit_names``)."""
+    return click.option(
+        "--limit",
+        multiple=True,
+        metavar="HOSTS",
+        help="Only these hosts or groups (comma list, globs; repeatable), as for other commands.",
+    )(func)

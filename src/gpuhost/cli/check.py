@@ -12,18 +12,15 @@ runs), or pytest's own usage error (4), no check selected (5), interrupted (2) o
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 from pathlib import Path
 
 import click
 
-from gpuhost.checks.run import TIERS, checks_dir, pytest_argv
+from gpuhost.checks.run import TIERS, checks_dir, pytest_argv, run_pytest
 from gpuhost.checks_support.inventory import LOCAL, load_hosts
-from gpuhost.cli._output import check_output_path
 from gpuhost.errors import ConfigError
+from gpuhost.output import check_output_path
 
 
 @click.command("check")
@@ -86,14 +83,10 @@ def command(
     if junit is not None:  # pytest made missing folders and raised on a file in the path
         check_output_path(str(junit), "--junit")
     if tier == "health" or drain or node:
-        from gpuhost.checks_support.health import run_health
+        from gpuhost.checks_support.health import check_health_request, run_health
 
-        if tier != "health" or inventory != LOCAL or limit or junit or profiles or pytest_args:
-            raise ConfigError(
-                "--tier health checks this machine only: gpuhost check @local --tier health "
-                "[--drain [--node NAME]] (no inventory, --limit, --junit, --profiles or pytest "
-                "arguments; --drain and --node need --tier health)"
-            )
+        others = inventory != LOCAL or bool(limit or junit or profiles or pytest_args)
+        check_health_request(tier, others)
         return run_health(drain, node, click.echo)
     if profiles:  # the checks run in pytest's folder: the file as this folder sees it
         from gpuhost.inventory.profiles import profile_table
@@ -103,26 +96,6 @@ def command(
     load_hosts(None if inventory == LOCAL else inventory, limit, profiles)  # bad input: exit 2
     argv = pytest_argv(checks_dir(), inventory, tier, limit, junit, pytest_args, profiles)
     return pytest_exit(run_pytest(argv))
-
-
-def run_pytest(argv: list[str], grace: float = 2.0) -> int:
-    """Run pytest and return its exit code. When gpuhost is stopped (Ctrl-C, SIGTERM), pytest
-    gets the chance to end as pytest does (its clean-up removes the run's ssh_config folder):
-    ``grace`` seconds to end by itself (a Ctrl-C in a terminal reached it too), then a SIGINT
-    and 5 s more; only then is it killed."""
-    proc = subprocess.Popen(argv)
-    try:
-        return proc.wait()
-    except BaseException:
-        for nudge in (None, signal.SIGINT):
-            if nudge is not None and proc.poll() is None:
-                proc.send_signal(nudge)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=grace if nudge is None else 5)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        raise
 
 
 PYTEST_CODES = {

@@ -4,7 +4,6 @@ The work is in :mod:`gpuhost.knowledge.update`; this module parses options and p
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import click
 from gpuhost import datadir
 from gpuhost.cli._matrix_sync import from_dir_option, index_option
 from gpuhost.errors import DataUpdateError, GpuhostError
-from gpuhost.knowledge.pypi import DirectoryIndex, HttpIndex, Index
+from gpuhost.knowledge.pypi import make_index
 from gpuhost.knowledge.update import CSAF_BASE, CUDA_REDIST, collect, install
 
 _DATA_DIR = click.option(
@@ -52,20 +51,8 @@ def status_cmd(data_dir: str | None, as_json: bool) -> int:
     Example:
       gpuhost data status --json
     """
-    folder = _use(data_dir)
-    info = datadir.data_info()
-    files = {name: datadir.data_path(name) for name in datadir.FILES}
-    stale = datadir.staleness()
-    if as_json:
-        doc = {"data": info, "data_dir": str(folder), "files": files, "stale": stale}
-        click.echo(json.dumps(doc, indent=2))
-        return 0
-    click.echo(f"data: {info['date']} ({info['origin']})")
-    click.echo(f"data directory: {folder}")
-    for name, path in files.items():
-        click.echo(f"  {name}: {path}")
-    if stale:
-        click.echo(stale)
+    for line in datadir.status_lines(_use(data_dir), as_json):
+        click.echo(line)
     return 0
 
 
@@ -103,9 +90,7 @@ def update_cmd(
     folder = _use(data_dir)
     before = datadir.data_info()
     try:
-        index: Index = (
-            DirectoryIndex(Path(from_dir), index_url) if from_dir else HttpIndex(index_url)
-        )
+        index = make_index(from_dir, index_url)
         found = collect(index, csaf_base=csaf_url, cuda_redist=redist_url)
         install(found, folder)
     except GpuhostError as exc:

@@ -21,9 +21,8 @@ from __future__ import annotations
 import click
 
 from gpuhost.cli._deploy import run_and_report
-from gpuhost.cli._options import connect_timeout_option
-from gpuhost.deploy_runner import exit_code, parallel_option, setup_logging
-from gpuhost.facts.firewall import RULESET_PATH
+from gpuhost.cli._options import connect_timeout_option, parallel_option
+from gpuhost.deploy_runner import exit_code, setup_logging
 from gpuhost.terminal import FleetProgress
 
 
@@ -51,7 +50,7 @@ def command(
     Example:
       gpuhost harden inventories/fleet.py --dry
     """
-    from gpuhost.deploys.harden import harden, planned_rulesets
+    from gpuhost.deploys.harden import harden, planned_rulesets, ruleset_text
 
     setup_logging(verbose)
     planned_rulesets.clear()
@@ -70,14 +69,3 @@ def command(
             if outcome.status == "ok":
                 click.echo(ruleset_text(outcome.name, planned_rulesets.get(outcome.name)), nl=False)
     return exit_code(outcomes, refused_is_usage=False)
-
-
-def ruleset_text(name: str, ruleset: str | None) -> str:
-    """What ``--dry`` prints per host: the exact nftables file, after a comment naming the host
-    (so one host's part is itself a valid ``nft -f`` file), or why there is none."""
-    if ruleset is None:
-        return (
-            f"# {name}: no gpuhost firewall (not asked for: set gpuhost_firewall_roles, "
-            "gpuhost_firewall_allow_tcp or gpuhost_firewall_enabled: true)\n"
-        )
-    return f"# {name}: {RULESET_PATH} would be:\n{ruleset}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from gpuhost.cli._output import write_output
+from gpuhost.output import write_output
 
 
 @click.group("inventory")

@@ -4,8 +4,6 @@ affected by a security bulletin rated an error), 2 bad input."""
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 from typing import Any
 
 import click
@@ -13,37 +11,23 @@ import click
 from gpuhost.cli._dataage import warn_if_stale
 from gpuhost.cli._matrix_sync import advisories_sync_cmd, sync_cmd
 from gpuhost.cli._options import fail_on_option
-from gpuhost.cli._output import write_output
 from gpuhost.datadir import data_info
-from gpuhost.datafiles import installable_os
 from gpuhost.errors import ConfigError
 from gpuhost.findings import Finding, fails
 from gpuhost.matrix import (
     NoCompatibleSet,
     check_stack,
-    gpu_info,
     load_matrix,
     resolve_stack,
+    show,
     verdict,
 )
 from gpuhost.matrix.advisories import Exposure, exposure, load_advisories
 from gpuhost.matrix.frameworks import framework_answer
-from gpuhost.matrix.gpus import unknown_gpu_hint
-from gpuhost.matrix.lookup import arch_cuda_range, cc_covered, cudnn_packages, package_runs_on
-from gpuhost.matrix.peaks import default_peaks_path, load_peaks
 from gpuhost.matrix.profiles import get_profile, load_profiles, verify_profile
 from gpuhost.matrix.render import render_markdown
-
-_MARK = {"info": "ok  ", "warning": "WARN", "error": "FAIL"}
-
-
-def _as_of(value: str | None) -> dt.date | None:
-    if value is None:
-        return None
-    try:
-        return dt.date.fromisoformat(value)
-    except ValueError as exc:
-        raise ConfigError(f'--as-of: "{value}" is not a date (expected YYYY-MM-DD)') from exc
+from gpuhost.matrix.show import as_of_date, check_os_option
+from gpuhost.output import write_output
 
 
 def _print_answers(
@@ -53,31 +37,10 @@ def _print_answers(
     fail_on: str,
     data: dict[str, Any] | None = None,
 ) -> int:
-    """The two answers, never mixed: the compatibility verdict of ``findings`` and the security
-    exposure; exit 1 on an incompatible set, or with ``fail_on`` "security" on an exposure rated
-    an error. ``data``: the knowledge data's date and origin (``--json``)."""
-    if as_json:
-        answer: dict[str, Any] = {
-            "verdict": verdict(findings),
-            "findings": [f.to_json() for f in findings],
-            "security": security.to_json(),
-        }
-        if data is not None:
-            answer["data"] = data
-        click.echo(json.dumps(answer, indent=2))
-    else:
-        for f in findings:
-            click.echo(f"{_MARK[f.severity]} {f.rule}: {f.message}")
-            click.echo(f"     source: {f.source}")
-        click.echo(f"verdict: {verdict(findings)}")
-        for f in security.findings:
-            click.echo(f"{_MARK[f.severity]} {f.rule}: {f.message}")
-            click.echo(f"     source: {f.source}")
-        if security.checked:
-            counted = (
-                "" if fail_on == "security" else " (in the exit status with --fail-on security)"
-            )
-            click.echo(f"security: {security.verdict}{counted}")
+    """The two answers, never mixed (``matrix.show.answer_lines``); exit 1 on an incompatible
+    set, or with ``fail_on`` "security" on an exposure rated an error."""
+    for line in show.answer_lines(findings, security, as_json, fail_on, data):
+        click.echo(line)
     return 1 if fails(verdict(findings), security.verdict, fail_on) else 0
 
 
@@ -164,7 +127,7 @@ def check_cmd(
         frameworks=list(frameworks),
         fabric_manager=fabric_manager,
         container_toolkit=container_toolkit,
-        as_of=_as_of(as_of),
+        as_of=as_of_date(as_of),
     )
     security = exposure(load_advisories(), driver=driver, container_toolkit=container_toolkit)
     warn_if_stale()
@@ -196,11 +159,7 @@ def resolve_cmd(
     Example:
       gpuhost matrix resolve --gpu H100 --framework torch==2.5.1
     """
-    if os_id is not None and os_id not in installable_os():
-        raise ConfigError(
-            f"--os {os_id!r}: not an OS gpuhost can provision; expected one of "
-            f"{', '.join(installable_os())} (docs/provision.md lists what each is tested on)"
-        )
+    check_os_option(os_id)
     try:
         res = resolve_stack(
             load_matrix(),
@@ -208,38 +167,14 @@ def resolve_cmd(
             frameworks=list(frameworks),
             cuda=cuda,
             os=os_id,
-            as_of=_as_of(as_of),
+            as_of=as_of_date(as_of),
         )
     except NoCompatibleSet as exc:
-        if as_json:
-            click.echo(
-                json.dumps(
-                    {
-                        "driver": None,
-                        "cuda": None,
-                        "cudnn": None,
-                        "frameworks": {},
-                        "explain": exc.reasons,
-                    },
-                    indent=2,
-                )
-            )
-        else:
-            click.echo("no compatible set:")
-            for reason in exc.reasons:
-                click.echo(f"  - {reason}")
+        for line in show.no_set_lines(exc.reasons, as_json):
+            click.echo(line)
         return 1
-    if as_json:
-        click.echo(json.dumps(res.to_json(), indent=2))
-        return 0
-    click.echo(f"driver:  R{res.driver_branch} (>= {res.driver_min_version})")
-    click.echo(f"cuda:    {res.cuda}")
-    click.echo(f"cudnn:   {res.cudnn or 'none'}")
-    for name, pin in res.frameworks.items():
-        click.echo(f"{name + ':':8} {pin}")
-    click.echo("why:")
-    for line in res.explain:
-        click.echo(f"  - {line}")
+    for line in show.resolution_lines(res, as_json):
+        click.echo(line)
     return 0
 
 
@@ -261,96 +196,15 @@ def show_cmd(gpu: str | None, framework: str | None, as_json: bool) -> int:
     """
     m = load_matrix()
     if framework is not None:
-        return _show_framework(framework_answer(m, framework), as_json)
-    if as_json:
+        lines = show.framework_lines(framework_answer(m, framework), as_json)
+    elif as_json:
         raise ConfigError("--json: only with --framework (torch==X or tensorflow==X)")
-    if gpu is None:
-        rows = [
-            (
-                minor.version,
-                minor.ga.min_driver,
-                minor.newest.min_driver,
-                m.minor_compat[minor.major].min_driver,
-            )
-            for minor in reversed(m.cuda)
-        ]
-        click.echo(f"{'CUDA':6} {'GA driver':>12} {'newest update':>14} {'minor-compat floor':>19}")
-        for r in rows:
-            click.echo(f"{r[0]:6} {r[1]:>12} {r[2]:>14} {r[3]:>19}")
-        click.echo(
-            f"\n{len(m.gpus)} GPU models, {len(m.cudnn)} cuDNN releases, {len(m.pytorch)} "
-            f"PyTorch releases, {len(m.tensorflow)} TensorFlow releases; "
-            "gpuhost matrix render writes everything to docs/matrix.md"
-        )
-        return 0
-    info = gpu_info(m, gpu)
-    if info is None:
-        raise ConfigError(
-            f'--gpu "{gpu}": not a GPU the compatibility matrix lists; {unknown_gpu_hint(m, gpu)}'
-        )
-    arch = m.architecture_of(info.compute_capability)
-    assert arch is not None
-    cc = info.compute_capability
-    click.echo(f"{info.name}: {info.model}")
-    click.echo(
-        f"  compute capability  {cc} ({info.architecture}; source {info.source}, {info.confidence})"
-    )
-    click.echo(f"  CUDA                {arch_cuda_range(arch, cc)}")
-    last = f"R{info.last_driver_branch}" if info.last_driver_branch else "current"
-    click.echo(f"  last driver branch  {last}")
-    click.echo(
-        f"  clocks              {info.clock_policy}"
-        f"{' (GPU and memory)' if info.locked_memory_clocks else ''}"
-    )
-    click.echo(f"  kernel modules      {', '.join(info.kernel_modules)}")
-    fm = {None: "depends on the system (NVSwitch)", False: "not used (PCIe)"}.get(
-        info.fabric_manager, "yes"
-    )
-    click.echo(f"  fabric manager      {fm}")
-    cudnn = [
-        r.version
-        for r in m.cudnn
-        if any(package_runs_on(p, cc, arch) for p in cudnn_packages(r, None))
-    ]
-    click.echo(f"  cuDNN               {', '.join(cudnn) or 'none listed'}")
-    wheels = [
-        f"{t.version} {v.tag}"
-        for t in m.pytorch
-        for v in t.variants
-        if v.archs is not None and cc_covered(v.archs, cc)
-    ]
-    click.echo(f"  torch wheels        {', '.join(wheels) or 'none confirmed'}")
-    return 0
-
-
-def _show_framework(answer: dict[str, Any], as_json: bool) -> int:
-    if as_json:
-        click.echo(json.dumps(answer, indent=2))
-        return 0
-    head = f"{answer['framework']} {answer['version']}"
-    if "released" in answer:
-        head += f" (released {answer['released']}, Python {', '.join(answer['python'])})"
-    click.echo(head)
-    default = answer["default_variant"]
-    if default is None:
-        click.echo(f"  default build   unknown: {answer.get('default_variant_unknown')}")
+    elif gpu is None:
+        lines = show.summary_lines(m)
     else:
-        libs = ", ".join(
-            f"{k} {default[k]}" for k in ("cuda", "cudnn", "cublas", "nccl") if default.get(k)
-        )
-        floor = "" if default.get("exact", True) else " (or newer)"
-        click.echo(f"  default build   {default['variant']}: {libs}{floor}")
-        click.echo(f"                  {default['install']}")
-    for var in answer["variants"]:
-        archs = ", ".join(var["archs"]) if var["archs"] else "archs unknown"
-        cudnn = f", cuDNN {var['cudnn']}" if var["cudnn"] else ""
-        click.echo(f"  {var['variant']:15} CUDA {var['cuda']}{cudnn}, {var['channel']}, {archs}")
-        click.echo(f"                  {var['install']}")
-    if "tested" in answer:
-        t = answer["tested"]
-        click.echo(f"  tested with     CUDA {t['cuda']}, cuDNN {t['cudnn']} ({t['version']})")
-    for url in answer["sources"]:
-        click.echo(f"  source          {url}")
+        lines = show.gpu_lines(m, gpu)
+    for line in lines:
+        click.echo(line)
     return 0
 
 
@@ -364,19 +218,8 @@ def validate_cmd(file: str | None) -> int:
     Example:
       gpuhost matrix validate
     """
-    m = load_matrix(file)
-    click.echo(
-        f"{m.path}: valid ({len(m.cuda)} CUDA releases, {len(m.architectures)} "
-        f"architectures, {len(m.gpus)} GPU models, {len(m.cudnn)} cuDNN, "
-        f"{len(m.pytorch)} PyTorch, {len(m.tensorflow)} TensorFlow, "
-        f"{len(m.driver_branches)} driver branches)"
-    )
-    if file is None:
-        peaks = load_peaks()
-        click.echo(
-            f"{default_peaks_path()}: valid ({len(peaks.gpus)} GPU models with published peaks, "
-            f"{len(peaks.no_reference)} listed without)"
-        )
+    for line in show.validated_lines(load_matrix(file), shipped=file is None):
+        click.echo(line)
     return 0
 
 
@@ -458,7 +301,7 @@ def profile_verify_cmd(
       gpuhost matrix profile verify nvidia-repo-580-cuda13.0 --gpu H100
     """
     profile = get_profile(load_profiles(profiles_file), name)
-    findings = verify_profile(load_matrix(), profile, list(gpus), as_of=_as_of(as_of))
+    findings = verify_profile(load_matrix(), profile, list(gpus), as_of=as_of_date(as_of))
     security = exposure(
         load_advisories(),
         driver=profile.driver_version,

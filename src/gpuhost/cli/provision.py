@@ -23,20 +23,14 @@ the others run their operations without waiting for each other (``gpuhost.deploy
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
 
 from gpuhost.cli._deploy import run_and_report
-from gpuhost.cli._options import connect_timeout_option
-from gpuhost.deploy_runner import exit_code, parallel_option, setup_logging
+from gpuhost.cli._options import connect_timeout_option, parallel_option
+from gpuhost.deploy_runner import exit_code, setup_logging
+from gpuhost.inventory.profiles import PROFILES_FILE_KEY, advisory_warnings
 from gpuhost.matrix.profiles import load_profiles
 from gpuhost.terminal import FleetProgress
-
-if TYPE_CHECKING:
-    from gpuhost.inventory.loader import Selection
-
-PROFILES_FILE_KEY = "gpuhost_profiles_file"
 
 
 @click.command("provision")
@@ -95,7 +89,9 @@ def command(
         connect_timeout=connect_timeout,
         progress=FleetProgress(0, "provision"),  # a status line on a terminal, else nothing
         uses_profiles=True,
-        on_selected=lambda selection: _warn(advisory_warnings(selection)),
+        on_selected=lambda selection: _warn(
+            advisory_warnings(selection.data(name) for name in selection.names)
+        ),
     )
     if stop.received and reboot and not dry:  # every host finished; the signal stops the reboot
         raise stop.stopped(
@@ -104,52 +100,18 @@ def command(
             "on converged hosts)"
         )
     code = exit_code(outcomes, refused_is_usage=True)
-    if stop.received:  # every host finished before the signal: the run's own result
+    if stop.received or dry:  # every host finished before the signal: the run's own result
         return code
-    if reboot and not dry:
-        from gpuhost.upgrade.reboot_hosts import reboot_fleet
+    from gpuhost.upgrade.reboot_hosts import after_provision
 
-        done = [o.name for o in outcomes if o.status == "ok"]
-        if reboot_fleet(inventory, done, reboot_timeout, click.echo):
-            code = max(code, 1)
-    elif not dry:
-        from gpuhost.upgrade.reboot_hosts import report_reboot_needed
+    still = after_provision(inventory, outcomes, reboot, reboot_timeout, click.echo, _warn_line)
+    return max(code, 1) if still else code
 
-        # only hosts this run changed: a converged re-run stays one fact-gathering pass; on
-        # stderr, a note after the per-host result lines (stdout keeps one line per host)
-        changed = [o.name for o in outcomes if o.status == "ok" and o.changed]
-        report_reboot_needed(inventory, changed, lambda line: click.echo(line, err=True))
-    return code
+
+def _warn_line(line: str) -> None:
+    click.echo(line, err=True)
 
 
 def _warn(lines: list[str]) -> None:
     for line in lines:
-        click.echo(line, err=True)
-
-
-def advisory_warnings(selection: Selection) -> list[str]:
-    """One warning line per profile of this run whose driver or container toolkit NVIDIA's
-    security bulletins name (``gpuhost.matrix.advisories``, as ``gpuhost matrix profile verify``
-    and the audit's security.* rules judge): provision installs it all the same (Debian's own
-    driver must stay installable), but says so once, not per host."""
-    from gpuhost.inventory.profiles import profile_table
-    from gpuhost.matrix.advisories import load_advisories, security_findings
-
-    advisories = load_advisories()
-    lines: list[str] = []
-    for name in selection.names:
-        data = selection.data(name)
-        profile = profile_table(None, data).get(str(data.get("gpuhost_profile") or ""))
-        if profile is None:
-            continue
-        findings = security_findings(
-            advisories, driver=profile.driver_version, container_toolkit=profile.container_toolkit
-        )
-        line = (
-            f"warning: profile {profile.name}: "
-            + "; ".join(f.message for f in findings)
-            + " (provision installs it as the profile says)"
-        )
-        if findings and line not in lines:
-            lines.append(line)
-    return lines
+        _warn_line(line)

@@ -7,8 +7,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,13 +14,13 @@ from typing import Any, TypeVar
 
 import click
 
-from gpuhost.cli._output import write_output
-from gpuhost.cli.parse import MAX_FILE_BYTES
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK
-from gpuhost.matrix.peaks import smoke_references
-from gpuhost.readers import read_text
-from gpuhost.smoke.judge import Expectations, Verdict, gpu_names, has_failures, judge
-from gpuhost.smoke.result import SmokeResult, parse_result_text
+from gpuhost.matrix.peaks import smoke_expectations
+from gpuhost.output import write_output
+from gpuhost.readers import MAX_FILE_BYTES, read_text
+from gpuhost.smoke.judge import has_failures, judge
+from gpuhost.smoke.report import report_lines
+from gpuhost.smoke.result import parse_result_text
 from gpuhost.smoke.runner import FRAMEWORK_CHOICES, run_local_text
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,32 +38,9 @@ def _judge_document(
     GPUs' published peaks (data/gpu_peaks.yaml; --min-ratio overrides its fractions) and print
     the verdicts; the exit code."""
     result = parse_result_text(text, source)
-    expectations = Expectations(
-        gpu_count=gpus,
-        driver_max_cuda=driver_cuda,
-        min_ratio=min_ratio,
-        references=smoke_references(gpu_names(result), min_ratio=min_ratio),
-    )
-    return _report(result, judge(result, expectations), as_json)
-
-
-def _report(result: SmokeResult, verdicts: list[Verdict], as_json: bool) -> int:
-    if as_json:
-        doc = {
-            "host": result.host,
-            "python": result.python_executable,
-            "verdicts": [dataclasses.asdict(v) | {"id": v.id} for v in verdicts],
-        }
-        click.echo(json.dumps(doc, indent=1))
-    else:
-        click.echo(f"smoke test on {result.host} with {result.python_executable}")
-        width = max((len(v.id) for v in verdicts), default=0)
-        for v in verdicts:
-            click.echo(f"{v.outcome:<13} {v.id:<{width}}  {v.message}")
-        counts = {
-            o: sum(v.outcome == o for v in verdicts) for o in ("PASS", "FAIL", "COULD-NOT-RUN")
-        }
-        click.echo(", ".join(f"{n} {o}" for o, n in counts.items()))
+    verdicts = judge(result, smoke_expectations(result, gpus, driver_cuda, min_ratio))
+    for line in report_lines(result, verdicts, as_json):
+        click.echo(line)
     return EXIT_FINDINGS if has_failures(verdicts) else EXIT_OK
 
 

@@ -17,38 +17,16 @@ stopped early, 2 bad input, 130 / 143 stopped by SIGINT / SIGTERM.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import click
+from click.core import ParameterSource
 
-from gpuhost.cli._options import SECONDS
-from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, ConfigError
-from gpuhost.locks import acquire, host_locks
-from gpuhost.signals import StopOnSignals
-from gpuhost.terminal import FleetProgress
+from gpuhost.cli._options import SECONDS, limit_option, state_option
+from gpuhost.errors import EXIT_FINDINGS, EXIT_OK
+from gpuhost.locks import acquire
 from gpuhost.upgrade.drain import DRAIN_MODES
-from gpuhost.upgrade.journal import SUCCESSFUL_OUTCOMES, Journal, find_resumable
-from gpuhost.upgrade.orchestrate import (
-    Interrupted,
-    Orchestrator,
-    UpgradeOptions,
-    describe_plan,
-)
-from gpuhost.upgrade.progress import Progress, print_summary
-from gpuhost.upgrade.resume import RECORDED, explicit_params, option_record, resumed_params
-from gpuhost.upgrade.settings import (
-    limit_option,
-    load_provider_config,
-    runs_dir,
-    snapshots_dir,
-    state_option,
-)
-
-if TYPE_CHECKING:
-    from gpuhost.findings import Finding
-    from gpuhost.inventory.loader import InventoryHost
-    from gpuhost.matrix.profiles import Profile
+from gpuhost.upgrade.progress import summary_lines
 
 
 @click.command("upgrade")
@@ -152,214 +130,45 @@ if TYPE_CHECKING:
     help="YAML file: provider snapshot before any change (type: command | openstack).",
 )
 @state_option
-def command(
-    inventory: str,
-    target: str,
-    profiles_file: str | None,
-    limit: tuple[str, ...],
-    canary: int,
-    batch: int,
-    max_failures: int,
-    drain_mode: str,
-    drain_timeout: float,
-    resume: bool,
-    abandon: bool,
-    dry: bool,
-    force: bool,
-    accept_audit: tuple[str, ...],
-    checks: str,
-    accept_checks: tuple[str, ...],
-    stop_gpu_processes: bool,
-    restart_mode: str,
-    reboot_timeout: float,
-    provider_config: str | None,
-    state_dir: Path,
-) -> int:
+def command(**options: Any) -> int:
     """Upgrade INVENTORY's hosts to profile --to, safely, host by host.
 
     \b
     Example:
       gpuhost upgrade inventories/fleet.py --to debian12-nonfree-535-security --canary 1 --batch 4
     """
-    from gpuhost.inventory.loader import InventoryHost, select
-    from gpuhost.inventory.profiles import PROFILES_FILE_KEY, install_data_problem
-    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings, target_summary
+    from gpuhost.upgrade.plan import UpgradeRequest, plan_upgrade, resumed_options, run_upgrade
 
     ctx = click.get_current_context()
-    if resume and abandon:
+    if options["resume"] and options["abandon"]:
         raise click.UsageError("give --resume or --abandon, not both")
-    pending = find_resumable(runs_dir(state_dir), str(Path(inventory).resolve()))
-    if resume and pending is not None:  # the options the interrupted run was started with
-        params = resumed_params(
-            Journal.open(pending).header.options, ctx.params, explicit_params(ctx), str(pending)
-        )
-        (canary, batch, max_failures, drain_mode, drain_timeout, force, accept_audit, checks,
-         accept_checks, stop_gpu_processes, restart_mode, reboot_timeout) = (
-            params[name] for name in RECORDED.values()
-        )  # fmt: skip
-    options = UpgradeOptions(
-        canary=canary, batch=batch, max_failures=max_failures, drain=drain_mode, force=force
-    )
-    hosts = select(inventory, limit, uses_profiles=True, profiles=profiles_file).entries()
-    if profiles_file:  # the deploy and the audit read it from the host's data
-        hosts = [
-            InventoryHost(h.name, {**h.data, PROFILES_FILE_KEY: profiles_file}, h.groups)
-            for h in hosts
-        ]
-    profile = target_for_hosts(target, hosts)
-    names = [h.name for h in hosts]
-    if not dry:  # one writer per host: a second upgrade, rollback or snapshot is refused
-        ctx.call_on_close(acquire(state_dir, host_locks(names), "upgrade").release)
-    journal = None
-    if resume:
-        path = find_resumable(runs_dir(state_dir), str(Path(inventory).resolve()))
-        if path is None:
-            raise ConfigError(
-                f"{inventory}: no interrupted upgrade run to resume under {runs_dir(state_dir)}"
-            )
-        journal = Journal.open(path)
-        if journal.header.target != target:
-            raise ConfigError(
-                f"{path}: the interrupted run goes to {journal.header.target!r}, not {target!r}; "
-                "resume it with that --to"
-            )
-        unknown = sorted(set(journal.header.hosts) - set(names))
-        if unknown:
-            raise ConfigError(
-                f"{path}: the interrupted run has hosts this inventory"
-                + (" and --limit" if limit else "")
-                + f" do not select: {', '.join(unknown)}"
-            )
-        names = journal.header.hosts
-        if not dry:
-            ctx.call_on_close(acquire(state_dir, [f"run:{path.name}"], "upgrade").release)
-    elif pending is not None and not dry:
-        if not abandon:
-            raise ConfigError(
-                f"{inventory}: an interrupted upgrade run exists ({pending}); continue it with "
-                "--resume, or start a new one with --abandon (its hosts may be half-way)"
-            )
-        Journal.open(pending).end({"abandoned": True})
-    forced = force or bool(journal is not None and journal.header.options.get("force"))
-    advised = target_advisories(target, hosts, forced)
-    for finding in advised:
-        click.echo(f"warning: --to {target!r}: {finding.message}", err=True)
-    for entry in hosts:  # what installing --to needs, e.g. NVIDIA's repository key
-        problem = install_data_problem(profile, entry.data)
-        if problem:
-            raise ConfigError(f"--to {target!r}: host {entry.name}: {problem}")
-    # A target forced past its advisories is a known condition at validation too: the hosts
-    # will carry the very security.* findings the operator accepted here
-    accepted = (*accept_audit, *sorted({f.rule for f in advised} - set(accept_audit)))
-    provider = load_provider_config(provider_config)  # a bad file fails the dry run too
-    if dry:
-        for line in describe_plan(names, target, options):
+    # --resume: the options the interrupted run was started with (one given again differently
+    # is refused); every option by its parameter name
+    request = UpgradeRequest.from_options(resumed_options(options, _explicit_params(ctx)))
+    state_dir = request.state_dir
+
+    def hold(names: list[str]) -> None:  # one writer per host (and per resumed run)
+        ctx.call_on_close(acquire(state_dir, names, "upgrade").release)
+
+    plan = plan_upgrade(request, None if request.dry else hold)
+    for line in plan.warnings():
+        click.echo(line, err=True)
+    if request.dry:
+        for line in plan.dry_lines():
             click.echo(line)
-        click.echo(f"  target: {target_summary(profile)}")
-        if journal is not None:
-            for host, p in journal.progress().items():
-                state = p.outcome or (
-                    f"at {p.current or p.failed or 'next step'}" if p.started else "not started"
-                )
-                click.echo(f"  resume {host}: {state}")
         return EXIT_OK
-    settings = StepSettings(
-        target=profile.name,
-        snapshots=snapshots_dir(state_dir),
-        provider=provider,
-        drain_mode=drain_mode,
-        drain_timeout_s=drain_timeout,
-        stop_gpu_processes=stop_gpu_processes,
-        restart_mode=restart_mode,
-        reboot_timeout_s=reboot_timeout,
-        force=force,
-        accept_audit=accepted,
-        checks=checks,
-        accept_checks=tuple(accept_checks),
-    )
-    if journal is None:
-        journal = Journal.create(
-            runs_dir(state_dir), str(Path(inventory).resolve()), target, names,
-            option_record(ctx.params),
-        )  # fmt: skip
+    journal = plan.journal or plan.new_journal()
     click.echo(f"run {journal.header.run_id} (journal {journal.path})")
-    finished = [p.outcome for p in journal.progress().values() if p.outcome is not None]
-    fleet = FleetProgress(
-        len(journal.header.hosts),
-        "upgrade",
-        done=len(finished),
-        failing=sum(1 for o in finished if o not in SUCCESSFUL_OUTCOMES),
-    )
-    progress = Progress(journal.header.run_id, fleet)
-    steps = HostSteps({h.name: h for h in hosts}, settings)
-    orchestrator = Orchestrator(journal, steps.as_mapping(), options, progress.report)
-
-    def stop() -> None:
-        orchestrator.stop.set()
-        steps.interrupt()
-
-    fleet.start()
-    try:
-        with StopOnSignals(stop, "upgrade") as signals:
-            try:
-                summary = orchestrator.run()
-            except Interrupted:
-                fleet.close()
-                steps.close()
-                name = signals.signal_name if signals.received else "interrupt"
-                raise signals.stopped(
-                    f"gpuhost: upgrade stopped by {name}; journal {journal.path}; "
-                    "to continue, run the same command with --resume"
-                ) from None
-    finally:
-        fleet.close()  # the status line never outlives the run
-    steps.close()
-    print_summary(summary)
+    summary = run_upgrade(plan, journal)
+    for line in summary_lines(summary):
+        click.echo(line)
     return EXIT_OK if summary.ok else EXIT_FINDINGS
 
 
-def target_for_hosts(target: str, hosts: list[InventoryHost]) -> Profile:
-    """``--to`` resolved in every selected host's profile table (built-ins + its profiles file);
-    one ConfigError when a host's table lacks it or two tables disagree on its driver."""
-    from gpuhost.inventory.profiles import profile_table, profiles_file
-    from gpuhost.upgrade.hoststeps import resolve_target
-
-    found: dict[str, Profile] = {}
-    for entry in hosts:
-        source = profiles_file(None, entry.data)
-        where = f" for host {entry.name} (profiles: built-in{' + ' + source if source else ''})"
-        found[entry.name] = resolve_target(target, profile_table(None, entry.data), where)
-    versions = {t.driver_version for t in found.values()}
-    if len(versions) > 1:
-        shown = ", ".join(f"{h}: {t.driver_version}" for h, t in found.items())
-        raise ConfigError(f"--to {target!r} names different drivers on different hosts ({shown})")
-    if not found:
-        raise ConfigError("no host selected")
-    return next(iter(found.values()))
-
-
-def target_advisories(target: str, hosts: list[InventoryHost], force: bool) -> list[Finding]:
-    """Judge --to's driver and container toolkit against NVIDIA's security bulletins (as
-    ``gpuhost matrix profile verify`` does) before any host is touched: one ConfigError naming
-    the bulletins and fixed versions for error-level findings unless ``force``; else the
-    findings (the caller warns about them and accepts their rules at validation)."""
-    from gpuhost.findings import ERROR
-    from gpuhost.inventory.profiles import profile_table
-    from gpuhost.matrix.advisories import load_advisories, security_findings
-
-    advisories = load_advisories()
-    findings = []
-    for entry in hosts:
-        profile = profile_table(None, entry.data)[target]
-        for finding in security_findings(
-            advisories, driver=profile.driver_version, container_toolkit=profile.container_toolkit
-        ):
-            if finding not in findings:
-                findings.append(finding)
-    errors = [f.message for f in findings if f.severity == ERROR]
-    if errors and not force:
-        raise ConfigError(
-            f"--to {target!r}: " + "; ".join(errors) + "; refusing before any host is touched "
-            "(pass --force to upgrade to it anyway)"
-        )
-    return findings
+def _explicit_params(ctx: click.Context) -> set[str]:
+    """The parameters given on the command line (not defaults)."""
+    return {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
+    }

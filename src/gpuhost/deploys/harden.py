@@ -29,6 +29,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt
 
 from gpuhost.errors import ConfigError, DeployError
+from gpuhost.facts.firewall import RULESET_PATH
 from gpuhost.facts.listening import ListeningSockets
 from gpuhost.facts.sshd import (
     AuthorizedKeys,
@@ -547,3 +548,14 @@ def harden() -> None:
     _check_firewall(settings)
     _ssh_operations(settings, policy)
     _firewall_operations(settings)
+
+
+def ruleset_text(name: str, ruleset: str | None) -> str:
+    """What ``--dry`` prints per host: the exact nftables file, after a comment naming the host
+    (so one host's part is itself a valid ``nft -f`` file), or why there is none."""
+    if ruleset is None:
+        return (
+            f"# {name}: no gpuhost firewall (not asked for: set gpuhost_firewall_roles, "
+            "gpuhost_firewall_allow_tcp or gpuhost_firewall_enabled: true)\n"
+        )
+    return f"# {name}: {RULESET_PATH} would be:\n{ruleset}"

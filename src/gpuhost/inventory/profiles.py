@@ -3,7 +3,7 @@ profiles file applies (every command that takes a profile calls :func:`profile_t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpuhost.matrix.profiles import Profile, load_profiles
@@ -56,3 +56,29 @@ def install_data_problem(profile: Profile, data: Mapping[str, Any]) -> str | Non
 def forget() -> None:
     """Read profiles files afresh at the next call (a long-lived process, tests)."""
     _TABLES.clear()
+
+
+def advisory_warnings(hosts: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One warning line per profile the hosts (their data) name whose driver or container
+    toolkit NVIDIA's security bulletins name (``gpuhost.matrix.advisories``, as ``gpuhost matrix
+    profile verify`` and the audit's security.* rules judge): provision installs it all the
+    same (Debian's own driver must stay installable), but says so once, not per host."""
+    from gpuhost.matrix.advisories import load_advisories, security_findings
+
+    advisories = load_advisories()
+    lines: list[str] = []
+    for data in hosts:
+        profile = profile_table(None, data).get(str(data.get("gpuhost_profile") or ""))
+        if profile is None:
+            continue
+        findings = security_findings(
+            advisories, driver=profile.driver_version, container_toolkit=profile.container_toolkit
+        )
+        line = (
+            f"warning: profile {profile.name}: "
+            + "; ".join(f.message for f in findings)
+            + " (provision installs it as the profile says)"
+        )
+        if findings and line not in lines:
+            lines.append(line)
+    return lines

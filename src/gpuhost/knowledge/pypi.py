@@ -208,3 +208,8 @@ def _json(url: str, text: str) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("releases"), dict):
         raise PackageIndexError(f"{url}: no 'releases' mapping; expected PyPI's JSON API answer")
     return data
+
+
+def make_index(from_dir: str | None, index_url: str) -> Index:
+    """The recorded answers under ``from_dir`` (``--from``), else the index at ``index_url``."""
+    return DirectoryIndex(Path(from_dir), index_url) if from_dir else HttpIndex(index_url)

@@ -24,7 +24,8 @@ from gpuhost.errors import MatrixError
 from gpuhost.matrix.load import CONFIDENCES
 from gpuhost.matrix.model import Source
 from gpuhost.matrix.yamlfile import read_mapping
-from gpuhost.smoke.judge import PerfReference
+from gpuhost.smoke.judge import Expectations, PerfReference, gpu_names
+from gpuhost.smoke.result import SmokeResult
 
 RATIO_METRICS = ("matmul_tflops_fp16", "h2d_gbps", "d2h_gbps")
 TFLOPS_FIELDS = ("fp16_tensor_tflops", "bf16_tensor_tflops", "tf32_tensor_tflops")
@@ -310,3 +311,16 @@ def smoke_references(
         if row is not None:
             found[name] = references(row, table, min_ratio)
     return found
+
+
+def smoke_expectations(
+    result: SmokeResult, gpus: int | None, driver_cuda: str | None, min_ratio: float | None
+) -> Expectations:
+    """What ``gpuhost smoke`` judges a result against: the expectation options and the GPUs'
+    published peaks (``min_ratio`` overrides the data's fractions)."""
+    return Expectations(
+        gpu_count=gpus,
+        driver_max_cuda=driver_cuda,
+        min_ratio=min_ratio,
+        references=smoke_references(gpu_names(result), min_ratio=min_ratio),
+    )

@@ -265,3 +265,44 @@ def parse_any(text: str) -> dict[str, Any]:
     result.update(READERS[kind](text))
     json.dumps(result)  # guarantee: JSON-ready (raises TypeError in development if not)
     return result
+
+
+SUMMARY_KEYS = (
+    "state",
+    "driver_version",
+    "cuda_version",
+    "nvml_version",
+    "kernel_module_version",
+    "kernel_module_flavor",
+    "torch_version",
+    "torch_cuda",
+    "cudnn",
+    "cudnn_version",
+    "container_toolkit_version",
+    "message",
+)
+
+
+def summary_lines(result: dict[str, Any]) -> list[str]:
+    """What ``gpuhost parse`` prints of a ``parse_any`` result (without ``--json``)."""
+    lines = [f"kind: {result['kind']}"]
+    for key in SUMMARY_KEYS:
+        if result.get(key) is not None:
+            lines.append(f"{key}: {result[key]}")
+    for i, gpu in enumerate(result.get("gpus") or []):
+        # a -q -d CLOCK report has no product name: the bus id alone names the GPU
+        details = [str(gpu["name"])] if gpu.get("name") else []
+        if gpu.get("pci_bus_id"):
+            details.append(str(gpu["pci_bus_id"]))
+        if gpu.get("uuid"):
+            details.append(str(gpu["uuid"]))
+        lines.append(f"gpu {gpu.get('index', i)}: " + (", ".join(details) or "(no name)"))
+    if "packages" in result:
+        lines.append(f"packages: {len(result['packages'])}")
+        for package in result["packages"]:
+            lines.append(f"  {package['status']:3} {package['name']} {package['version'] or '-'}")
+    if "rows" in result:
+        lines.append(f"rows: {len(result['rows'])}")
+    if "nvlink" in result:
+        lines.append(f"nvlink: {'yes' if result['nvlink'] else 'no'}")
+    return lines

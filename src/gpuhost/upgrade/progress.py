@@ -11,8 +11,6 @@ import sys
 import threading
 import time
 
-import click
-
 from gpuhost.terminal import FleetProgress, style
 from gpuhost.upgrade.journal import SUCCESSFUL_OUTCOMES
 from gpuhost.upgrade.orchestrate import STEP_TITLES, RunSummary
@@ -41,14 +39,13 @@ class Progress:
 
     def _echo(self, line: str) -> None:
         if self.fleet is None:
-            click.echo(line)
+            print(line, flush=True)
         else:
             self.fleet.line(line)
 
     def _word(self, status: str) -> str:
-        if self.fleet is None:
-            return style(status, sys.stdout, fg=_COLOURS.get(status))
-        return style(status, self.fleet.stream, fg=_COLOURS.get(status))
+        stream = sys.stdout if self.fleet is None else self.fleet.stream
+        return style(status, stream, fg=_COLOURS.get(status))
 
     def report(self, host: str, step: str, status: str, detail: str) -> None:
         with self.lock:
@@ -65,7 +62,7 @@ class Progress:
             if step == "outcome":
                 line = f"[{host}] => {word}: {detail}"
                 if self.fleet is None:
-                    click.echo(line)
+                    print(line, flush=True)
                 else:
                     self.fleet.host_done(line, failing=status not in SUCCESSFUL_OUTCOMES)
             else:
@@ -75,12 +72,12 @@ class Progress:
                 )
 
 
-def print_summary(summary: RunSummary) -> None:
-    click.echo("")
-    click.echo("summary:")
+def summary_lines(summary: RunSummary) -> list[str]:
+    """The end-of-run summary (outcomes coloured where stdout shows colour)."""
+    lines = ["", "summary:"]
     for host, outcome in summary.outcomes.items():
-        click.echo(f"  {host}: {style(outcome, sys.stdout, fg=_COLOURS.get(outcome))}")
-    for host in summary.not_started:
-        click.echo(f"  {host}: not started")
+        lines.append(f"  {host}: {style(outcome, sys.stdout, fg=_COLOURS.get(outcome))}")
+    lines.extend(f"  {host}: not started" for host in summary.not_started)
     if summary.stopped_reason:
-        click.echo(summary.stopped_reason)
+        lines.append(summary.stopped_reason)
+    return lines

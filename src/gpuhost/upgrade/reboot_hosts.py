@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from gpuhost.deploy_runner import HostOutcome
 from gpuhost.errors import GpuhostError
 from gpuhost.inventory.loader import InventoryHost, select
 from gpuhost.reboot import driver_reboot_reason, reboot_for_driver
@@ -67,3 +68,23 @@ def reboot_fleet(
         return 0
     with ThreadPoolExecutor(max_workers=min(32, len(entries))) as pool:
         return sum(1 for ok in pool.map(one, entries) if not ok)
+
+
+def after_provision(
+    inventory: str,
+    outcomes: list[HostOutcome],
+    reboot: bool,
+    timeout_s: float,
+    echo: Callable[[str], None],
+    note: Callable[[str], None],
+) -> int:
+    """After a provision run: with ``reboot``, reboot the hosts that came out ok and need it
+    (lines through ``echo``); else a note through ``note`` for each host this run changed that
+    needs a reboot (only those: a converged re-run stays one fact-gathering pass). Returns how
+    many hosts are not right after a reboot (0 without one)."""
+    if reboot:
+        done = [o.name for o in outcomes if o.status == "ok"]
+        return reboot_fleet(inventory, done, timeout_s, echo)
+    changed = [o.name for o in outcomes if o.status == "ok" and o.changed]
+    report_reboot_needed(inventory, changed, note)
+    return 0

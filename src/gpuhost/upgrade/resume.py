@@ -12,9 +12,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-import click
-from click.core import ParameterSource
-
 from gpuhost.errors import ConfigError
 
 # journal record key -> the upgrade command's parameter name
@@ -42,15 +39,6 @@ def _option(param: str) -> str:
     return "--" + {"drain_mode": "drain", "restart_mode": "restart"}.get(param, param).replace(
         "_", "-"
     )
-
-
-def explicit_params(ctx: click.Context) -> set[str]:
-    """The parameters given on the command line (not defaults)."""
-    return {
-        name
-        for name in ctx.params
-        if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
-    }
 
 
 def option_record(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -185,3 +185,46 @@ def fleet_text(summary: Mapping[str, Any]) -> str:
             "(apart from the verdict; exit status: --fail-on security)"
         )
     return "\n".join(lines)
+
+
+def quiet_text(reports: list[HostReport], summary: dict[str, Any]) -> str:
+    """``audit --quiet``: the error findings (verdict and security) and the summary's verdict
+    and security lines."""
+    summary_text = fleet_text(summary)
+    errors = [
+        line
+        for security in (False, True)
+        for line in grouped_findings_text(reports, security=security).splitlines()
+        if line.lstrip().startswith("ERROR ")
+    ]
+    verdict = [
+        line for line in summary_text.splitlines() if line.startswith(("verdict:", "security:"))
+    ]
+    return "\n".join(errors + (verdict or summary_text.splitlines()[-1:]))
+
+
+def closing_text(
+    reports: list[HostReport], report: Mapping[str, Any], local: bool, quiet: bool
+) -> str:
+    """What ``gpuhost audit`` prints after the host lines: this machine's stack (``local``) or
+    the fleet's grouped findings, the security findings apart, the data's date and the summary;
+    with ``quiet`` only the error findings and the verdict lines (``quiet_text``)."""
+    if quiet:
+        return quiet_text(reports, report["summary"])
+    parts = []
+    if local:
+        parts.append(host_block(reports[0]))
+        text = findings_text(reports[0])
+        parts.append(f"findings:\n{text}" if text else "findings: none")
+        text = findings_text(reports[0], security=True)
+        parts.append(f"security:\n{text}" if text else "security: no known advisory")
+    else:
+        text = grouped_findings_text(reports)
+        parts.append(f"findings:\n{text}" if text else "findings: no errors or warnings")
+        text = grouped_findings_text(reports, security=True)
+        if text:
+            parts.append(f"security:\n{text}")
+    data = report["data"]
+    parts.append(f"data: {data['date']} ({data['origin']})")
+    parts.append(fleet_text(report["summary"]))
+    return "\n".join(parts)
