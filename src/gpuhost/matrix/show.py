@@ -8,9 +8,8 @@ import json
 from typing import Any
 
 from gpuhost.errors import ConfigError
-from gpuhost.findings import Finding
+from gpuhost.findings import Finding, verdict
 from gpuhost.matrix.advisories import Exposure
-from gpuhost.matrix.findings import verdict
 from gpuhost.matrix.gpus import gpu_info, unknown_gpu_hint
 from gpuhost.matrix.lookup import arch_cuda_range, cc_covered, cudnn_packages, package_runs_on
 from gpuhost.matrix.model import Matrix
