@@ -62,13 +62,14 @@ def pytest_configure(config: pytest.Config) -> None:
         _keep_gevent_hub_alive()
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     lab_items = [item for item in items if "lab" in item.keywords]
-    for item in lab_items:
-        # `--dist loadgroup` (scripts/test): a lab module's tests stay together on one worker,
-        # whose session lab they share in order; other tests are spread one by one
-        item.add_marker(pytest.mark.xdist_group(f"lab-{item.path.stem}"))
+    if hasattr(config, "workerinput"):
+        # pytest-xdist worker (scripts/test: --dist loadfile --no-loadscope-reorder, a module
+        # whole on one worker with that worker's lab): lab modules first, so both workers' labs
+        # run from the start and the short offline modules fill in at the end. Every worker
+        # sorts alike (a stable sort), so their collections stay identical.
+        items.sort(key=lambda item: "lab" not in item.keywords)
     reason = _lab_unavailable()
     if reason is None:
         return
