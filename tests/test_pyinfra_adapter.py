@@ -10,6 +10,7 @@ import pytest
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.connect import connect_all
 from pyinfra.api.operation import add_op
+from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra.operations import files, server
 
@@ -145,3 +146,49 @@ def test_a_missing_known_hosts_file_is_not_warned_about_a_damaged_one_is(
     lines = [r.getMessage() for r in caplog.records if r.name == "pyinfra"]
     assert not any("absent" in line for line in lines)
     assert any(line.startswith(f"Failed to load host keys from {damaged}") for line in lines)
+
+
+def test_connector_arguments_are_the_sudo_and_su_settings() -> None:
+    found = adapter.connector_arguments({"_sudo": True, "_su_user": "ops", "_serial": True})
+    assert found == {"_sudo": True, "_su_user": "ops"}
+
+
+def test_host_connector_arguments_come_from_the_host_data() -> None:
+    state = State(Inventory(([("@local", {"_sudo": True})], {})), Config())
+    target = state.inventory.get_host("@local")
+    assert adapter.host_connector_arguments(state, target)["_sudo"] is True
+
+
+def test_current_host_and_the_prepare_stage(local_state) -> None:
+    target = local_state.inventory.get_host("@local")
+    assert adapter.current_host() is None
+    with ctx_state.use(local_state), ctx_host.use(target):
+        assert adapter.current_host() is target
+    local_state.current_stage = StateStage.Prepare
+    assert adapter.is_preparing(target)
+    local_state.current_stage = StateStage.Execute
+    assert not adapter.is_preparing(target)
+
+
+def test_a_single_host_state_connects_and_prepares() -> None:
+    state = adapter.single_host_state("@local", {"x": 1})
+    target = state.inventory.get_host("@local")
+    assert [h.name for h in state.inventory] == ["@local"] and target.data.x == 1
+    target.connect(raise_exceptions=True)
+    adapter.start_prepare(state, target)
+    assert adapter.is_preparing(target) and target in state.activated_hosts
+    assert not adapter.is_ssh_host(target)  # @local: pyinfra's local connector
+
+
+def test_a_fresh_ssh_login_that_cannot_connect_says_why(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port of this machine nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    data = {"ssh_hostname": "127.0.0.1", "ssh_port": port, "ssh_connect_timeout": 3}
+    state = State(Inventory(([("closed", data)], {})), Config())
+    target = state.inventory.get_host("closed")
+    assert adapter.is_ssh_host(target)
+    why = adapter.fresh_ssh_login(state, target)
+    assert why is not None and why

@@ -27,7 +27,11 @@ from typing import Any, Generic, TypeVar
 from gpuhost.connection import connect_cause
 from gpuhost.errors import ConfigError, GpuhostError
 from gpuhost.inventory.loader import Selection
-from gpuhost.pyinfra_adapter import ensure_gevent, forget_cached_host_keys
+from gpuhost.pyinfra_adapter import (
+    ensure_gevent,
+    forget_cached_host_keys,
+    host_connector_arguments,
+)
 
 T = TypeVar("T")
 DEFAULT_PARALLEL = 64
@@ -68,9 +72,6 @@ def _run_fact(
     timeout: float,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
 ) -> HostResult[Any]:
-    from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS, pop_global_arguments
-    from pyinfra.context import ctx_host, ctx_state
-
     data = dict(host.data.dict()) if hasattr(host.data, "dict") else {}
     try:
         host.connect(show_errors=False, raise_exceptions=True)
@@ -80,9 +81,7 @@ def _run_fact(
     try:
         fact = fact_cls()
         command = fact.command(**kwargs)
-        with ctx_state.use(state), ctx_host.use(host):
-            global_args, _ = pop_global_arguments(state, host, {})
-        connector_args = {k: v for k, v in global_args.items() if k in CONNECTOR_ARGUMENT_KEYS}
+        connector_args = host_connector_arguments(state, host)
         connector_args["_timeout"] = timeout
         status, output = host.run_shell_command(command, **connector_args)
         if not status:

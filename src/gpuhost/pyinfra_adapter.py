@@ -14,6 +14,15 @@ Public pyinfra API is used directly elsewhere; only what pyinfra does not offer 
   (``pyinfra.connectors.ssh.connector_data_meta``);
 - :func:`ensure_gevent`: the stdlib patched for gevent (pyinfra runs hosts concurrently on it)
   before any connection;
+- :func:`connector_arguments`: the connector arguments (``_sudo``, ``_su_user``, ...) of an
+  operation's or a host's global arguments (``pyinfra.api.arguments``), for a command run
+  outside pyinfra's own operations (a fleet fact, a FunctionCommand);
+- :func:`current_host` / :func:`is_preparing`: the host pyinfra is preparing or executing
+  (``pyinfra.context.ctx_host``) and whether its state is in the prepare stage (``StateStage``);
+- :func:`single_host_state` / :func:`start_prepare`: one host's own pyinfra State, connected by
+  hand and then moved to the prepare stage (the upgrade's one session per host);
+- :func:`is_ssh_host` / :func:`fresh_ssh_login`: whether a host is reached by pyinfra's SSH
+  connector, and a second, new SSH login to it (``SSHConnector`` and its paramiko client);
 - :func:`quiet_missing_known_hosts`: the warning pyinfra's SSH client logs for a known_hosts
   file that does not exist (``sshuserclient.client.get_host_keys``).
 """
@@ -163,6 +172,86 @@ def _linear_inventory() -> type:
             self.groups = defaultdict(list, {k: list(v) for k, v in self.groups.items()})
 
     return LinearInventory
+
+
+def connector_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The connector arguments among an operation's global arguments (``_sudo``, ...)."""
+    from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
+
+    return {key: value for key, value in arguments.items() if key in CONNECTOR_ARGUMENT_KEYS}
+
+
+def host_connector_arguments(state: Any, host: Any) -> dict[str, Any]:
+    """The connector arguments the host's data gives (``_sudo: True`` in group data, ...), as
+    pyinfra's own operations pass them to ``run_shell_command``."""
+    from pyinfra.api.arguments import pop_global_arguments
+    from pyinfra.context import ctx_host, ctx_state
+
+    with ctx_state.use(state), ctx_host.use(host):
+        global_args, _ = pop_global_arguments(state, host, {})
+    return connector_arguments(global_args)
+
+
+def current_host() -> Any:
+    """The ``Host`` pyinfra is preparing or executing now (None outside a deploy)."""
+    from pyinfra.context import ctx_host
+
+    return ctx_host.get()
+
+
+def is_preparing(host: Any) -> bool:
+    """Whether ``host``'s state is in pyinfra's prepare stage (facts read, nothing changes)."""
+    from pyinfra.api.state import StateStage
+
+    state = getattr(host, "state", None)
+    return state is not None and state.current_stage == StateStage.Prepare
+
+
+def single_host_state(name: str, data: Mapping[str, Any]) -> Any:
+    """A pyinfra State of one host (an inventory of it alone, with ``data``), ready to connect."""
+    from pyinfra.api import Config, Inventory, State
+    from pyinfra.api.state import StateStage
+
+    state = State(Inventory(([(name, dict(data))], {})), Config())
+    state.current_stage = StateStage.Connect
+    return state
+
+
+def start_prepare(state: Any, host: Any) -> None:
+    """The host connected by hand counts as active and the state moves to the prepare stage, as
+    pyinfra's CLI leaves them after connecting (facts and deploys can run)."""
+    from pyinfra.api.state import StateStage
+
+    state.activate_host(host)
+    state.current_stage = StateStage.Prepare
+
+
+def is_ssh_host(host: Any) -> bool:
+    """Whether pyinfra reaches ``host`` with its SSH connector (not ``@local``, ``@docker``...)."""
+    from pyinfra.connectors.ssh import SSHConnector
+
+    return isinstance(host.connector, SSHConnector)
+
+
+def fresh_ssh_login(state: Any, host: Any, command: str = "true", timeout: int = 15) -> str | None:
+    """A new SSH connection to ``host`` (new TCP connection, new authentication) that runs
+    ``command``; None when it exits 0, else why not."""
+    from pyinfra.connectors.ssh import SSHConnector
+
+    fresh = SSHConnector(state, host)
+    try:
+        fresh.connect()
+        client = fresh.client
+        if client is None:
+            return "no SSH client was created"
+        _stdin, stdout, _stderr = client.exec_command(command, timeout=timeout)
+        status = stdout.channel.recv_exit_status()
+        return None if status == 0 else f"'{command}' exited with {status}"
+    except Exception as exc:  # any failure to connect is a failed check
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        if fresh.client is not None:
+            fresh.client.close()
 
 
 MISSING_KNOWN_HOSTS = "Failed to load host keys from %s: %s"

@@ -151,6 +151,21 @@ def extends_version(found: str | None, version: str) -> bool:
     return found is not None and (found == version or found.startswith(version + "."))
 
 
+def major_of(v: str) -> int:
+    """The first number of a dotted version: ``"12.4"`` -> ``12``."""
+    return int(v.split(".")[0])
+
+
+def series_of(v: str, n: int) -> str:
+    """The first ``n`` dot-separated fields: ``series_of("12.4.131", 2)`` -> ``"12.4"``."""
+    return ".".join(v.split(".")[:n])
+
+
+def numeric_key(v: str) -> tuple[int, ...]:
+    """A sort key of an all-numeric dotted version (a Python version "3.12" before "3.9")."""
+    return tuple(int(x) for x in v.split("."))
+
+
 def cuda_variant_of(local: str) -> str | None:
     """Map a wheel's local tag to a CUDA version: ``"cu124"`` -> ``"12.4"``.
 

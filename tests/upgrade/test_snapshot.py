@@ -8,6 +8,7 @@ import json
 import pytest
 
 from gpuhost.errors import ConfigError, ParseError
+from gpuhost.probe.script import APT_HOLDS_CODE, UNAME_CODE
 from gpuhost.upgrade.host_state import (
     MARK,
     file_bytes,
@@ -72,7 +73,7 @@ def host_output(version="535.261.03-1", pin=PIN_OLD, profile="debian12-nonfree-5
 def test_state_command_is_one_shell_line_forcing_english():
     cmd = state_command()
     assert cmd.startswith("export LC_ALL=C")
-    assert "nvidia-smi -q -x" in cmd and "apt-mark showhold" in cmd
+    assert "nvidia-smi -q -x" in cmd and APT_HOLDS_CODE in cmd and UNAME_CODE in cmd
     assert "/etc/apt/preferences.d/*" in cmd
 
 

@@ -17,6 +17,7 @@ from gpuhost.operations.container_runtime import (
     RUNTIME_BINARY,
 )
 from gpuhost.parsers import nvcc_release, parse_nvidia_ctk_version
+from gpuhost.versions import extends_version
 
 
 def _component(facts: HostFacts, names: list[str], version: str | None, label: str) -> None:
@@ -30,10 +31,8 @@ def _component_problems(
     packages = facts.packages(names)
     problems = [f"{n} is not installed" for n in pk.missing(packages, names)]
     if version:
-        wanted = version.split(".")
         for p in pk.installed(packages).values():
-            got = (pk.upstream(p.version) or "").split(".")
-            if p.name in names and got[: len(wanted)] != wanted:
+            if p.name in names and not extends_version(pk.upstream(p.version), version):
                 problems.append(f"{p.name} {p.version} is not {label} {version}")
     if facts.has("apt-mark"):
         problems += [f"{n} is not held" for n in pk.not_held(packages, facts.holds, names)]

@@ -24,7 +24,6 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.connectors.ssh import SSHConnector
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt
 
@@ -54,6 +53,7 @@ from gpuhost.operations._facts import fact
 from gpuhost.operations.firewall import RATE_RE, render_ruleset
 from gpuhost.operations.sshd import load_policy, render_dropin
 from gpuhost.parsers.listening import Listener
+from gpuhost.pyinfra_adapter import is_ssh_host
 
 DEFAULTS: dict[str, Any] = {
     "gpuhost_ssh_permit_root_login": "prohibit-password",
@@ -444,7 +444,7 @@ def _check(settings: HardenSettings, policy: Mapping[str, Any]) -> None:
         users,
         policy["pubkey_accepted_algorithms"],
         client_address=session["client_address"],
-        over_ssh=isinstance(host.connector, SSHConnector),
+        over_ssh=is_ssh_host(host),
     )
     if problems:
         raise DeployError(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpuhost.matrix.wheels import WheelBuild
-from gpuhost.versions import Version, parse_version
+from gpuhost.versions import Version, major_of, parse_version
 
 ClockPolicy = Literal["application", "locked"]
 
@@ -51,7 +51,7 @@ class CudaMinor:
 
     @property
     def major(self) -> int:
-        return int(self.version.split(".")[0])
+        return major_of(self.version)
 
     @property
     def ga(self) -> CudaRelease:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpuhost.versions import numeric_key, series_of
+
 # "name[extras] (op) version ; marker"
 _REQ_RE = re.compile(
     r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._\-]*)\s*(?:\[(?P<extras>[^\]]*)\])?"
@@ -146,7 +148,7 @@ def build_of(metadata: str, machine: str, extra: str | None = None) -> WheelBuil
         majors.add(int(lib.group("major")))
         libs.setdefault(lib.group("lib"), req.version)
     runtime = libs.get("runtime") or libs.get("cuda-runtime")
-    cuda = ".".join(runtime.split(".")[:2]) if runtime else None
+    cuda = series_of(runtime, 2) if runtime else None
     return WheelBuild(
         cuda=cuda,
         exact=exact or cuda is None,
@@ -206,7 +208,7 @@ def wheels_for(files: list[WheelFile], machine: str) -> list[WheelFile]:
     found = [f for f in files if f.machine == machine and f.python and not f.yanked]
     return sorted(
         found,
-        key=lambda f: (tuple(int(x) for x in (f.python or "0").split(".")), f.filename),
+        key=lambda f: (numeric_key(f.python or "0"), f.filename),
         reverse=True,
     )
 
@@ -214,4 +216,4 @@ def wheels_for(files: list[WheelFile], machine: str) -> list[WheelFile]:
 def python_versions(files: list[WheelFile]) -> list[str]:
     """The CPython versions with a Linux wheel, oldest first."""
     found = {f.python for f in files if f.python and f.machine and not f.yanked}
-    return sorted(found, key=lambda v: tuple(int(x) for x in v.split(".")))
+    return sorted(found, key=numeric_key)

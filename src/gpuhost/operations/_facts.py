@@ -12,9 +12,9 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from pyinfra import host
-from pyinfra.api.host import Host
-from pyinfra.api.state import StateStage
-from pyinfra.context import ctx_host
+from pyinfra.api import Host
+
+from gpuhost.pyinfra_adapter import current_host, is_preparing
 
 _PREPARED: WeakKeyDictionary[Host, dict[tuple[Any, str], Any]] = WeakKeyDictionary()
 
@@ -25,9 +25,8 @@ def _key(cls: type, kwargs: dict[str, Any]) -> tuple[Any, str]:
 
 def fact(cls: Any, **kwargs: Any) -> Any:
     """The fact's value; during the prepare stage read from the host only the first time."""
-    target = ctx_host.get()
-    state = getattr(target, "state", None)
-    if target is None or state is None or state.current_stage != StateStage.Prepare:
+    target = current_host()
+    if target is None or not is_preparing(target):
         if target is not None and target in _PREPARED:
             del _PREPARED[target]  # execute stage: never reuse what prepare read
         return host.get_fact(cls, **kwargs)

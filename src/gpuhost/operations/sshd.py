@@ -20,11 +20,14 @@ from typing import Any
 
 import gevent
 from pyinfra import host, logger
-from pyinfra.api import FileUploadCommand, FunctionCommand, OperationValueError, operation
-from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
-from pyinfra.api.host import Host
-from pyinfra.api.state import State
-from pyinfra.connectors.ssh import SSHConnector
+from pyinfra.api import (
+    FileUploadCommand,
+    FunctionCommand,
+    Host,
+    OperationValueError,
+    State,
+    operation,
+)
 
 from gpuhost.datafiles import load_yaml
 from gpuhost.errors import ConfigError
@@ -38,6 +41,7 @@ from gpuhost.facts.sshd import (
     key_identity,
     parse_authorized_key,
 )
+from gpuhost.pyinfra_adapter import connector_arguments, fresh_ssh_login, is_ssh_host
 
 STATE_DIR = "/var/lib/gpuhost/sshd"
 CANDIDATE = f"{STATE_DIR}/candidate.conf"
@@ -211,28 +215,7 @@ def apply_script(
 def _connector_arguments() -> dict[str, Any]:
     """Sudo/su settings of the current operation, for commands run from a FunctionCommand."""
     arguments: Mapping[str, Any] = host.current_op_global_arguments or {}
-    return {key: value for key, value in arguments.items() if key in CONNECTOR_ARGUMENT_KEYS}
-
-
-def _try_fresh_connection(state: State, target: Host) -> str | None:
-    """Open a new SSH connection (new TCP connection, new authentication) and run ``true``.
-
-    Returns None on success, else why it failed.
-    """
-    fresh = SSHConnector(state, target)
-    try:
-        fresh.connect()
-        client = fresh.client
-        if client is None:
-            return "no SSH client was created"
-        _stdin, stdout, _stderr = client.exec_command("true", timeout=15)
-        status = stdout.channel.recv_exit_status()
-        return None if status == 0 else f"'true' exited with {status}"
-    except Exception as exc:  # any failure to connect is a failed check
-        return f"{type(exc).__name__}: {exc}"
-    finally:
-        if fresh.client is not None:
-            fresh.client.close()
+    return connector_arguments(arguments)
 
 
 def confirm_fresh_connection(
@@ -249,13 +232,13 @@ def confirm_fresh_connection(
     over SSH (``@local``, ``@chroot``...) cannot be locked out by it: the check is skipped there.
     """
     arguments = connector_arguments or {}
-    if not isinstance(host.connector, SSHConnector):
+    if not is_ssh_host(host):
         host.log_styled(f"{subject}: not an SSH host, fresh-connection check skipped", fg="cyan")
         ok, _ = host.run_shell_command(success_command, **arguments)
         return bool(ok)
     error: str | None = "not tried"
     for attempt in range(CONFIRM_ATTEMPTS):
-        error = _try_fresh_connection(state, host)
+        error = fresh_ssh_login(state, host)
         if error is None:
             break
         if attempt + 1 < CONFIRM_ATTEMPTS:

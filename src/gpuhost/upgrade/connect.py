@@ -20,15 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyinfra.api import Config, State
+from pyinfra.api import State
 from pyinfra.api.exceptions import PyinfraError
-from pyinfra.api.inventory import Inventory
-from pyinfra.api.state import StateStage
 
 from gpuhost.connection import connect_cause
 from gpuhost.errors import HostError
 from gpuhost.inventory.loader import InventoryHost
-from gpuhost.pyinfra_adapter import ensure_gevent
+from gpuhost.pyinfra_adapter import ensure_gevent, single_host_state, start_prepare
 from gpuhost.safeio import open_new
 from gpuhost.statedir import checked_folder
 from gpuhost.upgrade.remote import Result
@@ -154,10 +152,7 @@ class PyinfraRemote:
     def _new_state(self) -> State:
         data = dict(self.entry.data)
         data.setdefault("ssh_connect_timeout", self.connect_timeout)
-        inventory = Inventory(([(self.entry.name, data)], {}))
-        state = State(inventory, Config())
-        state.current_stage = StateStage.Connect
-        return state
+        return single_host_state(self.entry.name, data)
 
     def connect(self) -> None:
         self.canceller.check(self.host)
@@ -174,8 +169,7 @@ class PyinfraRemote:
             raise HostError(self.host, f"unreachable over SSH: {cause}") from exc
         if not host.connected:
             raise HostError(self.host, "unreachable over SSH")
-        state.activate_host(host)
-        state.current_stage = StateStage.Prepare
+        start_prepare(state, host)
         self.state = state
 
     def close(self) -> None:

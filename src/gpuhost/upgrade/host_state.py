@@ -2,6 +2,10 @@
 
 The command prints sections separated by ``##GPUHOST <section> [args]`` marker lines; file
 contents are base64 so any byte survives the trip. Missing files and tools print nothing.
+What the audit's probe also reads comes from the probe's own commands (``APT_HOLDS_CODE``,
+``UNAME_CODE``); the rest is a snapshot's alone: packages with their architecture (the on-host
+.deb cache names files by it), the kernel command line, nvidia-smi's XML capped at 1 MB with
+``nvidia-smi -L``'s exit code, and the files a rollback restores.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 from gpuhost.audit.coupled import is_managed
 from gpuhost.errors import ParseError
 from gpuhost.parsers.marked import MARK, split_marked
+from gpuhost.probe.script import APT_HOLDS_CODE, UNAME_CODE
 
 # The GPU stack packages a snapshot records (and rollback restores): every package of the data
 # (gpuhost.audit.coupled.is_managed, from data/package_sets.yaml), plus what moves with a stack
@@ -126,9 +131,9 @@ def state_command() -> str:
             "dpkg-query -W -f='${Package}\\t${Version}\\t${Architecture}\\t${db:Status-Abbrev}\\n'"
             " 2>/dev/null",
             f"echo '{MARK} holds'",
-            "apt-mark showhold 2>/dev/null",
+            f"{{ {APT_HOLDS_CODE}; }} 2>/dev/null",
             f"echo '{MARK} uname'",
-            "uname -r",
+            UNAME_CODE,
             f"echo '{MARK} cmdline'",
             "cat /proc/cmdline 2>/dev/null",
             f"echo '{MARK} smi'",
@@ -172,7 +177,7 @@ def parse_host_state(output: str) -> HostState:
         elif name == "holds":
             state.holds = sorted(x.strip() for x in lines if x.strip())
         elif name == "uname":
-            state.kernel_release = "".join(lines).strip()
+            state.kernel_release = next((x.strip() for x in lines if x.strip()), "")
         elif name == "cmdline":
             state.cmdline = "\n".join(lines).strip()
         elif name == "smi":
