@@ -89,7 +89,38 @@ def test_the_cli_stays_thin() -> None:
     assert lines < CLI_MAX_LINES, f"cli/ has {lines} lines (at most {CLI_MAX_LINES - 1})"
 
 
+# pyinfra's internals (not its public deploy/operation/fact API), and where docs/architecture.md
+# says they may be used: the adapter; the deploy runner (it drives pyinfra's stages itself: the
+# context variables, run_host_op, StateStage, disconnect_all); the inventory loader (pyinfra's
+# file loading runs in a State's context: ctx_state).
+INTERNALS = (
+    "pyinfra.context",
+    "pyinfra.api.state",
+    "pyinfra.api.arguments",
+    "pyinfra.api.operations",
+    "pyinfra.api.connect",
+    "pyinfra.connectors",
+    "pyinfra_cli",
+)
+INTERNALS_ALLOWED = {
+    "gpuhost/pyinfra_adapter.py",
+    "gpuhost/deploy_runner.py",
+    "gpuhost/inventory/loader.py",
+}
+
+
+def test_pyinfra_internals_only_where_the_doc_says() -> None:
+    found = set().union(*(importers(name) for name in INTERNALS))
+    assert found - INTERNALS_ALLOWED == set()
+
+
+def test_unittest_mock_only_in_the_adapter() -> None:
+    """The one patch of pyinfra in production code: make_inventory's group reader."""
+    assert importers("unittest.mock") | importers("unittest") <= {"gpuhost/pyinfra_adapter.py"}
+
+
 def test_the_checks_detect_what_they_claim_to() -> None:
     """The helpers above find a known import and a known call (no check that cannot fail)."""
     assert "gpuhost/cli/__init__.py" in importers("click")
     assert "gpuhost/signals.py" in callers("signal.signal")
+    assert "gpuhost/deploy_runner.py" in importers("pyinfra.context")
