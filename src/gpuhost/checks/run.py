@@ -64,11 +64,16 @@ def pytest_argv(
     return argv + list(extra)
 
 
+#: how long pytest may take to unwind after its SIGINT before it is killed
+AFTER_SIGINT_S = 20.0
+
+
 def run_pytest(argv: list[str], grace: float = 2.0) -> int:
     """Run pytest and return its exit code. When gpuhost is stopped (Ctrl-C, SIGTERM), pytest
     gets the chance to end as pytest does (its clean-up removes the run's ssh_config folder):
     ``grace`` seconds to end by itself (a Ctrl-C in a terminal reached it too), then a SIGINT
-    and 5 s more; only then is it killed."""
+    and ``AFTER_SIGINT_S`` more (a loaded controller's pytest needs seconds to unwind; a second
+    Ctrl-C quits at once anyway); only then is it killed."""
     proc = subprocess.Popen(argv)
     try:
         return proc.wait()
@@ -77,7 +82,7 @@ def run_pytest(argv: list[str], grace: float = 2.0) -> int:
             if nudge is not None and proc.poll() is None:
                 proc.send_signal(nudge)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=grace if nudge is None else 5)
+                proc.wait(timeout=grace if nudge is None else AFTER_SIGINT_S)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
