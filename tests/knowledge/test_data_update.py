@@ -188,6 +188,10 @@ def test_old_data_is_warned_of_once(
     (line,) = [x for x in capsys.readouterr().err.splitlines() if x]
     assert line.startswith("warning: gpuhost's data is ") and "gpuhost data update" in line
     assert datadir.staleness(datetime.date(2026, 11, 24), 30) is None
+    # profile verify judges with the same data: the same one line
+    main(["matrix", "profile", "verify", "debian12-nonfree-535-security"])
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x]
+    assert line.startswith("warning: gpuhost's data is ")
 
 
 def test_metadata_read_out_of_a_wheel() -> None:

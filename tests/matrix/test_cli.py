@@ -9,6 +9,7 @@ import pytest
 from old_profiles import OLD_PROFILES
 
 from gpuhost.cli import main
+from gpuhost.datadir import data_info
 
 AS_OF = ["--as-of", "2026-11-22"]
 
@@ -140,7 +141,11 @@ def test_profile_verify(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     code, out, _ = _run(
         capsys, "matrix", "profile", "verify", "debian12-nonfree-535-security", "--json", *AS_OF
     )
-    assert code == 0 and json.loads(out)["verdict"] in ("ok", "warning")
+    doc = json.loads(out)
+    assert code == 0 and doc["verdict"] in ("ok", "warning")
+    # the same top-level keys as matrix check --json, the data named by the one helper
+    assert set(doc) == {"verdict", "findings", "security", "data"}
+    assert doc["data"] == data_info()
     # compatible, but its driver and toolkit are older than NVIDIA's security fixes: the
     # exposure is its own answer, refused only with --fail-on security
     old = ("matrix", "profile", "verify", "nvidia-repo-550-cuda12.4", "--profiles", OLD_PROFILES)

@@ -4,8 +4,6 @@ affected by a security bulletin rated an error), 2 bad input."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from gpuhost.cli._dataage import warn_if_stale
@@ -35,11 +33,12 @@ def _print_answers(
     security: Exposure,
     as_json: bool,
     fail_on: str,
-    data: dict[str, Any] | None = None,
 ) -> int:
-    """The two answers, never mixed (``matrix.show.answer_lines``); exit 1 on an incompatible
-    set, or with ``fail_on`` "security" on an exposure rated an error."""
-    for line in show.answer_lines(findings, security, as_json, fail_on, data):
+    """The two answers, never mixed (``matrix.show.answer_lines``), with the data judged with
+    (``datadir.data_info``; the staleness warning on stderr); exit 1 on an incompatible set, or
+    with ``fail_on`` "security" on an exposure rated an error."""
+    warn_if_stale()
+    for line in show.answer_lines(findings, security, as_json, fail_on, data_info()):
         click.echo(line)
     return 1 if fails(verdict(findings), security.verdict, fail_on) else 0
 
@@ -130,8 +129,7 @@ def check_cmd(
         as_of=as_of_date(as_of),
     )
     security = exposure(load_advisories(), driver=driver, container_toolkit=container_toolkit)
-    warn_if_stale()
-    return _print_answers(findings, security, as_json, fail_on, data_info())
+    return _print_answers(findings, security, as_json, fail_on)
 
 
 @command.command("resolve")

@@ -23,7 +23,7 @@ def answer_lines(
     security: Exposure,
     as_json: bool,
     fail_on: str,
-    data: dict[str, Any] | None = None,
+    data: dict[str, Any],
 ) -> list[str]:
     """The two answers, never mixed: the compatibility verdict of ``findings`` and the security
     exposure (``fail_on``: whether the exit status counts it). ``data``: the knowledge data's
@@ -33,9 +33,8 @@ def answer_lines(
             "verdict": verdict(findings),
             "findings": [f.to_json() for f in findings],
             "security": security.to_json(),
+            "data": data,
         }
-        if data is not None:
-            answer["data"] = data
         return [json.dumps(answer, indent=2)]
     lines = []
     for f in findings:
