@@ -40,6 +40,14 @@ def data_dir() -> Path:
     return Path(xdg) / "gpuhost"
 
 
+def use_data_dir(folder: str | None) -> Path:
+    """``--data-dir``: make ``folder`` (when given) the data directory of this process (through
+    ``$GPUHOST_DATA_DIR``, so every reader sees it); the data directory."""
+    if folder:
+        os.environ[ENV] = folder
+    return data_dir()
+
+
 def shipped_path(name: str) -> str:
     return str(resources.files("gpuhost") / "data" / name)
 

@@ -87,3 +87,21 @@ def run_pytest(argv: list[str], grace: float = 2.0) -> int:
             proc.kill()
             proc.wait()
         raise
+
+
+PYTEST_CODES = {
+    2: "pytest was interrupted",
+    3: "pytest had an internal error (see its output above)",
+    4: "pytest refused its arguments (see above; arguments after -- go to pytest)",
+    5: "no check was selected (the tier, --limit or -k selects nothing)",
+}
+
+
+def pytest_exit(code: int) -> int:
+    """pytest's exit code as gpuhost's: 0 and 1 as they are, 2-5 (pytest's own problems) are
+    exit 2 with one line; a pytest killed by a signal is 128 + the signal."""
+    if code < 0:
+        return 128 - code
+    if code in PYTEST_CODES:
+        raise ConfigError(f"check: {PYTEST_CODES[code]} (pytest exit code {code})")
+    return code

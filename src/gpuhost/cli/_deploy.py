@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from gpuhost.cli._echo import echo_lines
 from gpuhost.deploy_runner import HostOutcome, cut_off, outcome_lines, run_deploy
 from gpuhost.signals import StopAtOperationBoundary
 
@@ -28,8 +29,7 @@ def run_and_report(
     for)."""
     with StopAtOperationBoundary(command) as stop:
         outcomes = run_deploy(inventory, deploy_func, dry=dry, stop=stop, **options)
-    for line in outcome_lines(outcomes, dry, again=command):
-        click.echo(line)
+    echo_lines(outcome_lines(outcomes, dry, again=command))
     if stop.received:
         if cut_off(outcomes):
             raise stop.stopped(stop.stopped_line(cut_off=True))

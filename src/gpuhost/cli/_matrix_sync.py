@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
-from gpuhost.knowledge.maintain import compare_advisories, compare_wheels, write_text
+from gpuhost.cli._echo import echo_lines
+from gpuhost.knowledge.maintain import compare_advisories, compare_wheels
 from gpuhost.knowledge.pypi import DEFAULT_INDEX, make_index
-from gpuhost.knowledge.sync import record
 from gpuhost.matrix.advisories import default_advisories_path
 from gpuhost.matrix.wheeldata import default_wheels_path
 
@@ -71,16 +71,8 @@ def sync_cmd(
     path = wheels_file or default_wheels_path()
     index = make_index(from_dir, index_url)
     found = compare_wheels(index, path)
-    for line in found.lines:
-        click.echo(line)
-    click.echo(found.summary)
-    if record_dir:
-        n = record(found.result, Path(record_dir))
-        click.echo(f"recorded {n} answers under {record_dir}")
-    if write:
-        write_text(path, found.text)
-        click.echo(f"wrote {path}")
-    return 1 if check and found.lines else 0
+    echo_lines(found.outcome_lines(path, write, record_dir))
+    return found.exit_code(check)
 
 
 @click.command("advisories-sync")
@@ -119,10 +111,5 @@ def advisories_sync_cmd(
     """
     path = advisories_file or default_advisories_path()
     found = compare_advisories(Path(from_dir), path, Path(record_dir) if record_dir else None)
-    for line in found.lines:
-        click.echo(line)
-    click.echo(found.summary)
-    if write:
-        write_text(path, found.text)
-        click.echo(f"wrote {path}")
-    return 1 if check and found.lines else 0
+    echo_lines(found.outcome_lines(path, write))
+    return found.exit_code(check)

@@ -6,13 +6,17 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from gpuhost.findings import FAIL_ON
 from gpuhost.fleet import DEFAULT_CONNECT_TIMEOUT_S
+from gpuhost.locks import acquire, host_locks
 from gpuhost.statedir import check_state_dir, default_state_dir
+
+if TYPE_CHECKING:
+    from gpuhost.inventory.loader import InventoryHost
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -100,3 +104,15 @@ def limit_option(func: F) -> F:
         metavar="HOSTS",
         help="Only these hosts or groups (comma list, globs; repeatable), as for other commands.",
     )(func)
+
+
+def locked_hosts(inventory: str, limit: tuple[str, ...], state_dir: Path) -> list[InventoryHost]:
+    """The hosts ``--limit`` selects, each locked for this command (one writer per host,
+    ``gpuhost.locks``) until it ends."""
+    from gpuhost.inventory.loader import select
+
+    hosts = select(inventory, limit).entries()
+    ctx = click.get_current_context()
+    what = ctx.command_path.removeprefix("gpuhost ")
+    ctx.call_on_close(acquire(state_dir, host_locks(h.name for h in hosts), what).release)
+    return hosts

@@ -9,6 +9,8 @@ bulletins affect it?). Exit 0 clean or warnings only, 1 errors found or a host u
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from typing import Any
 
@@ -24,7 +26,7 @@ from gpuhost.audit_run import (
     load_settings,
     write_reports,
 )
-from gpuhost.cli._dataage import warn_if_stale
+from gpuhost.cli._echo import warn_if_stale
 from gpuhost.cli._options import connect_timeout_option, fail_on_option
 
 
@@ -116,8 +118,8 @@ def command(
         reports = audit_local(settings, pythons or None)
         extra: dict[str, Any] = {"inventory": None}
     else:
-        stream = open("/dev/null", "w") if quiet else out  # noqa: SIM115 - closed below
-        try:
+        sink = open(os.devnull, "w") if quiet else contextlib.nullcontext(out)  # noqa: SIM115
+        with sink as stream:  # the readable report, or nothing with --quiet
             reports, extra = audit_fleet(
                 inventory,
                 limit,
@@ -129,9 +131,6 @@ def command(
                 connect_timeout,
                 profiles_file,
             )
-        finally:
-            if quiet:
-                stream.close()
     matrix_date = getattr(settings.matrix, "updated", None)
     report = write_reports(
         reports, extra, json_path, junit_path, prom_path, matrix_date, html_path, fail_on

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import click
 
-from gpuhost.checks.run import TIERS, checks_dir, pytest_argv, run_pytest
+from gpuhost.checks.run import TIERS, checks_dir, pytest_argv, pytest_exit, run_pytest
 from gpuhost.checks_support.inventory import LOCAL, load_hosts
-from gpuhost.errors import ConfigError
 from gpuhost.output import check_output_path
 
 
@@ -96,21 +95,3 @@ def command(
     load_hosts(None if inventory == LOCAL else inventory, limit, profiles)  # bad input: exit 2
     argv = pytest_argv(checks_dir(), inventory, tier, limit, junit, pytest_args, profiles)
     return pytest_exit(run_pytest(argv))
-
-
-PYTEST_CODES = {
-    2: "pytest was interrupted",
-    3: "pytest had an internal error (see its output above)",
-    4: "pytest refused its arguments (see above; arguments after -- go to pytest)",
-    5: "no check was selected (the tier, --limit or -k selects nothing)",
-}
-
-
-def pytest_exit(code: int) -> int:
-    """pytest's exit code as gpuhost's: 0 and 1 as they are, 2-5 (pytest's own problems) are
-    exit 2 with one line; a pytest killed by a signal is 128 + the signal."""
-    if code < 0:
-        return 128 - code
-    if code in PYTEST_CODES:
-        raise ConfigError(f"check: {PYTEST_CODES[code]} (pytest exit code {code})")
-    return code

@@ -4,16 +4,12 @@ The work is in :mod:`gpuhost.knowledge.update`; this module parses options and p
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import click
 
 from gpuhost import datadir
+from gpuhost.cli._echo import echo_lines
 from gpuhost.cli._matrix_sync import from_dir_option, index_option
-from gpuhost.errors import DataUpdateError, GpuhostError
-from gpuhost.knowledge.pypi import make_index
-from gpuhost.knowledge.update import CSAF_BASE, CUDA_REDIST, collect, install
+from gpuhost.knowledge.update import CSAF_BASE, CUDA_REDIST, update
 
 _DATA_DIR = click.option(
     "--data-dir",
@@ -22,12 +18,6 @@ _DATA_DIR = click.option(
     help=f"The data directory (default: ${datadir.ENV}, else /var/lib/gpuhost/data for root, "
     "else $XDG_DATA_HOME/gpuhost).",
 )
-
-
-def _use(data_dir: str | None) -> Path:
-    if data_dir:
-        os.environ[datadir.ENV] = data_dir
-    return datadir.data_dir()
 
 
 @click.group("data")
@@ -51,8 +41,7 @@ def status_cmd(data_dir: str | None, as_json: bool) -> int:
     Example:
       gpuhost data status --json
     """
-    for line in datadir.status_lines(_use(data_dir), as_json):
-        click.echo(line)
+    echo_lines(datadir.status_lines(datadir.use_data_dir(data_dir), as_json))
     return 0
 
 
@@ -87,18 +76,5 @@ def update_cmd(
     Example:
       gpuhost data update
     """
-    folder = _use(data_dir)
-    before = datadir.data_info()
-    try:
-        index = make_index(from_dir, index_url)
-        found = collect(index, csaf_base=csaf_url, cuda_redist=redist_url)
-        install(found, folder)
-    except GpuhostError as exc:
-        raise DataUpdateError(
-            f"data update failed, keeping the data of {before['date']} ({before['origin']}): {exc}"
-        ) from exc
-    for line in found.lines:
-        click.echo(line)
-    after = datadir.data_info()
-    click.echo(f"data: {after['date']} ({after['origin']}); {len(found.lines)} facts added")
+    echo_lines(update(datadir.use_data_dir(data_dir), from_dir, index_url, csaf_url, redist_url))
     return 0

@@ -6,20 +6,13 @@ from __future__ import annotations
 
 import click
 
-from gpuhost.cli._dataage import warn_if_stale
+from gpuhost.cli._echo import echo_lines, warn_if_stale
 from gpuhost.cli._matrix_sync import advisories_sync_cmd, sync_cmd
 from gpuhost.cli._options import fail_on_option
 from gpuhost.datadir import data_info
 from gpuhost.errors import ConfigError
-from gpuhost.findings import Finding, fails
-from gpuhost.matrix import (
-    NoCompatibleSet,
-    check_stack,
-    load_matrix,
-    resolve_stack,
-    show,
-    verdict,
-)
+from gpuhost.findings import Finding
+from gpuhost.matrix import NoCompatibleSet, check_stack, load_matrix, resolve_stack, show
 from gpuhost.matrix.advisories import Exposure, exposure, load_advisories
 from gpuhost.matrix.frameworks import framework_answer
 from gpuhost.matrix.profiles import get_profile, load_profiles, verify_profile
@@ -28,19 +21,13 @@ from gpuhost.matrix.show import as_of_date, check_os_option
 from gpuhost.output import write_output
 
 
-def _print_answers(
-    findings: list[Finding],
-    security: Exposure,
-    as_json: bool,
-    fail_on: str,
-) -> int:
+def _print_answers(findings: list[Finding], security: Exposure, as_json: bool, fail_on: str) -> int:
     """The two answers, never mixed (``matrix.show.answer_lines``), with the data judged with
-    (``datadir.data_info``; the staleness warning on stderr); exit 1 on an incompatible set, or
-    with ``fail_on`` "security" on an exposure rated an error."""
+    (``datadir.data_info``; the staleness warning on stderr), and the exit status
+    (``matrix.show.answer_code``)."""
     warn_if_stale()
-    for line in show.answer_lines(findings, security, as_json, fail_on, data_info()):
-        click.echo(line)
-    return 1 if fails(verdict(findings), security.verdict, fail_on) else 0
+    echo_lines(show.answer_lines(findings, security, as_json, fail_on, data_info()))
+    return show.answer_code(findings, security, fail_on)
 
 
 _as_of_option = click.option(
@@ -168,11 +155,9 @@ def resolve_cmd(
             as_of=as_of_date(as_of),
         )
     except NoCompatibleSet as exc:
-        for line in show.no_set_lines(exc.reasons, as_json):
-            click.echo(line)
+        echo_lines(show.no_set_lines(exc.reasons, as_json))
         return 1
-    for line in show.resolution_lines(res, as_json):
-        click.echo(line)
+    echo_lines(show.resolution_lines(res, as_json))
     return 0
 
 
@@ -201,8 +186,7 @@ def show_cmd(gpu: str | None, framework: str | None, as_json: bool) -> int:
         lines = show.summary_lines(m)
     else:
         lines = show.gpu_lines(m, gpu)
-    for line in lines:
-        click.echo(line)
+    echo_lines(lines)
     return 0
 
 
@@ -216,8 +200,7 @@ def validate_cmd(file: str | None) -> int:
     Example:
       gpuhost matrix validate
     """
-    for line in show.validated_lines(load_matrix(file), shipped=file is None):
-        click.echo(line)
+    echo_lines(show.validated_lines(load_matrix(file), shipped=file is None))
     return 0
 
 

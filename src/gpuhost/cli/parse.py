@@ -12,12 +12,6 @@ from gpuhost.parsers.detect import parse_any, summary_lines
 from gpuhost.readers import MAX_FILE_BYTES, read_text
 
 
-def read_capture(path: Path) -> str:
-    """The file's text (``gpuhost.readers.read_text``: regular files only, UTF-8 with or without
-    a BOM, UTF-16); ConfigError when it cannot be read or is not text."""
-    return read_text(path, "a captured output", MAX_FILE_BYTES)
-
-
 @click.command("parse")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=True, exists=False))
 @click.option("--json", "as_json", is_flag=True, help="Print everything read, as JSON.")
@@ -29,7 +23,7 @@ def command(file: Path, as_json: bool) -> int:
     Example:
       gpuhost parse nvidia-smi-q.xml --json
     """
-    text = read_capture(file)
+    text = read_text(file, "a captured output", MAX_FILE_BYTES)  # regular files; UTF-8/16
     try:
         result = parse_any(text)
     except ParseError as exc:

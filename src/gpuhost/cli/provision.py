@@ -26,6 +26,7 @@ from __future__ import annotations
 import click
 
 from gpuhost.cli._deploy import run_and_report
+from gpuhost.cli._echo import warn_line, warn_lines
 from gpuhost.cli._options import connect_timeout_option, parallel_option
 from gpuhost.deploy_runner import exit_code, setup_logging
 from gpuhost.inventory.profiles import PROFILES_FILE_KEY, advisory_warnings
@@ -89,7 +90,7 @@ def command(
         connect_timeout=connect_timeout,
         progress=FleetProgress(0, "provision"),  # a status line on a terminal, else nothing
         uses_profiles=True,
-        on_selected=lambda selection: _warn(
+        on_selected=lambda selection: warn_lines(
             advisory_warnings(selection.data(name) for name in selection.names)
         ),
     )
@@ -104,14 +105,5 @@ def command(
         return code
     from gpuhost.upgrade.reboot_hosts import after_provision
 
-    still = after_provision(inventory, outcomes, reboot, reboot_timeout, click.echo, _warn_line)
+    still = after_provision(inventory, outcomes, reboot, reboot_timeout, click.echo, warn_line)
     return max(code, 1) if still else code
-
-
-def _warn_line(line: str) -> None:
-    click.echo(line, err=True)
-
-
-def _warn(lines: list[str]) -> None:
-    for line in lines:
-        _warn_line(line)

@@ -46,8 +46,7 @@ def merge(reports: tuple[str, ...], output: str, fail_on: str) -> int:
       gpuhost report merge shard1.json shard2.json -o fleet.json
     """
     merged = merge_reports(list(reports))
-    text = json_report.dumps(merged)
-    write_output(output, text, "-o")
+    write_output(output, json_report.dumps(merged), "-o")
     if output != "-":
         click.echo(fleet_text(merged["summary"]))
     return exit_code_for(merged["summary"], fail_on)

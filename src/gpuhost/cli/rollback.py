@@ -18,9 +18,9 @@ from pathlib import Path
 
 import click
 
-from gpuhost.cli._options import SECONDS, limit_option, state_option
+from gpuhost.cli._echo import echo_lines
+from gpuhost.cli._options import SECONDS, limit_option, locked_hosts, state_option
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, ConfigError
-from gpuhost.locks import acquire, host_locks
 from gpuhost.terminal import is_terminal
 from gpuhost.upgrade.settings import snapshots_dir
 
@@ -62,15 +62,11 @@ def command(
     Example:
       gpuhost rollback inventories/fleet.py --limit gpu-07 --yes
     """
-    from gpuhost.inventory.loader import select
     from gpuhost.upgrade.rollback import plan_rollback, run_rollback
 
-    hosts = select(inventory, limit).entries()
-    lease = acquire(state_dir, host_locks(h.name for h in hosts), "rollback")
-    click.get_current_context().call_on_close(lease.release)  # one writer per host
+    hosts = locked_hosts(inventory, limit, state_dir)
     plan = plan_rollback(hosts, snapshots_dir(state_dir), snapshot_id)
-    for line in plan.lines():
-        click.echo(line)
+    echo_lines(plan.lines())
     what = "restore" + ("" if no_reboot else " and reboot")
     count = len(plan.hosts)
     if not yes:

@@ -8,40 +8,25 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
+from gpuhost.cli._echo import echo_lines
+from gpuhost.cli._options import F
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK
-from gpuhost.matrix.peaks import smoke_expectations
+from gpuhost.matrix.peaks import judge_smoke_document
 from gpuhost.output import write_output
 from gpuhost.readers import MAX_FILE_BYTES, read_text
-from gpuhost.smoke.judge import has_failures, judge
-from gpuhost.smoke.report import report_lines
-from gpuhost.smoke.result import parse_result_text
 from gpuhost.smoke.runner import FRAMEWORK_CHOICES, run_local_text
 
-F = TypeVar("F", bound=Callable[..., Any])
 
-
-def _judge_document(
-    text: str,
-    source: str,
-    gpus: int | None,
-    driver_cuda: str | None,
-    min_ratio: float | None,
-    as_json: bool,
-) -> int:
-    """Parse a smoke script's JSON document, judge it against the expectation options and the
-    GPUs' published peaks (data/gpu_peaks.yaml; --min-ratio overrides its fractions) and print
-    the verdicts; the exit code."""
-    result = parse_result_text(text, source)
-    verdicts = judge(result, smoke_expectations(result, gpus, driver_cuda, min_ratio))
-    for line in report_lines(result, verdicts, as_json):
-        click.echo(line)
-    return EXIT_FINDINGS if has_failures(verdicts) else EXIT_OK
+def _judge_document(text: str, source: str, *expected: Any) -> int:
+    """Judge and print (``matrix.peaks.judge_smoke_document``); the exit code."""
+    lines, failed = judge_smoke_document(text, source, *expected)
+    echo_lines(lines)
+    return EXIT_FINDINGS if failed else EXIT_OK
 
 
 _expect_options = [

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import click
 
-from gpuhost.cli._options import limit_option, state_option
+from gpuhost.cli._echo import echo_lines
+from gpuhost.cli._options import limit_option, locked_hosts, state_option
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK
-from gpuhost.inventory.loader import InventoryHost
-from gpuhost.locks import acquire, host_locks
 from gpuhost.upgrade.settings import load_provider_config, runs_dir, snapshots_dir
 from gpuhost.upgrade.snapshot import SnapshotStore, diff, format_diff, load_snapshot
 from gpuhost.upgrade.snapshot_hosts import list_lines
@@ -65,20 +64,11 @@ def take(
       gpuhost snapshot take inventories/fleet.py
       gpuhost snapshot take inventories/fleet.py --limit gpu_a100,gpu-0*
     """
-    from gpuhost.inventory.loader import select
     from gpuhost.upgrade.snapshot_hosts import take_snapshots
 
-    hosts = select(inventory, limit).entries()
-    _lock(state_dir, hosts)
+    hosts = locked_hosts(inventory, limit, state_dir)
     provider = load_provider_config(provider_config)
     return _each(take_snapshots(hosts, snapshots_dir(state_dir), provider))
-
-
-def _lock(state_dir: Path, hosts: list[InventoryHost]) -> None:
-    """One writer per host, held until the command ends (``gpuhost.locks``)."""
-    what = click.get_current_context().command_path.removeprefix("gpuhost ")
-    lease = acquire(state_dir, host_locks(h.name for h in hosts), what)
-    click.get_current_context().call_on_close(lease.release)
 
 
 def _each(lines: Iterator[tuple[str, bool]]) -> int:
@@ -100,8 +90,7 @@ def list_(host: str | None, state_dir: Path) -> int:
     Example:
       gpuhost snapshot list gpu-07
     """
-    for line in list_lines(SnapshotStore(snapshots_dir(state_dir)), host):
-        click.echo(line)
+    echo_lines(list_lines(SnapshotStore(snapshots_dir(state_dir)), host))
     return EXIT_OK
 
 
@@ -147,10 +136,8 @@ def prune(inventory: str, keep: int, limit: tuple[str, ...], dry: bool, state_di
     Example:
       gpuhost snapshot prune inventories/fleet.py --keep 2 --dry
     """
-    from gpuhost.inventory.loader import select
     from gpuhost.upgrade.snapshot_hosts import prune_hosts
 
-    hosts = select(inventory, limit).entries()
-    _lock(state_dir, hosts)
+    hosts = locked_hosts(inventory, limit, state_dir)
     store = SnapshotStore(snapshots_dir(state_dir))
     return _each(prune_hosts(hosts, store, runs_dir(state_dir), keep, dry))

@@ -22,6 +22,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from gpuhost.cli._echo import echo_lines, warn_lines
 from gpuhost.cli._options import SECONDS, limit_option, state_option
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK
 from gpuhost.locks import acquire
@@ -151,17 +152,14 @@ def command(**options: Any) -> int:
         ctx.call_on_close(acquire(state_dir, names, "upgrade").release)
 
     plan = plan_upgrade(request, None if request.dry else hold)
-    for line in plan.warnings():
-        click.echo(line, err=True)
+    warn_lines(plan.warnings())
     if request.dry:
-        for line in plan.dry_lines():
-            click.echo(line)
+        echo_lines(plan.dry_lines())
         return EXIT_OK
     journal = plan.journal or plan.new_journal()
     click.echo(f"run {journal.header.run_id} (journal {journal.path})")
     summary = run_upgrade(plan, journal)
-    for line in summary_lines(summary):
-        click.echo(line)
+    echo_lines(summary_lines(summary))
     return EXIT_OK if summary.ok else EXIT_FINDINGS
 
 

@@ -6,6 +6,7 @@ the text to write. The CLI only parses options and prints.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 from gpuhost.errors import ConfigError
 from gpuhost.knowledge.csaf import read_bulletins, readable_row, render_advisories, trim
 from gpuhost.knowledge.pypi import Index
-from gpuhost.knowledge.sync import SyncResult, drift, matrix_drift, render_wheels, sync
+from gpuhost.knowledge.sync import SyncResult, drift, matrix_drift, record, render_wheels, sync
 from gpuhost.matrix import load_matrix
 from gpuhost.matrix.advisories import read_raw
 from gpuhost.matrix.wheeldata import read_wheels_file
@@ -26,6 +27,21 @@ class Comparison:
     lines: list[str]
     summary: str
     text: str
+
+    def exit_code(self, check: bool) -> int:
+        """1 when ``check`` (``--check``) and anything differs, else 0."""
+        return 1 if check and self.lines else 0
+
+    def outcome_lines(self, path: str, write: bool, record_dir: str | None = None) -> Iterator[str]:
+        """The differences and the summary, then, each as it is done, the answers recorded
+        under ``record_dir`` (wheels only) and the file at ``path`` rewritten (``write``)."""
+        yield from self.lines
+        yield self.summary
+        if record_dir and isinstance(self, WheelComparison):
+            yield f"recorded {record(self.result, Path(record_dir))} answers under {record_dir}"
+        if write:
+            write_text(path, self.text)
+            yield f"wrote {path}"
 
 
 @dataclass

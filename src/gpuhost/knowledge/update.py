@@ -34,10 +34,10 @@ import yaml
 
 from gpuhost import datadir, safeio
 from gpuhost.datafiles import load_yaml
-from gpuhost.errors import GpuhostError, PackageIndexError
+from gpuhost.errors import DataUpdateError, GpuhostError, PackageIndexError
 from gpuhost.knowledge.csaf import readable_row, render_advisories
 from gpuhost.knowledge.maintain import wheel_ranges
-from gpuhost.knowledge.pypi import Index
+from gpuhost.knowledge.pypi import Index, make_index
 from gpuhost.knowledge.sync import render_wheels, sync
 from gpuhost.matrix.advisories import default_advisories_path, load_advisories, read_raw
 from gpuhost.matrix.load import default_matrix_path, load_matrix
@@ -197,6 +197,26 @@ def _add_cuda(raw: dict[str, Any], version: str, manifest: Any, url: str) -> str
 
 # --------------------------------------------------------------------------------------------
 # writing
+
+
+def update(
+    folder: Path, from_dir: str | None, index_url: str, csaf_base: str, cuda_redist: str
+) -> list[str]:
+    """``gpuhost data update``: collect (PyPI from ``index_url``, or answers recorded under
+    ``from_dir``) and install into ``folder``; one line per fact, then the data now in use.
+    DataUpdateError naming the data kept when anything fails (nothing is changed then)."""
+    before = datadir.data_info()
+    try:
+        index = make_index(from_dir, index_url)
+        found = collect(index, csaf_base=csaf_base, cuda_redist=cuda_redist)
+        install(found, folder)
+    except GpuhostError as exc:
+        raise DataUpdateError(
+            f"data update failed, keeping the data of {before['date']} ({before['origin']}): {exc}"
+        ) from exc
+    after = datadir.data_info()
+    summary = f"data: {after['date']} ({after['origin']}); {len(found.lines)} facts added"
+    return [*found.lines, summary]
 
 
 def install(found: Collected, folder: Path, today: datetime.date | None = None) -> Path:

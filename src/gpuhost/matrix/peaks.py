@@ -24,8 +24,9 @@ from gpuhost.errors import MatrixError
 from gpuhost.matrix.load import CONFIDENCES
 from gpuhost.matrix.model import Source
 from gpuhost.matrix.yamlfile import read_mapping
-from gpuhost.smoke.judge import Expectations, PerfReference, gpu_names
-from gpuhost.smoke.result import SmokeResult
+from gpuhost.smoke.judge import Expectations, PerfReference, gpu_names, has_failures, judge
+from gpuhost.smoke.report import report_lines
+from gpuhost.smoke.result import SmokeResult, parse_result_text
 
 RATIO_METRICS = ("matmul_tflops_fp16", "h2d_gbps", "d2h_gbps")
 TFLOPS_FIELDS = ("fp16_tensor_tflops", "bf16_tensor_tflops", "tf32_tensor_tflops")
@@ -324,3 +325,19 @@ def smoke_expectations(
         min_ratio=min_ratio,
         references=smoke_references(gpu_names(result), min_ratio=min_ratio),
     )
+
+
+def judge_smoke_document(
+    text: str,
+    source: str,
+    gpus: int | None,
+    driver_cuda: str | None,
+    min_ratio: float | None,
+    as_json: bool,
+) -> tuple[list[str], bool]:
+    """``gpuhost smoke run|judge``: parse a smoke script's JSON document, judge it against the
+    expectation options and the GPUs' published peaks (``min_ratio`` overrides the data's
+    fractions); the verdicts' lines and whether a check FAILed."""
+    result = parse_result_text(text, source)
+    verdicts = judge(result, smoke_expectations(result, gpus, driver_cuda, min_ratio))
+    return report_lines(result, verdicts, as_json), has_failures(verdicts)

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from gpuhost.errors import ConfigError
-from gpuhost.findings import Finding, verdict
+from gpuhost.findings import Finding, fails, verdict
 from gpuhost.matrix.advisories import Exposure
 from gpuhost.matrix.gpus import gpu_info, unknown_gpu_hint
 from gpuhost.matrix.lookup import arch_cuda_range, cc_covered, cudnn_packages, package_runs_on
@@ -16,6 +16,12 @@ from gpuhost.matrix.model import Matrix
 from gpuhost.matrix.resolve import Resolution
 
 _MARK = {"info": "ok  ", "warning": "WARN", "error": "FAIL"}
+
+
+def answer_code(findings: list[Finding], security: Exposure, fail_on: str) -> int:
+    """Exit 1 on an incompatible set, or with ``fail_on`` "security" on an exposure rated an
+    error; else 0."""
+    return 1 if fails(verdict(findings), security.verdict, fail_on) else 0
 
 
 def answer_lines(
@@ -77,8 +83,7 @@ def summary_lines(m: Matrix) -> list[str]:
     for minor in reversed(m.cuda):
         floor = m.minor_compat[minor.major].min_driver
         lines.append(
-            f"{minor.version:6} {minor.ga.min_driver:>12} {minor.newest.min_driver:>14} "
-            f"{floor:>19}"
+            f"{minor.version:6} {minor.ga.min_driver:>12} {minor.newest.min_driver:>14} {floor:>19}"
         )
     lines.append(
         f"\n{len(m.gpus)} GPU models, {len(m.cudnn)} cuDNN releases, {len(m.pytorch)} "
