@@ -136,7 +136,30 @@ def check_stack(
                 "not checked",
                 "pytorch-release-md",
             )
-    if fabric_manager is not None and drv is not None:
+    if drv is not None:
+        _check_companions(out, drv, str(driver), fabric_manager, container_toolkit)
+    found = judged_set(gpus, driver, cuda, cudnn, frameworks, fabric_manager, container_toolkit)
+    return [
+        replace(
+            f,
+            found=f.found or found,
+            expected=f.expected or f"a set the compatibility matrix accepts (rule {f.rule})",
+        )
+        for f in out.items
+    ]
+
+
+def _check_companions(
+    out: Out,
+    drv: Version,
+    driver: str,
+    fabric_manager: str | None,
+    container_toolkit: str | None,
+) -> None:
+    """Fabric Manager must be the driver's version (``driver`` as given, ``drv`` parsed); the
+    container toolkit needs a driver floor."""
+    matrix = out.matrix
+    if fabric_manager is not None:
         fm = V(fabric_manager, field="--fabric-manager")
         if fm != drv:
             out.add(
@@ -147,7 +170,7 @@ def check_stack(
                 f"nvidia-fabricmanager {driver}",
                 matrix.policies["fabric_manager"].source,
             )
-    if container_toolkit is not None and drv is not None:
+    if container_toolkit is not None:
         policy = matrix.policies["container_toolkit"]
         need = str(policy.values["min_driver"])
         if drv < V(need, field="policies.container_toolkit.min_driver"):
@@ -158,15 +181,6 @@ def check_stack(
                 f"{driver}; fix: upgrade the driver",
                 policy.source,
             )
-    found = judged_set(gpus, driver, cuda, cudnn, frameworks, fabric_manager, container_toolkit)
-    return [
-        replace(
-            f,
-            found=f.found or found,
-            expected=f.expected or f"a set the compatibility matrix accepts (rule {f.rule})",
-        )
-        for f in out.items
-    ]
 
 
 def judged_set(

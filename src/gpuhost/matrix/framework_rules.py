@@ -162,25 +162,7 @@ def check_torch(
         _check_torch_default(out, rel, wheel.version, default, drv, hw)
         return
     if rel is None:
-        known = ", ".join(r.version for r in m.pytorch)
-        if wheel is not None:  # on PyPI, but neither its metadata nor a matrix row says more
-            out.add(
-                "framework.unknown",
-                "warning",
-                f"torch {wheel.version} is on PyPI (released {wheel.released}) but which CUDA "
-                f"its wheels bundle is not known: {_no_cuda_why(wheel)} and the matrix has no "
-                f"row for it (it lists {known}); not checked; fix: check torch.version.cuda and "
-                "torch.cuda.get_arch_list() on the host, or pin a listed release",
-                "pypi-metadata",
-            )
-            return
-        out.add(
-            "framework.unknown",
-            "warning",
-            f"torch {spec.version} is not in the matrix (it lists {known}); not checked"
-            + newer_than_data(out.matrix, spec.version, known.split(", "), UPDATE_WHEELS),
-            "pytorch-release-md",
-        )
+        _torch_not_listed(out, spec.version, wheel)
         return
     if wheel is not None:
         why = _no_cuda_why(wheel)
@@ -191,30 +173,76 @@ def check_torch(
             f"({why}); every variant of torch {rel.version} was judged instead",
             "pypi-metadata",
         )
+    variants = _torch_variants(out, spec.version, rel)
+    if variants:
+        _judge_torch_variants(out, spec.version, rel, variants, drv, hw)
+
+
+def _torch_not_listed(out: Out, version: Version, wheel: WheelRelease | None) -> None:
+    """``torch==X`` the matrix has no row for: a warning, saying what PyPI knows of it."""
+    known = ", ".join(r.version for r in out.matrix.pytorch)
+    if wheel is not None:  # on PyPI, but neither its metadata nor a matrix row says more
+        out.add(
+            "framework.unknown",
+            "warning",
+            f"torch {wheel.version} is on PyPI (released {wheel.released}) but which CUDA "
+            f"its wheels bundle is not known: {_no_cuda_why(wheel)} and the matrix has no "
+            f"row for it (it lists {known}); not checked; fix: check torch.version.cuda and "
+            "torch.cuda.get_arch_list() on the host, or pin a listed release",
+            "pypi-metadata",
+        )
+        return
+    out.add(
+        "framework.unknown",
+        "warning",
+        f"torch {version} is not in the matrix (it lists {known}); not checked"
+        + newer_than_data(out.matrix, version, known.split(", "), UPDATE_WHEELS),
+        "pytorch-release-md",
+    )
+
+
+def _torch_variants(out: Out, version: Version, rel: TorchRelease) -> list[TorchVariant]:
+    """The variants of ``rel`` to judge: all of them, or the one ``version``'s local tag names
+    (none, with a finding, when it is not a CUDA build or not one of the release's)."""
     variants = list(rel.variants)
-    if local is not None:
-        chosen = [v for v in variants if v.tag == local]
-        if not chosen:
-            if not local.startswith("cu"):
-                out.add(
-                    "framework.not-cuda",
-                    "warning",
-                    f"torch {spec.version} is not a CUDA build; it will not use NVIDIA GPUs",
-                    rel.source,
-                )
-                return
-            tags = ", ".join(v.tag for v in variants)
-            out.add(
-                "framework.variant",
-                "error",
-                f"torch {rel.version} has no {local} wheel (it has {tags}); fix: pick one of those",
-                rel.source,
-            )
-            return
-        variants = chosen
+    local = version.local
+    if local is None:
+        return variants
+    chosen = [v for v in variants if v.tag == local]
+    if chosen:
+        return chosen
+    if not local.startswith("cu"):
+        out.add(
+            "framework.not-cuda",
+            "warning",
+            f"torch {version} is not a CUDA build; it will not use NVIDIA GPUs",
+            rel.source,
+        )
+        return []
+    tags = ", ".join(v.tag for v in variants)
+    out.add(
+        "framework.variant",
+        "error",
+        f"torch {rel.version} has no {local} wheel (it has {tags}); fix: pick one of those",
+        rel.source,
+    )
+    return []
+
+
+def _judge_torch_variants(
+    out: Out,
+    version: Version,
+    rel: TorchRelease,
+    variants: list[TorchVariant],
+    drv: Version | None,
+    hw: list[tuple[GpuInfo, Architecture]],
+) -> None:
+    """Without a local tag: the newest fitting variant (stable first) and its problems, else
+    every variant's problems; with one: that variant's problems, or that it fits."""
+    local = version.local
     results = []
     for var in variants:
-        label = f"torch {spec.version}" if local else f"torch {spec.version}+{var.tag}"
+        label = f"torch {version}" if local else f"torch {version}+{var.tag}"
         results.append((var, _variant_problems(out, label, var, drv, hw)))
     fitting = [(v, p) for v, p in results if not any(s == "error" for _, s, _, _ in p)]
     if local is None and fitting:
@@ -222,7 +250,7 @@ def check_torch(
         out.add(
             "framework.ok",
             "info",
-            f"torch {spec.version}: the {var.tag} wheel (CUDA {var.cuda}) fits this stack",
+            f"torch {version}: the {var.tag} wheel (CUDA {var.cuda}) fits this stack",
             rel.source,
         )
         for rule, sev, msg, src in problems:
@@ -235,10 +263,10 @@ def check_torch(
             out.add(
                 "framework.ok",
                 "info",
-                f"torch {spec.version}: the {var.tag} wheel (CUDA {var.cuda}"
+                f"torch {version}: the {var.tag} wheel (CUDA {var.cuda}"
                 + (f", cuDNN {var.cudnn}" if var.cudnn else "")
                 + ") fits this stack; install: "
-                + torch_install_command(m, release_text(spec.version), var, False),
+                + torch_install_command(out.matrix, release_text(version), var, False),
                 rel.source,
             )
 
@@ -321,6 +349,31 @@ def check_tensorflow(
         return
     first = len(out.items)
     label = f"TensorFlow {spec.version}"
+    _tf_cuda_cudnn(out, rel, label, cv, cdv)
+    _tf_driver_arch(out, rel, label, drv, hw)
+    if len(out.items) == first:  # nothing against it
+        how = "tested with"
+        if rel.source == PYPI_TF:
+            how = "its and-cuda extra asks for at least" if rel.at_least else "its and-cuda pins"
+        out.add(
+            "framework.ok",
+            "info",
+            f"{label} ({how} CUDA {rel.cuda}, cuDNN {rel.cudnn}) fits this stack; install: "
+            f"pip install 'tensorflow[and-cuda]=={rel.version}'",
+            rel.source,
+        )
+
+
+def _at_least(rel: TensorflowRelease, found: Version, floor: str) -> bool:
+    """An and-cuda range (>=) that ``found`` satisfies: same major, not older."""
+    need = V(floor, field="c")
+    return rel.at_least and found.release[0] == need.release[0] and found >= need
+
+
+def _tf_cuda_cudnn(
+    out: Out, rel: TensorflowRelease, label: str, cv: Version | None, cdv: Version | None
+) -> None:
+    """The stack's CUDA and cuDNN against what the TensorFlow release is built with."""
     tested = "was tested with" if rel.source != PYPI_TF else "pins (and-cuda)"
     built = V(rel.cuda, field="c").release[0]
     built_cudnn = V(rel.cudnn, field="c").release[0]
@@ -363,6 +416,17 @@ def check_tensorflow(
             f"the stack has cuDNN {cdv}; fix: use cuDNN {rel.cudnn}",
             rel.source,
         )
+
+
+def _tf_driver_arch(
+    out: Out,
+    rel: TensorflowRelease,
+    label: str,
+    drv: Version | None,
+    hw: list[tuple[GpuInfo, Architecture]],
+) -> None:
+    """The driver against the release's CUDA floor; each GPU against the CUDA it is built with."""
+    m = out.matrix
     major, floor = framework_cuda_floor(m, rel.cuda, drv)
     if floor is not None:
         out.add(
@@ -385,20 +449,3 @@ def check_tensorflow(
                 "built with a CUDA in that range, or a newer GPU",
                 arch.source,
             )
-    if len(out.items) == first:  # nothing against it
-        how = "tested with"
-        if rel.source == PYPI_TF:
-            how = "its and-cuda extra asks for at least" if rel.at_least else "its and-cuda pins"
-        out.add(
-            "framework.ok",
-            "info",
-            f"{label} ({how} CUDA {rel.cuda}, cuDNN {rel.cudnn}) fits this stack; install: "
-            f"pip install 'tensorflow[and-cuda]=={rel.version}'",
-            rel.source,
-        )
-
-
-def _at_least(rel: TensorflowRelease, found: Version, floor: str) -> bool:
-    """An and-cuda range (>=) that ``found`` satisfies: same major, not older."""
-    need = V(floor, field="c")
-    return rel.at_least and found.release[0] == need.release[0] and found >= need

@@ -140,134 +140,68 @@ def parse_profiles(data: Any, origin: str, problems: list[str]) -> dict[str, Pro
     return out
 
 
-def _profile(name: str, raw: Any, path: str, origin: str, problems: list[str]) -> Profile | None:
-    def bad(sub: str, msg: str) -> None:
-        problems.append(f"{path}.{sub}: {msg}" if sub else f"{path}: {msg}")
+class _Reader:
+    """Reads one profile's fields, appending ``profiles.NAME.FIELD: problem`` lines."""
 
-    if not isinstance(raw, dict):
-        bad("", "expected a mapping")
-        return None
-    for key in raw:
-        if key not in _FIELDS:
-            bad(str(key), f"unknown field (expected one of {', '.join(sorted(_FIELDS))})")
+    def __init__(self, path: str, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
 
-    def text(key: str, value: Any, required: bool = True) -> str | None:
+    def bad(self, sub: str, msg: str) -> None:
+        self.problems.append(f"{self.path}.{sub}: {msg}" if sub else f"{self.path}: {msg}")
+
+    def text(self, key: str, value: Any, required: bool = True) -> str | None:
         if value is None:
             if required:
-                bad(key, "missing")
+                self.bad(key, "missing")
             return None
         if not isinstance(value, str) or not value.strip():
-            bad(key, f"expected a string, found {value!r}")
+            self.bad(key, f"expected a string, found {value!r}")
             return None
         return value
 
-    def version(key: str, value: Any, required: bool = True) -> str | None:
+    def version(self, key: str, value: Any, required: bool = True) -> str | None:
         if value is None and not required:
             return None
         try:
-            parse_version(value, field=f"{path}.{key}")
+            parse_version(value, field=f"{self.path}.{key}")
         except VersionError as exc:
-            problems.append(str(exc))
+            self.problems.append(str(exc))
             return None
         return str(value)
 
-    def choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
+    def choice(self, key: str, value: Any, allowed: tuple[str, ...]) -> str:
         if value not in allowed:
-            bad(key, f"{value!r} is not one of {', '.join(allowed)}")
+            self.bad(key, f"{value!r} is not one of {', '.join(allowed)}")
             return allowed[0]
         return str(value)
 
-    description = text("description", raw.get("description")) or ""
-    os_ids = raw.get("os")
-    if not isinstance(os_ids, list) or not os_ids or not all(isinstance(o, str) for o in os_ids):
-        bad("os", "expected a non-empty list of OS ids such as debian-12")
-        os_ids = []
-    source = choice("source", raw.get("source"), SOURCES)
-    if raw.get("source") in SOURCES:  # an OS the source has no package names for cannot install
-        known = supported_os(source)
-        for i, os_id in enumerate(os_ids):
-            if os_id not in known:
-                bad(
-                    f"os[{i}]",
-                    f"{os_id!r}: source {source} has no package set for this OS "
-                    f"(data/package_sets.yaml; expected one of: {', '.join(known) or 'none'})",
-                )
-    drv: dict[str, Any] = raw["driver"] if isinstance(raw.get("driver"), dict) else {}
-    if not drv:
-        bad("driver", "expected a mapping {version, branch, kernel_module}")
-    dver = version("driver.version", drv.get("version")) or "0"
-    branch = drv.get("branch")
-    if not isinstance(branch, int) or isinstance(branch, bool):
-        bad("driver.branch", f"{branch!r} is not a driver branch number such as 535")
-        branch = 0
-    elif dver != "0" and driver_branch(dver) != branch:
-        bad(
-            "driver.branch",
-            f"{branch} does not match driver.version {dver} (branch {driver_branch(dver)})",
-        )
-    kmod = choice("driver.kernel_module", drv.get("kernel_module", "auto"), KERNEL_MODULES)
-    cuda: dict[str, Any] = raw["cuda"] if isinstance(raw.get("cuda"), dict) else {}
-    versions = cuda.get("versions")
-    if not isinstance(versions, list) or not versions:
-        bad("cuda.versions", "expected a non-empty list of CUDA versions")
-        versions = []
-    cuda_versions = tuple(
-        v for i, v in enumerate(versions) if version(f"cuda.versions[{i}]", v) is not None
-    )
-    default = version("cuda.default", cuda.get("default")) or ""
-    if default and default not in cuda_versions:
-        bad("cuda.default", f"{default} is not one of cuda.versions")
-    cudnn = version("cudnn", raw.get("cudnn"), required=False)
-    ctk = version("container_toolkit", raw.get("container_toolkit"), required=False)
+
+def _profile(name: str, raw: Any, path: str, origin: str, problems: list[str]) -> Profile | None:
+    r = _Reader(path, problems)
+    if not isinstance(raw, dict):
+        r.bad("", "expected a mapping")
+        return None
+    for key in raw:
+        if key not in _FIELDS:
+            r.bad(str(key), f"unknown field (expected one of {', '.join(sorted(_FIELDS))})")
+    description = r.text("description", raw.get("description")) or ""
+    os_ids, source = _os_and_source(r, raw)
+    dver, branch, kmod = _driver(r, raw)
+    cuda_versions, default = _cuda(r, raw)
+    cudnn = r.version("cudnn", raw.get("cudnn"), required=False)
+    ctk = r.version("container_toolkit", raw.get("container_toolkit"), required=False)
     fm = raw.get("fabric_manager", "auto")
     if not (isinstance(fm, bool) or fm == "auto"):  # 1 == True let 1 through
-        bad("fabric_manager", f"{fm!r} is not true, false or auto")
+        r.bad("fabric_manager", f"{fm!r} is not true, false or auto")
         fm = "auto"
-    frameworks = raw.get("frameworks", [])
-    if not isinstance(frameworks, list) or not all(isinstance(f, str) for f in frameworks):
-        bad("frameworks", "expected a list of pins such as torch==2.5.1+cu124")
-        frameworks = []
-    for i, pin in enumerate(frameworks):  # what matrix check judges: a known NAME==VERSION
-        try:
-            spec = parse_framework(pin)
-        except VersionError as exc:
-            bad(f"frameworks[{i}]", str(exc).removeprefix("--framework: "))
-            continue
-        if not spec.known or spec.version is None:
-            bad(
-                f"frameworks[{i}]",
-                f"{pin!r}: expected an exact pin of torch or tensorflow, e.g. torch==2.5.1+cu124",
-            )
-    clocks_raw = raw.get("clocks", {"policy": "none"})
-    if not isinstance(clocks_raw, dict):
-        bad("clocks", "expected a mapping {policy: max|none|explicit}")
-        clocks_raw = {"policy": "none"}
-    policy = choice("clocks.policy", clocks_raw.get("policy"), CLOCK_POLICIES)
-    gfx, mem = clocks_raw.get("graphics_mhz"), clocks_raw.get("memory_mhz")
-    for key, mhz in (("graphics_mhz", gfx), ("memory_mhz", mem)):
-        if mhz is not None and (isinstance(mhz, bool) or not isinstance(mhz, int) or mhz <= 0):
-            bad(f"clocks.{key}", f"{mhz!r} is not a clock in MHz (a positive integer)")
-    if policy == "explicit" and not (isinstance(gfx, int) and isinstance(mem, int)):
-        bad("clocks", "policy explicit needs integer graphics_mhz and memory_mhz")
+    frameworks = _frameworks(r, raw)
+    clocks = _clocks(r, raw)
     persistence = raw.get("persistence", True)
     if not isinstance(persistence, bool):
-        bad("persistence", f"{persistence!r} is not true or false")
+        r.bad("persistence", f"{persistence!r} is not true or false")
         persistence = True
-    packages = raw.get("packages", {})
-    if not isinstance(packages, dict) or not all(isinstance(v, str) for v in packages.values()):
-        bad("packages", "expected a mapping of component -> package name")
-        packages = {}
-    companions = raw.get("companions", {})
-    if not isinstance(companions, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) and _DEB_VERSION_RE.match(v)
-        for k, v in companions.items()
-    ):
-        bad(
-            "companions",
-            "expected a mapping of package -> exact Debian version (quoted), "
-            f'e.g. nvidia-modprobe: "535.161.07-1~deb12u1"; found {companions!r}',
-        )
-        companions = {}
+    packages, companions = _packages(r, raw)
     return Profile(
         name=name,
         description=description,
@@ -282,16 +216,122 @@ def _profile(name: str, raw: Any, path: str, origin: str, problems: list[str]) -
         container_toolkit=ctk,
         fabric_manager=fm,
         frameworks=tuple(frameworks),
-        clocks=Clocks(
-            policy,  # type: ignore[arg-type]
-            gfx if isinstance(gfx, int) else None,
-            mem if isinstance(mem, int) else None,
-        ),
+        clocks=clocks,
         persistence=persistence,
-        packages={str(k): v for k, v in packages.items()},
+        packages=packages,
         companions=dict(sorted(companions.items())),
         origin=origin,
     )
+
+
+def _os_and_source(r: _Reader, raw: dict[str, Any]) -> tuple[list[str], str]:
+    os_ids = raw.get("os")
+    if not isinstance(os_ids, list) or not os_ids or not all(isinstance(o, str) for o in os_ids):
+        r.bad("os", "expected a non-empty list of OS ids such as debian-12")
+        os_ids = []
+    source = r.choice("source", raw.get("source"), SOURCES)
+    if raw.get("source") in SOURCES:  # an OS the source has no package names for cannot install
+        known = supported_os(source)
+        for i, os_id in enumerate(os_ids):
+            if os_id not in known:
+                r.bad(
+                    f"os[{i}]",
+                    f"{os_id!r}: source {source} has no package set for this OS "
+                    f"(data/package_sets.yaml; expected one of: {', '.join(known) or 'none'})",
+                )
+    return os_ids, source
+
+
+def _driver(r: _Reader, raw: dict[str, Any]) -> tuple[str, int, str]:
+    """driver.version ("0" when bad), driver.branch (0 when bad), driver.kernel_module."""
+    drv: dict[str, Any] = raw["driver"] if isinstance(raw.get("driver"), dict) else {}
+    if not drv:
+        r.bad("driver", "expected a mapping {version, branch, kernel_module}")
+    dver = r.version("driver.version", drv.get("version")) or "0"
+    branch = drv.get("branch")
+    if not isinstance(branch, int) or isinstance(branch, bool):
+        r.bad("driver.branch", f"{branch!r} is not a driver branch number such as 535")
+        branch = 0
+    elif dver != "0" and driver_branch(dver) != branch:
+        r.bad(
+            "driver.branch",
+            f"{branch} does not match driver.version {dver} (branch {driver_branch(dver)})",
+        )
+    kmod = r.choice("driver.kernel_module", drv.get("kernel_module", "auto"), KERNEL_MODULES)
+    return dver, branch, kmod
+
+
+def _cuda(r: _Reader, raw: dict[str, Any]) -> tuple[tuple[str, ...], str]:
+    cuda: dict[str, Any] = raw["cuda"] if isinstance(raw.get("cuda"), dict) else {}
+    versions = cuda.get("versions")
+    if not isinstance(versions, list) or not versions:
+        r.bad("cuda.versions", "expected a non-empty list of CUDA versions")
+        versions = []
+    cuda_versions = tuple(
+        v for i, v in enumerate(versions) if r.version(f"cuda.versions[{i}]", v) is not None
+    )
+    default = r.version("cuda.default", cuda.get("default")) or ""
+    if default and default not in cuda_versions:
+        r.bad("cuda.default", f"{default} is not one of cuda.versions")
+    return cuda_versions, default
+
+
+def _frameworks(r: _Reader, raw: dict[str, Any]) -> list[str]:
+    frameworks = raw.get("frameworks", [])
+    if not isinstance(frameworks, list) or not all(isinstance(f, str) for f in frameworks):
+        r.bad("frameworks", "expected a list of pins such as torch==2.5.1+cu124")
+        return []
+    for i, pin in enumerate(frameworks):  # what matrix check judges: a known NAME==VERSION
+        try:
+            spec = parse_framework(pin)
+        except VersionError as exc:
+            r.bad(f"frameworks[{i}]", str(exc).removeprefix("--framework: "))
+            continue
+        if not spec.known or spec.version is None:
+            r.bad(
+                f"frameworks[{i}]",
+                f"{pin!r}: expected an exact pin of torch or tensorflow, e.g. torch==2.5.1+cu124",
+            )
+    return frameworks
+
+
+def _clocks(r: _Reader, raw: dict[str, Any]) -> Clocks:
+    clocks_raw = raw.get("clocks", {"policy": "none"})
+    if not isinstance(clocks_raw, dict):
+        r.bad("clocks", "expected a mapping {policy: max|none|explicit}")
+        clocks_raw = {"policy": "none"}
+    policy = r.choice("clocks.policy", clocks_raw.get("policy"), CLOCK_POLICIES)
+    gfx, mem = clocks_raw.get("graphics_mhz"), clocks_raw.get("memory_mhz")
+    for key, mhz in (("graphics_mhz", gfx), ("memory_mhz", mem)):
+        if mhz is not None and (isinstance(mhz, bool) or not isinstance(mhz, int) or mhz <= 0):
+            r.bad(f"clocks.{key}", f"{mhz!r} is not a clock in MHz (a positive integer)")
+    if policy == "explicit" and not (isinstance(gfx, int) and isinstance(mem, int)):
+        r.bad("clocks", "policy explicit needs integer graphics_mhz and memory_mhz")
+    return Clocks(
+        policy,  # type: ignore[arg-type]
+        gfx if isinstance(gfx, int) else None,
+        mem if isinstance(mem, int) else None,
+    )
+
+
+def _packages(r: _Reader, raw: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """packages (component -> package name) and companions (package -> exact Debian version)."""
+    packages = raw.get("packages", {})
+    if not isinstance(packages, dict) or not all(isinstance(v, str) for v in packages.values()):
+        r.bad("packages", "expected a mapping of component -> package name")
+        packages = {}
+    companions = raw.get("companions", {})
+    if not isinstance(companions, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and _DEB_VERSION_RE.match(v)
+        for k, v in companions.items()
+    ):
+        r.bad(
+            "companions",
+            "expected a mapping of package -> exact Debian version (quoted), "
+            f'e.g. nvidia-modprobe: "535.161.07-1~deb12u1"; found {companions!r}',
+        )
+        companions = {}
+    return {str(k): v for k, v in packages.items()}, companions
 
 
 def verify_profile(

@@ -120,7 +120,21 @@ def render_markdown(
 ) -> str:
     """The whole matrix as Markdown, newest rows first, every row with its source key."""
     m = matrix
-    lines = [
+    lines = _intro() + _cuda(m) + _architectures(m) + _gpu_models(m) + _cudnn(m) + _pytorch(m)
+    lines += ["## TensorFlow (tested build configurations)", ""]
+    lines += _table(
+        ["TensorFlow", "CUDA", "cuDNN", "source"],
+        [[t.version, t.cuda, t.cudnn, t.source] for t in reversed(m.tensorflow)],
+    )
+    lines += _wheels(m)
+    lines += _advisories(advisories if advisories is not None else load_advisories())
+    lines += _peaks(peaks if peaks is not None else load_peaks())
+    lines += _branches_policies_sources(m)
+    return "\n".join(lines) + "\n"
+
+
+def _intro() -> list[str]:
+    return [
         "# Compatibility matrix",
         "",
         "Generated from `src/gpuhost/data/matrix.yaml` by `gpuhost matrix render`; do not edit.",
@@ -133,9 +147,10 @@ def render_markdown(
         "(`gpuhost matrix advisories-sync --from <checkout of github.com/NVIDIA/product-security>",
         "--write`).",
         "",
-        "## CUDA toolkit: minimum Linux driver",
-        "",
     ]
+
+
+def _cuda(m: Matrix) -> list[str]:
     rows = []
     for minor in reversed(m.cuda):
         floor = m.minor_compat.get(minor.major)
@@ -150,7 +165,7 @@ def render_markdown(
                     rel.confidence,
                 ]
             )
-    lines += _table(
+    return ["## CUDA toolkit: minimum Linux driver", ""] + _table(
         [
             "CUDA",
             "version",
@@ -161,8 +176,10 @@ def render_markdown(
         ],
         rows,
     )
-    lines += ["## Architectures", ""]
-    lines += _table(
+
+
+def _architectures(m: Matrix) -> list[str]:
+    return ["## Architectures", ""] + _table(
         [
             "architecture",
             "compute capability",
@@ -188,15 +205,19 @@ def render_markdown(
             for a in reversed(m.architectures)
         ],
     )
-    lines += ["## GPU models", ""]
-    lines += _table(
+
+
+def _gpu_models(m: Matrix) -> list[str]:
+    return ["## GPU models", ""] + _table(
         ["model", "names", "compute capability", "source", "confidence"],
         [
             [g.model, ", ".join(g.names), g.compute_capability, g.source, g.confidence]
             for g in sorted(m.gpus, key=lambda g: (-float(g.compute_capability), g.model))
         ],
     )
-    lines += ["## cuDNN", ""]
+
+
+def _cudnn(m: Matrix) -> list[str]:
     rows = []
     for crel in reversed(m.cudnn):
         for pkg in crel.packages:
@@ -214,8 +235,11 @@ def render_markdown(
                     crel.source,
                 ]
             )
-    lines += _table(["cuDNN", "CUDA", "driver", "compute capabilities", "source"], rows)
-    lines += ["## PyTorch wheels", ""]
+    headers = ["cuDNN", "CUDA", "driver", "compute capabilities", "source"]
+    return ["## cuDNN", ""] + _table(headers, rows)
+
+
+def _pytorch(m: Matrix) -> list[str]:
     rows = []
     for tr in reversed(m.pytorch):
         for var in tr.variants:
@@ -230,18 +254,13 @@ def render_markdown(
                     tr.confidence,
                 ]
             )
-    lines += _table(
+    return ["## PyTorch wheels", ""] + _table(
         ["torch", "variant", "channel", "bundled cuDNN", "built for", "source", "confidence"], rows
     )
-    lines += ["## TensorFlow (tested build configurations)", ""]
-    lines += _table(
-        ["TensorFlow", "CUDA", "cuDNN", "source"],
-        [[t.version, t.cuda, t.cudnn, t.source] for t in reversed(m.tensorflow)],
-    )
-    lines += _wheels(m)
-    lines += _advisories(advisories if advisories is not None else load_advisories())
-    lines += _peaks(peaks if peaks is not None else load_peaks())
-    lines += ["## Driver branches", ""]
+
+
+def _branches_policies_sources(m: Matrix) -> list[str]:
+    lines = ["## Driver branches", ""]
     lines += _table(
         ["branch", "type", "end of life", "source", "confidence", "note"],
         [
@@ -255,4 +274,4 @@ def render_markdown(
     lines += ["", "## Sources", ""]
     for key, src in m.sources.items():
         lines.append(f"- `{key}`: [{src.title}]({src.url})")
-    return "\n".join(lines) + "\n"
+    return lines

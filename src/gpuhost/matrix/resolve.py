@@ -35,6 +35,7 @@ from gpuhost.matrix.lookup import (
 from gpuhost.matrix.model import (
     Architecture,
     CudaMinor,
+    DriverBranch,
     GpuInfo,
     Matrix,
     TensorflowRelease,
@@ -103,14 +104,57 @@ def resolve_stack(
     as_of = as_of or dt.date.today()
     out = Out(matrix)
     hw = known_gpus(out, list(gpus))
-    explain: list[str] = []
-    for f in out.items:
-        if f.rule == "gpu.unknown":
-            explain.append(f.message)
-    for info, arch in hw:
+    explain = [f.message for f in out.items if f.rule == "gpu.unknown"]
+    explain += [
+        f"{info.name}: {info.model}, {arch.name}, compute capability {info.compute_capability}"
+        for info, arch in hw
+    ]
+    _refuse_boards(matrix, hw)
+    series = V(cuda, field="--cuda") if cuda is not None else None
+    reasons: list[str] = []
+    torch_choice, tf_rel = _pick_frameworks(matrix, frameworks, hw, reasons)
+    branches, fixes, unfixed = _branches(matrix, hw, as_of, advisories, reasons)
+    if reasons:
+        raise NoCompatibleSet(reasons)
+    candidates = _candidates(matrix, branches, fixes, series, tf_rel, torch_choice, hw, reasons)
+    minor, branch, drv_min = _pick(matrix, candidates, torch_choice, hw, explain)
+    chosen = matrix.branch(branch)
+    assert chosen is not None
+    explain.append(
+        f"driver R{branch} ({chosen.type}, EOL {chosen.eol}): newest supported branch for this "
+        f"hardware; minimum version {drv_min}" + _fixed_text(fixes[branch], drv_min)
+    )
+    explain += [
+        f"driver R{f.branch} not proposed: {_unfixed_text(f)}" for f in unfixed if f.branch > branch
+    ]
+    ccs = [info.compute_capability for info, _ in hw]
+    cudnn_text, why = _cudnn_choice(matrix, minor, ccs, drv_min, tf_rel, torch_choice)
+    explain.append(why)
+    fw, install = _framework_answer(matrix, torch_choice, tf_rel, hw, explain)
+    if os:
         explain.append(
-            f"{info.name}: {info.model}, {arch.name}, compute capability {info.compute_capability}"
+            f"os {os}: provision it from a profile for {os} (gpuhost matrix profile list; check "
+            "one with gpuhost matrix profile verify NAME)"
         )
+    if tf_rel:
+        install["tensorflow"] = f"pip install 'tensorflow[and-cuda]=={tf_rel.version}'"
+    return Resolution(
+        branch,
+        str(drv_min),
+        minor.version,
+        cudnn_text,
+        fw,
+        tuple(explain),
+        tuple(out.items),
+        install,
+    )
+
+
+_Candidate = tuple[CudaMinor, int, Version]  # a CUDA minor, the branch for it, its minimum
+
+
+def _refuse_boards(matrix: Matrix, hw: list[tuple[GpuInfo, Architecture]]) -> None:
+    """A board whose driver comes from Jetson Linux gets no set (NoCompatibleSet says why)."""
     board = [
         f"{info.name} ({arch.name}) gets its driver, CUDA and cuDNN from Jetson Linux (L4T), the "
         "board support package that JetPack installs, not from NVIDIA's driver branches: gpuhost "
@@ -121,7 +165,16 @@ def resolve_stack(
     ]
     if board:
         raise NoCompatibleSet(board)
-    series = V(cuda, field="--cuda") if cuda is not None else None
+
+
+def _pick_frameworks(
+    matrix: Matrix,
+    frameworks: list[str] | tuple[str, ...],
+    hw: list[tuple[GpuInfo, Architecture]],
+    reasons: list[str],
+) -> tuple[tuple[str, TorchVariant] | None, TensorflowRelease | None]:
+    """The torch wheel (reasons appended when none fits) and TensorFlow release asked for;
+    UnknownNameError for a framework or release the matrix does not know."""
     specs = [parse_framework(f) for f in frameworks]
     torch_spec = next((s for s in specs if s.name == "torch"), None)
     tf_spec = next((s for s in specs if s.name == "tensorflow"), None)
@@ -130,9 +183,6 @@ def resolve_stack(
             raise UnknownNameError(
                 f'--framework: "{s.raw}" is not a known framework (torch, tensorflow)'
             )
-    ccs = [info.compute_capability for info, _ in hw]
-    reasons: list[str] = []
-
     torch_choice = _pick_torch(matrix, torch_spec, hw, reasons)
     tf_rel = None
     if tf_spec is not None:
@@ -144,7 +194,19 @@ def resolve_stack(
             raise UnknownNameError(
                 f"--framework: TensorFlow {tf_spec.version} is not in the matrix (known: {known})"
             )
+    return torch_choice, tf_rel
 
+
+def _branches(
+    matrix: Matrix,
+    hw: list[tuple[GpuInfo, Architecture]],
+    as_of: dt.date,
+    advisories: Advisories | None,
+    reasons: list[str],
+) -> tuple[list[DriverBranch], dict[int, BranchFix], list[BranchFix]]:
+    """The supported branches every GPU allows, newest first, that NVIDIA's bulletins do not
+    leave without a fix; each considered branch's fix; the ones left without (reasons appended
+    when no branch remains)."""
     cap = min((a.last_driver_branch for _, a in hw if a.last_driver_branch), default=None)
     branches = [
         b
@@ -167,11 +229,23 @@ def resolve_stack(
             "every supported driver branch for this hardware is left without a fix by NVIDIA's "
             "security bulletins: " + "; ".join(_unfixed_text(f) for f in unfixed)
         )
-    if reasons:
-        raise NoCompatibleSet(reasons)
+    return branches, fixes, unfixed
 
+
+def _candidates(
+    matrix: Matrix,
+    branches: list[DriverBranch],
+    fixes: dict[int, BranchFix],
+    series: Version | None,
+    tf_rel: TensorflowRelease | None,
+    torch_choice: tuple[str, TorchVariant] | None,
+    hw: list[tuple[GpuInfo, Architecture]],
+    reasons: list[str],
+) -> list[_Candidate]:
+    """Every CUDA minor the request allows, newest first, with the newest branch that drives it
+    and the lowest driver to propose; NoCompatibleSet when there is none."""
     floor_needed = V(torch_choice[1].cuda, field="c").release[0] if torch_choice else None
-    candidates: list[tuple[CudaMinor, int, Version]] = []
+    candidates: list[_Candidate] = []
     for minor in reversed(matrix.cuda):
         mv = V(minor.version, field="cuda")
         why = _reject_cuda(matrix, minor, mv, series, tf_rel, hw)
@@ -205,7 +279,19 @@ def resolve_stack(
                 "driver branch"
             )
         raise NoCompatibleSet(reasons)
+    return candidates
 
+
+def _pick(
+    matrix: Matrix,
+    candidates: list[_Candidate],
+    torch_choice: tuple[str, TorchVariant] | None,
+    hw: list[tuple[GpuInfo, Architecture]],
+    explain: list[str],
+) -> _Candidate:
+    """The candidate to propose (the torch wheel's CUDA, else the newest with a cuDNN, else the
+    newest), with the line explaining its CUDA appended to ``explain``."""
+    ccs = [info.compute_capability for info, _ in hw]
     preferred = [c for c in candidates if torch_choice and c[0].version == torch_choice[1].cuda]
     # A GPU whose architecture no source dates (Jetson Thor, cc 11.0): every CUDA is "not known
     # to lack it", so the newest major is proposed; preferring an old CUDA because an old
@@ -225,7 +311,7 @@ def resolve_stack(
             c for c in with_cudnn if V(c[0].version, field="cuda").release[0] == newest_major
         ]
     pick = (preferred or with_cudnn or candidates)[0]
-    minor, branch, drv_min = pick
+    minor = pick[0]
     supports = (
         "newest release (no source says which CUDA first supports "
         + ", ".join(gpu_label(i) for i in undated)
@@ -242,17 +328,17 @@ def resolve_stack(
         )
         + f"; {minor.newest.label} needs driver >= {minor.newest.min_driver}"
     )
-    chosen = matrix.branch(branch)
-    assert chosen is not None
-    explain.append(
-        f"driver R{branch} ({chosen.type}, EOL {chosen.eol}): newest supported branch for this "
-        f"hardware; minimum version {drv_min}" + _fixed_text(fixes[branch], drv_min)
-    )
-    explain += [
-        f"driver R{f.branch} not proposed: {_unfixed_text(f)}" for f in unfixed if f.branch > branch
-    ]
-    cudnn_text, why = _cudnn_choice(matrix, minor, ccs, drv_min, tf_rel, torch_choice)
-    explain.append(why)
+    return pick
+
+
+def _framework_answer(
+    matrix: Matrix,
+    torch_choice: tuple[str, TorchVariant] | None,
+    tf_rel: TensorflowRelease | None,
+    hw: list[tuple[GpuInfo, Architecture]],
+    explain: list[str],
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The frameworks proposed and torch's install command (explained in ``explain``)."""
     fw: dict[str, str] = {}
     install: dict[str, str] = {}
     if torch_choice:
@@ -268,23 +354,7 @@ def resolve_stack(
         )
     if tf_rel:
         fw["tensorflow"] = tf_rel.version
-    if os:
-        explain.append(
-            f"os {os}: provision it from a profile for {os} (gpuhost matrix profile list; check "
-            "one with gpuhost matrix profile verify NAME)"
-        )
-    if tf_rel:
-        install["tensorflow"] = f"pip install 'tensorflow[and-cuda]=={tf_rel.version}'"
-    return Resolution(
-        branch,
-        str(drv_min),
-        minor.version,
-        cudnn_text,
-        fw,
-        tuple(explain),
-        tuple(out.items),
-        install,
-    )
+    return fw, install
 
 
 def _fixed_text(fix: BranchFix, minimum: Version) -> str:
