@@ -14,10 +14,19 @@ Three ways a gpuhost command answers the first signal:
 A second signal quits at once through the function ``on_quit`` registered (the CLI's, which
 exits 128 + the signal); without one the process dies by the signal itself. A command stopped
 by a signal raises ``Stopped`` with its last line; the CLI prints it and exits 130 / 143.
+
+Before and after the command, in the ``gpuhost`` process: from the entry point's first line
+until the CLI's handlers are in place (``defer_until_started``; importing the CLI takes tens of
+milliseconds) a signal is remembered and stops the command as it starts (``stop_if_signalled``);
+from the command's end until the process has exited (``exiting``; the interpreter's shutdown
+joins threads) a signal quits at once, and once Python has run its exit handlers it is ignored.
+Neither Python's KeyboardInterrupt traceback nor a death
+by the default action (no line, not 130 / 143) is left.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -72,6 +81,52 @@ def quit_now(signum: int, line: str) -> None:
 
 def _second(signum: int, frame: FrameType | None) -> None:
     quit_now(signum, f"gpuhost: {signal_name(signum)} again: quitting now")
+
+
+def _exiting(signum: int, frame: FrameType | None) -> None:
+    quit_now(signum, f"gpuhost: {signal_name(signum)} while exiting: quitting now")
+
+
+_early: list[int] = []
+
+
+def _remember(signum: int, frame: FrameType | None) -> None:
+    _early.append(signum)
+
+
+def defer_until_started() -> None:
+    """The entry point's first call: a SIGINT/SIGTERM before the CLI's handlers are in place is
+    remembered (``stop_if_signalled`` acts on it). At the other end, the last exit handler
+    (registered first) ignores them: the interpreter's shutdown then puts back the default
+    action of every signal it handles (an ignored one stays ignored), and a signal while it
+    frees the modules would kill the process without its line and exit status."""
+    for each in SIGNALS:
+        signal.signal(each, _remember)
+    atexit.register(_ignore_signals)
+
+
+def _ignore_signals() -> None:
+    for each in SIGNALS:
+        signal.signal(each, signal.SIG_IGN)
+
+
+def stop_if_signalled() -> None:
+    """Raise ``Stopped`` for a signal that came before the command started (a later one quits
+    at once, as a second signal does)."""
+    if _early:
+        signum = _early[0]
+        _early.clear()
+        _unwind(signum, None)
+
+
+def exiting() -> None:
+    """The command has ended and the process exits: a signal now quits at once, 128 + the
+    signal (a handler quitting on a second signal stays)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for each in SIGNALS:
+        if signal.getsignal(each) is not _second:
+            signal.signal(each, _exiting)
 
 
 def _unwind(signum: int, frame: FrameType | None) -> None:

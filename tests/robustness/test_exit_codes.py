@@ -66,13 +66,79 @@ def test_a_signal_ends_a_fleet_run_with_one_line(
 
 
 def test_a_second_signal_quits_at_once(endpoints, tmp_path) -> None:
+    """Two SIGTERMs sent together: the kernel (or Python, before its handler ran) may merge
+    them into one, which unwinds; else the second quits at once. Either way 143, no traceback,
+    and the last line says which."""
     ports, folder = endpoints
     inv = _silent_inventory(tmp_path, ports["silent"])
     proc = _start_connecting(folder, "audit", str(inv), "--connect-timeout", "60")
     proc.send_signal(signal.SIGTERM)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 143 and "Traceback" not in err
+    assert proc.returncode == 143 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] in (
+        "gpuhost: terminated (SIGTERM)",
+        "gpuhost: SIGTERM again: quitting now",
+    ), err
+
+
+@pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT])
+def test_a_second_signal_at_any_moment_of_the_stop(endpoints, tmp_path, second) -> None:
+    """The second signal a moment after the first (as a loaded machine spaces two signals sent
+    together), whichever phase the stop is in: unwinding, exiting (the interpreter joins threads
+    and frees modules for a while) or gone. It quits at once (128 + it, its line) or, in the
+    interpreter's last steps, is ignored (143); never a traceback, never a death by the signal.
+    Before, the default handlers were back once the command had stopped: killed by SIGTERM
+    (-15), a KeyboardInterrupt traceback for SIGINT."""
+    ports, folder = endpoints
+    inv = _silent_inventory(tmp_path, ports["silent"])
+    quit_line = f"gpuhost: {signal.Signals(second).name} again: quitting now"
+    for delay in (0.02, 0.1, 0.3):
+        proc = _start_connecting(folder, "audit", str(inv), "--connect-timeout", "60")
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(delay)
+        proc.send_signal(second)
+        _, err = proc.communicate(timeout=30)
+        assert "Traceback" not in err, err
+        last = err.strip().splitlines()[-1]
+        assert (proc.returncode, last) in (
+            (143, "gpuhost: terminated (SIGTERM)"),
+            (128 + second, quit_line),
+        ), (delay, proc.returncode, err)
+
+
+_SIGNAL_DURING_IMPORT = """
+import importlib.abc, os, runpy, signal, sys
+
+class CtrlC(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "click":  # the CLI is being imported: Ctrl-C now
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["gpuhost", "matrix", "show"]
+runpy.run_module("gpuhost", run_name="__main__")
+"""
+
+
+def test_a_signal_while_the_cli_is_imported_stops_with_one_line() -> None:
+    """Ctrl-C in the first tens of milliseconds (``python -m gpuhost`` importing the CLI): the
+    command does not start, one line, 130; before, a KeyboardInterrupt traceback. (Only the
+    interpreter's own start-up, before gpuhost's first line, is left to Python.)"""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", NO_COLOR="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_DURING_IMPORT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["gpuhost: interrupted (SIGINT)"]
+    assert proc.stdout == ""  # matrix show never ran
 
 
 @pytest.mark.parametrize(

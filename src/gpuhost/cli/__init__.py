@@ -81,12 +81,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None = None) -> int:
     signals.on_quit(_quit_now)
-    previous = signals.unwind_on_signals() if argv is None else {}
     tolerant_streams()
     # NO_COLOR (https://no-color.org) or TERM=dumb: click.echo strips every style; else click
     # colours only on a terminal.
     color = None if colour_allowed() else False
     try:
+        if argv is None:  # the gpuhost process (in-process callers keep their own handlers)
+            signals.unwind_on_signals()
+            signals.stop_if_signalled()
         rv = cli.main(args=argv, prog_name="gpuhost", standalone_mode=False, color=color)
     except click.exceptions.Exit as exc:
         code = exc.exit_code
@@ -114,8 +116,9 @@ def _main(argv: list[str] | None = None) -> int:
         code = EXIT_SIGTERM if sigterm else EXIT_SIGINT
     else:
         code = rv if isinstance(rv, int) else 0
-    finally:
-        signals.restore(previous)
     if argv is None:
+        # until the process has exited a signal quits at once (130/143, one line): the default
+        # action would kill it without either while the interpreter shuts down
+        signals.exiting()
         sys.exit(code)
     return code
