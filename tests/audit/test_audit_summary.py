@@ -130,6 +130,33 @@ def test_merge_recomputes_the_summary(tmp_path, capsys):
     assert merged["summary"]["outliers"][0]["host"] == "b1"
 
 
+def test_merge_names_the_data_the_shards_were_judged_with(tmp_path, capsys):
+    """Every report states its data (docs/knowledge.md): the merged one the shards' (the oldest
+    when they differ), as it does for matrix_date; none when the inputs predate it."""
+    from gpuhost.audit.report.json_report import report_from_entries
+
+    def shard(name, host, data):
+        path = tmp_path / name
+        path.write_text(
+            json.dumps(report_from_entries([_host(host, "550.54.15")], None, None, data))
+        )
+        return str(path)
+
+    new = {"date": "2026-11-25", "origin": "update of 2026-11-25 in /var/lib/gpuhost/data"}
+    old = {"date": "2026-11-23", "origin": "shipped with gpuhost"}
+    out = tmp_path / "merged.json"
+
+    def merged(*shards):
+        assert main(["report", "merge", *shards, "-o", str(out)]) == 0
+        return json.loads(out.read_text())
+
+    both = merged(shard("a", "a1", new), shard("b", "b1", old))
+    assert both["data"] == old
+    assert list(both).index("data") == list(both).index("matrix_date") + 1
+    assert merged(shard("c", "c1", new), shard("d", "d1", None))["data"] == new
+    assert "data" not in merged(shard("e", "e1", None))
+
+
 def test_merge_rejects_overlap_and_foreign_files(tmp_path, capsys):
     a = _report(tmp_path / "a.json", [_host("h1", "550.54.15")])
     b = _report(tmp_path / "b.json", [_host("h1", "550.54.15")])

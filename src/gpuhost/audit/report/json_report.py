@@ -30,28 +30,29 @@ def build_report(
     matrix_date: str | None = None,
 ) -> dict[str, Any]:
     entries = sorted((h.to_dict() for h in hosts), key=lambda h: str(h["name"]))
-    out: dict[str, Any] = {}
-    for key, value in report_from_entries(entries, extra, matrix_date).items():
-        out[key] = value
-        if key == "matrix_date":  # the data judged with: date and origin (gpuhost.datadir)
-            out["data"] = data_info()
-    return out
+    # the data judged with: date and origin (gpuhost.datadir)
+    return report_from_entries(entries, extra, matrix_date, data_info())
 
 
 def report_from_entries(
     entries: list[dict[str, Any]],
     extra: Mapping[str, Any] | None = None,
     matrix_date: str | None = None,
+    data: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report document; ``matrix_date`` is the matrix data's ``updated`` date."""
-    return {
+    """The report document; ``matrix_date`` is the matrix data's ``updated`` date, ``data`` the
+    data's ``{date, origin}`` (left out when not known: a merge of reports that predate it)."""
+    out: dict[str, Any] = {
         "schema": SCHEMA,
         "generated_at": utc_timestamp(),
         "gpuhost_version": __version__,
         "matrix_date": matrix_date,
-        "hosts": entries,
-        "summary": summarize(entries, extra),
     }
+    if data is not None:
+        out["data"] = dict(data)
+    out["hosts"] = entries
+    out["summary"] = summarize(entries, extra)
+    return out
 
 
 def dumps(report: Mapping[str, Any]) -> str:

@@ -46,10 +46,13 @@ def merge_reports(paths: list[str]) -> dict[str, Any]:
     hosts: list[dict[str, Any]] = []
     shards: list[str] = []
     dates: list[str] = []
+    judged_with: list[dict[str, Any]] = []
     for path in paths:
         data = read_report(path)
         if isinstance(data.get("matrix_date"), str):
             dates.append(data["matrix_date"])
+        if isinstance(data.get("data"), dict):
+            judged_with.append(data["data"])
         summary = data.get("summary")
         if isinstance(summary, dict) and summary.get("shard"):
             shards.append(str(summary["shard"]))
@@ -63,7 +66,9 @@ def merge_reports(paths: list[str]) -> dict[str, Any]:
             seen[name] = path
             hosts.append(with_security(host))  # a report written before the split: apart now
     hosts.sort(key=lambda h: str(h["name"]))
-    # Shards judged against different matrix data: the merged report names the oldest.
+    # Shards judged against different matrix data: the merged report names the oldest (of the
+    # data each names, the oldest too; one without a date first: not known to be newer).
+    oldest = min(judged_with, key=lambda d: str(d.get("date") or ""), default=None)
     return json_report.report_from_entries(
-        hosts, {"merged_from": list(paths), "shards": shards}, min(dates, default=None)
+        hosts, {"merged_from": list(paths), "shards": shards}, min(dates, default=None), oldest
     )
