@@ -170,6 +170,36 @@ def test_facts_the_loader_refuses_are_never_installed(
     assert [p.name for p in data_dir.iterdir()] == []  # the work folder is gone too
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "named"),
+    [
+        ("matrix.yaml", "not: [the matrix", "not valid YAML"),
+        ("advisories.yaml", "error_at_cvss: high\nadvisories: [1, 2]\n", "error_at_cvss"),
+    ],
+)
+def test_a_damaged_overlay_in_use_is_one_line(
+    served: tuple[Path, str],
+    data_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    text: str,
+    named: str,
+) -> None:
+    """The update builds on the data in use: an overlay damaged since it was written (edited by
+    hand, a disk fault) is refused with one line naming the file, nothing changed (before: a
+    YAMLError / ValueError traceback)."""
+    _, base = served
+    data_dir.mkdir()
+    (data_dir / "meta.json").write_text('{"date": "2099-01-01"}', encoding="utf-8")
+    (data_dir / name).write_text(text, encoding="utf-8")
+    before = {p.name: p.read_bytes() for p in data_dir.iterdir()}
+    assert _update(base, data_dir) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("gpuhost: error: data update failed, keeping the data of 2099-01-01")
+    assert str(data_dir / name) in line and named in line
+    assert {p.name: p.read_bytes() for p in data_dir.iterdir()} == before
+
+
 def test_an_overlay_older_than_the_shipped_data_is_not_used(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

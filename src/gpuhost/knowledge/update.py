@@ -117,6 +117,7 @@ def _json(url: str, text: str | None) -> Any:
 
 def _advisories(index: Index, base: str, today: datetime.date, lines: list[str]) -> str:
     path = default_advisories_path()
+    load_advisories(path)  # the data in use, damaged: one line (MatrixError), not a traceback
     current = read_raw(path)
     rows: list[dict[str, Any]] = [dict(r) for r in current.get("advisories") or []]
     known = {str(r.get("id")) for r in rows}
@@ -147,8 +148,8 @@ def _advisories(index: Index, base: str, today: datetime.date, lines: list[str])
 
 def _matrix(index: Index, redist: str, today: datetime.date, lines: list[str]) -> str:
     path = default_matrix_path()
+    matrix = load_matrix(path)  # first: a damaged file in use is one line (MatrixError)
     raw = load_yaml(Path(path).read_text(encoding="utf-8"))
-    matrix = load_matrix(path)
     known = {r.version for c in matrix.cuda for r in c.releases}
     newest = max((parse_version(v, field="cuda") for v in known), default=None)
     listing = index.text(redist)
