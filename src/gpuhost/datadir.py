@@ -68,9 +68,21 @@ def read_meta(folder: Path) -> dict[str, Any] | None:
         meta = json.loads((folder / META).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
-    if not isinstance(meta, dict) or not _DATE_RE.match(str(meta.get("date", ""))):
+    if not isinstance(meta, dict) or not _is_date(meta.get("date")):
         return None
     return meta
+
+
+def _is_date(value: Any) -> bool:
+    """A calendar date written YYYY-MM-DD (2026-13-45 is not one: compared as text it would
+    make the overlay win over every newer release and never look stale)."""
+    if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
+        return False
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
 
 
 def active_overlay() -> Path | None:

@@ -210,6 +210,18 @@ def test_an_overlay_older_than_the_shipped_data_is_not_used(
     assert datadir.data_info() == {"date": "2026-11-23", "origin": "shipped with gpuhost"}
 
 
+@pytest.mark.parametrize("date", ["2099-13-45", "2099-02-30", "2099-01-01\n", 20990101])
+def test_an_overlay_whose_date_is_not_a_date_is_not_used(data_dir: Path, date: object) -> None:
+    """meta.json's date decides whether the overlay is newer than the shipped data: one that is
+    no calendar date (compared as text, 2099-13-45 beat every release) leaves the shipped data in
+    use."""
+    data_dir.mkdir()
+    (data_dir / "meta.json").write_text(json.dumps({"date": date}), encoding="utf-8")
+    (data_dir / "matrix.yaml").write_text("not: [the matrix", encoding="utf-8")
+    assert datadir.data_path("matrix.yaml") == datadir.shipped_path("matrix.yaml")
+    assert datadir.data_info() == {"date": "2026-11-23", "origin": "shipped with gpuhost"}
+
+
 def test_old_data_is_warned_of_once(
     monkeypatch: pytest.MonkeyPatch, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
