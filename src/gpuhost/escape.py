@@ -26,10 +26,17 @@ OWN_ESC = "\ue01b"  # gpuhost's own ESC (colours, the status line's erase)
 OWN_CR = "\ue00d"  # gpuhost's own CR (the status line)
 _OWN = re.compile("[\ue000-\ue0ff]")
 
-# C0 controls but tab and newline, DEL, C1 controls, bidirectional controls, line/paragraph
-# separators, and the private-use range of gpuhost's own stand-ins (a host cannot forge them)
+# Every character of the Unicode categories a terminal obeys or shows as nothing: controls (Cc:
+# C0 but tab and newline, DEL, C1), format characters (Cf: bidirectional controls, zero-width
+# characters, soft hyphen, invisible tag characters, ...), line/paragraph separators (Zl, Zp),
+# surrogates (Cs) and private use (Co, where gpuhost's own stand-ins live: a host cannot forge
+# them). tests/reports/test_hostile_bytes.py checks it against unicodedata.
 _UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ue000-\ue0ff]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2"
+    "\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\uf8ff\ufeff"
+    "\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f\U000f0000-\U000ffffd"
+    "\U00100000-\U0010fffd]"
 )
 _UNSAFE_LINE = re.compile(f"[\n\t{_UNSAFE.pattern[1:-1]}]")
 _OUTPUT = re.compile(f"(?P<own>{OWN_ESC}\\[[0-9;]*[mK]|{OWN_CR})|{_UNSAFE.pattern}")
@@ -39,7 +46,8 @@ _SHORT = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 def _shown(match: re.Match[str]) -> str:
     char = match.group()
-    return _SHORT.get(char) or f"\\u{ord(char):04x}"
+    code = ord(char)
+    return _SHORT.get(char) or (f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
 
 
 def terminal_text(text: str, one_line: bool = False) -> str:

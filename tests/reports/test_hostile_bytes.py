@@ -35,6 +35,27 @@ def test_terminal_text_shows_every_control_escaped():
     assert terminal_text("a\tb\nc", one_line=True) == "a\\tb\\nc"
 
 
+def test_every_invisible_or_obeyed_character_is_escaped():
+    """The rule, not a list of examples: every character Unicode calls a control (Cc), format
+    character (Cf: zero-width, soft hyphen, invisible tags, bidi), line/paragraph separator or
+    surrogate/private use is shown escaped; before, a host's zero-width space or tag characters
+    (invisible on the terminal: 'nvidia\u200b-driver' looks like the real one) passed."""
+    import sys
+    import unicodedata
+
+    unsafe = {"Cc", "Cf", "Zl", "Zp", "Cs", "Co"}
+    missed = [
+        f"U+{code:04X}"
+        for code in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(code)) in unsafe
+        and chr(code) not in "\n\t"
+        and chr(code) in terminal_text(chr(code))
+    ]
+    assert missed == []
+    assert terminal_text("nvidia\u200b-driver \U000e0041") == "nvidia\\u200b-driver \\U000e0041"
+    assert terminal_text("H100 80GB HBM3 \u00e9\u4e2d") == "H100 80GB HBM3 \u00e9\u4e2d"
+
+
 def test_the_stream_escapes_host_bytes_but_keeps_gpuhosts_own_controls(monkeypatch):
     raw = io.StringIO()
     raw.isatty = lambda: True  # type: ignore[method-assign]
