@@ -109,3 +109,26 @@ def test_two_resumes_of_one_run_cannot_append_to_one_journal(tmp_path, capsys):
     assert code == 2 and "is in use by pid" in err
     assert [r["kind"] for r in journal.records()] == ["run"]
     assert json.loads(journal.path.read_text().splitlines()[0])["kind"] == "run"
+
+
+@pytest.mark.parametrize(
+    ("record", "option"),
+    [
+        ({"batch": "many"}, "--batch"),
+        ({"canary": -1}, "--canary"),
+        ({"drain": "everything"}, "--drain"),
+        ({"reboot_timeout": [1]}, "--reboot-timeout"),
+        ({"accept_audit": "driver.not-loaded"}, "--accept-audit"),
+        ({"checks": 5}, "--checks"),
+    ],
+)
+def test_a_recorded_option_is_checked_as_the_option_is(tmp_path, capsys, record, option):
+    """--resume takes the journal's options: each is checked as the option itself is (a journal
+    edited by hand or damaged is one line naming it and the option, exit 2), never used
+    unchecked (before: accepted, or a traceback further on)."""
+    state = _state(tmp_path)
+    inv = _inventory(tmp_path)
+    journal = _interrupted(inv, state, **record)
+    assert main(_upgrade(inv, state, "--resume", "--dry")) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"gpuhost: error: {journal.path}: ") and option in line, line

@@ -17,6 +17,7 @@ stopped early, 2 bad input, 130 / 143 stopped by SIGINT / SIGTERM.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -145,7 +146,9 @@ def command(**options: Any) -> int:
         raise click.UsageError("give --resume or --abandon, not both")
     # --resume: the options the interrupted run was started with (one given again differently
     # is refused); every option by its parameter name
-    request = UpgradeRequest.from_options(resumed_options(options, _explicit_params(ctx)))
+    request = UpgradeRequest.from_options(
+        resumed_options(options, _explicit_params(ctx), _as_option_would(ctx))
+    )
     state_dir = request.state_dir
 
     def hold(names: list[str]) -> None:  # one writer per host (and per resumed run)
@@ -161,6 +164,19 @@ def command(**options: Any) -> int:
     summary = run_upgrade(plan, journal)
     echo_lines(summary_lines(summary))
     return EXIT_OK if summary.ok else EXIT_FINDINGS
+
+
+def _as_option_would(ctx: click.Context) -> Callable[[str, Any], Any]:
+    """A recorded value checked by its option's own type (ValueError: why it is not one)."""
+    params = {p.name: p for p in ctx.command.params}
+
+    def check(name: str, value: Any) -> Any:
+        try:
+            return params[name].type_cast_value(ctx, value)
+        except click.BadParameter as exc:
+            raise ValueError(exc.message) from None
+
+    return check
 
 
 def _explicit_params(ctx: click.Context) -> set[str]:

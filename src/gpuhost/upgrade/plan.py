@@ -37,7 +37,7 @@ from gpuhost.upgrade.orchestrate import (
     describe_plan,
 )
 from gpuhost.upgrade.progress import Progress
-from gpuhost.upgrade.resume import option_record, resumed_params
+from gpuhost.upgrade.resume import Check, option_record, resumed_params
 from gpuhost.upgrade.settings import load_provider_config, runs_dir, snapshots_dir
 
 if TYPE_CHECKING:
@@ -150,15 +150,18 @@ class UpgradePlan:
         )
 
 
-def resumed_options(options: Mapping[str, Any], explicit: Collection[str]) -> dict[str, Any]:
+def resumed_options(
+    options: Mapping[str, Any], explicit: Collection[str], check: Check | None = None
+) -> dict[str, Any]:
     """``--resume``: the command's options with the ones the interrupted run of this inventory
     recorded (``upgrade.resume.resumed_params``; ``explicit``: the options given on the command
-    line); the options as they are otherwise."""
+    line, ``check``: each recorded value checked as its option is); the options as they are
+    otherwise."""
     pending = _pending(options["state_dir"], options["inventory"])
     if not options["resume"] or pending is None:
         return dict(options)
     recorded = Journal.open(pending).header.options
-    return resumed_params(recorded, options, explicit, str(pending))
+    return resumed_params(recorded, options, explicit, str(pending), check)
 
 
 def _pending(state_dir: Path, inventory: str) -> Path | None:

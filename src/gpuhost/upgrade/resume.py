@@ -9,7 +9,7 @@ recorded leave that option as given.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from gpuhost.errors import ConfigError
@@ -46,17 +46,36 @@ def option_record(params: Mapping[str, Any]) -> dict[str, Any]:
     return {key: _plain(params[param]) for key, param in RECORDED.items()}
 
 
+# (parameter name, recorded value) -> the value as the option would have it; ValueError saying
+# why it is not one (the CLI's: the option's own type)
+Check = Callable[[str, Any], Any]
+
+
 def resumed_params(
-    recorded: Mapping[str, Any], params: Mapping[str, Any], explicit: Collection[str], source: str
+    recorded: Mapping[str, Any],
+    params: Mapping[str, Any],
+    explicit: Collection[str],
+    source: str,
+    check: Check | None = None,
 ) -> dict[str, Any]:
-    """``params`` with every recorded option's value; ConfigError when an option given on the
-    command line (``explicit``: parameter names) differs from what the run recorded."""
+    """``params`` with every recorded option's value, each checked by ``check`` as the option
+    is; ConfigError naming ``source`` when one is not a value of its option, or when an option
+    given on the command line (``explicit``: parameter names) differs from what the run
+    recorded."""
     merged = dict(params)
     conflicts = []
     for key, param in RECORDED.items():
         if key not in recorded:
             continue
         was = recorded[key]
+        if check is not None:
+            try:
+                check(param, was)
+            except ValueError as exc:
+                raise ConfigError(
+                    f"{source}: the run recorded {_option(param)} {was!r}, which is not a value "
+                    f"of that option ({exc}); the journal was changed since the run wrote it"
+                ) from None
         if param in explicit and _plain(params[param]) != was:
             conflicts.append(f"{_option(param)} {_plain(params[param])!r} (the run has {was!r})")
             continue
