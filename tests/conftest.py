@@ -14,6 +14,7 @@ import platform
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason=reason)
     for item in lab_items:
         item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _pyinfra_context_restored() -> Iterator[None]:
+    """pyinfra's ``ctx_*.use()`` does not restore the previous value when its body raises (no
+    ``finally``), so a test whose operation raised left pyinfra's current host set for every later
+    test of that process; which test came next depended on xdist's scheduling
+    (test_current_host_and_the_prepare_stage failed in one CI order). Each test ends with the
+    contexts it started with."""
+    from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
+
+    contexts = (ctx_state, ctx_inventory, ctx_config, ctx_host)
+    before = [each.get() for each in contexts]
+    yield
+    for each, value in zip(contexts, before, strict=True):
+        each.set(value)
