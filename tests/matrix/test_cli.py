@@ -103,6 +103,14 @@ def test_resolve_without_a_set_exits_1(capsys: pytest.CaptureFixture[str]) -> No
     assert code == 1 and json.loads(out)["explain"]
 
 
+def test_resolve_json_names_the_data_it_answered_with(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every answer states the knowledge data's date and origin: a proposal and 'no set' alike."""
+    code, out, _ = _run(capsys, "matrix", "resolve", "--gpu", "H100", "--json", *AS_OF)
+    assert code == 0 and json.loads(out)["data"] == data_info()
+    code, out, _ = _run(capsys, "matrix", "resolve", "--gpu", "V100", "--cuda", "13.0", "--json")
+    assert code == 1 and json.loads(out)["data"] == data_info()
+
+
 def test_resolve_text(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "matrix", "resolve", "--gpu", "T4", "--os", "debian-12", *AS_OF)
     assert code == 0 and out.startswith("driver:  R") and "debian-12" in out

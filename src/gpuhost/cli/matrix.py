@@ -145,6 +145,7 @@ def resolve_cmd(
       gpuhost matrix resolve --gpu H100 --framework torch==2.5.1
     """
     check_os_option(os_id)
+    warn_if_stale()
     try:
         res = resolve_stack(
             load_matrix(),
@@ -155,9 +156,9 @@ def resolve_cmd(
             as_of=as_of_date(as_of),
         )
     except NoCompatibleSet as exc:
-        echo_lines(show.no_set_lines(exc.reasons, as_json))
+        echo_lines(show.no_set_lines(exc.reasons, as_json, data_info()))
         return 1
-    echo_lines(show.resolution_lines(res, as_json))
+    echo_lines(show.resolution_lines(res, as_json, data_info()))
     return 0
 
 

@@ -56,18 +56,29 @@ def answer_lines(
     return lines
 
 
-def no_set_lines(reasons: list[str], as_json: bool) -> list[str]:
-    """``matrix resolve`` when no compatible set exists."""
+def no_set_lines(
+    reasons: list[str], as_json: bool, data: dict[str, Any] | None = None
+) -> list[str]:
+    """``matrix resolve`` when no compatible set exists. ``data``: the knowledge data's date and
+    origin (``--json``), as every answer carries it."""
     if as_json:
         empty: dict[str, Any] = {"driver": None, "cuda": None, "cudnn": None, "frameworks": {}}
         empty["explain"] = reasons
+        if data is not None:
+            empty["data"] = data
         return [json.dumps(empty, indent=2)]
     return ["no compatible set:", *(f"  - {reason}" for reason in reasons)]
 
 
-def resolution_lines(res: Resolution, as_json: bool) -> list[str]:
+def resolution_lines(
+    res: Resolution, as_json: bool, data: dict[str, Any] | None = None
+) -> list[str]:
+    """``matrix resolve``'s proposal; ``data`` as in :func:`no_set_lines`."""
     if as_json:
-        return [json.dumps(res.to_json(), indent=2)]
+        doc = res.to_json()
+        if data is not None:
+            doc["data"] = data
+        return [json.dumps(doc, indent=2)]
     lines = [
         f"driver:  R{res.driver_branch} (>= {res.driver_min_version})",
         f"cuda:    {res.cuda}",
