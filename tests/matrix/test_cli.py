@@ -190,3 +190,23 @@ def test_resolve_os_gpuhost_cannot_provision_is_bad_input(capsys, os_id: str) ->
     code, out, err = _run(capsys, "matrix", "resolve", "--gpu", "T4", "--os", os_id, *AS_OF)
     assert code == 2 and out == "" and err.count("\n") == 1
     assert f"--os {os_id!r}: not an OS gpuhost can provision" in err and "debian-12" in err
+
+
+@pytest.mark.parametrize("value", ["", " ", "\t"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("matrix", "check", "--cuda", "13.0"),
+        ("matrix", "resolve"),
+        ("matrix", "show"),
+        ("matrix", "profile", "verify", "nvidia-repo-580-cuda13.0"),
+    ],
+)
+def test_an_empty_gpu_is_bad_input_everywhere(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], value: str
+) -> None:
+    """An empty or blank --gpu names no GPU: one line naming the option, exit 2 (it used to be
+    judged as an unknown GPU, a warning with exit 0, by all but ``matrix show``)."""
+    code, out, err = _run(capsys, *argv, "--gpu", "H100", "--gpu", value)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("gpuhost: error: --gpu") and "empty" in err

@@ -36,11 +36,23 @@ _as_of_option = click.option(
     metavar="YYYY-MM-DD",
     help="Judge driver end of life on this date (default today).",
 )
+
+
+def _named_gpus(ctx: click.Context, param: click.Parameter, value: object) -> object:
+    """``--gpu`` names a GPU: an empty or blank value is bad input (exit 2), never judged as an
+    unknown GPU."""
+    given = value if isinstance(value, tuple) else (value,)
+    if any(isinstance(v, str) and not v.strip() for v in given):
+        raise ConfigError("--gpu: empty value; expected a GPU model name, e.g. H100")
+    return value
+
+
 _gpu_option = click.option(
     "--gpu",
     "gpus",
     multiple=True,
     metavar="NAME",
+    callback=_named_gpus,
     help="GPU model (short or nvidia-smi name); repeatable.",
 )
 _fw_option = click.option(
@@ -163,7 +175,9 @@ def resolve_cmd(
 
 
 @command.command("show")
-@click.option("--gpu", "gpu", metavar="NAME", help="Show what is known about one GPU.")
+@click.option(
+    "--gpu", "gpu", metavar="NAME", callback=_named_gpus, help="Show what is known about one GPU."
+)
 @click.option(
     "--framework",
     "framework",
