@@ -79,6 +79,21 @@ def test_a_plain_upgrade_over_an_interrupted_run_refuses(tmp_path, capsys):
     assert "not both" in capsys.readouterr().err
 
 
+def test_a_dry_upgrade_over_an_interrupted_run_says_so(tmp_path, capsys):
+    """--dry refuses as the plain upgrade does; --dry --abandon shows the plan, closing nothing."""
+    state = _state(tmp_path)
+    inv = _inventory(tmp_path)
+    journal = _interrupted(inv, state)
+    assert main(_upgrade(inv, state, "--dry")) == 2
+    captured = capsys.readouterr()
+    assert f"an interrupted upgrade run exists ({journal.path})" in captured.err
+    assert "--resume" in captured.err and "--abandon" in captured.err
+    assert captured.err.count("\n") == 1 and captured.out == ""
+    assert main(_upgrade(inv, state, "--dry", "--abandon")) == 0
+    assert "n1" in capsys.readouterr().out
+    assert not journal.ended()
+
+
 def test_resume_takes_the_recorded_options(tmp_path, capsys):
     state = _state(tmp_path)
     inv = _inventory(tmp_path, 3)

@@ -174,7 +174,8 @@ def plan_upgrade(
     """Check everything the run needs before any host is touched (see the module doc).
     ``hold(lock names)``: take the hosts' locks (and the resumed run's) as soon as the hosts are
     known, before any state changes (None: ``--dry``, no lock). Without ``--resume`` an
-    interrupted run of this inventory is refused, or with ``--abandon`` closed as abandoned."""
+    interrupted run of this inventory is refused (``--dry`` too), or with ``--abandon`` closed as
+    abandoned (not by ``--dry``)."""
     from gpuhost.inventory.profiles import PROFILES_FILE_KEY, install_data_problem
 
     target = request.target
@@ -196,13 +197,14 @@ def plan_upgrade(
         names = journal.header.hosts
         if hold is not None:
             hold([f"run:{journal.path.name}"])
-    elif pending is not None and hold is not None:
+    elif pending is not None:  # --dry says so too; only a real run closes the journal
         if not request.abandon:
             raise ConfigError(
                 f"{request.inventory}: an interrupted upgrade run exists ({pending}); continue it "
                 "with --resume, or start a new one with --abandon (its hosts may be half-way)"
             )
-        Journal.open(pending).end({"abandoned": True})
+        if hold is not None:
+            Journal.open(pending).end({"abandoned": True})
     forced = request.options.force or bool(
         journal is not None and journal.header.options.get("force")
     )
