@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import re
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,12 @@ def data_info() -> dict[str, Any]:
     return {"date": shipped_date(), "origin": "shipped with gpuhost"}
 
 
+def described(info: Mapping[str, Any]) -> str:
+    """``DATE (ORIGIN)`` of :func:`data_info` for text: ``unknown`` when the data has no date
+    (JSON says ``null``, the Prometheus textfile an empty label), never Python's None."""
+    return f"{info['date'] or 'unknown'} ({info['origin']})"
+
+
 def max_age_days() -> int:
     raw = os.environ.get(MAX_AGE_ENV, "")
     return int(raw) if raw.isdigit() else DEFAULT_MAX_AGE_DAYS
@@ -147,6 +154,6 @@ def status_lines(folder: Path, as_json: bool) -> list[str]:
     if as_json:
         doc = {"data": info, "data_dir": str(folder), "files": files, "stale": stale}
         return [json.dumps(doc, indent=2)]
-    lines = [f"data: {info['date']} ({info['origin']})", f"data directory: {folder}"]
+    lines = [f"data: {described(info)}", f"data directory: {folder}"]
     lines.extend(f"  {name}: {path}" for name, path in files.items())
     return [*lines, stale] if stale else lines

@@ -213,10 +213,10 @@ def update(
         install(found, folder)
     except GpuhostError as exc:
         raise DataUpdateError(
-            f"data update failed, keeping the data of {before['date']} ({before['origin']}): {exc}"
+            f"data update failed, keeping the data of {datadir.described(before)}: {exc}"
         ) from exc
     after = datadir.data_info()
-    summary = f"data: {after['date']} ({after['origin']}); {len(found.lines)} facts added"
+    summary = f"data: {datadir.described(after)}; {len(found.lines)} facts added"
     return [*found.lines, summary]
 
 

@@ -17,7 +17,8 @@ names and labels (documented in docs/audit-report.md; docs/monitoring.md's alert
   hosts per security verdict; ``gpuhost_audit_stacks`` distinct stacks
 - ``gpuhost_audit_last_run_timestamp_seconds`` when the audit finished (unix time)
 - ``gpuhost_audit_last_run_success`` 1 when every host was probed, else 0
-- ``gpuhost_audit_data_info{date,origin}`` 1: the data judged with (``gpuhost data status``)
+- ``gpuhost_audit_data_info{date,origin}`` 1: the data judged with (``gpuhost data status``);
+  ``date`` is empty when the data has no date (the JSON report's null)
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def _data_info(reg: CollectorRegistry) -> None:
         "1 for the data the audit judged with: its date and origin (gpuhost data status).",
         labelnames=("date", "origin"),
         registry=reg,
-    ).labels(date=str(data["date"]), origin=str(data["origin"])).set(1)
+    ).labels(date=data["date"] or "", origin=str(data["origin"])).set(1)
 
 
 def _host_metrics(g: _Gauges, host: HostReport) -> bool:

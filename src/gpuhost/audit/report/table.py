@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from gpuhost.audit.host import HostReport
 from gpuhost.audit.summary import stack_of
+from gpuhost.datadir import described
 from gpuhost.findings import severity_rank
 from gpuhost.terminal import colour_enabled, verdict_word, wrap_last
 
@@ -224,7 +225,6 @@ def closing_text(
         text = grouped_findings_text(reports, security=True)
         if text:
             parts.append(f"security:\n{text}")
-    data = report["data"]
-    parts.append(f"data: {data['date']} ({data['origin']})")
+    parts.append(f"data: {described(report['data'])}")
     parts.append(fleet_text(report["summary"]))
     return "\n".join(parts)
