@@ -1,8 +1,9 @@
 """One writer at a time: locks in the state folder, as apt's and dpkg's.
 
 ``hold(state_dir, names, command)`` takes an exclusive ``fcntl`` lock on
-``<state dir>/locks/<name>.lock`` for each name (``host:<host>`` for every host a command
-changes or snapshots, ``run:<run id>`` for an upgrade journal) for as long as the command runs.
+``<state dir>/locks/<name>.lock`` (``lock_file_name``) for each name (``host:<host>`` for every
+host a command changes or snapshots, ``run:<run id>`` for an upgrade journal) for as long as the
+command runs.
 The kernel releases them when the process ends, however it ends (a crash leaves no stale lock).
 A lock another process holds is one ``ConfigError`` naming the holder, which each holder writes
 into its lock file: pid, user, command line and start time. Locks are never waited for: two
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import getpass
+import hashlib
 import json
 import os
 import sys
@@ -29,12 +31,21 @@ from gpuhost.statedir import checked_folder
 LOCKS = "locks"
 
 
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-_")
+_MAX_STEM = 200  # file names are at most 255 bytes
+
+
 def lock_file_name(name: str) -> str:
-    """A lock's file name: its name with anything but letters, digits and ``.-_`` as ``%XX``
-    (a host name cannot reach outside the locks folder)."""
+    """A lock's file name, one per name (injective): every byte of its UTF-8 form outside
+    ``[A-Za-z0-9._-]`` as ``%XX``, so a host name cannot reach outside the locks folder and two
+    names never share a lock. Past 200 characters: the start, ``~`` (never in a shorter one)
+    and the SHA-256 of the exact name."""
     safe = "".join(
-        c if c.isascii() and (c.isalnum() or c in ".-_") else f"%{ord(c):02X}" for c in name
+        chr(b) if b in _SAFE else f"%{b:02X}" for b in name.encode("utf-8", "surrogatepass")
     )
+    if len(safe) > _MAX_STEM:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+        safe = f"{safe[: _MAX_STEM - 65]}~{digest}"
     return f"{safe}.lock"
 
 

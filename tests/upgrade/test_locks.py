@@ -44,6 +44,29 @@ def test_lock_names_stay_in_the_locks_folder():
     assert lock_file_name("host:../../etc/x") == "host%3A..%2F..%2Fetc%2Fx.lock"
 
 
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("host:\x10" + "0", "host:\u0100"),  # both were host%3A%100.lock
+        ("host:\x1f" + "4A9", "host:\U0001f4a9"),  # both were host%3A%1F4A9.lock
+    ],
+)
+def test_two_host_names_never_share_a_lock(tmp_path, one, other):
+    """Every byte of the UTF-8 name outside [A-Za-z0-9._-] is %XX: one name, one file."""
+    assert lock_file_name(one) != lock_file_name(other)
+    state = _state(tmp_path)
+    with hold(state, [one], "upgrade"), hold(state, [other], "snapshot take"):
+        assert len(list((state / "locks").iterdir())) == 2
+
+
+def test_lock_file_names_are_readable_and_bounded():
+    assert lock_file_name("host:gpu-01.lab") == "host%3Agpu-01.lab.lock"
+    assert lock_file_name("host:\u00e9") == "host%3A%C3%A9.lock"
+    long_a, long_b = "host:" + "\u00e9" * 300 + "a", "host:" + "\u00e9" * 300 + "b"
+    assert lock_file_name(long_a) != lock_file_name(long_b)
+    assert max(len(lock_file_name(n).encode()) for n in (long_a, long_b)) <= 255
+
+
 @pytest.mark.parametrize("command", [["snapshot", "take"], ["snapshot", "prune"], ["rollback"]])
 def test_a_second_writer_of_a_host_is_refused_before_any_work(tmp_path, capsys, command):
     state = _state(tmp_path)
