@@ -93,3 +93,13 @@ def _pyinfra_context_restored() -> Iterator[None]:
     yield
     for each, value in zip(contexts, before, strict=True):
         each.set(value)
+
+
+@pytest.fixture(autouse=True)
+def _secrets_forgotten() -> Iterator[None]:
+    """The secret values a test's inventory registered (gpuhost.redaction) are hidden in that
+    test's output only, not in a later test's of the same process."""
+    from gpuhost.redaction import forget_secrets
+
+    yield
+    forget_secrets()

@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "datafiles",
         "datadir",
         "pyinfra_adapter",
+        "redaction",
         "connection",
         "safeio",
         "statedir",

@@ -22,6 +22,8 @@ import socket
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from gpuhost.redaction import redact_secrets
+
 _QUIET = ("paramiko", "pyinfra")
 
 
@@ -34,22 +36,9 @@ def quiet_ssh_logs(loggers: tuple[str, ...] = _QUIET) -> None:
             log.propagate = False
 
 
-# A secret in a log line (pyinfra's debug "Connecting to: HOST ({... 'password': 'x'})", a
-# key=value pair): the key names a password, passphrase, secret or token; the value is hidden.
-_SECRET_RE = re.compile(
-    r"""(?P<key>['"]?[\w-]*(?:password|passphrase|secret|token)[\w-]*['"]?\s*[:=]\s*)"""
-    r"""(?P<value>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s,;})\]]+)""",
-    re.IGNORECASE,
-)
-
-
-def redact_secrets(text: str) -> str:
-    """``text`` with the value of every password/passphrase/secret/token pair as '***'."""
-    return _SECRET_RE.sub(lambda m: m["key"] + "'***'", text)
-
-
 class RedactSecrets(logging.Filter):
-    """A handler filter: a record whose message holds a secret is written with it hidden."""
+    """A handler filter: a record whose message holds a secret (a secret pair, or a value
+    ``gpuhost.redaction`` was given) is written with it hidden."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str):

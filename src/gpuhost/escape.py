@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from typing import IO, Any
 
+from gpuhost.redaction import redact_known
+
 OWN_ESC = "\ue01b"  # gpuhost's own ESC (colours, the status line's erase)
 OWN_CR = "\ue00d"  # gpuhost's own CR (the status line)
 _OWN = re.compile("[\ue000-\ue0ff]")
@@ -103,7 +105,7 @@ class EscapingStream:
 
     def write(self, text: str) -> int:
         try:
-            self._stream.write(terminal_output(text))
+            self._stream.write(terminal_output(redact_known(text)))
         except OSError as exc:  # a full disk, a closed pipe: the CLI says so in one line
             raise StreamError(exc.errno, exc.strerror, self._name, self._stream) from exc
         return len(text)

@@ -4,11 +4,18 @@ ssh_password value was echoed in the error."""
 
 from __future__ import annotations
 
+import json
+import logging
+import sys
+
 import pytest
 
 from gpuhost.cli import main
-from gpuhost.connection import redact_secrets
+from gpuhost.connection import RedactSecrets
 from gpuhost.errors import ConfigError
+from gpuhost.inventory.loader import load_inventory
+from gpuhost.redaction import redact_secrets, remember_secrets
+from gpuhost.terminal import escaping_streams
 from gpuhost.upgrade.settings import load_provider_config
 from robustness.conftest import gpuhost
 
@@ -37,6 +44,50 @@ def test_secret_pairs_are_hidden_in_log_lines():
     assert "'password': '***'" in shown and '"key_passphrase": \'***\'' in shown
     assert "token='***'" in shown and "api_secret: '***'" in shown
     assert "a\\'b" not in shown and "abc123" not in shown and "s3" not in shown
+
+
+# unusual: quotes, a backslash, a non-ASCII letter, a no-break space
+UNUSUAL = "pa$$ w'o\"rd\\é\u00a0-Unusual"
+
+
+@pytest.mark.parametrize("command", ["provision", "harden"])
+def test_dry_verbose_runs_never_print_an_unusual_ssh_password(tmp_path, command):
+    run = gpuhost(command, _inventory(tmp_path, UNUSUAL), "--dry", "-v", "--connect-timeout", "2")
+    assert "Connecting to" in run.err or "Connecting to" in run.out
+    for form in (UNUSUAL, repr(UNUSUAL)[1:-1], "Unusual"):
+        assert form not in run.out + run.err
+
+
+def test_a_secret_pair_logged_as_a_tuple_is_hidden():
+    shown = redact_secrets("data: ('ssh_password', 'x') (\"api_token\", 'a b')")
+    assert shown == "data: ('ssh_password', '***') (\"api_token\", '***')"
+    assert redact_secrets("password, then the next step") == "password, then the next step"
+
+
+def test_the_inventory_secret_values_are_hidden_wherever_they_appear(tmp_path, capsys):
+    """Not only in key/value pairs: the value alone, quoted as Python or JSON, in a log record
+    and on stderr (where error lines go)."""
+    inv = tmp_path / "inv.py"
+    inv.write_text(
+        f"gpu = [('n1', {{'ssh_hostname': '127.0.0.1', 'ssh_password': {UNUSUAL!r}, "
+        "'ssh_key_password': 'kp-Unusual-9', 'provider_token': 'tok-Unusual-7'})]\n"
+    )
+    load_inventory(str(inv))
+    record = logging.LogRecord("pyinfra", logging.DEBUG, __file__, 1, "tried %s then %r: %s",
+                               (UNUSUAL, "kp-Unusual-9", json.dumps({"x": UNUSUAL})), None)
+    assert RedactSecrets().filter(record)
+    assert "Unusual" not in record.getMessage() and record.getMessage().count("***") == 3
+    with escaping_streams():
+        print(f"gpuhost: error: host n1: login as {UNUSUAL} failed (tok-Unusual-7)",
+              file=sys.stderr)
+    err = capsys.readouterr().err
+    assert "Unusual" not in err and "login as *** failed (***)" in err
+    assert redact_secrets("abc x") == "abc x"  # values that are not secrets stay
+
+
+def test_short_secret_values_are_hidden_in_pairs_only():
+    remember_secrets(["x", "ab", "abcd"])
+    assert redact_secrets("x ab abcd 'password': 'x'") == "x ab *** 'password': '***'"
 
 
 def test_a_wrong_ssh_password_value_is_named_not_shown(tmp_path, capsys):

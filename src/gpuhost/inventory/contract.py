@@ -33,6 +33,8 @@ from pydantic import (
     ValidationError,
 )
 
+from gpuhost.redaction import SECRET_KEY_RE
+
 PREFIX = "gpuhost_"
 SSH_PREFIX = "ssh_"
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -50,9 +52,6 @@ _WORD_RE = re.compile(f"^(?!-)[^{_CONTROL}\\s\"'#\\\\]+$")
 _HOSTNAME_RE = re.compile(r"^(?!-)[A-Za-z0-9_.:%\[\]-]+$")
 # A host name is also an ssh_config Host pattern and a --limit glob: never a pattern character
 _HOST_NAME_RE = re.compile(f"^(?!-)[^{_CONTROL}\\s\"'#*?!,\\\\]+$")
-
-
-SECRET_KEY_RE = re.compile(r"password|passphrase|secret|token", re.IGNORECASE)
 
 
 def host_name_problem(name: str) -> str | None:

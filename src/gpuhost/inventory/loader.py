@@ -43,6 +43,7 @@ from typing import Any
 from gpuhost.errors import ConfigError
 from gpuhost.inventory import contract
 from gpuhost.pyinfra_adapter import inventory_groups, make_inventory
+from gpuhost.redaction import remember_data_secrets
 
 SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -241,6 +242,8 @@ def load_inventory(
         ) from None
     except Exception as exc:  # the inventory is user Python; anything can go wrong in it
         raise ConfigError(f"{path}: cannot load inventory: {_user_error(path, exc)}") from None
+    for host in inventory:  # its secrets never reach a log record or an error line
+        remember_data_secrets(host_data(host))
     if len(inventory) == 0:
         raise ConfigError(
             f"{path}: the inventory has no hosts (expected module-level lists of host names, "

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 import requests
 
 from gpuhost.errors import ConfigError, HostError
+from gpuhost.redaction import remember_secrets
 
 
 class SnapshotProvider(Protocol):
@@ -447,6 +448,7 @@ def make_provider(config: Mapping[str, Any] | None, source: str = "provider conf
                 f"{source}: openstack provider needs {', '.join(missing)} "
                 "(in the file, or OS_AUTH_URL / OS_USERNAME / OS_PASSWORD / OS_PROJECT_NAME)"
             )
+        remember_secrets([values["password"]])
         try:
             return OpenStackProvider(
                 auth_url=str(values["auth_url"]),

@@ -1,0 +1,94 @@
+"""Secrets kept off every line gpuhost writes (issue 29): log records, error lines, stdout.
+
+Two rules; log records get both (:func:`redact_secrets`, ``connection.RedactSecrets``),
+everything written to stdout and stderr the second (:func:`redact_known`,
+``escape.EscapingStream``):
+
+- a pair whose key names a password, passphrase, secret or token (``'password': 'x'``,
+  ``token=abc``, a logged tuple ``('ssh_password', 'x')``) has its value shown as ``'***'``;
+- every secret value gpuhost was given (the inventory's ``ssh_password``, ``ssh_key_password``
+  and any other data key naming a secret, a provider's password), registered with
+  :func:`remember_secrets` when it is read, is shown as ``***`` wherever it appears, whatever
+  surrounds it. Values shorter than :data:`MIN_CHARS` are hidden in pairs only: hiding every
+  ``x`` of every line would make the output unreadable and tell which letters the secret has.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterable, Mapping
+
+#: the keys whose values are secrets (inventory data, log pairs)
+SECRET_KEY_RE = re.compile(r"password|passphrase|secret|token", re.IGNORECASE)
+#: a registered value this long or longer is hidden wherever it appears
+MIN_CHARS = 4
+
+_KEY = r"[\w-]*(?:password|passphrase|secret|token)[\w-]*"
+_VALUE = r"""(?P<value>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s,;})\]]+)"""
+# key: value / key=value (quoted or not), or a quoted key then a comma (a logged tuple)
+_PAIR_RE = re.compile(
+    rf"""(?P<key>['"]?{_KEY}['"]?\s*[:=]\s*|['"]{_KEY}['"]\s*,\s*){_VALUE}""",
+    re.IGNORECASE,
+)
+
+_lock = threading.Lock()
+_known: set[str] = set()
+_pattern: re.Pattern[str] | None = None
+
+
+def _forms(value: str) -> set[str]:
+    """The value as it appears in a line: as is, inside a Python repr (a logged dict or tuple),
+    inside JSON."""
+    return {
+        value,
+        repr(value)[1:-1],
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+    }
+
+
+def remember_secrets(values: Iterable[object]) -> None:
+    """Hide these values (the strings among them) in every line from now on."""
+    global _pattern
+    new = {
+        form
+        for value in values
+        if isinstance(value, str)
+        for form in _forms(value)
+        if len(form) >= MIN_CHARS
+    }
+    with _lock:
+        if new <= _known:
+            return
+        _known.update(new)
+        ordered = sorted(_known, key=len, reverse=True)  # a longer secret before its prefix
+        _pattern = re.compile("|".join(re.escape(v) for v in ordered))
+
+
+def remember_data_secrets(data: Mapping[str, object]) -> None:
+    """Hide the values of ``data``'s keys that name a secret (a host's inventory data)."""
+    remember_secrets(v for k, v in data.items() if isinstance(k, str) and SECRET_KEY_RE.search(k))
+
+
+def forget_secrets() -> None:
+    """Forget every registered value (tests; a long-lived caller done with an inventory)."""
+    global _pattern
+    with _lock:
+        _known.clear()
+        _pattern = None
+
+
+def redact_known(text: str) -> str:
+    """``text`` with every registered secret value as ``***`` (what stdout and stderr get:
+    gpuhost's own lines name a secret's key, e.g. "ssh_password: found a list", never its
+    value)."""
+    pattern = _pattern
+    return pattern.sub("***", text) if pattern is not None else text
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with every secret pair's value as '***' and every registered secret as ***
+    (what a log record gets)."""
+    return redact_known(_PAIR_RE.sub(lambda m: m["key"] + "'***'", text))
