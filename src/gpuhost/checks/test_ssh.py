@@ -19,7 +19,7 @@ import pytest
 from gpuhost.checks_support.harden import firewall_skip_reason, ssh_skip_reason
 from gpuhost.deploys.harden import DEFAULTS
 from gpuhost.facts.firewall import INCLUDE_LINE, NFTABLES_CONF, RULESET_PATH
-from gpuhost.facts.sshd import SSHD_CONFIG, include_precedes_settings
+from gpuhost.facts.sshd import SSHD_CONFIG, include_problem
 from gpuhost.operations.sshd import load_policy
 from gpuhost.parsers.sshd import (
     parse_sshd_t,
@@ -138,8 +138,11 @@ def test_ssh_algorithms_are_the_policy(
 def test_ssh_dropins_are_read_first(host: Any) -> None:
     """sshd_config includes the drop-ins before its own settings, so 00-gpuhost.conf wins."""
     with _as_root(host):
-        main = host.file(SSHD_CONFIG).content_string
-    assert include_precedes_settings(main.splitlines())
+        config = host.file(SSHD_CONFIG)
+        main = config.content_string.splitlines() if config.exists else None
+    problem = include_problem(main)  # an empty or missing file: one line, no traceback
+    if problem:
+        pytest.fail(problem, pytrace=False)
 
 
 def test_ssh_no_revert_timer_left(host: Any) -> None:

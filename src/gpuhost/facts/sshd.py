@@ -105,6 +105,20 @@ def include_precedes_settings(main_lines: list[str]) -> bool:
     return False
 
 
+def include_problem(main_lines: list[str] | None) -> str | None:
+    """Why ``sshd_config`` (its lines; None: missing) does not read the drop-ins first, in one
+    line; None when it does (:func:`include_precedes_settings`)."""
+    expected = f"expected 'Include {DROPIN_DIR}/*.conf' as its first directive"
+    if main_lines is None:
+        return f"{SSHD_CONFIG} is missing ({expected})"
+    if include_precedes_settings(main_lines):
+        return None
+    first = next((s for s in (raw.strip() for raw in main_lines) if s and s[0] != "#"), None)
+    if first is None:
+        return f"{SSHD_CONFIG} has no directive (empty or only comments): {expected}"
+    return f"{SSHD_CONFIG}: {expected}, found {first[:80]!r}"
+
+
 def parse_sshd_files(lines: list[str]) -> SshdFilesDict:
     """Parse the output of ``SshdConfigFiles``'s command (sections started by ``##GPUHOST``)."""
     sections = split_sections(lines)
