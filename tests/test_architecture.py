@@ -10,7 +10,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "gpuhost"
 CLI = PACKAGE / "cli"
-CLI_MAX_LINES = 2000
+# The CLI's size bound: options, help and messages only (logic lives below cli/, which the other
+# tests here check). Raised from 2,000 for this round's commands (bundle, the fabric and
+# collective tiers, health options): about 100 lines each for their click declarations.
+CLI_MAX_LINES = 2400
 
 
 def _modules() -> Iterator[tuple[Path, ast.Module]]:
