@@ -26,9 +26,11 @@ from gpuhost.facts.host_facts import (
     SshdFacts,
 )
 from gpuhost.parsers import container, cuda, driver, frameworks, packages
+from gpuhost.parsers.cdi import parse_cdi_specs
 from gpuhost.parsers.nvidia_smi import SmiReport, parse_output
 from gpuhost.parsers.packages import AptPolicy, Package
 from gpuhost.parsers.profile_marker import parse_profile_marker
+from gpuhost.parsers.signing import SigningFacts, parse_signing_output
 from gpuhost.parsers.sshd import audit_settings, parse_sshd_t
 from gpuhost.probe.script import python_section_name
 from gpuhost.probe.sections import ProbeOutput, SectionOutput, split_sections
@@ -236,6 +238,8 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
         os=pp.parse_os_release(reader.text("os-release")),
         kernel=pp.parse_kernels(reader.text("uname"), reader.text("kernels")),
         secure_boot=pp.parse_secure_boot(reader.text("secure-boot")),
+        module_signing=reader.parse("module-signing", parse_signing_output, SigningFacts()),
+        cdi=reader.parse("cdi", parse_cdi_specs, []),
         dkms=reader.parse("dkms", pp.parse_dkms_status, []) if dkms_installed else [],
         dkms_installed=dkms_installed,
         driver=_driver(reader),

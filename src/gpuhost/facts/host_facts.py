@@ -11,10 +11,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuhost.parsers.cdi import CdiSpec
 from gpuhost.parsers.driver import KernelModule
 from gpuhost.parsers.nvidia_smi import SmiReport
 from gpuhost.parsers.packages import AptPolicy, Package
 from gpuhost.parsers.profile_marker import ProfileMarker
+from gpuhost.parsers.signing import SigningFacts
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,9 @@ class HostFacts:
     os: OsInfo = field(default_factory=OsInfo)
     kernel: KernelInfo = field(default_factory=KernelInfo)
     secure_boot: SecureBoot = field(default_factory=SecureBoot)
+    # DKMS's signing certificate, its MOK enrollment, the nvidia module's signature
+    module_signing: SigningFacts = field(default_factory=SigningFacts)
+    cdi: list[CdiSpec] = field(default_factory=list)  # /etc/cdi, /var/run/cdi spec files
     dkms: list[DkmsEntry] = field(default_factory=list)
     dkms_installed: bool = False
     driver: DriverFacts = field(default_factory=DriverFacts)

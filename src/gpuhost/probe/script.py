@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuhost.errors import ConfigError
+from gpuhost.parsers.cdi import list_specs_command
 from gpuhost.parsers.profile_marker import MARKER_PATH
 from gpuhost.parsers.sshd import AUDIT_KEYWORDS
 from gpuhost.parsers.systemd import show_command
@@ -100,6 +101,45 @@ SECURE_BOOT_CODE = (
     '[ -n "$f" ] && echo "efivar=$(od -An -t u1 "$f" 2>/dev/null)"; true'
 )
 
+# Module signing under Secure Boot, read by the audit probe (no arguments: the certificate DKMS
+# signs with, from its framework files, else its default) and by provision
+# (facts.signing.ModuleSigning, with the inventory's key and certificate); parsed by
+# parsers.signing.parse_signing_output. Output parts: ##GPUHOST framework (DKMS's signing
+# settings), key PATH ("readable" or nothing), cert PATH (the file in base64: DER or PEM),
+# test-key (mokutil --test-key's answer), modinfo (the running kernel's nvidia module's file
+# and signature fields).
+_DKMS_CONF = "/etc/dkms/framework.conf /etc/dkms/framework.conf.d/*.conf"
+_SIGNING_SETTING = "^[[:space:]]*(export[[:space:]]+)?(mok_signing_key|mok_certificate|sign_file)="
+
+
+def module_signing_code(key: str | None = None, cert: str | None = None) -> str:
+    """The signing facts' command (see above); ``cert`` None: DKMS's configured certificate."""
+    if cert is None:
+        pick = (
+            "c=$(grep -hE '^[[:space:]]*(export[[:space:]]+)?mok_certificate=' "
+            f"{_DKMS_CONF} 2>/dev/null | tail -n 1 | cut -d= -f2- | tr -d '\\042\\047' "
+            "| sed 's/[[:space:]]*[#;].*//'); "
+            '[ -n "$c" ] || c=/var/lib/dkms/mok.pub; '
+        )
+    else:
+        pick = f"c={shlex.quote(cert)}; "
+    key_part = (
+        f'k={shlex.quote(key)}; echo "##GPUHOST key $k"; [ -r "$k" ] && echo readable; '
+        if key
+        else ""
+    )
+    return (
+        f"echo '##GPUHOST framework'; grep -hE '{_SIGNING_SETTING}' {_DKMS_CONF} 2>/dev/null; "
+        f"{pick}{key_part}"
+        'echo "##GPUHOST cert $c"; [ -r "$c" ] && base64 "$c" 2>/dev/null; '
+        "echo '##GPUHOST test-key'; command -v mokutil >/dev/null 2>&1 && "
+        'LC_ALL=C mokutil --test-key "$c" 2>&1; '
+        "echo '##GPUHOST modinfo'; command -v modinfo >/dev/null 2>&1 && LC_ALL=C modinfo nvidia "
+        "2>&1 | grep -E '^(filename|version|name|vermagic|signer|sig_key|sig_hashalgo):|ERROR'; "
+        "true"
+    )
+
+
 # The running kernel and the machine; with KERNELS_CODE read by the audit probe and by provision
 # (facts.kernel.Kernels), parsed by facts.probe_parsers.parse_kernels.
 UNAME_CODE = "uname -r; uname -m"
@@ -160,6 +200,8 @@ STATIC_SECTIONS: tuple[Section, ...] = (
     Section("kernels", KERNELS_CODE),
     Section("secure-boot", SECURE_BOOT_CODE),
     Section("dkms", "_gh_need dkms; dkms status"),
+    Section("module-signing", module_signing_code()),
+    Section("cdi", list_specs_command()),
     Section("pci", _pci_code()),
     Section("modules", "grep -E '^nvidia' /proc/modules; true"),
     Section("proc-driver", "cat /proc/driver/nvidia/version"),

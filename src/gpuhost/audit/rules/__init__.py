@@ -10,8 +10,9 @@ registry: the checks' order, the ids, and ``run_rules``.
 
 - ``context``: ``AuditContext`` and the result helpers every rule uses (``per_gpu`` ...)
 - ``installed``: the driver versions the host has installed and loaded
-- ``host_probe``, ``driver``, ``packages``, ``fabric``, ``profile``, ``gpu_settings``,
-  ``gpu_health``, ``cuda``, ``container``, ``frameworks``, ``security``, ``ssh``: the checks
+- ``host_probe``, ``driver``, ``signing``, ``packages``, ``fabric``, ``profile``,
+  ``gpu_settings``, ``gpu_health``, ``cuda``, ``container``, ``cdi``, ``frameworks``,
+  ``security``, ``ssh``: the checks
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from gpuhost.audit.rules.cdi import check_cdi
 from gpuhost.audit.rules.container import check_container_runtime
 from gpuhost.audit.rules.context import NO_GPU_REASON, AuditContext
 from gpuhost.audit.rules.cuda import check_cuda_link
@@ -48,6 +50,7 @@ from gpuhost.audit.rules.installed import (
 from gpuhost.audit.rules.packages import check_driver_held, check_packages_unfinished
 from gpuhost.audit.rules.profile import check_profile
 from gpuhost.audit.rules.security import check_security_container_toolkit, check_security_driver
+from gpuhost.audit.rules.signing import check_module_signature
 from gpuhost.audit.rules.ssh import SSHD_RULES, SshdRule, check_sshd
 from gpuhost.findings import RuleResult, rule_doc
 
@@ -60,6 +63,7 @@ __all__ = [
     "AuditContext",
     "RuleCheck",
     "SshdRule",
+    "check_cdi",
     "check_clocks",
     "check_container_runtime",
     "check_cuda_link",
@@ -68,6 +72,7 @@ __all__ = [
     "check_ecc",
     "check_fabric_manager",
     "check_frameworks",
+    "check_module_signature",
     "check_next_boot_kernel",
     "check_packages_mixed",
     "check_packages_unfinished",
@@ -98,6 +103,7 @@ RULES: dict[str, RuleCheck] = {
     "driver.held": check_driver_held,
     "driver.packages-unfinished": check_packages_unfinished,
     "kernel.next-boot-module": check_next_boot_kernel,
+    "kernel.module-signature": check_module_signature,
     "fabricmanager": check_fabric_manager,
     "profile": check_profile,
     "gpu.persistence": check_persistence,
@@ -108,6 +114,7 @@ RULES: dict[str, RuleCheck] = {
     "gpu.pcie-link": check_pcie,
     "cuda.default-link": check_cuda_link,
     "container.nvidia-runtime": check_container_runtime,
+    "container.cdi": check_cdi,
     "frameworks.probe": check_frameworks,
     "security.driver": check_security_driver,
     "security.container-toolkit": check_security_container_toolkit,
@@ -137,6 +144,9 @@ RULE_IDS: tuple[str, ...] = (
     "driver.pin-missing",
     "driver.packages-unfinished",
     "kernel.next-boot-module",
+    "kernel.module-unsigned",
+    "kernel.module-key-not-enrolled",
+    "kernel.module-key-pending",
     "fabricmanager.version",
     "fabricmanager.inactive",
     "profile.unknown",
@@ -161,6 +171,8 @@ RULE_IDS: tuple[str, ...] = (
     "gpu.pcie-gen",
     "cuda.default-link",
     "container.nvidia-runtime",
+    "container.cdi-stale",
+    "container.cdi-unreadable",
     "frameworks.probe",
     "security.driver",
     "security.container-toolkit",
