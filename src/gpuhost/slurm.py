@@ -1,7 +1,8 @@
 """Draining and resuming this Slurm node from the health check (``gpuhost check --drain``).
 
 ``scontrol show node NAME`` is read with a pure parser; ``drain_command`` decides (pure) what to
-run: a failing node is drained with ``reason="gpuhost: ..."``; a healthy node is resumed only
+run: the health tier's decision to drain (``checks_support.health_decide``) drains with
+``reason="gpuhost: <action>: ..."``; its decision to lift gpuhost's drain resumes the node only
 when it is drained with a reason gpuhost wrote (an operator's drain is never undone, and a node
 an operator drained is never re-labelled by gpuhost).
 """
@@ -9,19 +10,17 @@ an operator drained is never re-labelled by gpuhost).
 from __future__ import annotations
 
 import re
-import shutil
 import socket
-import subprocess
 from dataclasses import dataclass
 
-from gpuhost.errors import ConfigError, HostError, ParseError
+from gpuhost.errors import ParseError
+from gpuhost.node_tool import run_tool
 from gpuhost.parsers._common import first_line, require_text
 
 REASON_PREFIX = "gpuhost: "
 _NODE_RE = re.compile(r"^NodeName=(\S+)")
 _STATE_RE = re.compile(r"(?:^|\s)State=(\S+)")
 _REASON_RE = re.compile(r"(?:^|\s)Reason=(.*?)(?: \[[^\]]*@[^\]]*\])?\s*$")
-SCONTROL_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -58,17 +57,17 @@ def parse_show_node(text: str) -> SlurmNode:
     return SlurmNode(node.group(1), states, reason)
 
 
-def drain_command(node: SlurmNode, problems: list[str], reason: str) -> list[str] | None:
-    """The scontrol argv to run, or None: drain a sick node (unless an operator drained it),
-    resume a healthy one only if gpuhost drained it."""
-    if problems:
+def drain_command(node: SlurmNode, reason: str | None, resume: bool) -> list[str] | None:
+    """The scontrol argv to run, or None: with ``reason`` (already ``gpuhost: ...``) drain the
+    node (unless an operator drained it, or gpuhost did for that reason); with ``resume`` lift
+    gpuhost's own drain (never an operator's)."""
+    if reason is not None:
         if node.drained and not node.drained_by_gpuhost:
             return None  # an operator's drain and reason stay
-        full = REASON_PREFIX + reason
-        if node.drained and node.reason == full:
+        if node.drained and node.reason == reason:
             return None
-        return ["scontrol", "update", f"nodename={node.name}", "state=drain", f"reason={full}"]
-    if node.drained_by_gpuhost:
+        return ["scontrol", "update", f"nodename={node.name}", "state=drain", f"reason={reason}"]
+    if resume and node.drained_by_gpuhost:
         return ["scontrol", "update", f"nodename={node.name}", "state=resume"]
     return None
 
@@ -78,33 +77,14 @@ def short_hostname() -> str:
 
 
 def _scontrol(argv: list[str]) -> str:
-    if shutil.which("scontrol") is None:
-        raise ConfigError("--drain: scontrol (Slurm's client) is not installed on this machine")
-    try:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=SCONTROL_TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise HostError(short_hostname(), f"{' '.join(argv[:3])}: no answer") from exc
-    if proc.returncode != 0:
-        raise HostError(
-            short_hostname(),
-            f"{' '.join(argv[:4])} failed (exit {proc.returncode}): "
-            f"{first_line(proc.stderr or proc.stdout, 200)}",
-        )
-    return proc.stdout
+    return run_tool(argv, "--drain: scontrol (Slurm's client) is not installed on this machine")
 
 
-def drain_or_resume(node_name: str, problems: list[str], reason: str) -> str | None:
+def drain_or_resume(node_name: str, reason: str | None, resume: bool) -> str | None:
     """Drain or resume ``node_name`` as ``drain_command`` says; what was done (None: nothing)."""
     node = parse_show_node(_scontrol(["scontrol", "show", "node", node_name]))
-    argv = drain_command(node, problems, reason)
+    argv = drain_command(node, reason, resume)
     if argv is None:
         return None
     _scontrol(argv)
-    return f"{'drained' if problems else 'resumed'} Slurm node {node.name}"
+    return f"{'drained' if reason else 'resumed'} Slurm node {node.name}"

@@ -110,26 +110,27 @@ def test_scontrol_show_node_captures():
 
 def test_drain_and_resume_decisions():
     idle = SlurmNode("n1", frozenset({"IDLE"}), None)
-    ours = SlurmNode("n1", frozenset({"IDLE", "DRAIN"}), REASON_PREFIX + "old")
+    ours = SlurmNode("n1", frozenset({"IDLE", "DRAIN"}), REASON_PREFIX + "drain: old")
     theirs = SlurmNode("n1", frozenset({"IDLE", "DRAIN"}), "bad fan")
-    assert drain_command(idle, ["sick"], "sick") == [
+    assert drain_command(idle, "gpuhost: drain: sick", resume=False) == [
         "scontrol",
         "update",
         "nodename=n1",
         "state=drain",
-        "reason=gpuhost: sick",
+        "reason=gpuhost: drain: sick",
     ]
-    assert drain_command(ours, ["new"], "new")[-1] == "reason=gpuhost: new"
-    assert drain_command(ours, ["old"], "old") is None  # already drained for that reason
-    assert drain_command(theirs, ["sick"], "sick") is None  # an operator's drain stays
-    assert drain_command(ours, [], "healthy") == [
+    assert drain_command(ours, "gpuhost: reboot: new", False)[-1] == "reason=gpuhost: reboot: new"
+    assert drain_command(ours, "gpuhost: drain: old", False) is None  # already, for that reason
+    assert drain_command(theirs, "gpuhost: drain: sick", False) is None  # an operator's stays
+    assert drain_command(ours, None, resume=True) == [
         "scontrol",
         "update",
         "nodename=n1",
         "state=resume",
     ]
-    assert drain_command(theirs, [], "healthy") is None  # never resumes an operator's drain
-    assert drain_command(idle, [], "healthy") is None
+    assert drain_command(ours, None, resume=False) is None  # its faults persist
+    assert drain_command(theirs, None, resume=True) is None  # never resumes an operator's drain
+    assert drain_command(idle, None, resume=True) is None
 
 
 # --- CLI ----------------------------------------------------------------------------------------

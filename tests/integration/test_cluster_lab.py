@@ -239,10 +239,15 @@ def test_failing_health_check_drains_the_node_with_gpuhosts_reason(cluster):
     took = time.monotonic() - start
 
     assert check.returncode == 1, check.stderr
-    assert check.stdout.startswith("nvidia-smi is not installed"), check.stdout
+    assert check.stdout.startswith("drain: nvidia-smi is not installed"), check.stdout
     assert took < 10, took  # over SSH, with Python start-up, on a loaded 2-core machine
+    # a persistent fault: counted, drained on the third consecutive run (--after 3)
+    assert "not drained yet: gpu.unavailable seen on 1 of 3" in check.stderr, check.stderr
+    assert "DRAIN" not in _ok(h1, "scontrol show node h2")
+    for _ in range(2):
+        h2.run("/usr/local/sbin/gpuhost-healthcheck")
     node = _ok(h1, "scontrol show node h2")
-    assert "DRAIN" in node and "Reason=gpuhost: nvidia-smi is not installed" in node, node
+    assert "DRAIN" in node and "Reason=gpuhost: drain: nvidia-smi is not installed" in node, node
     # an operator's drain is left alone
     _ok(
         h1,
@@ -254,10 +259,12 @@ def test_failing_health_check_drains_the_node_with_gpuhosts_reason(cluster):
     _ok(h1, "scontrol update nodename=h2 state=resume")
 
 
-def test_gpu_node_is_drained_on_ecc_errors_and_resumed_when_healthy(cluster):
-    """h3's emulated T4 with the lab repository's nvidia-smi: healthy, then an uncorrectable ECC
-    error drains it with the GPU's line as reason, and once the error is gone the next check
-    resumes it (gpuhost drained it)."""
+def test_gpu_node_is_drained_without_flapping_and_resumed_when_healthy(cluster):
+    """h3's emulated T4 with the lab repository's nvidia-smi, checked by the installed health
+    check wrapper (--drain; --after 2 passed on): an uncorrectable ECC error that clears on the
+    next run drains nothing; one that persists drains on the second run with the action and the
+    GPU's line as reason, and the node is resumed once it is gone; a GPU fallen off the bus
+    drains at once."""
     view, tmp = cluster
     h1, h3 = view.hosts[0], view.hosts[2]
     _ok(
@@ -272,25 +279,48 @@ def test_gpu_node_is_drained_on_ecc_errors_and_resumed_when_healthy(cluster):
     lines = _deploy(tmp, view, ["h3"], f"install_health_check(gpuhost={NODE_GPUHOST!r})")
     assert lines == ["h3: ok, 1 changed, 0 unchanged"], lines
 
-    healthy = h3.run("/usr/local/sbin/gpuhost-healthcheck")
-    assert (healthy.returncode, healthy.stdout) == (0, "healthy\n"), healthy.stdout
-    view.manager.gpu_inject(3, "ecc-uncorrectable")
+    def check():  # type: ignore[no-untyped-def]
+        return h3.run("/usr/local/sbin/gpuhost-healthcheck --after 2")
 
-    sick = h3.run("/usr/local/sbin/gpuhost-healthcheck")
+    def drained() -> str | None:
+        node = _ok(h1, "scontrol show node h3")
+        return node.split("Reason=", 1)[1].split(" [")[0] if "DRAIN" in node else None
+
+    healthy = check()
+    assert (healthy.returncode, healthy.stdout) == (0, "healthy\n"), healthy.stdout
+    # seen once, gone on the next run: nothing drained
+    view.manager.gpu_inject(3, "ecc-uncorrectable")
+    once = check()
+    assert once.returncode == 1 and "GPU 0 (Tesla T4" in once.stdout, once.stdout
+    assert "not drained yet: gpu.ecc-uncorrectable seen on 1 of 2" in once.stderr, once.stderr
+    _ok(h3, f"{EMULATOR} clear")
+    assert check().stdout == "healthy\n" and drained() is None
+
+    # persistent: drained on the second consecutive run, the reason naming the action
+    view.manager.gpu_inject(3, "ecc-uncorrectable")
+    check()
+    sick = check()
 
     assert sick.returncode == 1, sick.stdout + sick.stderr
-    assert "GPU 0 (Tesla T4" in sick.stdout and "uncorrectable" in sick.stdout, sick.stdout
+    assert sick.stdout.startswith("drain: [gpu.ecc-uncorrectable] GPU 0 (Tesla T4"), sick.stdout
     assert sick.stdout.count("\n") == 1, sick.stdout
-    node = _ok(h1, "scontrol show node h3")
-    assert "DRAIN" in node and f"Reason=gpuhost: {sick.stdout.strip()}" in node, node
+    assert "drained Slurm node h3" in sick.stderr, sick.stderr
+    assert drained() == f"gpuhost: {sick.stdout.strip()}"
 
     _ok(h3, f"{EMULATOR} clear")
-    well = h3.run("/usr/local/sbin/gpuhost-healthcheck")
+    well = check()
 
     assert well.returncode == 0, well.stdout + well.stderr
     assert "resumed Slurm node h3" in well.stderr
-    node = _ok(h1, "scontrol show node h3")
-    assert "DRAIN" not in node and "Reason=" not in node, node
+    assert drained() is None and "Reason=" not in _ok(h1, "scontrol show node h3")
+
+    # a GPU fallen off the bus drains at once
+    view.manager.gpu_inject(3, "gpu-lost")
+    lost = check()
+    assert "drained Slurm node h3" in lost.stderr, lost.stdout + lost.stderr
+    assert (drained() or "").startswith("gpuhost: drain: nvidia-smi reports gpu-lost")
+    _ok(h3, f"{EMULATOR} clear")
+    assert "resumed Slurm node h3" in check().stderr and drained() is None
 
 
 def _deploy(tmp: Path, view, hosts: list[str], call: str) -> list[str]:

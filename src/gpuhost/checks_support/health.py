@@ -29,7 +29,7 @@ from gpuhost.checks_support.gpu import (
     unavailable_reason,
 )
 from gpuhost.desired import DesiredState
-from gpuhost.errors import ConfigError, ParseError
+from gpuhost.errors import ParseError
 from gpuhost.findings import ERROR
 from gpuhost.parsers.driver import KernelModule, parse_proc_version
 from gpuhost.parsers.nvidia_smi import SmiReport, parse_output
@@ -139,30 +139,3 @@ def reason_line(problems: list[str], limit: int = 200) -> str:
     if len(first) > room:  # the count of the others stays visible
         first = first[: room - 3] + "..."
     return first + more
-
-
-def check_health_request(tier: str, others: bool) -> None:
-    """``--drain``/``--node`` need ``--tier health``, which checks this machine only (``others``:
-    an inventory, ``--limit``, ``--junit``, ``--profiles`` or pytest arguments were given)."""
-    if tier != "health" or others:
-        raise ConfigError(
-            "--tier health checks this machine only: gpuhost check @local --tier health "
-            "[--drain [--node NAME]] (no inventory, --limit, --junit, --profiles or pytest "
-            "arguments; --drain and --node need --tier health)"
-        )
-
-
-def run_health(drain: bool, node: str | None, echo: Callable[..., object]) -> int:
-    """The ``--tier health`` run on this machine: one line on stdout (``healthy`` or the reason),
-    with ``drain`` the Slurm node drained/resumed (what was done on stderr); exit 0 healthy, 1
-    not. Errors of scontrol propagate (GpuhostError: the CLI prints them)."""
-    from gpuhost.slurm import drain_or_resume, short_hostname
-
-    problems = judge(gather())
-    line = reason_line(problems)
-    echo(line)
-    if drain:
-        done = drain_or_resume(node or short_hostname(), problems, line)
-        if done:
-            echo(f"gpuhost: {done}", err=True)
-    return 1 if problems else 0

@@ -76,18 +76,28 @@ parallel_option = click.option(
 """``--parallel N`` for the commands that run a deploy (passed on as ``run_deploy(parallel=)``)."""
 
 
-def state_option(func: F) -> F:
-    """``--state-dir`` (``gpuhost.upgrade.settings``: snapshots, journals, locks, logs)."""
+def _state_dir_option(checked: bool) -> Callable[[F], F]:
     return click.option(
         "--state-dir",
         type=click.Path(file_okay=False, path_type=Path),
         default=lambda: default_state_dir(os.environ, Path.home()),
         show_default="$GPUHOST_STATE_DIR, else $XDG_STATE_HOME/gpuhost, else "
         "~/.local/state/gpuhost",
-        callback=_checked_state_dir,
-        help="Controller-side folder for snapshots/, runs/ (upgrade journals), locks/ and logs/ "
-        "(owned by you or root, writable by no one else).",
-    )(func)
+        callback=_checked_state_dir if checked else None,
+        help="Folder for snapshots/, runs/ (upgrade journals), locks/, logs/ and health/ (the "
+        "health tier's counts) (owned by you or root, writable by no one else).",
+    )
+
+
+def state_option(func: F) -> F:
+    """``--state-dir`` (``gpuhost.upgrade.settings``: snapshots, journals, locks, logs)."""
+    return _state_dir_option(checked=True)(func)
+
+
+def unchecked_state_option(func: F) -> F:
+    """``--state-dir`` for a command that uses it only for some of its runs (``check``: the
+    health tier's counts); the command checks it (``statedir``) before it reads it."""
+    return _state_dir_option(checked=False)(func)
 
 
 def _checked_state_dir(ctx: click.Context, param: click.Parameter, value: Path) -> Path:

@@ -19,6 +19,7 @@ import click
 
 from gpuhost.checks.run import TIERS, checks_dir, pytest_argv, pytest_exit, run_pytest
 from gpuhost.checks_support.inventory import LOCAL, load_hosts
+from gpuhost.cli._options import unchecked_state_option
 from gpuhost.output import check_output_path
 
 
@@ -39,6 +40,22 @@ from gpuhost.output import check_output_path
     "resume it when healthy if gpuhost drained it.",
 )
 @click.option("--node", help="With --drain: the Slurm node name (default: the short hostname).")
+@click.option(
+    "--after",
+    type=click.IntRange(1, 1000),
+    help="With --drain/--k8s: drain for a fault once it is seen on N consecutive runs "
+    "[default: 3]; faults that demand it (a GPU fallen off the bus) drain at once, watch faults "
+    "never.",
+)
+@click.option(
+    "--k8s",
+    is_flag=True,
+    help="With --tier health: set the GpuhostGpuHealthy condition and the gpuhost.io/"
+    "gpu-unhealthy taint on this Kubernetes node when it is drained, remove them when it is "
+    "healthy (kubectl).",
+)
+@click.option("--k8s-node", help="With --k8s: the Kubernetes node name (default: the hostname).")
+@unchecked_state_option
 @click.option(
     "--limit",
     "limits",
@@ -61,6 +78,10 @@ def command(
     tier: str,
     drain: bool,
     node: str | None,
+    after: int | None,
+    k8s: bool,
+    k8s_node: str | None,
+    state_dir: Path,
     limits: tuple[str, ...],
     junit: Path | None,
     profiles: str | None,
@@ -81,12 +102,21 @@ def command(
     limit = ",".join(limits) or None  # one --limit meaning: gpuhost.inventory.loader
     if junit is not None:  # pytest made missing folders and raised on a file in the path
         check_output_path(str(junit), "--junit")
-    if tier == "health" or drain or node:
-        from gpuhost.checks_support.health import check_health_request, run_health
+    health_options = drain or node or after or k8s or k8s_node or _given("state_dir")
+    if tier == "health" or health_options:
+        from gpuhost.checks_support.health_run import (
+            DEFAULT_AFTER,
+            HealthRequest,
+            check_health_request,
+            run_health,
+        )
 
         others = inventory != LOCAL or bool(limit or junit or profiles or pytest_args)
         check_health_request(tier, others)
-        return run_health(drain, node, click.echo)
+        request = HealthRequest(
+            drain, node, k8s or bool(k8s_node), k8s_node, after or DEFAULT_AFTER, state_dir
+        )
+        return run_health(request, click.echo)
     if profiles:  # the checks run in pytest's folder: the file as this folder sees it
         from gpuhost.inventory.profiles import profile_table
 
@@ -95,3 +125,8 @@ def command(
     load_hosts(None if inventory == LOCAL else inventory, limit, profiles)  # bad input: exit 2
     argv = pytest_argv(checks_dir(), inventory, tier, limit, junit, pytest_args, profiles)
     return pytest_exit(run_pytest(argv))
+
+
+def _given(name: str) -> bool:
+    source = click.get_current_context().get_parameter_source(name)
+    return source is not None and source != click.core.ParameterSource.DEFAULT

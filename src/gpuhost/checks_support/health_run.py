@@ -1,0 +1,143 @@
+"""The ``--tier health`` run on this machine: judge, remember, drain/resume, report.
+
+``run_health`` reads this machine once (``health.gather``), turns the judgement into faults with
+an action and a drain policy (``faults``), prints one line (``healthy`` or ``<action>: <first
+fault> (+n more)``) and, with ``--drain`` and/or ``--k8s``, counts consecutive runs in the state
+file (``health_memory``), decides without flapping (``health_decide``) and drains/resumes the
+Slurm node (``gpuhost.slurm``) and taints/clears the Kubernetes node (``gpuhost.k8s``). What was
+done goes to stderr; exit 0 healthy (or only faults that never drain), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuhost.checks_support.health import gather, judge
+from gpuhost.checks_support.health_decide import (
+    DEFAULT_AFTER,
+    REASON_LIMIT,
+    Decision,
+    HealthFault,
+    check_after,
+    decide,
+    summary,
+)
+from gpuhost.errors import ConfigError
+
+_RULE = re.compile(r"^\[([a-z0-9][a-z0-9._-]*)\] ")
+# the health line is the drain reason without its prefix: "gpuhost: " + line fits Slurm's reason
+LINE_LIMIT = REASON_LIMIT - len("gpuhost: ")
+
+
+@dataclass(frozen=True)
+class HealthRequest:
+    """What ``gpuhost check @local --tier health`` was asked: ``--drain`` [``--node``],
+    ``--k8s`` [``--k8s-node``], ``--after`` and the state folder the counts live in."""
+
+    drain: bool = False
+    node: str | None = None
+    k8s: bool = False
+    k8s_node: str | None = None
+    after: int = DEFAULT_AFTER
+    state_dir: Path | None = None
+
+    @property
+    def acts(self) -> bool:
+        return self.drain or self.k8s
+
+
+def check_health_request(tier: str, others: bool) -> None:
+    """``--drain``/``--node``/``--k8s``/``--k8s-node``/``--after``/``--state-dir`` need ``--tier
+    health``, which checks this machine only (``others``: an inventory, ``--limit``,
+    ``--junit``, ``--profiles`` or pytest arguments were given)."""
+    if tier != "health" or others:
+        raise ConfigError(
+            "--tier health checks this machine only: gpuhost check @local --tier health "
+            "[--drain [--node NAME]] [--k8s [--k8s-node NAME]] [--after N] (no inventory, "
+            "--limit, --junit, --profiles or pytest arguments; --drain, --node, --k8s, "
+            "--k8s-node, --after and --state-dir need --tier health)"
+        )
+
+
+def faults(problems: Sequence[str]) -> list[HealthFault]:
+    """The health judgement's problem lines as faults. A line ``[rule] ...`` is that rule's
+    fault; a GPU nvidia-smi reports lost is ``gpu.lost`` and drains at once; any other line (the
+    GPUs cannot be read) is ``gpu.unavailable``. Every one calls for a drain once persistent."""
+    out = []
+    for line in problems:
+        match = _RULE.match(line)
+        if match:
+            out.append(HealthFault(match.group(1), "drain", "persistent", line))
+        elif line.startswith("nvidia-smi reports gpu-lost"):
+            out.append(HealthFault("gpu.lost", "drain", "immediate", line))
+        else:
+            out.append(HealthFault("gpu.unavailable", "drain", "persistent", line))
+    return out
+
+
+def reason(decision: Decision) -> str | None:
+    """The Slurm drain reason (``gpuhost: <action>: <line> (+n more)``), None: no drain."""
+    from gpuhost.slurm import REASON_PREFIX
+
+    if not decision.drain:
+        return None
+    return REASON_PREFIX + summary(decision.drain, REASON_LIMIT - len(REASON_PREFIX))
+
+
+def waiting_line(decision: Decision, after: int) -> str | None:
+    if not decision.waiting:
+        return None
+    seen = ", ".join(f"{f.id} seen on {n} of {after}" for f, n in decision.waiting[:3])
+    more = f" (+{len(decision.waiting) - 3} more)" if len(decision.waiting) > 3 else ""
+    return f"gpuhost: not drained yet: {seen} consecutive runs{more}"
+
+
+def run_health(request: HealthRequest, echo: Callable[..., object]) -> int:
+    """One health run (see the module doc). Errors of scontrol/kubectl and an unusable state
+    folder propagate (GpuhostError: the CLI prints them, exit 2 for bad input)."""
+    problem = check_after(request.after)
+    if problem:
+        raise ConfigError(f"--after: {problem}")
+    found = faults(judge(gather()))
+    echo(summary(found, LINE_LIMIT))
+    if request.acts:
+        for line in _act(request, found):
+            echo(line, err=True)
+    return 1 if any(f.drain != "never" for f in found) else 0
+
+
+def _act(request: HealthRequest, found: list[HealthFault]) -> list[str]:
+    from gpuhost.checks_support.health_memory import load_memory, save_memory
+    from gpuhost.statedir import check_state_dir
+
+    if request.state_dir is None:
+        raise ConfigError("--drain/--k8s: no state folder to count consecutive runs in")
+    check_state_dir(request.state_dir)
+    memory, damaged = load_memory(request.state_dir)
+    lines = [f"gpuhost: {damaged}"] if damaged else []
+    decision = decide(found, memory, request.after)
+    save_memory(request.state_dir, decision.memory)
+    waiting = waiting_line(decision, request.after)
+    if waiting and not decision.drain:
+        lines.append(waiting)
+    drain_reason = reason(decision)
+    if request.drain:
+        from gpuhost.slurm import drain_or_resume, short_hostname
+
+        done = drain_or_resume(request.node or short_hostname(), drain_reason, decision.resume)
+        if done:
+            lines.append(f"gpuhost: {done}")
+    if request.k8s:
+        from gpuhost.k8s import mark_or_clear, node_name
+
+        action = decision.drain[0].action if decision.drain else None
+        line = summary(decision.drain, LINE_LIMIT)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        done = mark_or_clear(request.k8s_node or node_name(), action, line, decision.resume, now)
+        if done:
+            lines.append(f"gpuhost: {done}")
+    return lines
