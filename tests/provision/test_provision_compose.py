@@ -43,6 +43,7 @@ def _run(
     data: dict[str, Any],
     harden_error: str | None = None,
     installed: dict[str, str] | None = None,
+    signing: Any = None,
 ) -> list[str]:
     calls: list[str] = []
 
@@ -63,7 +64,8 @@ def _run(
     )
     monkeypatch.setattr(provision_module, "resolve_host", lambda profiles: (spec, "plan"))
     monkeypatch.setattr(provision_module, "current_driver", current_driver)
-    for step in STEPS:
+    monkeypatch.setattr(provision_module, "checked_plan", lambda name, data: signing)
+    for step in (*STEPS, "configure_signing", "verify_signing"):
         monkeypatch.setattr(provision_module, step, recorder(step))
     marker = SimpleNamespace(written=lambda **_kw: calls.append("marker"))
     monkeypatch.setattr(provision_module, "marker", marker)
@@ -75,6 +77,15 @@ def _run(
 def test_dpkg_settles_first_then_hardening_and_the_marker_last(monkeypatch) -> None:
     assert _run(monkeypatch, {}) == ["driver check", *STEPS, "marker"]
     assert _run(monkeypatch, {"gpuhost_harden": True}) == ["driver check", *STEPS, "marker"]
+
+
+def test_secure_boot_signing_is_configured_before_the_driver_and_checked_after(
+    monkeypatch,
+) -> None:
+    calls = _run(monkeypatch, {}, signing="a signing plan")
+    driver = calls.index("install_driver")
+    assert calls[driver - 1] == "configure_signing" and calls[driver + 1] == "verify_signing"
+    assert calls.index("harden") < calls.index("configure_signing")
 
 
 def test_gpuhost_harden_false_opts_out(monkeypatch) -> None:

@@ -30,14 +30,6 @@ def test_unsupported_os_names_the_accepted_ones(profiles) -> None:
         guards.check_os("gpu7", spec, "ubuntu-22.04")
 
 
-def test_secure_boot_needs_a_signing_key() -> None:
-    with pytest.raises(DeployError, match="Secure Boot is enabled"):
-        guards.check_secure_boot("gpu7", SecureBoot(True, True, "mokutil"), None)
-    guards.check_secure_boot("gpu7", SecureBoot(True, True, "mokutil"), "/root/mok.priv")
-    guards.check_secure_boot("gpu7", SecureBoot(None, None, None), None)  # unknown: not refused
-    guards.check_secure_boot("gpu7", SecureBoot(False, False, "no EFI (legacy boot)"), None)
-
-
 def test_os_key_from_pyinfra_distribution_fact() -> None:
     fact = {"name": "Debian", "major": 12, "release_meta": {"ID": "debian", "VERSION_ID": "12"}}
     assert guards.os_key(fact) == "debian-12"

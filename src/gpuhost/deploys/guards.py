@@ -1,5 +1,5 @@
 """Checks that stop a host before any change: unknown profile, impossible version set,
-unsupported OS, Secure Boot without a signing key, a bad ``gpuhost_harden``. Each raises one
+unsupported OS, a bad ``gpuhost_harden`` (Secure Boot: ``deploys.secure_boot``). Each raises one
 DeployError naming the host, the field, what was found and the accepted values."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 from gpuhost.deploys.spec import supported_os
 from gpuhost.desired import DesiredState
 from gpuhost.errors import DeployError, GpuhostError
-from gpuhost.facts.host_facts import OsInfo, SecureBoot
+from gpuhost.facts.host_facts import OsInfo
 from gpuhost.matrix.profiles import Profile, load_profiles, verify_profile
 from gpuhost.parsers.profile_marker import ProfileMarker
 
@@ -76,16 +76,6 @@ def check_os(host: str, spec: DesiredState, found: str) -> None:
             host,
             f"OS: {found} is not supported by profile {spec.profile} (source {spec.source}); "
             f"accepted: {', '.join(accepted) or 'none'}",
-        )
-
-
-def check_secure_boot(host: str, secure_boot: SecureBoot, signing_key: str | None) -> None:
-    if secure_boot.enabled and not signing_key:
-        raise DeployError(
-            host,
-            "Secure Boot is enabled: the DKMS-built NVIDIA module will not load unless it is "
-            "signed with a key enrolled in MOK; set gpuhost_module_signing_key (path of the key "
-            "on the host) or disable Secure Boot",
         )
 
 

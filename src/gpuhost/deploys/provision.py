@@ -1,8 +1,10 @@
 """``provision``: the whole pinned stack on one host, guards first, SSH hardened too.
 
-Every guard runs before any operation is added for the host: profile, OS, Secure Boot, CUDA
-repository data, then (unless inventory data ``gpuhost_harden`` is false) the SSH lockout checks of
-``gpuhost.deploys.harden``. A host that fails one is refused unchanged.
+Every guard runs before any operation is added for the host: profile, OS, CUDA repository
+data, Secure Boot module signing (``deploys.secure_boot``: the key and certificate readable, the
+certificate enrolled or its enrollment requestable), then (unless inventory data
+``gpuhost_harden`` is false) the SSH lockout checks of ``gpuhost.deploys.harden``. A host that
+fails one is refused unchanged.
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ from gpuhost.deploys.nvidia import (
     install_cudnn,
     install_driver,
 )
+from gpuhost.deploys.secure_boot import checked_plan, configure_signing, verify_signing
 from gpuhost.deploys.spec import PackagePlan, package_plan
 from gpuhost.desired import DesiredState
 from gpuhost.errors import ConfigError, DeployError, GpuhostError, ParseError
-from gpuhost.facts.kernel import SecureBootState
 from gpuhost.inventory.profiles import install_data_problem
 from gpuhost.operations import marker
 from gpuhost.operations._facts import fact
@@ -56,8 +58,6 @@ def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[DesiredState, 
     distro: Any = host.get_fact(LinuxDistribution)
     found = guards.os_key(distro)
     guards.check_os(name, spec, found)
-    secure_boot = host.get_fact(SecureBootState)
-    guards.check_secure_boot(name, secure_boot, data.get("gpuhost_module_signing_key"))
     problem = install_data_problem(profiles[spec.profile], data)
     if problem:
         raise DeployError(name, problem)
@@ -101,6 +101,7 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     profile name) are converged.
     """
     spec, plan = resolve_host(profiles)
+    signing = checked_plan(host.name, _host_data())  # Secure Boot: key, certificate, enrollment
     if not allow_driver_change:
         recorded, installed = current_driver(plan)
         guards.check_driver_unchanged(host.name, spec, recorded, installed)
@@ -111,7 +112,11 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     dpkg_settled(name="Wait for apt/dpkg, finish installs an earlier run left half-done")
     if hardened:
         harden()
+    if signing is not None:
+        configure_signing(plan=signing)
     install_driver(spec=spec, plan=plan)
+    if signing is not None:
+        verify_signing(plan=signing)
     install_cuda(spec=spec, plan=plan)
     install_cudnn(spec=spec, plan=plan)
     install_container_toolkit(spec=spec, plan=plan)

@@ -42,6 +42,9 @@ _RATE_RE = re.compile(r"^[1-9][0-9]*/(second|minute|hour)$")
 _SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 _ONE_LINE_RE = re.compile(r"^[^\n\r]*$")
 _HTTP_URL_RE = re.compile(r"^https?://[^\s/]+\S*$")
+# paths DKMS sources as shell (framework.conf.d): absolute, nothing the shell would expand
+_SIGNING_CERT_RE = re.compile(r'^/[^\x00-\x1f\x7f"$`\\]+$')
+_SIGNING_KEY_RE = re.compile(r'^(/|pkcs11:)[^\x00-\x1f\x7f"$`\\]+$')
 # Values that end up in config files gpuhost writes (the ssh_config of gpuhost check, sshd's
 # AllowUsers, authorized_keys) must stay data there: no control character (a newline would add a
 # line such as ProxyCommand), and a word no whitespace, quote, '#' or backslash either.
@@ -183,11 +186,36 @@ KEYS: dict[str, Key] = {
         ),
         _k(
             "gpuhost_module_signing_key",
-            NonEmpty,
-            "a path on the host (a string)",
+            Annotated[StrictStr, _matches(_SIGNING_KEY_RE)],
+            "an absolute path on the host (or a pkcs11: URI), without quotes, $, ` or \\",
             None,
-            "Key that signs the NVIDIA kernel modules when Secure Boot is on.",
-            "provision",
+            "Private key DKMS signs the NVIDIA kernel modules with (Secure Boot): provision "
+            "writes it and gpuhost_module_signing_cert into /etc/dkms/framework.conf.d/"
+            "gpuhost.conf, checks both are readable before any package is touched and that the "
+            "certificate is enrolled in MOK, and after the install that the module carries its "
+            "signature. The files stay on the host: gpuhost never copies a key.",
+            "provision, upgrade",
+        ),
+        _k(
+            "gpuhost_module_signing_cert",
+            Annotated[StrictStr, _matches(_SIGNING_CERT_RE)],
+            "an absolute path on the host of a DER certificate, without quotes, $, ` or \\",
+            None,
+            "The certificate of gpuhost_module_signing_key (DER, as mokutil needs); required "
+            "with it.",
+            "provision, upgrade",
+        ),
+        _k(
+            "gpuhost_mok_password",
+            Annotated[StrictStr, Field(min_length=1, max_length=256), _matches(_ONE_LINE_RE)],
+            "a one-line string of 1 to 256 characters",
+            None,
+            "One-time password for MOK enrollment: on a Secure Boot host whose signing "
+            "certificate (gpuhost_module_signing_cert, else the key DKMS generates in "
+            "/var/lib/dkms) is not enrolled, provision requests its enrollment (mokutil --import); "
+            "an operator confirms it with this password in the MOK manager at the next boot. "
+            "Never printed.",
+            "provision, upgrade",
         ),
         _k(
             "gpuhost_cuda_repo_url",
@@ -588,6 +616,19 @@ def _contradictions(data: Mapping[str, Any]) -> list[str]:
         problems.append(
             "gpuhost_cuda_repo_key_sha256 is set but gpuhost_cuda_repo_key is not: "
             "expected both (the key and its checksum) or neither"
+        )
+    signing = [
+        k for k in ("gpuhost_module_signing_key", "gpuhost_module_signing_cert") if data.get(k)
+    ]
+    if len(signing) == 1:
+        other = (
+            "gpuhost_module_signing_cert"
+            if signing[0].endswith("_key")
+            else ("gpuhost_module_signing_key")
+        )
+        problems.append(
+            f"{signing[0]} is set but {other} is not: expected both (the key DKMS signs with "
+            "and its certificate) or neither"
         )
     if data.get("gpuhost_ssh_permit_root_login") == "no" and data.get("ssh_user") == "root":
         problems.append(

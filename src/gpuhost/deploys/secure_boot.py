@@ -1,0 +1,147 @@
+"""Secure Boot, done: DKMS signs the NVIDIA module with a key whose certificate is enrolled in
+MOK, checked before any package is touched and after the install.
+
+Inventory data (docs/inventory.md): ``gpuhost_module_signing_key`` + ``gpuhost_module_signing_cert``
+(paths on the host: the key never leaves it) or, without them, the key DKMS generates itself
+(``/var/lib/dkms/mok.key``, ``mok.pub``); ``gpuhost_mok_password``, the one-time password with
+which an operator confirms an enrollment request in the MOK manager at the next boot.
+
+:func:`signing_problem` is the guard (pure): one line, or None. :func:`configure_signing` and
+:func:`verify_signing` orchestrate the operations of ``gpuhost.operations.signing``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.operations import apt
+
+from gpuhost.errors import DeployError
+from gpuhost.facts.host_facts import SecureBoot
+from gpuhost.facts.kernel import SecureBootState
+from gpuhost.facts.signing import ModuleSigning
+from gpuhost.operations import signing as signing_ops
+from gpuhost.operations._facts import fact
+from gpuhost.parsers import signing
+
+KEY = "gpuhost_module_signing_key"
+CERT = "gpuhost_module_signing_cert"
+PASSWORD = "gpuhost_mok_password"
+NO_KEY = (
+    "Secure Boot is enabled: the DKMS-built NVIDIA module will not load unless it is signed with "
+    "a key enrolled in MOK; set {key} and {cert} (paths on the host of a key and its DER "
+    "certificate, enrolled or to enroll), or {password} (a one-time password to enroll the key "
+    "DKMS generates), or disable Secure Boot"
+)
+
+
+@dataclass(frozen=True)
+class SigningPlan:
+    """What provision does for module signing on one host: the key and certificate DKMS signs
+    with (``key`` None: DKMS's own), whether to write DKMS's drop-in, request enrollment, check
+    the module after the install."""
+
+    key: str | None
+    cert: str
+    secure_boot: bool
+    password: str | None = None
+
+
+def plan_for(data: dict[str, Any], secure_boot: SecureBoot) -> SigningPlan | None:
+    """The host's signing plan from its inventory data; None when there is nothing to do
+    (Secure Boot not known to be on and no key given)."""
+    key, cert = data.get(KEY), data.get(CERT)
+    if not secure_boot.enabled and not key:
+        return None
+    return SigningPlan(
+        key=key or None,
+        cert=cert or signing.DKMS_DEFAULT_CERT,
+        secure_boot=bool(secure_boot.enabled),
+        password=data.get(PASSWORD) or None,
+    )
+
+
+def _file_problems(plan: SigningPlan, found: signing.SigningFacts) -> list[str]:
+    problems = []
+    if plan.key and not plan.key.startswith("pkcs11:") and not found.key_readable:
+        problems.append(f"{KEY}: {plan.key} is missing or not readable on the host")
+    if plan.key and found.cert is None:
+        why = found.cert_error or f"{plan.cert}: no such file or not readable"
+        problems.append(f"{CERT}: {why}")
+    elif found.cert is not None and not found.cert.der:
+        problems.append(
+            f"{CERT}: {plan.cert} is PEM but mokutil needs DER; expected a DER certificate "
+            f"(openssl x509 -in {plan.cert} -outform DER -out {plan.cert}.der)"
+        )
+    return problems
+
+
+def signing_problem(plan: SigningPlan | None, found: signing.SigningFacts) -> str | None:
+    """Why provision must not touch this host (one line), or None: the given key or certificate
+    missing or unreadable; on a Secure Boot host, a certificate that is not enrolled (or
+    blocked) with no ``gpuhost_mok_password`` to request its enrollment, or no key and no
+    password at all (DKMS's own key not enrolled)."""
+    if plan is None:
+        return None
+    problems = _file_problems(plan, found)
+    if problems:
+        return "; ".join(problems)
+    if not plan.secure_boot:
+        return None
+    if found.enrollment == signing.BLOCKED:
+        return f"{plan.cert} is blocked (dbx or MokListX): modules it signs never load"
+    if found.enrollment in (*signing.TRUSTED_STATES, signing.PENDING) or plan.password:
+        return None
+    if plan.key is None:
+        return NO_KEY.format(key=KEY, cert=CERT, password=PASSWORD)
+    if found.enrollment == signing.NOT_ENROLLED:
+        return (
+            f"Secure Boot is enabled and {plan.cert} is not enrolled in MOK (mokutil "
+            "--test-key): the module it signs will not load; set "
+            f"{PASSWORD} to request its enrollment (confirmed in the MOK manager at the next "
+            f"boot), or enroll it yourself: mokutil --import {plan.cert}, reboot, confirm"
+        )
+    return None  # mokutil missing or no EFI variables: installed, then checked after
+
+
+def checked_plan(name: str, data: dict[str, Any]) -> SigningPlan | None:
+    """The current host's signing plan, its key, certificate and enrollment read from the host
+    (the certificate DKMS is configured with when no key is given); DeployError, before any
+    change, when :func:`signing_problem` finds one."""
+    plan = plan_for(data, host.get_fact(SecureBootState))
+    if plan is None:
+        return None
+    found = fact(ModuleSigning, key=plan.key, cert=data.get(CERT) or None)
+    if plan.key is None and found.cert_path:
+        plan = replace(plan, cert=found.cert_path)
+    problem = signing_problem(plan, found)
+    if problem:
+        raise DeployError(name, problem)
+    return plan
+
+
+@deploy("Module signing for Secure Boot")
+def configure_signing(plan: SigningPlan) -> None:
+    """Before the driver: DKMS's drop-in naming the key (when one is given) and mokutil on a
+    Secure Boot host, so the module DKMS builds during the install is signed."""
+    if plan.key is not None:
+        signing_ops.dkms_signing(
+            name=f"DKMS signs modules with {plan.key}", key=plan.key, cert=plan.cert
+        )
+    if plan.secure_boot:
+        apt.packages(name="mokutil (MOK enrollment)", packages=["mokutil"], no_recommends=True)
+
+
+@deploy("Module signature checked for Secure Boot")
+def verify_signing(plan: SigningPlan) -> None:
+    """After the driver: the certificate's enrollment requested where needed (one-time
+    password), then the module checked to carry the certificate's signature."""
+    if not plan.secure_boot:
+        return
+    signing_ops.enrollment_requested(
+        name=f"MOK enrollment of {plan.cert}", cert=plan.cert, password=plan.password
+    )
+    signing_ops.module_signed(name=f"nvidia module signed with {plan.cert}", cert=plan.cert)
