@@ -284,7 +284,9 @@ def test_gpu_node_is_drained_without_flapping_and_resumed_when_healthy(cluster):
 
     def drained() -> str | None:
         node = _ok(h1, "scontrol show node h3")
-        return node.split("Reason=", 1)[1].split(" [")[0] if "DRAIN" in node else None
+        if "DRAIN" not in node:
+            return None
+        return node.split("Reason=", 1)[1].splitlines()[0].rsplit(" [", 1)[0]  # " [user@time]"
 
     healthy = check()
     assert (healthy.returncode, healthy.stdout) == (0, "healthy\n"), healthy.stdout

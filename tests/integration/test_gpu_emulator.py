@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -185,6 +186,9 @@ def test_spec_errors_are_one_line() -> None:
             emulator.parse_spec(bad)
     with pytest.raises(LabConfigError, match="fault"):
         emulator.inject_command("xid")
+    for bad in ("fabric", "gpu-missing=1", "clock-event=a;b", "melt"):
+        with pytest.raises(LabConfigError, match="fault"):
+            emulator.inject_command(bad)
     assert "inject xid=79 gpu=2" in emulator.inject_command("xid=79", 2)
 
 
@@ -245,3 +249,54 @@ def test_lab_clocks_profile_differs_from_the_built_in_only_in_clocks():
     differ = {k for k in lab if lab[k] != built_in[k]}
     assert differ == {"name", "description", "clocks", "origin"}
     assert lab["clocks"]["policy"] == "max"
+
+
+def test_fault_knobs_of_the_catalog_classes(host) -> None:  # type: ignore[no-untyped-def]
+    """The knobs for issue 26's fault classes, read back with gpuhost's own parsers: clock event
+    reasons (a HW thermal slowdown or power brake is a HW slowdown too), the NVSwitch fabric
+    state of a full HGX board, an NVLink link down, a GPU missing from nvidia-smi, Xid 154."""
+    from gpuhost.parsers.smi_misc import parse_nvlink_status
+
+    smi = host("h100-sxm", 8)
+    assert smi("inject", "clock-event=power-brake", "gpu=2").returncode == 0
+    xml = smi("nvidia-smi", "-q", "-x").stdout
+    text = smi("nvidia-smi", "-q").stdout
+    for out in (xml, text):
+        assert parse_output(out).ok and len(parse_output(out).gpus) == 8
+    gpu2 = xml.split('<gpu id="00000000:3A:00.0">')[1].split("</gpu>")[0]
+    assert "<clocks_event_reason_hw_power_brake_slowdown>Active<" in gpu2
+    assert "<clocks_event_reason_hw_slowdown>Active<" in gpu2
+    assert "<clocks_event_reason_sw_thermal_slowdown>Not Active<" in gpu2
+    assert len(re.findall(r"\n {12}HW Power Brake Slowdown +: Active\n", text)) == 1
+    old = smi("nvidia-smi", "-q", "-x", GPUEMU_INSTALLED="525.147.05")  # mismatch until boot
+    assert old.returncode == 18
+    # fabric: Completed/Success on a full board until injected
+    assert xml.count("<state>Completed</state>") == 8 and "Fabric" in text
+    assert smi("inject", "fabric=in-progress").returncode == 0
+    assert smi("nvidia-smi", "-q", "-x").stdout.count("<state>In Progress</state>") == 8
+    assert re.search(r"\n {8}State +: In Progress\n", smi("nvidia-smi", "-q").stdout)
+    # NVLink link 5 of GPU 1 inactive
+    assert smi("inject", "nvlink-down=5", "gpu=1").returncode == 0
+    links = parse_nvlink_status(smi("nvidia-smi", "nvlink", "-s").stdout)
+    assert [entry["links"][5] for entry in links[:2]] == ["26.562 GB/s", "<inactive>"]
+    assert smi("inject", "nvlink-down=18").returncode == 2  # links 0..17
+    # GPU 3 missing: 7 GPUs, numbered 0..6, its bus id gone
+    assert smi("inject", "gpu-missing", "gpu=3").returncode == 0
+    report = parse_output(smi("nvidia-smi", "-q", "-x").stdout)
+    assert len(report.gpus) == 7 and "00000000:5D:00.0" not in {g.pci_bus_id for g in report.gpus}
+    assert smi("nvidia-smi", "-L").stdout.splitlines()[-1].startswith("GPU 6: NVIDIA H100")
+    smi("clear")
+    clean = smi("nvidia-smi", "-q", "-x").stdout
+    assert len(parse_output(clean).gpus) == 8 and "In Progress" not in clean
+    assert "<clocks_event_reason_hw_slowdown>Active<" not in clean
+    # knobs that do not fit the model are refused
+    smi2 = host("t4", 1)
+    assert smi2("inject", "fabric=failure").returncode == 2  # no NVSwitch fabric
+    assert smi2("inject", "nvlink-down").returncode == 2  # no NVLink
+    assert smi2("inject", "clock-event=melting").returncode == 2
+    assert "<clocks_event_reasons>" in smi2("nvidia-smi", "-q", "-x").stdout  # 535 names them so
+    assert "<state>N/A</state>" in smi2("nvidia-smi", "-q", "-x").stdout
+    assert emulator.inject_command("clock-event=hw-thermal", 0).endswith(
+        "inject clock-event=hw-thermal gpu=0"
+    )
+    assert "xid=154" in emulator.inject_command("xid=154")

@@ -7,8 +7,10 @@
   lab [--name NAME] gpu hI inject KNOB [gpu=N] | arm KNOB [gpu=N] | clear | state | gpu-reset
                                emulated GPU faults: xid=N, ecc-uncorrectable, retired-pages,
                                remap-pending, gpu-lost, driver-mismatch, persistence-off,
-                               pcie-downgrade; arm: the same at the next boot only (e.g. to
-                               fail an upgrade's validation); clear removes them all
+                               pcie-downgrade, clock-event=REASON, fabric=STATE,
+                               nvlink-down[=LINK], gpu-missing; arm: the same at the next
+                               boot only (e.g. to fail an upgrade's validation); clear
+                               removes them all
   lab [--name NAME] down       remove everything the lab made (safe to repeat)
   lab [--name NAME] status     list hosts and their health (exit 1 when one is unhealthy)
   lab [--name NAME] reset hI.. re-create hosts from the base image

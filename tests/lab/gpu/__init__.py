@@ -28,7 +28,12 @@ EMULATOR = HERE / "host" / "gpuemu.py"
 ON_HOST = "/usr/lib/gpuhost-lab-gpu/gpuemu.py"
 UNIT = "gpuhost-lab-gpu.service"
 KNOBS = ("xid", "ecc-uncorrectable", "retired-pages", "remap-pending", "gpu-lost",
-         "driver-mismatch", "persistence-off", "pcie-downgrade")
+         "driver-mismatch", "persistence-off", "pcie-downgrade", "clock-event", "fabric",
+         "nvlink-down", "gpu-missing")
+#: knobs that take a value (xid=N, clock-event=hw-slowdown, fabric=in-progress) or may
+#: (nvlink-down=LINK); the emulator checks the value itself
+KNOB_VALUE = {"xid": "required", "clock-event": "required", "fabric": "required",
+              "nvlink-down": "optional"}
 #: packaged files moved aside so that the emulator answers in their place (Debian's layout)
 DIVERSIONS = ("/usr/lib/nvidia/current/nvidia-smi", "/usr/bin/nvidia-persistenced")
 
@@ -152,9 +157,13 @@ def inject_command(knob: str, gpu: int | None = None, verb: str = "inject") -> s
     """The shell command injecting ``knob`` (``xid=79``, ``gpu-lost``, ...) on a host now
     (``verb`` inject) or at its next boot (``arm``)."""
     name, _, value = knob.partition("=")
-    if name not in KNOBS or (name == "xid") != bool(value) or (value and not value.isdigit()):
+    takes = KNOB_VALUE.get(name)
+    if (name not in KNOBS or (takes == "required" and not value) or (takes is None and value)
+            or (name == "xid" and not value.isdigit())
+            or not all(c.isalnum() or c == "-" for c in value)):
         raise LabConfigError(
-            f"fault {knob!r}: expected one of xid=N, {', '.join(KNOBS[1:])}"
+            f"fault {knob!r}: expected one of xid=N, clock-event=REASON, fabric=STATE, "
+            f"nvlink-down[=LINK], {', '.join(k for k in KNOBS if k not in KNOB_VALUE)}"
         )
     args = f"{knob}" + (f" gpu={gpu}" if gpu is not None else "")
     prefix = f"{JOURNAL_REMOTE} && " if name == "xid" else ""

@@ -118,9 +118,11 @@ def installed_flavor() -> str:
 def fresh_state(loaded: str | None, count: int) -> dict[str, Any]:
     return {"loaded": loaded, "flavor": installed_flavor() if loaded else None,
             "booted": time.time(),
+            "fabric": None,  # None: as the model says (Completed on a full HGX board)
             "gpus": [{"pm": False, "app": None, "lgc": None, "lmc": None, "ecc_vol_unc": 0,
                       "ecc_vol_corr": 0, "retired_pending": False, "remap_pending": False,
-                      "lost": False, "pcie": None} for _ in range(count)]}
+                      "lost": False, "pcie": None, "clock_events": [], "nvlink_down": [],
+                      "missing": False} for _ in range(count)]}
 
 
 def load_state(m: dict[str, Any]) -> dict[str, Any]:
@@ -162,9 +164,16 @@ class Gpu:
     """One emulated GPU: the model's data plus this boot's state and the persistent counters."""
 
     def __init__(self, m: dict[str, Any], index: int, st: dict[str, Any],
-                 per: dict[str, Any]) -> None:
+                 per: dict[str, Any], number: int | None = None) -> None:
         self.m, self.index, self.st, self.per = m, index, st, per
         self.bus_id = m["bus_ids"][index]
+        # nvidia-smi's index: the enumeration order of the GPUs present (a missing GPU shifts it)
+        self.number = index if number is None else number
+        self.fabric: tuple[str, str] | None = None
+
+    def events(self) -> set[str]:
+        """Active clock event reasons (gpuemu inject clock-event=...)."""
+        return set(self.st.get("clock_events") or [])
 
     @property
     def persistence(self) -> bool:
@@ -207,7 +216,48 @@ class Gpu:
 
 
 def gpus(m: dict[str, Any], st: dict[str, Any], per: dict[str, Any]) -> list[Gpu]:
-    return [Gpu(m, i, st["gpus"][i], per["gpus"][i]) for i in range(len(m["bus_ids"]))]
+    """The GPUs nvidia-smi sees: the model's, less those injected missing."""
+    present = [i for i in range(len(m["bus_ids"])) if not st["gpus"][i].get("missing")]
+    out = [Gpu(m, i, st["gpus"][i], per["gpus"][i], n) for n, i in enumerate(present)]
+    for g in out:
+        g.fabric = fabric(m, st)
+    return out
+
+
+# Clock event reasons as nvidia-smi shows them (XML tag suffix, -q text label, indent), in its
+# order (tests/fixtures/captures/nvidia-smi-xml/*.xml, the H100 -q capture); "Clocks Throttle
+# Reasons" before driver 535
+CLOCK_EVENTS = (("gpu_idle", "Idle", 8), ("applications_clocks_setting",
+                "Applications Clocks Setting", 8), ("sw_power_cap", "SW Power Cap", 8),
+                ("hw_slowdown", "HW Slowdown", 8), ("hw_thermal_slowdown", "HW Thermal Slowdown",
+                12), ("hw_power_brake_slowdown", "HW Power Brake Slowdown", 12),
+                ("sync_boost", "Sync Boost", 8), ("sw_thermal_slowdown", "SW Thermal Slowdown", 8),
+                ("display_clocks_setting", "Display Clock Setting", 8))
+# knob value -> the reasons it makes active (a HW thermal slowdown or power brake is also a HW
+# slowdown: NVML's clocks event reasons documentation)
+CLOCK_KNOB = {"hw-slowdown": ("hw_slowdown",), "hw-thermal": ("hw_slowdown", "hw_thermal_slowdown"),
+              "power-brake": ("hw_slowdown", "hw_power_brake_slowdown"),
+              "sw-thermal": ("sw_thermal_slowdown",)}
+FABRIC_KNOB = {"in-progress": ("In Progress", "N/A"), "not-started": ("Not Started", "N/A"),
+               "failure": ("Completed", "Unknown Error")}
+
+
+def _event_word(driver: str) -> str:
+    return "event" if int(driver.split(".")[0]) >= 535 else "throttle"
+
+
+def _active_events(g: Gpu) -> set[str]:
+    active = set(g.events())
+    if not g.persistence and not active:
+        active.add("gpu_idle")
+    return active
+
+
+def fabric(m: dict[str, Any], st: dict[str, Any]) -> tuple[str, str] | None:
+    """(state, status) of the NVSwitch fabric registration; None: the GPUs join no fabric."""
+    if not m.get("nvswitch_bus_ids"):
+        return None
+    return tuple(st.get("fabric") or ("Completed", "Success"))  # type: ignore[return-value]
 
 
 def _na(value: Any, unit: str = "") -> str:
@@ -231,12 +281,34 @@ def xml_report(m: dict[str, Any], gs: list[Gpu], driver: str) -> str:
            f"\t<cuda_version>{cuda_version(driver)}</cuda_version>",
            f"\t<attached_gpus>{len(gs)}</attached_gpus>"]
     for g in gs:
-        out += _xml_gpu(m, g)
+        out += _xml_gpu(m, g, driver)
     out.append("</nvidia_smi_log>")
     return "\n".join(out) + "\n"
 
 
-def _xml_gpu(m: dict[str, Any], g: Gpu) -> list[str]:
+def _xml_events(g: Gpu, driver: str) -> list[str]:
+    word = _event_word(driver)
+    active = _active_events(g)
+    return ([f"\t\t<clocks_{word}_reasons>"]
+            + [f"\t\t\t<clocks_{word}_reason_{key}>"
+               f"{'Active' if key in active else 'Not Active'}</clocks_{word}_reason_{key}>"
+               for key, _label, _indent in CLOCK_EVENTS]
+            + [f"\t\t</clocks_{word}_reasons>"])
+
+
+def _xml_fabric(g: Gpu) -> list[str]:
+    if g.fabric is None:
+        return ["\t\t<fabric>", "\t\t\t<state>N/A</state>", "\t\t\t<status>N/A</status>",
+                "\t\t</fabric>"]
+    state, status = g.fabric
+    return ["\t\t<fabric>", f"\t\t\t<state>{state}</state>", f"\t\t\t<status>{status}</status>",
+            "\t\t\t<cliqueId>0</cliqueId>",
+            "\t\t\t<clusterUuid>00000000-0000-0000-0000-000000000000</clusterUuid>",
+            "\t\t\t<health>", "\t\t\t\t<bandwidth>N/A</bandwidth>", "\t\t\t</health>",
+            "\t\t</fabric>"]
+
+
+def _xml_gpu(m: dict[str, Any], g: Gpu, driver: str) -> list[str]:
     c = m["clocks"]
     gen_max, gen_cur, w_max, w_cur = g.pcie()
     gr, sm, mem = g.current_clocks()
@@ -296,6 +368,7 @@ def _xml_gpu(m: dict[str, Any], g: Gpu) -> list[str]:
         "\t\t</pci>",
         "\t\t<fan_speed>N/A</fan_speed>",
         f"\t\t<performance_state>{'P0' if g.persistence else 'P8'}</performance_state>",
+        *_xml_events(g, driver),
         "\t\t<fb_memory_usage>",
         f"\t\t\t<total>{m['memory_mib']} MiB</total>",
         f"\t\t\t<reserved>{m.get('memory_reserved_mib', 0)} MiB</reserved>",
@@ -408,6 +481,7 @@ def _xml_gpu(m: dict[str, Any], g: Gpu) -> list[str]:
         "\t\t\t<auto_boost>N/A</auto_boost>",
         "\t\t\t<auto_boost_default>N/A</auto_boost_default>",
         "\t\t</clock_policy>",
+        *_xml_fabric(g),
         "\t\t<supported_clocks>",
     ]
     for memclk, graphics in g.supported().items():
@@ -470,6 +544,9 @@ def text_report(m: dict[str, Any], gs: list[Gpu], driver: str) -> str:
             kv(16, "Max", f"{w_max}x"),
             kv(16, "Current", f"{w_cur}x"),
             kv(4, "Performance State", "P0" if g.persistence else "P8"),
+            f"    Clocks {_event_word(driver).title()} Reasons",
+            *(kv(indent, label, "Active" if key in _active_events(g) else "Not Active")
+              for key, label, indent in CLOCK_EVENTS),
             "    FB Memory Usage",
             kv(8, "Total", f"{m['memory_mib']} MiB"),
             "    ECC Mode",
@@ -516,8 +593,13 @@ def text_report(m: dict[str, Any], gs: list[Gpu], driver: str) -> str:
             kv(8, "Graphics", f"{c['max_graphics']} MHz"),
             kv(8, "SM", f"{c['max_sm']} MHz"),
             kv(8, "Memory", f"{c['max_memory']} MHz"),
-            "",
         ]
+        if g.fabric is not None:
+            out += ["    Fabric", kv(8, "State", g.fabric[0]), kv(8, "Status", g.fabric[1]),
+                    kv(8, "CliqueId", 0),
+                    kv(8, "ClusterUUID", "00000000-0000-0000-0000-000000000000"),
+                    "        Health", kv(12, "Bandwidth", "N/A")]
+        out.append("")
     return "\n".join(out) + "\n"
 
 
@@ -537,7 +619,7 @@ def _query_value(m: dict[str, Any], g: Gpu, field: str, driver: str, units: bool
         return f"{v:.2f} W" if units else f"{v:.2f}"
 
     values: dict[str, str] = {
-        "index": str(g.index), "name": m["name"], "uuid": uuid(m, g.index),
+        "index": str(g.number), "name": m["name"], "uuid": uuid(m, g.index),
         "pci.bus_id": g.bus_id, "driver_version": driver, "vbios_version": m["vbios"],
         "persistence_mode": _en(g.persistence), "pstate": "P0" if g.persistence else "P8",
         "memory.total": f"{m['memory_mib']} MiB" if units else str(m["memory_mib"]),
@@ -601,16 +683,18 @@ def query_gpu(m: dict[str, Any], gs: list[Gpu], driver: str, fields: str, fmt: s
 
 
 def list_gpus(m: dict[str, Any], gs: list[Gpu]) -> str:
-    return "".join(f"GPU {g.index}: {m['name']} (UUID: {uuid(m, g.index)})\n" for g in gs)
+    return "".join(f"GPU {g.number}: {m['name']} (UUID: {uuid(m, g.index)})\n" for g in gs)
 
 
 def nvlink_status(m: dict[str, Any], gs: list[Gpu]) -> str:
     out = []
     for g in gs:
-        out.append(f"GPU {g.index}: {m['name']} (UUID: {uuid(m, g.index)})")
+        out.append(f"GPU {g.number}: {m['name']} (UUID: {uuid(m, g.index)})")
         links = m.get("nvlink") or {}
+        down = set(g.st.get("nvlink_down") or [])
         for i in range(links.get("links", 0)):
-            out.append(f"\t Link {i}: {'<inactive>' if g.st['lost'] else links['speed']}")
+            inactive = g.st["lost"] or i in down
+            out.append(f"\t Link {i}: {'<inactive>' if inactive else links['speed']}")
     return "\n".join(out) + "\n"
 
 
@@ -837,7 +921,7 @@ def smi_main(argv: list[str]) -> int:
             pos = next(i for i, a in enumerate(args) if a.startswith("--id="))
             ident = args.pop(pos).split("=", 1)[1]
         select = [g for g in all_gpus
-                  if ident in (str(g.index), g.bus_id, uuid(m, g.index))]
+                  if ident in (str(g.number), g.bus_id, uuid(m, g.index))]
         if not select:
             print("No devices were found")
             return 6
@@ -995,6 +1079,11 @@ def present_pci(m: dict[str, Any]) -> None:
     folder per device with vendor, device and class (the machine's own devices are hidden there)."""
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=1m", "gpuemu", PCI_DEVICES],
                    check=True)
+    _pci_devices(m)
+
+
+def _pci_devices(m: dict[str, Any]) -> None:
+    """One sysfs folder per GPU and NVSwitch of the model (made again by gpuemu clear)."""
     gpu_device = m["pci_device_id"].removeprefix("0x")[:4].lower()  # "0x233010DE": 2330, 10de
     devices = [(bus, gpu_device, "0x030200") for bus in m["bus_ids"]]  # 3D controller
     devices += [(bus, m["nvswitch_device_id"], "0x068000") for bus in m.get("nvswitch_bus_ids", [])]
@@ -1050,9 +1139,12 @@ def sync_main() -> int:
 XID_TEXTS = {"79": "GPU has fallen off the bus.",
              "48": "An uncorrectable double bit error (DBE) has been detected on GPU.",
              "94": "Contained ECC error.", "95": "Uncontained ECC error.",
-             "13": "Graphics Engine Exception.", "31": "Ch 00000008, intr 00000000. MMU Fault"}
+             "13": "Graphics Engine Exception.", "31": "Ch 00000008, intr 00000000. MMU Fault",
+             # newer drivers: the recovery action the driver asks for (the NVML enum's values)
+             "154": "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"}
 KNOBS = ("xid", "ecc-uncorrectable", "retired-pages", "remap-pending", "gpu-lost",
-         "driver-mismatch", "persistence-off", "pcie-downgrade")
+         "driver-mismatch", "persistence-off", "pcie-downgrade", "clock-event", "fabric",
+         "nvlink-down", "gpu-missing")
 
 
 def inject_main(args: list[str]) -> int:
@@ -1126,9 +1218,45 @@ def inject_main(args: list[str]) -> int:
     elif knob == "pcie-downgrade":
         gen, width = m["pcie"]["gen"], m["pcie"]["width"]
         g["pcie"] = [max(1, gen - 2), width // 2]
+    else:
+        problem = _inject_new(knob, knob_value, m, st, index)
+        if problem:
+            print(f"gpuemu inject: {problem}", file=sys.stderr)
+            return 2
     _write_json(STATE, st)
     _write_json(PERSISTENT, per)
     return 0
+
+
+def _inject_new(knob: str, value: str, m: dict[str, Any], st: dict[str, Any],
+                index: int) -> str | None:
+    """clock-event=REASON, fabric=STATE, nvlink-down[=LINK], gpu-missing on GPU ``index``;
+    the problem (one line) when the knob does not apply to this model."""
+    g = st["gpus"][index]
+    if knob == "clock-event":
+        if value not in CLOCK_KNOB:
+            return f"clock-event needs one of {', '.join(CLOCK_KNOB)}"
+        g["clock_events"] = sorted(set(g.get("clock_events") or []) | set(CLOCK_KNOB[value]))
+    elif knob == "fabric":
+        if value not in FABRIC_KNOB:
+            return f"fabric needs one of {', '.join(FABRIC_KNOB)}"
+        if not m.get("nvswitch_bus_ids"):
+            return (f"{m['name']} x{len(m['bus_ids'])} joins no NVSwitch fabric "
+                    "(a full HGX board does)")
+        st["fabric"] = list(FABRIC_KNOB[value])
+    elif knob == "nvlink-down":
+        links = (m.get("nvlink") or {}).get("links", 0)
+        link = int(value) if value.isdigit() else 0 if not value else -1
+        if not 0 <= link < links:
+            return f"nvlink-down[=LINK]: {m['name']} has NVLink links 0..{links - 1}" if links \
+                else f"{m['name']} has no NVLink"
+        g["nvlink_down"] = sorted(set(g.get("nvlink_down") or []) | {link})
+    elif knob == "gpu-missing":
+        g["missing"] = True
+        if ROOT == "":  # gone from the PCI bus too
+            subprocess.run(["rm", "-rf", f"{PCI_DEVICES}/{m['bus_ids'][index][4:].lower()}"],
+                           check=False)
+    return None
 
 
 def _kernel_log(message: str) -> int:
@@ -1173,6 +1301,8 @@ def clear_main() -> int:
     _write_json(STATE, fresh)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(PERSISTENT)
+    if ROOT == "" and any(gpu.get("missing") for gpu in st["gpus"]):
+        _pci_devices(m)
     if ROOT == "":
         for path in os.listdir("/var/log/journal"):
             folder = f"/var/log/journal/{path}"
