@@ -147,9 +147,15 @@ def _kubectl(argv: list[str]) -> str:
     return run_tool(argv, "--k8s: kubectl is not installed on this machine (or not on PATH)")
 
 
-def mark_or_clear(name: str, action: str | None, line: str, resume: bool, now: str) -> str | None:
-    """Taint/condition the node as ``commands`` says; what was done (None: nothing)."""
-    node = parse_node(_kubectl(["kubectl", "get", "node", name, "-o", "json"]))
+def get_node(name: str) -> K8sNode:
+    """``kubectl get node NAME -o json``, parsed."""
+    return parse_node(_kubectl(["kubectl", "get", "node", name, "-o", "json"]))
+
+
+def mark_or_clear(
+    node: K8sNode, action: str | None, line: str, resume: bool, now: str
+) -> str | None:
+    """Taint/condition ``node`` as ``commands`` says; what was done (None: nothing)."""
     todo = commands(node, action, line, resume, now)
     for argv in todo:
         _kubectl(argv)

@@ -80,9 +80,13 @@ def _scontrol(argv: list[str]) -> str:
     return run_tool(argv, "--drain: scontrol (Slurm's client) is not installed on this machine")
 
 
-def drain_or_resume(node_name: str, reason: str | None, resume: bool) -> str | None:
-    """Drain or resume ``node_name`` as ``drain_command`` says; what was done (None: nothing)."""
-    node = parse_show_node(_scontrol(["scontrol", "show", "node", node_name]))
+def show_node(node_name: str) -> SlurmNode:
+    """``scontrol show node NAME``, parsed."""
+    return parse_show_node(_scontrol(["scontrol", "show", "node", node_name]))
+
+
+def drain_or_resume(node: SlurmNode, reason: str | None, resume: bool) -> str | None:
+    """Drain or resume ``node`` as ``drain_command`` says; what was done (None: nothing)."""
     argv = drain_command(node, reason, resume)
     if argv is None:
         return None

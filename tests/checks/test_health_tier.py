@@ -43,12 +43,14 @@ SLOW = HealthFault("gpu.clocks.sw-thermal", "watch", "never", "[gpu.clocks] GPU 
 LINK = HealthFault("gpu.nvlink.down", "inspect-hardware", "persistent", "[gpu.nvlink] link 3")
 
 
-def _runs(*seen: list[HealthFault], after: int = 3, memory: Memory | None = None):
+def _runs(
+    *seen: list[HealthFault], after: int = 3, memory: Memory | None = None, lifted: bool = False
+):
     """decide() over consecutive runs; each run's decision."""
     memory = Memory() if memory is None else memory
     out = []
     for faults in seen:
-        decision = decide(faults, memory, after)
+        decision = decide(faults, memory, after, lifted)
         memory = decision.memory
         out.append(decision)
     return out
@@ -99,6 +101,26 @@ def test_unknown_drain_record_is_lifted_only_without_any_fault():
     assert lifted.resume and lifted.memory.drained_for == ()
 
 
+XID = HealthFault("gpu.xid.46", "reset-gpu", "persistent", "[gpu.xid.46] Xid 46 on GPU 0")
+
+
+def test_an_operators_resume_acknowledges_logged_xids_not_states():
+    drained = _runs([XID, ECC], after=1)[0].memory
+    assert drained.drained_for == ("gpu.xid.46", "gpu.ecc")
+    # the operator resumed the node: the Xid (still in the kernel log) is acknowledged, the ECC
+    # errors (a state) drain again
+    (again,) = _runs([XID, ECC], after=1, memory=drained, lifted=True)
+    assert again.drain == [ECC] and again.memory.acknowledged == ("gpu.xid.46",)
+    (only_xid,) = _runs([XID], after=1, memory=again.memory, lifted=True)
+    assert only_xid.drain == [] and only_xid.resume
+    # acknowledged while logged; a reboot clears the log and the acknowledgement with it
+    assert _runs([XID], after=1, memory=only_xid.memory)[0].drain == []
+    gone = _runs([], memory=only_xid.memory)[0].memory
+    assert gone.acknowledged == () and _runs([XID], after=1, memory=gone)[0].drain == [XID]
+    # no drain of gpuhost's was lifted: nothing is acknowledged
+    assert _runs([XID], after=1, memory=Memory(), lifted=True)[0].drain == [XID]
+
+
 def test_reason_names_the_strongest_action_within_slurms_length():
     decision = _runs([ECC, LINK, LOST], after=1)[0]
     assert [f.id for f in decision.drain] == ["gpu.nvlink.down", "gpu.lost", "gpu.ecc"]
@@ -132,8 +154,8 @@ def test_memory_round_trip_is_private(tmp_path):
     state = tmp_path / "state"
     memory, damaged = load_memory(state)
     assert damaged is None and memory == Memory(drained_for=None)  # no record: unknown
-    save_memory(state, Memory({"gpu.ecc": 2}, ("gpu.lost",)))
-    assert load_memory(state) == (Memory({"gpu.ecc": 2}, ("gpu.lost",)), None)
+    save_memory(state, Memory({"gpu.ecc": 2}, ("gpu.lost",), ("gpu.xid.46",)))
+    assert load_memory(state) == (Memory({"gpu.ecc": 2}, ("gpu.lost",), ("gpu.xid.46",)), None)
     assert memory_path(state).stat().st_mode & 0o777 == 0o600
     assert memory_path(state).parent.stat().st_mode & 0o777 == 0o700
     assert json.loads(memory_path(state).read_text())["schema"] == 1
@@ -147,6 +169,7 @@ def test_memory_round_trip_is_private(tmp_path):
         ('{"schema": 1, "streaks": {"gpu.ecc": 0}}', "streaks: expected"),
         ('{"schema": 1, "streaks": {"gpu.ecc": true}}', "streaks: expected"),
         ('{"schema": 1, "streaks": {}, "drained_for": "gpu.ecc"}', "drained_for: expected"),
+        ('{"schema": 1, "streaks": {}, "acknowledged": [1]}', "acknowledged: expected"),
         ("\xff\xfe", "codec can't decode"),
         (" " * (MAX_BYTES + 1), f"more than {MAX_BYTES}"),
     ],
@@ -330,6 +353,24 @@ def test_persistent_fault_drains_slurm_and_kubernetes_after_n_runs_then_resumes(
         "gpuhost: removed gpuhost's taint and condition from Kubernetes node h1",
     ]
     assert cluster.slurm()["state"] == "IDLE" and cluster.node() == K8sNode("h1", None, None)
+
+
+def test_an_operator_resuming_after_a_logged_xid_is_not_overruled(cluster, tmp_path, monkeypatch):
+    """A drain for an Xid (kernel log: there until the next boot) that an operator lifted after
+    dealing with the GPU stays lifted; ECC errors still there drain it again."""
+    lines = ["[gpu.xid.46] Xid 46 (GPU stopped processing) on GPU 0"]
+    monkeypatch.setattr(health_run, "judge", lambda _inputs: list(lines))
+    assert "gpuhost: drained Slurm node h1" in cluster.run(drain=True, after=1)[2]
+    (tmp_path / "slurm.json").write_text(
+        json.dumps({"name": "h1", "state": "IDLE", "reason": None})
+    )
+    for _ in range(2):
+        assert cluster.run(drain=True, after=1)[2] == []
+    assert cluster.slurm()["state"] == "IDLE"
+    lines.append("[gpu.ecc-uncorrectable] GPU 0: 1 uncorrectable ECC error")
+    code, out, err = cluster.run(drain=True, after=1)
+    assert err == ["gpuhost: drained Slurm node h1"]
+    assert cluster.slurm()["reason"] == "gpuhost: drain: " + lines[1]
 
 
 def test_an_operators_drain_and_taints_stay(cluster, tmp_path):

@@ -14,6 +14,12 @@ A drain gpuhost made is lifted (``resume``) only when none of the faults it was 
 another fault clears. When the state file lost that record, only a run without any fault that
 could drain lifts it.
 
+Xid faults are events: their kernel log lines stay until the next boot, after the GPU reset
+that dealt with them. When an operator lifts gpuhost's drain (``operator_lifted``) while such a
+fault is still logged, the operator has acknowledged it (``Memory.acknowledged``): it drains
+nothing more until it is gone from the log (the next boot). A fault that is a state (ECC
+counts, a remap pending, a link down) is never acknowledged: it drains again.
+
 .. code:: python
 
     decision = decide(faults, memory, after=3)
@@ -32,6 +38,7 @@ ACTION_RANK = ("inspect-hardware", "reboot", "reset-gpu", "drain", "watch", "non
 DRAIN_POLICIES = ("immediate", "persistent", "never")
 DEFAULT_AFTER = 3
 MAX_AFTER = 1000
+EVENT_PREFIX = "gpu.xid."  # fault ids of kernel log events (acknowledged by an operator's resume)
 MAX_FAULTS = 200  # fault ids remembered at most (the state file stays small)
 REASON_LIMIT = 200  # characters of a Slurm drain reason, "gpuhost: " included
 
@@ -62,6 +69,7 @@ class Memory:
 
     streaks: dict[str, int] = field(default_factory=dict)
     drained_for: tuple[str, ...] | None = ()
+    acknowledged: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -88,8 +96,24 @@ def check_after(after: int) -> str | None:
     return None
 
 
-def decide(faults: Sequence[HealthFault], memory: Memory, after: int) -> Decision:
-    """This run's drain/resume decision and the memory the next run starts from."""
+def acknowledged(
+    faults: Sequence[HealthFault], memory: Memory, operator_lifted: bool
+) -> tuple[str, ...]:
+    """The event faults (Xids) an operator acknowledged by lifting gpuhost's drain, as long as
+    they are still seen."""
+    ack = set(memory.acknowledged)
+    if operator_lifted and memory.drained_for:
+        ack |= {i for i in memory.drained_for if i.startswith(EVENT_PREFIX)}
+    seen = {fault.id for fault in faults}
+    return tuple(sorted(ack & seen))
+
+
+def decide(
+    faults: Sequence[HealthFault], memory: Memory, after: int, operator_lifted: bool = False
+) -> Decision:
+    """This run's drain/resume decision and the memory the next run starts from.
+    ``operator_lifted``: gpuhost's drain of the last run is gone (an operator resumed the node)."""
+    ack = acknowledged(faults, memory, operator_lifted)
     streaks: dict[str, int] = {}
     for fault in faults:
         if fault.id not in streaks and len(streaks) < MAX_FAULTS:
@@ -98,11 +122,13 @@ def decide(faults: Sequence[HealthFault], memory: Memory, after: int) -> Decisio
     waiting: list[tuple[HealthFault, int]] = []
     for fault in faults:
         seen = streaks.get(fault.id, 1)
+        if fault.id in ack:
+            continue
         if fault.drain == "immediate" or (fault.drain == "persistent" and seen >= after):
             drain.append(fault)
         elif fault.drain == "persistent":
             waiting.append((fault, seen))
-    present = {fault.id for fault in faults if fault.drain != "never"}
+    present = {fault.id for fault in faults if fault.drain != "never" and fault.id not in ack}
     if drain:
         resume = False
         drained_for: tuple[str, ...] | None = tuple(dict.fromkeys(f.id for f in drain))
@@ -113,7 +139,7 @@ def decide(faults: Sequence[HealthFault], memory: Memory, after: int) -> Decisio
         still = tuple(i for i in memory.drained_for if i in present)
         resume = not still
         drained_for = still
-    return Decision(ordered(drain), resume, Memory(streaks, drained_for), waiting)
+    return Decision(ordered(drain), resume, Memory(streaks, drained_for, ack), waiting)
 
 
 def summary(faults: Sequence[HealthFault], limit: int) -> str:

@@ -11,7 +11,8 @@ fault (``health_decide``). Never a traceback.
 
 .. code:: json
 
-    {"schema": 1, "streaks": {"gpu.ecc-uncorrectable": 2}, "drained_for": ["gpu.lost"]}
+    {"schema": 1, "streaks": {"gpu.ecc-uncorrectable": 2}, "drained_for": ["gpu.lost"],
+     "acknowledged": ["gpu.xid.46"]}
 """
 
 from __future__ import annotations
@@ -61,18 +62,30 @@ def parse_memory(text: str) -> Memory:
     ):
         raise ValueError(f"streaks: expected at most {MAX_FAULTS} fault ids with counts >= 1")
     drained = data.get("drained_for")
-    if drained is not None and (
-        not isinstance(drained, list)
-        or len(drained) > MAX_FAULTS
-        or not all(isinstance(i, str) and 0 < len(i) <= MAX_ID for i in drained)
-    ):
+    if drained is not None and not _ids(drained):
         raise ValueError("drained_for: expected a list of fault ids or null")
-    return Memory(dict(streaks), None if drained is None else tuple(drained))
+    ack = data.get("acknowledged", [])
+    if not _ids(ack):
+        raise ValueError("acknowledged: expected a list of fault ids")
+    return Memory(dict(streaks), None if drained is None else tuple(drained), tuple(ack))
+
+
+def _ids(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) <= MAX_FAULTS
+        and all(isinstance(i, str) and 0 < len(i) <= MAX_ID for i in value)
+    )
 
 
 def memory_json(memory: Memory) -> str:
     drained = None if memory.drained_for is None else list(memory.drained_for)
-    data = {"schema": SCHEMA, "streaks": memory.streaks, "drained_for": drained}
+    data = {
+        "schema": SCHEMA,
+        "streaks": memory.streaks,
+        "drained_for": drained,
+        "acknowledged": list(memory.acknowledged),
+    }
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 

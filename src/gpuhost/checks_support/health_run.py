@@ -22,15 +22,18 @@ from gpuhost.checks_support.health_decide import (
     REASON_LIMIT,
     Decision,
     HealthFault,
+    Memory,
     check_after,
     decide,
     summary,
 )
 from gpuhost.errors import ConfigError
+from gpuhost.k8s import K8sNode
+from gpuhost.slurm import REASON_PREFIX, SlurmNode
 
 _RULE = re.compile(r"^\[([a-z0-9][a-z0-9._-]*)\] ")
 # the health line is the drain reason without its prefix: "gpuhost: " + line fits Slurm's reason
-LINE_LIMIT = REASON_LIMIT - len("gpuhost: ")
+LINE_LIMIT = REASON_LIMIT - len(REASON_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -81,8 +84,6 @@ def faults(problems: Sequence[str]) -> list[HealthFault]:
 
 def reason(decision: Decision) -> str | None:
     """The Slurm drain reason (``gpuhost: <action>: <line> (+n more)``), None: no drain."""
-    from gpuhost.slurm import REASON_PREFIX
-
     if not decision.drain:
         return None
     return REASON_PREFIX + summary(decision.drain, REASON_LIMIT - len(REASON_PREFIX))
@@ -111,6 +112,8 @@ def run_health(request: HealthRequest, echo: Callable[..., object]) -> int:
 
 
 def _act(request: HealthRequest, found: list[HealthFault]) -> list[str]:
+    """Count, decide, drain/resume, mark/clear; the memory is saved once the actions are done
+    (a failed scontrol/kubectl call leaves the last run's memory: the next run tries again)."""
     from gpuhost.checks_support.health_memory import load_memory, save_memory
     from gpuhost.statedir import check_state_dir
 
@@ -119,25 +122,49 @@ def _act(request: HealthRequest, found: list[HealthFault]) -> list[str]:
     check_state_dir(request.state_dir)
     memory, damaged = load_memory(request.state_dir)
     lines = [f"gpuhost: {damaged}"] if damaged else []
-    decision = decide(found, memory, request.after)
-    save_memory(request.state_dir, decision.memory)
+    nodes = _Nodes.read(request)
+    decision = decide(found, memory, request.after, nodes.lifted(memory))
     waiting = waiting_line(decision, request.after)
     if waiting and not decision.drain:
         lines.append(waiting)
-    drain_reason = reason(decision)
-    if request.drain:
-        from gpuhost.slurm import drain_or_resume, short_hostname
-
-        done = drain_or_resume(request.node or short_hostname(), drain_reason, decision.resume)
-        if done:
-            lines.append(f"gpuhost: {done}")
-    if request.k8s:
-        from gpuhost.k8s import mark_or_clear, node_name
-
-        action = decision.drain[0].action if decision.drain else None
-        line = summary(decision.drain, LINE_LIMIT)
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        done = mark_or_clear(request.k8s_node or node_name(), action, line, decision.resume, now)
-        if done:
-            lines.append(f"gpuhost: {done}")
+    lines += [f"gpuhost: {done}" for done in nodes.apply(decision) if done]
+    save_memory(request.state_dir, decision.memory)
     return lines
+
+
+@dataclass(frozen=True)
+class _Nodes:
+    """The Slurm and Kubernetes nodes this run acts on (None: not asked for)."""
+
+    slurm: SlurmNode | None
+    k8s: K8sNode | None
+
+    @classmethod
+    def read(cls, request: HealthRequest) -> _Nodes:
+        from gpuhost import k8s, slurm
+
+        return cls(
+            slurm.show_node(request.node or slurm.short_hostname()) if request.drain else None,
+            k8s.get_node(request.k8s_node or k8s.node_name()) if request.k8s else None,
+        )
+
+    def lifted(self, memory: Memory) -> bool:
+        """gpuhost drained for faults last run, and its drain is gone (an operator's resume)."""
+        if not memory.drained_for:
+            return False
+        return (self.slurm is not None and not self.slurm.drained) or (
+            self.k8s is not None and self.k8s.taint is None
+        )
+
+    def apply(self, decision: Decision) -> list[str | None]:
+        from gpuhost import k8s, slurm
+
+        done: list[str | None] = []
+        if self.slurm is not None:
+            done.append(slurm.drain_or_resume(self.slurm, reason(decision), decision.resume))
+        if self.k8s is not None:
+            action = decision.drain[0].action if decision.drain else None
+            line = summary(decision.drain, LINE_LIMIT)
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            done.append(k8s.mark_or_clear(self.k8s, action, line, decision.resume, now))
+        return done
