@@ -45,12 +45,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "terminal",
         "knowledge",
         "signals",
+        "bundle",
     ),
     ("facts", "inventory"),
     ("operations", "audit"),
     ("deploys", "fleet", "deploy_runner", "reboot", "audit_run"),
     ("checks_support", "checks"),
-    ("upgrade",),
+    ("upgrade", "bundle_make"),
     ("cli", "__main__"),
 )
 RANK = {unit: rank for rank, layer in enumerate(LAYERS) for unit in layer}

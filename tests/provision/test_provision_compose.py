@@ -21,6 +21,7 @@ STEPS = (
     # an operation, before harden's nftables install: apt/dpkg left running is waited for and
     # what an interrupted install left is finished first
     "dpkg_settled",
+    "apt proxy",  # gpuhost_proxy's drop-in (or its removal), before any apt download
     "harden",
     "install_driver",
     "install_cuda",
@@ -66,7 +67,15 @@ def _run(
     monkeypatch.setattr(provision_module, "current_driver", current_driver)
     monkeypatch.setattr(provision_module, "checked_plan", lambda name, data: signing)
     for step in (*STEPS, "configure_signing", "verify_signing"):
-        monkeypatch.setattr(provision_module, step, recorder(step))
+        if step != "apt proxy":
+            monkeypatch.setattr(provision_module, step, recorder(step))
+    proxy = SimpleNamespace(configured=lambda **kw: calls.append(f"apt proxy{kw['proxies'] or ''}"))
+    monkeypatch.setattr(provision_module, "apt_proxy", proxy)
+    offline = SimpleNamespace(
+        use_bundle=lambda setting: calls.append(f"bundle {setting.where} only"),
+        stop_using_bundle=lambda: calls.append("sources back"),
+    )
+    monkeypatch.setattr(provision_module, "offline", offline)
     marker = SimpleNamespace(written=lambda **_kw: calls.append("marker"))
     monkeypatch.setattr(provision_module, "marker", marker)
     with ctx_host.use(SimpleNamespace(name="gpu1", data=_Data(data))):
@@ -86,6 +95,19 @@ def test_secure_boot_signing_is_configured_before_the_driver_and_checked_after(
     driver = calls.index("install_driver")
     assert calls[driver - 1] == "configure_signing" and calls[driver + 1] == "verify_signing"
     assert calls.index("harden") < calls.index("configure_signing")
+
+
+def test_a_bundle_is_the_only_source_from_before_harden_to_after_the_marker(monkeypatch) -> None:
+    steps = _run(monkeypatch, {"gpuhost_bundle": {"path": "/srv/b"}})
+    assert steps == [
+        "driver check", "dpkg_settled", "apt proxy", "bundle /srv/b only", *STEPS[2:], "marker",
+        "sources back",
+    ]
+
+
+def test_the_proxy_setting_reaches_the_apt_drop_in(monkeypatch) -> None:
+    steps = _run(monkeypatch, {"gpuhost_proxy": "http://proxy:3128"})
+    assert "apt proxy{'http': 'http://proxy:3128', 'https': 'http://proxy:3128'}" in steps
 
 
 def test_gpuhost_harden_false_opts_out(monkeypatch) -> None:

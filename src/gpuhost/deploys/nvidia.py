@@ -7,6 +7,7 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import apt
 
+from gpuhost.bundle.setting import bundle_setting, proxy_urls
 from gpuhost.deploys.spec import PackagePlan
 from gpuhost.desired import DesiredState
 from gpuhost.operations import (
@@ -27,14 +28,19 @@ def install_driver(spec: DesiredState, plan: PackagePlan) -> None:
     """Kernel prerequisites, package source, pins, the driver at the exact version, holds."""
     kernel.headers(name="Kernel headers for the running and next-boot kernels")
     kernel.nouveau_blacklisted(name="Blacklist nouveau (initramfs rebuilt on change)")
-    if spec.source == "nvidia-cuda-repo":
+    # from an offline bundle, the bundle is the run's only source: no repository, no archive
+    # components, its lists read by offline.only_source (deploys/offline.py)
+    data = host.data.dict() if hasattr(host.data, "dict") else dict(host.data)
+    online = bundle_setting(data) is None
+    if online and spec.source == "nvidia-cuda-repo":
         nvidia_repo.repository(
             name="NVIDIA CUDA repository with a verified key (apt update on change)",
             url=host.data.get("gpuhost_cuda_repo_url"),
             key_src=host.data.get("gpuhost_cuda_repo_key"),
             key_sha256=host.data.get("gpuhost_cuda_repo_key_sha256"),
+            proxies=proxy_urls(data),
         )
-    if plan.apt_components:
+    if online and plan.apt_components:
         debian_sources.components(
             name=f"Debian sources carry {' '.join(plan.apt_components)} (apt update on change)",
             components=plan.apt_components,
@@ -47,7 +53,8 @@ def install_driver(spec: DesiredState, plan: PackagePlan) -> None:
         label=spec.profile,
         exact=plan.exact,
     )
-    apt.update(name="apt update (at most hourly)", cache_time=APT_CACHE_S)
+    if online:
+        apt.update(name="apt update (at most hourly)", cache_time=APT_CACHE_S)
     # the companions the driver pulls in, at the profile's exact versions, in the same command
     # (the persistence daemon's only where the profile wants it)
     companions = {

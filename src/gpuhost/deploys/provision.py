@@ -17,7 +17,8 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import FileContents
 from pyinfra.facts.server import LinuxDistribution
 
-from gpuhost.deploys import guards
+from gpuhost.bundle.setting import bundle_setting, proxy_urls
+from gpuhost.deploys import guards, offline
 from gpuhost.deploys.gpu import (
     configure_environment,
     configure_fabric_manager,
@@ -36,7 +37,7 @@ from gpuhost.deploys.spec import PackagePlan, package_plan
 from gpuhost.desired import DesiredState
 from gpuhost.errors import ConfigError, DeployError, GpuhostError, ParseError
 from gpuhost.inventory.profiles import install_data_problem
-from gpuhost.operations import marker
+from gpuhost.operations import apt_proxy, marker
 from gpuhost.operations._facts import fact
 from gpuhost.operations.apt_pin import dpkg_settled
 from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker
@@ -65,6 +66,9 @@ def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[DesiredState, 
         plan = package_plan(spec, found)
     except ConfigError as exc:
         raise DeployError(name, str(exc)) from exc
+    setting = bundle_setting(data)
+    if setting is not None:  # before any operation: a bundle lacking a package is refused here
+        offline.check_bundle(name, setting, spec, plan, data, found)
     return spec, plan
 
 
@@ -90,6 +94,8 @@ def current_driver(plan: PackagePlan) -> tuple[ProfileMarker | None, dict[str, s
 def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool = False) -> None:
     """SSH hardening and firewall, driver, CUDA, cuDNN, container toolkit, persistence, clocks,
     environment, marker (written last: it exists only after a complete run).
+    With ``gpuhost_bundle`` the bundle is the only apt source from before harden until after
+    the marker (deploys/offline.py); ``gpuhost_proxy`` is apt's proxy (operations/apt_proxy).
 
     ``dpkg_settled`` comes first (it waits for apt/dpkg an interrupted run left behind, then
     finishes what dpkg left half-done), then ``harden()``: its lockout checks run while the deploy
@@ -110,6 +116,10 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     # run stopped by Ctrl-C) is waited for, what it left half-done finished; a host harden
     # refuses is taken out of the run before anything executes
     dpkg_settled(name="Wait for apt/dpkg, finish installs an earlier run left half-done")
+    apt_proxy.configured(name="apt proxy (gpuhost_proxy)", proxies=proxy_urls(_host_data()))
+    bundle = bundle_setting(_host_data())
+    if bundle is not None:
+        offline.use_bundle(bundle)
     if hardened:
         harden()
     if signing is not None:
@@ -125,6 +135,8 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     configure_gpu_clocks(spec=spec)
     configure_environment(spec=spec)
     marker.written(name="Provision marker /etc/gpuhost/profile", marker=spec.to_marker())
+    if bundle is not None:
+        offline.stop_using_bundle()
 
 
 def provision_or_stop(allow_driver_change: bool = False) -> None:

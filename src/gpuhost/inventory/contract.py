@@ -105,6 +105,34 @@ def _matches(pattern: re.Pattern[str]) -> AfterValidator:
 
 Word = Annotated[StrictStr, _matches(_WORD_RE)]
 PathText = Annotated[StrictStr, _matches(_PATH_RE)]
+# a URL written into apt's configuration or a sources line: no whitespace, quote, ';', '#',
+# backslash or control character, and a host after the scheme
+_APT_URL_RE = re.compile(f"^https?://[^{_CONTROL}\\s\"'#;\\\\/]+(/[^{_CONTROL}\\s\"'#;\\\\]*)?$")
+AptUrl = Annotated[StrictStr, _matches(_APT_URL_RE)]
+
+
+_BUNDLE_FIELDS = {
+    "path": (_PATH_RE, "a path"),
+    "url": (_APT_URL_RE, "an http(s) URL"),
+    "key_sha256": (_SHA256_RE, "64 hexadecimal digits"),
+}
+
+
+def _bundle_shape(value: dict[str, Any]) -> dict[str, Any]:
+    from gpuhost.bundle.setting import bundle_shape_problem
+
+    for field, text in value.items():
+        pattern, expected = _BUNDLE_FIELDS[field]
+        if not pattern.fullmatch(text):
+            raise ValueError(f"{field} {text!r} is not {expected}")
+    problem = bundle_shape_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+_Bundle = dict[Literal["path", "url", "key_sha256"], StrictStr]
+_Proxies = Annotated[dict[Literal["http", "https"], AptUrl], Field(min_length=1)]
 
 
 @dataclass(frozen=True)
@@ -240,6 +268,29 @@ KEYS: dict[str, Key] = {
             None,
             "SHA-256 of the repository key you trust; the key is refused when it differs.",
             "provision",
+        ),
+        _k(
+            "gpuhost_bundle",
+            Annotated[_Bundle, AfterValidator(_bundle_shape)],
+            "{path: DIR} or {url: URL, key_sha256: 64 hexadecimal digits}",
+            None,
+            "An offline bundle made by gpuhost bundle (docs/offline.md): provision and upgrade "
+            "install only from it (the host's other apt sources are off for the run and back "
+            "after it) and refuse, before any change, a bundle that lacks a package of the "
+            "profile's pinned set or whose files differ from its manifest. path: the bundle "
+            "directory on this machine, copied to the host; url: where a host the operator "
+            "names serves it, with the SHA-256 of its bundle-key.gpg.",
+            "provision, upgrade",
+        ),
+        _k(
+            "gpuhost_proxy",
+            AptUrl | _Proxies,
+            "an http(s) URL, e.g. 'http://proxy:3128', or {http: URL, https: URL}",
+            None,
+            "The site's HTTP(S) proxy: apt on the host uses it (/etc/apt/apt.conf.d/"
+            "00gpuhost-proxy), and so do the downloads gpuhost makes on this machine for the "
+            "host (the CUDA repository key, a bundle's manifest and key).",
+            "provision, upgrade",
         ),
         _k(
             "gpuhost_env",

@@ -41,8 +41,8 @@ def install_data_problem(profile: Profile, data: Mapping[str, Any]) -> str | Non
     profile installing from NVIDIA's CUDA repository needs the repository's URL, key and the key's
     SHA-256 the operator verified. Checked before any host is contacted (provision, upgrade,
     ``gpuhost inventory check``) and again by the deploy on each host (plain pyinfra runs)."""
-    if profile.source != "nvidia-cuda-repo":
-        return None
+    if profile.source != "nvidia-cuda-repo" or data.get("gpuhost_bundle"):
+        return None  # an offline bundle carries the repository's packages (docs/offline.md)
     for key in CUDA_REPO_KEYS:
         if not data.get(key):
             return (

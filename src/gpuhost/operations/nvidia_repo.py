@@ -24,11 +24,12 @@ SOURCES_PATH = "/etc/apt/sources.list.d/gpuhost-cuda.list"
 DOWNLOAD_TIMEOUT_S = 30
 
 
-def fetch_verified(src: str, sha256: str) -> bytes:
-    """Bytes of ``src`` (http(s) URL or controller path) whose SHA-256 must equal ``sha256``."""
+def fetch_verified(src: str, sha256: str, proxies: dict[str, str] | None = None) -> bytes:
+    """Bytes of ``src`` (http(s) URL or controller path) whose SHA-256 must equal ``sha256``;
+    ``proxies`` ({"http"|"https": URL}, the host's ``gpuhost_proxy``) for a download."""
     if src.startswith(("http://", "https://")):
         try:
-            response = requests.get(src, timeout=DOWNLOAD_TIMEOUT_S)
+            response = requests.get(src, timeout=DOWNLOAD_TIMEOUT_S, proxies=proxies or None)
             response.raise_for_status()
         except requests.RequestException as exc:
             raise OperationError(f"cannot download {src}: {exc}") from exc
@@ -64,13 +65,16 @@ APT_UPDATE = "apt-get update"
 
 
 @operation()
-def repository(url: str, key_src: str, key_sha256: str) -> Generator:
+def repository(
+    url: str, key_src: str, key_sha256: str, proxies: dict[str, str] | None = None
+) -> Generator:
     """The CUDA repository with its key, verified, installed for ``signed-by``; ``apt-get
     update`` right after a change (never when nothing changed).
 
     + url: repository base, e.g. ``https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64``
     + key_src: URL or controller path of the repository signing key
     + key_sha256: expected SHA-256 of the key file
+    + proxies: {"http"|"https": URL} for the key's download (the host's ``gpuhost_proxy``)
 
     **Example:**
 
@@ -78,7 +82,7 @@ def repository(url: str, key_src: str, key_sha256: str) -> Generator:
 
         nvidia_repo.repository(url=..., key_src=url + "/3bf863cc.pub", key_sha256="...")
     """
-    data = fetch_verified(key_src, key_sha256)
+    data = fetch_verified(key_src, key_sha256, proxies)
     keyring = keyring_path(data)
     changes: list = []
     if host.get_fact(Sha256File, path=keyring) != hashlib.sha256(data).hexdigest():

@@ -9,6 +9,7 @@ name                      document
 ``smoke-result``          the smoke script's output (``gpuhost smoke run --json``)
 ``provision-marker``      ``/etc/gpuhost/profile`` written by ``gpuhost provision``
 ``upgrade-journal``       one line of an upgrade journal (``runs/upgrade-*.jsonl``)
+``bundle-manifest``       ``manifest.json`` of an offline bundle (``gpuhost bundle``)
 ========================  ==========================================================
 
 ``gpuhost schema NAME`` prints one (``standalone_text``: a schema that refers to another by its id
@@ -32,6 +33,7 @@ NAMES = (
     "smoke-result",
     "provision-marker",
     "upgrade-journal",
+    "bundle-manifest",
 )
 ID_PREFIX = "urn:gpuhost:schema:"
 

@@ -208,6 +208,18 @@ class PyinfraRemote:
             )
         return Result(rc, stdout, output.stderr)
 
+    def get_file(self, remote: str, local: Path) -> None:
+        """Copy the host's file ``remote`` to ``local`` (SFTP); HostError when it fails."""
+        host = self._host()
+        self.canceller.check(self.host)
+        try:
+            ok = host.get_file(remote, str(local))
+        except Exception as exc:  # paramiko/SFTP errors have no common base
+            self.close()
+            raise HostError(self.host, f"cannot copy {remote}: {exc}") from exc
+        if ok is False:
+            raise HostError(self.host, f"cannot copy {remote}")
+
     def wait_for_ssh(self, timeout_s: float, poll_s: float = 2.0) -> None:
         """Reconnect until SSH answers again (after a reboot)."""
         deadline = time.monotonic() + timeout_s

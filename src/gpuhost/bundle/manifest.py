@@ -1,0 +1,131 @@
+"""``manifest.json`` of a bundle: every package with its exact version, file, SHA-256 and size.
+
+Provision and upgrade read it before anything is installed: the profile's pinned set must be in
+it at the pinned versions (:func:`pinned_problems`), and each package file must have the size and
+SHA-256 it lists (:func:`file_problems`, for a bundle copied from this machine).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuhost.bundle.aptrepo import Deb, file_hashes
+from gpuhost.errors import ConfigError
+from gpuhost.readers import check_shape, read_json
+
+MANIFEST = "manifest.json"
+SCHEMA = "bundle-manifest"
+WHAT = "a gpuhost bundle manifest (manifest.json)"
+
+
+@dataclass(frozen=True)
+class Entry:
+    package: str
+    version: str
+    architecture: str
+    filename: str
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Manifest:
+    profile: str
+    os: str
+    created: str
+    packages: tuple[Entry, ...]
+    reference_host: str | None = None
+    signing_key: str | None = None
+
+    def versions(self) -> dict[str, list[str]]:
+        """{package: [versions in the bundle]}."""
+        out: dict[str, list[str]] = {}
+        for entry in self.packages:
+            out.setdefault(entry.package, []).append(entry.version)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = {"schema": 1, **asdict(self)}
+        doc["packages"] = [asdict(e) for e in sorted(self.packages, key=_order)]
+        return doc
+
+
+def _order(entry: Entry) -> tuple[str, str, str]:
+    return (entry.package, entry.version, entry.architecture)
+
+
+def from_debs(
+    debs: Sequence[Deb], profile: str, os_key: str, created: str,
+    reference_host: str | None = None, signing_key: str | None = None,
+) -> Manifest:
+    entries = tuple(
+        Entry(d.package, d.version, d.architecture, d.filename, d.sha256, d.size) for d in debs
+    )
+    return Manifest(profile, os_key, created, entries, reference_host, signing_key)
+
+
+def manifest_text(manifest: Manifest) -> str:
+    return json.dumps(manifest.to_dict(), indent=2) + "\n"
+
+
+def parse_manifest(doc: Any, source: str) -> Manifest:
+    """A manifest document checked against its schema; ConfigError naming ``source``, the field
+    and what was expected."""
+    check_shape(doc, SCHEMA, source)
+    entries = tuple(Entry(**item) for item in doc["packages"])
+    return Manifest(
+        doc["profile"], doc["os"], doc["created"], entries,
+        doc.get("reference_host"), doc.get("signing_key"),
+    )
+
+
+def read_manifest(root: Path) -> Manifest:
+    """The manifest of the bundle directory ``root``."""
+    path = root / MANIFEST
+    return parse_manifest(read_json(path, WHAT), str(path))
+
+
+def parse_manifest_text(text: str, source: str) -> Manifest:
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+        raise ConfigError(f"{source}: not JSON ({exc}); expected {WHAT}") from None
+    return parse_manifest(doc, source)
+
+
+def file_problems(manifest: Manifest, root: Path) -> list[str]:
+    """One line per package file of ``root`` that is missing or differs from the manifest."""
+    problems = []
+    for entry in sorted(manifest.packages, key=_order):
+        path = root / entry.filename
+        if not path.is_file():
+            problems.append(f"{entry.filename}: missing")
+            continue
+        size, sha256, _ = file_hashes(path)
+        if size != entry.size or sha256 != entry.sha256:
+            problems.append(
+                f"{entry.filename}: sha256 {sha256[:16]}... size {size}, manifest says "
+                f"sha256 {entry.sha256[:16]}... size {entry.size}"
+            )
+    return problems
+
+
+def pinned_problems(manifest: Manifest, required: Mapping[str, str | None]) -> list[str]:
+    """One line per required package the bundle lacks or has at no accepted version.
+
+    ``required`` maps a package to the apt pin pattern its version must match (``580.178.04-*``,
+    ``12.9.*``, an exact ``535.171.04-1~deb12u1``), or None for any version."""
+    have = manifest.versions()
+    problems = []
+    for name, pattern in sorted(required.items()):
+        versions = have.get(name)
+        if not versions:
+            problems.append(f"{name} (missing{', expected ' + pattern if pattern else ''})")
+        elif pattern and not any(fnmatch.fnmatchcase(v, pattern) for v in versions):
+            problems.append(f"{name} {', '.join(versions)} (expected {pattern})")
+    return problems

@@ -1,0 +1,65 @@
+"""Inventory settings of sites without a direct route to repositories.
+
+``gpuhost_bundle``: ``{path: DIR}`` (a bundle directory on this machine, copied to the host) or
+``{url: URL, key_sha256: HEX}`` (a bundle served over HTTP(S) by a host the operator names; its
+signing key ``URL/bundle-key.gpg`` must have that SHA-256).
+``gpuhost_proxy``: ``http://proxy:3128`` (both schemes) or ``{http: URL, https: URL}``.
+The contract (``gpuhost.inventory.contract``) checks both shapes before any host is contacted;
+these readers assume checked data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+BUNDLE_KEY = "gpuhost_bundle"
+PROXY_KEY = "gpuhost_proxy"
+
+
+@dataclass(frozen=True)
+class BundleSetting:
+    path: str | None = None
+    url: str | None = None
+    key_sha256: str | None = None
+
+    @property
+    def where(self) -> str:
+        return str(self.path or self.url)
+
+
+def bundle_setting(data: Mapping[str, Any]) -> BundleSetting | None:
+    raw = data.get(BUNDLE_KEY)
+    if not raw:
+        return None
+    return BundleSetting(raw.get("path"), raw.get("url"), raw.get("key_sha256"))
+
+
+def bundle_shape_problem(value: Mapping[str, Any]) -> str | None:
+    """Why a ``gpuhost_bundle`` mapping (keys and strings already checked) is not a bundle
+    setting: exactly one of path or url; url with its key's SHA-256, path without."""
+    if bool(value.get("path")) == bool(value.get("url")):
+        return "expected exactly one of path or url"
+    if value.get("url") and not value.get("key_sha256"):
+        return "a url needs key_sha256 (the SHA-256 of URL/bundle-key.gpg you trust)"
+    if value.get("path") and value.get("key_sha256"):
+        return "key_sha256 goes with url only (a path bundle carries its key)"
+    return None
+
+
+def proxy_urls(data: Mapping[str, Any]) -> dict[str, str]:
+    """{"http": URL, "https": URL} of the host's proxy setting ({} when none): requests'
+    ``proxies`` and the apt drop-in's two lines."""
+    raw = data.get(PROXY_KEY)
+    if not raw:
+        return {}
+    if isinstance(raw, str):
+        return {"http": raw, "https": raw}
+    return {scheme: str(raw[scheme]) for scheme in ("http", "https") if raw.get(scheme)}
+
+
+def host_of(url: str) -> str:
+    """The host name of ``url`` (apt's per-host proxy keys use it)."""
+    return urlsplit(url).hostname or ""

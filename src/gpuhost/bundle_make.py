@@ -1,0 +1,219 @@
+"""``gpuhost bundle``: a profile's complete package set, resolved on a reference host, as a
+signed flat apt repository with a manifest (docs/offline.md).
+
+The reference host is an inventory host in the state of the targets (the same OS image, none of
+the profile's packages installed). On it, in a temporary folder and without changing its apt
+configuration: its own sources plus the profile's repository (NVIDIA's, from the host's
+``gpuhost_cuda_repo_*`` data, key checked here), provision's pins (``render_preferences``),
+``apt-get update``, then ``apt-get install --print-uris`` of what provision installs by name:
+apt lists every package and dependency the host does not have, at the pinned versions. Those
+are fetched there (``apt-get download``), copied here, checked against the hashes apt gave, and
+indexed and signed (``bundle.aptrepo``) with ``manifest.json`` (``bundle.manifest``).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shlex
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gpuhost.bundle import aptrepo
+from gpuhost.bundle.aptrepo import POOL, file_hashes
+from gpuhost.bundle.manifest import (
+    MANIFEST,
+    Entry,
+    Manifest,
+    from_debs,
+    manifest_text,
+    pinned_problems,
+)
+from gpuhost.bundle.printuris import Download, parse_print_uris
+from gpuhost.bundle.setting import proxy_urls
+from gpuhost.deploys import guards
+from gpuhost.deploys.offline import required_packages
+from gpuhost.deploys.spec import package_plan
+from gpuhost.errors import ConfigError, HostError
+from gpuhost.facts.probe_parsers import parse_os_release
+from gpuhost.inventory.loader import InventoryHost, select
+from gpuhost.operations.apt_pin import render_preferences
+from gpuhost.operations.nvidia_repo import fetch_verified, keyring_path
+from gpuhost.probe.script import OS_RELEASE_CODE
+from gpuhost.upgrade.connect import PyinfraRemote
+
+_OS_RE = re.compile(r"^([a-z]+)-?([0-9][0-9.]*)$")
+RESOLVE_TIMEOUT_S = 900
+
+
+def os_key(text: str) -> str:
+    """``debian12`` or ``debian-12`` -> ``debian-12`` (the OS key of profiles and data)."""
+    match = _OS_RE.fullmatch(text.strip().lower())
+    if not match:
+        raise ConfigError(f"--os {text!r}: expected an OS key such as debian-12")
+    return f"{match[1]}-{match[2]}"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to resolve: the package arguments, the pins, the extra source."""
+
+    packages: list[str]  # name or name=version
+    required: dict[str, str | None]
+    preferences: str
+    cuda_source: tuple[str, bytes] | None  # (repository URL, key bytes)
+
+
+def plan_request(entry: InventoryHost, profile: str, os_found: str, profiles_file: str | None
+                 ) -> Request:
+    """The profile resolved for the reference host's data, as provision would on a target."""
+    data = {**entry.data, "gpuhost_profile": profile}
+    table = guards.load_profile_table(profiles_file or data.get("gpuhost_profiles_file"))
+    spec = guards.check_profile(entry.name, data, table)
+    guards.check_os(entry.name, spec, os_found)
+    plan = package_plan(spec, os_found)
+    required = required_packages(spec, plan, data)
+    packages = [f"{n}={v}" if n in plan.exact else n for n, v in sorted(required.items())]
+    if guards.check_harden(entry.name, data):
+        packages.append("nftables")  # harden's firewall, installed before the driver
+    prefs = render_preferences(plan.pins, plan.blocked, plan.blocked_patterns, profile, plan.exact)
+    cuda = None
+    if spec.source == "nvidia-cuda-repo":
+        missing = [k for k in ("gpuhost_cuda_repo_url", "gpuhost_cuda_repo_key",
+                               "gpuhost_cuda_repo_key_sha256") if not data.get(k)]
+        if missing:
+            raise ConfigError(
+                f"host {entry.name}: {missing[0]}: not set; the reference host resolves "
+                f"{profile} from NVIDIA's CUDA repository and needs its URL, key and SHA-256"
+            )
+        key = fetch_verified(str(data["gpuhost_cuda_repo_key"]),
+                             str(data["gpuhost_cuda_repo_key_sha256"]), proxy_urls(data))
+        cuda = (str(data["gpuhost_cuda_repo_url"]), key)
+    return Request(packages, required, prefs, cuda)
+
+
+def _apt_options(folder: str) -> str:
+    return " ".join(
+        f"-o {option}" for option in (
+            f"Dir::Etc::SourceParts={folder}/parts", f"Dir::Etc::PreferencesParts={folder}/prefs",
+            f"Dir::State::Lists={folder}/lists", f"Dir::Cache::archives={folder}/archives",
+            "Dir::Cache::pkgcache=", "Dir::Cache::srcpkgcache=", "Debug::NoLocking=1",
+            "APT::Sandbox::User=root",
+        )
+    )
+
+
+def resolve_command(folder: str, request: Request) -> str:
+    """The reference host's command: a private apt configuration in ``folder`` (its sources,
+    the profile's repository and pins), ``apt-get update``, then ``--print-uris`` of the
+    request and the running kernel's headers when apt offers them."""
+    q = shlex.quote
+    lines = [
+        "set -e",
+        f"d={q(folder)}",
+        'mkdir -p "$d/parts" "$d/prefs" "$d/lists/partial" "$d/archives/partial" "$d/debs"',
+        'for f in /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do '
+        '[ -f "$f" ] && cp "$f" "$d/parts/"; done',
+        f"printf %s {q(base64.b64encode(request.preferences.encode()).decode())} "
+        '| base64 -d > "$d/prefs/gpuhost-nvidia"',
+    ]
+    if request.cuda_source:
+        url, key = request.cuda_source
+        keyfile = f"{folder}/{keyring_path(key, 'cuda-key').rsplit('/', 1)[1]}"
+        lines += [
+            f"printf %s {q(base64.b64encode(key).decode())} | base64 -d > {q(keyfile)}",
+            f"echo {q(f'deb [signed-by={keyfile}] {url.rstrip(chr(47))}/ /')} "
+            '> "$d/parts/gpuhost-cuda.list"',
+        ]
+    apt = f"apt-get {_apt_options(folder)}"
+    lines += [
+        f"{apt} update -qq >/dev/null",
+        'h="linux-headers-$(uname -r)"; k=""',
+        f'if apt-cache {_apt_options(folder)} show "$h" >/dev/null 2>&1; then k="$h"; fi',
+        f"{apt} install --print-uris -qq -y --no-install-recommends "
+        + " ".join(q(p) for p in request.packages) + " $k",
+    ]
+    return "\n".join(lines)
+
+
+def _run(remote: PyinfraRemote, command: str, what: str) -> str:
+    result = remote.run(command, timeout=RESOLVE_TIMEOUT_S)
+    if not result.ok:
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        shown = "; ".join(detail[-3:]) if detail else f"exit {result.rc}"
+        raise HostError(remote.host, f"{what} failed: {shown}")
+    return result.stdout
+
+
+def _check_covered(host: str, downloads: list[Download], required: dict[str, str | None]
+                   ) -> None:
+    seen = tuple(Entry(d.package, d.version, d.architecture, d.filename, "", 0)
+                 for d in downloads)
+    problems = pinned_problems(Manifest("", "", "", seen), required)
+    if problems:
+        raise HostError(
+            host,
+            "apt on the reference host would not download "
+            f"{', '.join(problems)}: it has them installed already or its sources lack them; "
+            "use a host in the state of the targets (none of the profile's packages installed)",
+        )
+
+
+def fetch(remote: PyinfraRemote, folder: str, downloads: list[Download], pool: Path) -> None:
+    """``apt-get download`` on the host, each file copied into ``pool`` and checked against
+    the size and hash apt listed (MD5Sum or SHA256, whichever apt printed)."""
+    args = " ".join(shlex.quote(f"{d.package}={d.version}") for d in downloads)
+    _run(remote, f'cd {shlex.quote(folder)}/debs && apt-get {_apt_options(folder)} -qq '
+                 f"download {args}", "apt-get download")
+    for item in downloads:
+        local = pool / item.filename
+        remote.get_file(f"{folder}/debs/{item.filename}", local)
+        size, sha256, md5 = file_hashes(local)
+        digest = {"SHA256": sha256, "MD5SUM": md5}.get(item.hash_type.upper())
+        if size != item.size or (digest is not None and digest != item.digest):
+            raise HostError(remote.host, f"{item.filename}: size or {item.hash_type} differs "
+                                         "from what apt listed for it (download damaged)")
+
+
+def _check_output(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"-o {out}: exists and is not an empty folder; expected a new folder")
+
+
+def make_bundle(profile: str, inventory: str, host: str, out: Path, want_os: str | None = None,
+                profiles_file: str | None = None, key: str | None = None,
+                gnupghome: Path | None = None) -> Manifest:
+    """The bundle of ``profile`` in ``out``, resolved on inventory host ``host``."""
+    selection = select(inventory)
+    entries = [e for e in selection.entries() if e.name == host]
+    if not entries:
+        raise ConfigError(
+            f"--from-host {host}: not a host of {inventory} (hosts: {', '.join(selection.names)})"
+        )
+    entry = entries[0]
+    wanted = os_key(want_os) if want_os is not None else None
+    _check_output(out)
+    remote = PyinfraRemote(entry)
+    try:
+        found = parse_os_release(_run(remote, OS_RELEASE_CODE, "reading /etc/os-release")).key
+        if wanted is not None and wanted != found:
+            raise ConfigError(f"--os {want_os}: host {host} runs {found}; expected the same OS")
+        request = plan_request(entry, profile, str(found), profiles_file)
+        folder = _run(remote, "mktemp -d /tmp/gpuhost-bundle.XXXXXX", "mktemp").strip()
+        try:
+            downloads = parse_print_uris(_run(remote, resolve_command(folder, request),
+                                              "resolving the package set"))
+            _check_covered(host, downloads, request.required)
+            (out / POOL).mkdir(parents=True, exist_ok=True)
+            fetch(remote, folder, downloads, out / POOL)
+        finally:
+            remote.run(f"rm -rf {shlex.quote(folder)}")
+    finally:
+        remote.close()
+    signer = aptrepo.build(out, f"{profile} {found}", gnupghome, key)
+    debs = [aptrepo.read_deb(out, f"{POOL}/{d.filename}") for d in downloads]
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    manifest = from_debs(debs, profile, str(found), created, host, signer)
+    (out / MANIFEST).write_text(manifest_text(manifest), encoding="utf-8")
+    return manifest

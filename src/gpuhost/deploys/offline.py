@@ -1,0 +1,157 @@
+"""Provision and upgrade from an offline bundle (inventory data ``gpuhost_bundle``).
+
+:func:`required_packages` is what the deploy installs from the profile's package plan, each with
+the version pattern its pin or exact version demands; :func:`check_bundle` refuses a host whose
+bundle lacks one of them (or whose files differ from its manifest) before any operation is
+added; :func:`use_bundle` / :func:`stop_using_bundle` orchestrate the operations that make the
+bundle the only source for the run and put the host's sources back after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from gpuhost.bundle.aptrepo import KEY_FILE
+from gpuhost.bundle.manifest import (
+    MANIFEST,
+    Manifest,
+    file_problems,
+    parse_manifest_text,
+    pinned_problems,
+    read_manifest,
+)
+from gpuhost.bundle.setting import BundleSetting, host_of
+from gpuhost.deploys.spec import PackagePlan
+from gpuhost.desired import DesiredState
+from gpuhost.errors import ConfigError, DeployError
+from gpuhost.operations import offline
+from gpuhost.operations.apt_pin import version_glob
+from gpuhost.operations.nvidia_repo import fetch_verified
+
+DOWNLOAD_TIMEOUT_S = 30
+
+
+def required_packages(
+    spec: DesiredState, plan: PackagePlan, data: Mapping[str, Any]
+) -> dict[str, str | None]:
+    """{package: apt version pattern or None} of every package provision installs by name for
+    ``spec`` (driver, fabric manager, persistence daemon, CUDA toolkits unless
+    ``gpuhost_install_cuda`` is false, cuDNN, container toolkit, the exact companions)."""
+    pattern = {name: version_glob(key) for key, names in plan.pins.items() for name in names}
+    names = plan.driver_install + plan.fabric_manager
+    if spec.persistence and plan.persistenced:
+        names.append(plan.persistenced)
+    if data.get("gpuhost_install_cuda") is not False:
+        names += plan.cuda_toolkit
+    names += plan.cudnn + plan.container_toolkit
+    required: dict[str, str | None] = {name: pattern.get(name) for name in names}
+    for name, version in plan.exact.items():
+        if spec.persistence or name != plan.persistenced:
+            required[name] = version
+    return required
+
+
+def _manifest_at_url(url: str) -> Manifest:
+    address = f"{url.rstrip('/')}/{MANIFEST}"
+    try:
+        response = requests.get(address, timeout=DOWNLOAD_TIMEOUT_S)
+        response.raise_for_status()
+    except requests.RequestException as exc:
+        raise ConfigError(f"cannot download {address}: {exc}") from exc
+    return parse_manifest_text(response.text, address)
+
+
+@cache
+def _checked_directory(path: str) -> tuple[Manifest, tuple[str, ...]]:
+    """A bundle directory's manifest and its file problems, read once per process (a fleet
+    shares one bundle: its files are hashed once, not per host)."""
+    root = Path(path)
+    manifest = read_manifest(root)
+    return manifest, tuple(file_problems(manifest, root))
+
+
+def load_bundle(setting: BundleSetting) -> Manifest:
+    """The bundle's manifest; ConfigError when it cannot be read or (a directory) its files
+    differ from it."""
+    if setting.url:
+        return _manifest_at_url(setting.url)
+    manifest, problems = _checked_directory(str(setting.path))
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise ConfigError(
+            f"bundle {setting.path}: files differ from {MANIFEST}: {'; '.join(problems[:3])}"
+            f"{more}; make the bundle again or copy it whole"
+        )
+    return manifest
+
+
+def check_bundle(
+    host_name: str, setting: BundleSetting, spec: DesiredState, plan: PackagePlan,
+    data: Mapping[str, Any], os_key: str,
+) -> Manifest:
+    """The bundle's manifest when it carries everything ``spec`` installs on this OS;
+    DeployError naming what it lacks otherwise (before any change to the host)."""
+    try:
+        manifest = load_bundle(setting)
+    except ConfigError as exc:
+        raise DeployError(host_name, f"gpuhost_bundle: {exc}") from exc
+    if manifest.os != os_key:
+        raise DeployError(
+            host_name,
+            f"gpuhost_bundle {setting.where}: made for {manifest.os}, this host runs {os_key}; "
+            "nothing was installed",
+        )
+    problems = pinned_problems(manifest, required_packages(spec, plan, data))
+    if problems:
+        raise DeployError(
+            host_name,
+            f"gpuhost_bundle {setting.where}: lacks packages profile {spec.profile} installs: "
+            f"{', '.join(problems)}; nothing was installed (make it with gpuhost bundle "
+            f"{spec.profile})",
+        )
+    return manifest
+
+
+def use_bundle(setting: BundleSetting) -> None:
+    """Operations: the bundle on the host (copied, or its server's key) as the only source."""
+    if setting.path:
+        root = Path(setting.path)
+        files = {
+            str(p.relative_to(root)): _digest(p)
+            for p in sorted(root.rglob("*")) if p.is_file()
+        }
+        offline.only_source(
+            name=f"Offline bundle in {offline.REPO_DIR}: the only apt source for this run",
+            uri=f"file:{offline.REPO_DIR}",
+            keyring=f"{offline.REPO_DIR}/{KEY_FILE}",
+            src=setting.path,
+            files=files,
+        )
+        return
+    url = str(setting.url)
+    key = fetch_verified(f"{url.rstrip('/')}/{KEY_FILE}", str(setting.key_sha256))
+    offline.only_source(
+        name=f"Offline bundle at {url}: the only apt source for this run",
+        uri=url, keyring=offline.URL_KEYRING, key=key, direct_host=host_of(url),
+    )
+
+
+def stop_using_bundle() -> None:
+    offline.restored(name="The host's own apt sources back")
+
+
+@cache
+def _digest_cached(path: str, size: int, mtime: float) -> str:
+    from gpuhost.bundle.aptrepo import file_hashes
+
+    return file_hashes(Path(path))[1]
+
+
+def _digest(path: Path) -> str:
+    stat = path.stat()
+    return _digest_cached(str(path), stat.st_size, stat.st_mtime)

@@ -1,0 +1,37 @@
+"""apt through the site's HTTP(S) proxy (inventory data ``gpuhost_proxy``): one drop-in,
+written when its text differs, removed when the setting is gone."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+
+from pyinfra import host
+from pyinfra.api import operation
+from pyinfra.facts.files import FileContents
+
+from gpuhost.operations._facts import fact
+from gpuhost.operations._files import put_text
+
+PROXY_PATH = "/etc/apt/apt.conf.d/00gpuhost-proxy"
+
+
+def render_proxy(proxies: Mapping[str, str]) -> str:
+    """``Acquire::http::Proxy`` / ``Acquire::https::Proxy`` lines for {"http"|"https": URL}."""
+    lines = ["// Written by gpuhost from inventory data gpuhost_proxy (docs/offline.md)."]
+    lines += [f'Acquire::{scheme}::Proxy "{proxies[scheme]}";' for scheme in sorted(proxies)]
+    return "\n".join(lines) + "\n"
+
+
+@operation()
+def configured(proxies: dict[str, str]) -> Generator:
+    """apt's proxy drop-in for ``proxies``; none (and the file removed) when it is empty."""
+    if proxies:
+        commands = list(put_text(PROXY_PATH, render_proxy(proxies)))
+        if not commands:
+            host.noop("apt proxy configured")
+        yield from commands
+        return
+    if fact(FileContents, path=PROXY_PATH) is None:
+        host.noop("no apt proxy")
+        return
+    yield f"rm -f {PROXY_PATH}"

@@ -1,0 +1,46 @@
+"""``gpuhost bundle``: bad input is one line and exit 2 before any host is contacted; an
+unreachable reference host is one line naming it (exit 1) and leaves no output folder."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROFILE = "nvidia-repo-580-cuda13.0"
+
+
+def _bundle(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    inventory = tmp_path / "inventory.py"
+    inventory.write_text('hosts = [("ref1", {"ssh_hostname": "127.0.0.1", "ssh_port": 9})]\n')
+    return subprocess.run(
+        [sys.executable, "-m", "gpuhost", "bundle", *args, "-i", str(inventory)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+    )
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["--from-host", "nope", "-o", "out"],
+     "gpuhost: error: --from-host nope: not a host of {inv} (hosts: ref1)"),
+    (["--from-host", "ref1", "-o", "out", "--os", "windows"],
+     "gpuhost: error: --os 'windows': expected an OS key such as debian-12"),
+    (["--from-host", "ref1", "-o", "full"],
+     "gpuhost: error: -o full: exists and is not an empty folder; expected a new folder"),
+])
+def test_bad_input_is_one_line(tmp_path: Path, args: list[str], line: str) -> None:
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    proc = _bundle(tmp_path, PROFILE, *args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == line.format(inv=tmp_path / "inventory.py")
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unreachable_reference_host_is_one_line(tmp_path: Path) -> None:
+    proc = _bundle(tmp_path, PROFILE, "--from-host", "ref1", "-o", "out")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("gpuhost: error: ref1: unreachable over SSH: "), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,133 @@
+"""The offline bundle on lab hosts (issue 27): a host with no route to any repository provisions
+the built-in nvidia-repo-580-cuda13.0 (the lab's stand-in NVIDIA repository, which is what the
+lab can install in seconds; Debian's own driver would be 1.2 GB) from a bundle made on another lab
+host, ends with exactly the manifest's versions and audits clean; the same bundle missing a
+package is refused with its name before anything is installed.
+
+h1 is the reference host (a fresh host: the targets' image); h2, GPU-shaped (t4:1), is made
+offline: its apt proxy is pointed at a closed port, so neither Debian's archive (the lab reaches
+it only through the proxy, the hosts have no default route) nor the stand-in repository answers.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.provision_support import repo_data, ssh_data, write_inventory
+
+pytestmark = pytest.mark.lab
+
+PROFILE = "nvidia-repo-580-cuda13.0"
+OFFLINE = "Acquire::http::Proxy \"http://127.0.0.1:9\";\nAcquire::Retries \"0\";\n"
+
+
+def _gpuhost(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpuhost", *args], capture_output=True,
+                          text=True, timeout=900, cwd=cwd, check=False)
+
+
+def _sh(host, cmd: str) -> str:
+    proc = host.run(cmd, timeout=300)
+    assert proc.returncode == 0, f"{cmd}\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
+    return proc.stdout
+
+
+def _installed(host) -> dict[str, str]:
+    out = _sh(host, "dpkg-query -W -f='${Package} ${Version} ${db:Status-Status}\\n'")
+    return {n: v for n, v, s in (line.split() for line in out.splitlines()) if s == "installed"}
+
+
+@pytest.fixture(scope="module")
+def bundle_lab(lab, tmp_path_factory):
+    """(reference host, offline GPU-shaped target, inventory, bundle folder)."""
+    view = lab(2)
+    tmp = tmp_path_factory.mktemp("bundle")
+    view.reset()
+    reference, target = view.host("h1"), view.host("h2")
+    view.manager.set_shape(2, ("t4", 1), None)
+    try:
+        _sh(target, f"printf '{OFFLINE}' > /etc/apt/apt.conf.d/01lab-proxy")
+        base = {"gpuhost_profile": PROFILE, "gpuhost_harden": False}
+        hosts = [
+            (reference.name, dict(ssh_data(view, reference), **repo_data(view), **base)),
+            (target.name, dict(ssh_data(view, target), **base,
+                               gpuhost_bundle={"path": str(tmp / "bundle")})),
+        ]
+        inventory = write_inventory(tmp / "inventory.py", hosts)
+        made = _gpuhost("bundle", PROFILE, "-i", str(inventory), "--from-host", reference.name,
+                        "--os", "debian12", "-o", str(tmp / "bundle"), cwd=tmp)
+        assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+        yield reference, target, inventory, tmp / "bundle"
+    finally:
+        view.manager.set_shape(2, None, None)
+        view.reset()
+
+
+def test_the_target_has_no_repository(bundle_lab) -> None:
+    _, target, _, bundle = bundle_lab
+    proc = target.run("apt-get update", timeout=120)
+    assert proc.returncode != 0 or "Err:" in proc.stdout, proc.stdout[-1500:]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    names = {p["package"] for p in manifest["packages"]}
+    assert {"nvidia-driver", "nvidia-smi", "cuda-toolkit-13-0", "libcudnn9-cuda-13",
+            "nvidia-container-toolkit"} <= names, sorted(names)
+    for name in ("InRelease", "Release.gpg", "Packages.gz", "bundle-key.gpg"):
+        assert (bundle / name).is_file(), name
+
+
+def test_a_bundle_missing_a_package_is_refused_before_anything_is_installed(
+    bundle_lab, tmp_path
+) -> None:
+    _, target, inventory, bundle = bundle_lab
+    broken = tmp_path / "broken"
+    shutil.copytree(bundle, broken)
+    doc = json.loads((broken / "manifest.json").read_text())
+    gone = next(p for p in doc["packages"] if p["package"] == "nvidia-smi")
+    doc["packages"].remove(gone)
+    (broken / gone["filename"]).unlink()
+    (broken / "manifest.json").write_text(json.dumps(doc))
+    text = inventory.read_text().replace(str(bundle), str(broken))
+    broken_inventory = tmp_path / "inventory.py"
+    broken_inventory.write_text(text)
+    before = _installed(target)
+    proc = _gpuhost("provision", str(broken_inventory), "--limit", target.name, cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-2000:]
+    assert "lacks packages profile nvidia-repo-580-cuda13.0 installs: nvidia-smi (missing" \
+        in out, out[-2000:]
+    assert _installed(target) == before
+    assert target.run("test -e /etc/apt/apt.conf.d/00gpuhost-bundle").returncode == 1
+
+
+def test_the_offline_host_gets_exactly_the_manifest_and_audits_clean(bundle_lab) -> None:
+    _, target, inventory, bundle = bundle_lab
+    cwd = bundle.parent
+    first = _gpuhost("provision", str(inventory), "--limit", target.name, "--reboot", cwd=cwd)
+    out = first.stdout + first.stderr
+    assert first.returncode == 0, out[-3000:]
+    # after the reboot the module is loaded: clocks and persistence are applied by a second run,
+    # from the bundle again (the previous one restored the host's sources)
+    again = _gpuhost("provision", str(inventory), "--limit", target.name, cwd=cwd)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    installed = _installed(target)
+    wrong = {p["package"]: (installed.get(p["package"]), p["version"])
+             for p in manifest["packages"] if installed.get(p["package"]) != p["version"]}
+    assert not wrong, wrong
+    # the host's own sources are back; apt used none of them during the run
+    assert target.run("test -e /etc/apt/apt.conf.d/00gpuhost-bundle").returncode == 1
+    assert "127.0.0.1:9" in _sh(target, "cat /etc/apt/apt.conf.d/01lab-proxy")
+    report = cwd / "audit.json"
+    audit = _gpuhost("audit", str(inventory), "--limit", target.name, "--json", str(report),
+                     cwd=cwd)
+    assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-2000:]
+    (entry,) = json.loads(report.read_text())["hosts"]
+    bad = [f for f in entry["findings"] if f["severity"] in ("error", "warning")]
+    assert not bad, bad
+    assert entry["facts"]["driver"]["loaded_module"]["version"] == "580.178.04"
