@@ -16,9 +16,11 @@ from __future__ import annotations
 import base64
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from gpuhost.bundle import aptrepo
 from gpuhost.bundle.aptrepo import POOL, file_hashes
@@ -32,7 +34,7 @@ from gpuhost.bundle.manifest import (
 )
 from gpuhost.bundle.printuris import Download, parse_print_uris
 from gpuhost.bundle.setting import proxy_urls
-from gpuhost.deploys import guards
+from gpuhost.deploys import guards, secure_boot
 from gpuhost.deploys.offline import required_packages
 from gpuhost.deploys.spec import package_plan
 from gpuhost.errors import ConfigError, HostError
@@ -44,6 +46,7 @@ from gpuhost.probe.script import OS_RELEASE_CODE
 from gpuhost.upgrade.connect import PyinfraRemote
 
 _OS_RE = re.compile(r"^([a-z]+)-?([0-9][0-9.]*)$")
+_PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 RESOLVE_TIMEOUT_S = 900
 
 
@@ -65,9 +68,20 @@ class Request:
     cuda_source: tuple[str, bytes] | None  # (repository URL, key bytes)
 
 
-def plan_request(entry: InventoryHost, profile: str, os_found: str, profiles_file: str | None
-                 ) -> Request:
-    """The profile resolved for the reference host's data, as provision would on a target."""
+def extra_packages(data: Mapping[str, Any]) -> list[str]:
+    """What provision installs besides the profile's packages, by the host's data: hardening's
+    nftables (unless ``gpuhost_harden`` is false), mokutil where Secure Boot signing is set up
+    (a module signing key or a MOK password in the data: ``deploys/secure_boot``)."""
+    extra = [] if data.get("gpuhost_harden") is False else ["nftables"]
+    if data.get(secure_boot.KEY) or data.get(secure_boot.PASSWORD):
+        extra.append("mokutil")
+    return extra
+
+
+def plan_request(entry: InventoryHost, profile: str, os_found: str, profiles_file: str | None,
+                 extra: Sequence[str] = ()) -> Request:
+    """The profile resolved for the reference host's data, as provision would on a target;
+    ``extra`` packages (``--with``) added."""
     data = {**entry.data, "gpuhost_profile": profile}
     table = guards.load_profile_table(profiles_file or data.get("gpuhost_profiles_file"))
     spec = guards.check_profile(entry.name, data, table)
@@ -75,8 +89,8 @@ def plan_request(entry: InventoryHost, profile: str, os_found: str, profiles_fil
     plan = package_plan(spec, os_found)
     required = required_packages(spec, plan, data)
     packages = [f"{n}={v}" if n in plan.exact else n for n, v in sorted(required.items())]
-    if guards.check_harden(entry.name, data):
-        packages.append("nftables")  # harden's firewall, installed before the driver
+    guards.check_harden(entry.name, data)
+    packages += [p for p in [*extra_packages(data), *extra] if p not in required]
     prefs = render_preferences(plan.pins, plan.blocked, plan.blocked_patterns, profile, plan.exact)
     cuda = None
     if spec.source == "nvidia-cuda-repo":
@@ -183,8 +197,12 @@ def _check_output(out: Path) -> None:
 
 def make_bundle(profile: str, inventory: str, host: str, out: Path, want_os: str | None = None,
                 profiles_file: str | None = None, key: str | None = None,
-                gnupghome: Path | None = None) -> Manifest:
-    """The bundle of ``profile`` in ``out``, resolved on inventory host ``host``."""
+                gnupghome: Path | None = None, extra: Sequence[str] = ()) -> Manifest:
+    """The bundle of ``profile`` in ``out``, resolved on inventory host ``host`` (with the
+    ``extra`` packages the site also wants on its hosts)."""
+    bad = [p for p in extra if not _PACKAGE_RE.fullmatch(p)]
+    if bad:
+        raise ConfigError(f"--with {bad[0]!r}: not a Debian package name")
     selection = select(inventory)
     entries = [e for e in selection.entries() if e.name == host]
     if not entries:
@@ -199,7 +217,7 @@ def make_bundle(profile: str, inventory: str, host: str, out: Path, want_os: str
         found = parse_os_release(_run(remote, OS_RELEASE_CODE, "reading /etc/os-release")).key
         if wanted is not None and wanted != found:
             raise ConfigError(f"--os {want_os}: host {host} runs {found}; expected the same OS")
-        request = plan_request(entry, profile, str(found), profiles_file)
+        request = plan_request(entry, profile, str(found), profiles_file, extra)
         folder = _run(remote, "mktemp -d /tmp/gpuhost-bundle.XXXXXX", "mktemp").strip()
         try:
             downloads = parse_print_uris(_run(remote, resolve_command(folder, request),

@@ -26,6 +26,8 @@ def _bundle(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
      "gpuhost: error: --from-host nope: not a host of {inv} (hosts: ref1)"),
     (["--from-host", "ref1", "-o", "out", "--os", "windows"],
      "gpuhost: error: --os 'windows': expected an OS key such as debian-12"),
+    (["--from-host", "ref1", "-o", "out", "--with", "Bad Name"],
+     "gpuhost: error: --with 'Bad Name': not a Debian package name"),
     (["--from-host", "ref1", "-o", "full"],
      "gpuhost: error: -o full: exists and is not an empty folder; expected a new folder"),
 ])
@@ -44,3 +46,13 @@ def test_an_unreachable_reference_host_is_one_line(tmp_path: Path) -> None:
     assert proc.stderr.startswith("gpuhost: error: ref1: unreachable over SSH: "), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_provision_s_own_extra_packages_follow_the_host_data() -> None:
+    from gpuhost.bundle_make import extra_packages
+
+    assert extra_packages({}) == ["nftables"]
+    assert extra_packages({"gpuhost_harden": False}) == []
+    assert extra_packages({"gpuhost_harden": False,
+                           "gpuhost_module_signing_key": "/root/mok.key"}) == ["mokutil"]
+    assert extra_packages({"gpuhost_mok_password": "x"}) == ["nftables", "mokutil"]

@@ -20,11 +20,14 @@ from gpuhost.cli._echo import echo_lines
               help="Expected OS of the reference host: debian-12.")
 @click.option("--profiles", "profiles_file", type=click.Path(dir_okay=False),
               help="Extra profiles file (default: the host's gpuhost_profiles_file).")
+@click.option("--with", "extra", multiple=True, metavar="PACKAGE",
+              help="Another package the hosts need from the bundle (repeatable).")
 @click.option("--sign-key", metavar="KEY", help="gpg key to sign with (default: a new key).")
 @click.option("--gnupghome", type=click.Path(file_okay=False, path_type=Path),
               help="gpg home holding --sign-key (default: $GNUPGHOME or ~/.gnupg).")
 def command(profile: str, inventory: str, host: str, out: Path, want_os: str | None,
-            profiles_file: str | None, sign_key: str | None, gnupghome: Path | None) -> int:
+            profiles_file: str | None, extra: tuple[str, ...], sign_key: str | None,
+            gnupghome: Path | None) -> int:
     """Resolve PROFILE's complete package set on a reference host and write it to a folder as
     a signed apt repository with manifest.json (docs/offline.md). Inventory data
     gpuhost_bundle: {path: DIR} then makes provision and upgrade install only from it.
@@ -36,7 +39,7 @@ def command(profile: str, inventory: str, host: str, out: Path, want_os: str | N
     from gpuhost.bundle_make import make_bundle
 
     manifest = make_bundle(profile, inventory, host, out, want_os, profiles_file, sign_key,
-                           gnupghome)
+                           gnupghome, extra)
     size = sum(e.size for e in manifest.packages)
     echo_lines([f"bundle {out}: {len(manifest.packages)} packages ({size / 1e6:.1f} MB) for "
          f"{manifest.profile} on {manifest.os}, resolved on {host}, signed by "
