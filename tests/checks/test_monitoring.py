@@ -28,13 +28,15 @@ def test_healthcheck_wrapper_runs_the_health_tier():
         "exec '/opt/gpuhost venv/bin/gpuhost' check @local --tier health --drain \"$@\"\n"
     )
     assert render_healthcheck("gpuhost", drain=False).endswith('--tier health "$@"\n')
+    assert render_healthcheck("gpuhost", after=2, k8s=True).endswith(
+        'check @local --tier health --drain --k8s --after 2 "$@"\n'
+    )
 
 
 def test_metrics_units():
     service = render_metrics_service("gpuhost", "/var/lib/prometheus/node-exporter/")
     assert (
-        "ExecStart=gpuhost audit --prom /var/lib/prometheus/node-exporter/gpuhost.prom\n"
-        in service
+        "ExecStart=gpuhost audit --prom /var/lib/prometheus/node-exporter/gpuhost.prom\n" in service
     )
     assert "SuccessExitStatus=1\n" in service and "Type=oneshot\n" in service
     timer = render_metrics_timer(5)
@@ -69,3 +71,11 @@ def test_alert_rules_pass_promtool():
         ["promtool", "check", "rules", str(RULES)], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("after", [0, True, "2"])
+def test_health_check_deploy_refuses_a_bad_after(after):
+    from gpuhost.deploys.cluster import install_health_check
+
+    with pytest.raises(ConfigError, match="install_health_check: after: expected a positive"):
+        install_health_check.__wrapped__(after=after)  # type: ignore[attr-defined]

@@ -3,8 +3,9 @@
 Deploys (from a pyinfra deploy file, or ``deploys/cluster.py``); gpuhost itself must be installed
 on the node (``pip install gpuhost``), ``gpuhost`` names that command:
 
-- ``install_health_check(gpuhost="gpuhost", drain=True)``: ``/usr/local/sbin/gpuhost-healthcheck``
-  for slurm.conf's ``HealthCheckProgram`` (docs/monitoring.md shows the slurm.conf lines)
+- ``install_health_check(gpuhost="gpuhost", drain=True, after=None, k8s=False)``:
+  ``/usr/local/sbin/gpuhost-healthcheck`` for slurm.conf's ``HealthCheckProgram``
+  (docs/monitoring.md shows the slurm.conf lines); ``after``: ``--after N``, ``k8s``: ``--k8s``
 - ``install_metrics_timer(gpuhost="gpuhost", textfile_dir=..., minutes=15)``: a systemd timer
   writing ``gpuhost audit --prom`` into node_exporter's textfile directory
 """
@@ -19,9 +20,19 @@ from gpuhost.operations.node_services import DEFAULT_TEXTFILE_DIR
 
 
 @deploy("gpuhost node health check")
-def install_health_check(gpuhost: str = "gpuhost", drain: bool = True) -> None:
+def install_health_check(
+    gpuhost: str = "gpuhost", drain: bool = True, after: int | None = None, k8s: bool = False
+) -> None:
+    if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < 1):
+        raise ConfigError(
+            f"install_health_check: after: expected a positive number of runs, found {after!r}"
+        )
     node_services.healthcheck(
-        name=f"Health check wrapper {node_services.HEALTHCHECK_PATH}", gpuhost=gpuhost, drain=drain
+        name=f"Health check wrapper {node_services.HEALTHCHECK_PATH}",
+        gpuhost=gpuhost,
+        drain=drain,
+        after=after,
+        k8s=k8s,
     )
 
 

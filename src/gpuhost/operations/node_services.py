@@ -26,9 +26,12 @@ DEFAULT_TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"  # Debian's node_expo
 PROM_NAME = "gpuhost.prom"
 
 
-def render_healthcheck(gpuhost: str, drain: bool = True) -> str:
+def render_healthcheck(
+    gpuhost: str, drain: bool = True, after: int | None = None, k8s: bool = False
+) -> str:
     """The wrapper slurm.conf's HealthCheckProgram (or a prolog/epilog) runs."""
-    args = "check @local --tier health" + (" --drain" if drain else "")
+    args = "check @local --tier health" + (" --drain" if drain else "") + (" --k8s" if k8s else "")
+    args += f" --after {after}" if after is not None else ""
     return (
         "#!/bin/sh\n"
         "# Managed by gpuhost: the node health check (docs/monitoring.md). Exit 0 healthy, else\n"
@@ -71,14 +74,18 @@ def render_metrics_timer(minutes: int) -> str:
 
 
 @operation()
-def healthcheck(gpuhost: str = "gpuhost", drain: bool = True) -> Generator[Any, None, None]:
+def healthcheck(
+    gpuhost: str = "gpuhost", drain: bool = True, after: int | None = None, k8s: bool = False
+) -> Generator[Any, None, None]:
     """
     Install ``/usr/local/sbin/gpuhost-healthcheck`` (runs ``gpuhost check @local --tier health``).
 
     + gpuhost: the gpuhost command on the node (a path, or a name found on PATH)
     + drain: pass ``--drain`` (drain the Slurm node when unhealthy, resume what gpuhost drained)
+    + after: pass ``--after N`` (consecutive runs a fault must be seen on before it drains)
+    + k8s: pass ``--k8s`` (the Kubernetes node condition and taint)
     """
-    content = render_healthcheck(gpuhost, drain)
+    content = render_healthcheck(gpuhost, drain, after, k8s)
     if same_text(fact(FileContents, path=HEALTHCHECK_PATH), content):
         host.noop(f"{HEALTHCHECK_PATH} is up to date")
         return
