@@ -205,3 +205,34 @@ def test_print_uris_epochs_other_hashes_and_noise() -> None:
         "nvidia-persistenced", "1:580.178.04-1", "SHA256", "abcd")
     with pytest.raises(ParseError, match="not a package file name"):
         parse_print_uris("'http://r/a.deb' a.deb 1 SHA256:00\n")
+
+
+def test_a_served_bundle_s_manifest_is_read_from_its_server(tmp_path: Path) -> None:
+    import functools
+    from http.server import SimpleHTTPRequestHandler
+
+    spec, plan = _spec_plan()
+    packages = _complete(spec, plan)
+    del packages["libcudnn9-cuda-13"]
+    root = _manifest_dir(tmp_path, packages)
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        with pytest.raises(DeployError) as info:
+            check_bundle("gpu1", BundleSetting(url=url, key_sha256="0" * 64), spec, plan, {},
+                         "debian-12")
+        missing = BundleSetting(url=url + "nothing-here", key_sha256="0" * 64)
+        with pytest.raises(DeployError, match="cannot download .*nothing-here/manifest.json"):
+            check_bundle("gpu1", missing, spec, plan, {}, "debian-12")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert f"gpuhost_bundle {url}: lacks packages" in str(info.value)
+    assert "libcudnn9-cuda-13 (missing, expected 9.17.0.*)" in str(info.value)

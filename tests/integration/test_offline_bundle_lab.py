@@ -11,7 +11,9 @@ it only through the proxy, the hosts have no default route) nor the stand-in rep
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -57,7 +59,8 @@ def bundle_lab(lab, tmp_path_factory):
         hosts = [
             (reference.name, dict(ssh_data(view, reference), **repo_data(view), **base)),
             (target.name, dict(ssh_data(view, target), **base,
-                               gpuhost_bundle={"path": str(tmp / "bundle")})),
+                               gpuhost_bundle={"path": str(tmp / "bundle")},
+                               gpuhost_proxy=view.proxy_url)),
         ]
         inventory = write_inventory(tmp / "inventory.py", hosts)
         made = _gpuhost("bundle", PROFILE, "-i", str(inventory), "--from-host", reference.name,
@@ -105,7 +108,7 @@ def test_a_bundle_missing_a_package_is_refused_before_anything_is_installed(
     assert target.run("test -e /etc/apt/apt.conf.d/00gpuhost-bundle").returncode == 1
 
 
-def test_the_offline_host_gets_exactly_the_manifest_and_audits_clean(bundle_lab) -> None:
+def test_the_offline_host_gets_exactly_the_manifest_and_audits_clean(bundle_lab, lab) -> None:
     _, target, inventory, bundle = bundle_lab
     cwd = bundle.parent
     first = _gpuhost("provision", str(inventory), "--limit", target.name, "--reboot", cwd=cwd)
@@ -123,6 +126,9 @@ def test_the_offline_host_gets_exactly_the_manifest_and_audits_clean(bundle_lab)
     # the host's own sources are back; apt used none of them during the run
     assert target.run("test -e /etc/apt/apt.conf.d/00gpuhost-bundle").returncode == 1
     assert "127.0.0.1:9" in _sh(target, "cat /etc/apt/apt.conf.d/01lab-proxy")
+    # gpuhost_proxy's drop-in (the lab's own 01lab-proxy, read after it, keeps the host offline)
+    assert f'Acquire::https::Proxy "{lab(2).proxy_url}";' in _sh(
+        target, "cat /etc/apt/apt.conf.d/00gpuhost-proxy")
     report = cwd / "audit.json"
     audit = _gpuhost("audit", str(inventory), "--limit", target.name, "--json", str(report),
                      cwd=cwd)
@@ -131,3 +137,30 @@ def test_the_offline_host_gets_exactly_the_manifest_and_audits_clean(bundle_lab)
     bad = [f for f in entry["findings"] if f["severity"] in ("error", "warning")]
     assert not bad, bad
     assert entry["facts"]["driver"]["loaded_module"]["version"] == "580.178.04"
+
+
+def test_a_served_bundle_is_reached_directly_past_the_sites_proxy(bundle_lab, tmp_path) -> None:
+    """The same bundle served over HTTP by h1 (a host the operator names): its key checked by
+    SHA-256 on this machine, h2's apt reaches h1 DIRECT although every other request goes to
+    the (closed) proxy; the converged host stays as it is, the sources are restored."""
+    reference, target, inventory, bundle = bundle_lab
+    copy = subprocess.run(
+        f"tar -C {bundle} -cf - . | {' '.join(reference.ssh_args)} "
+        "'mkdir -p /srv/bundle && tar -C /srv/bundle -xf -'",
+        shell=True, capture_output=True, text=True, timeout=120, check=False)
+    assert copy.returncode == 0, copy.stderr
+    _sh(reference, "systemd-run --unit gpuhost-bundle-http python3 -m http.server 8081 "
+                   "--bind 0.0.0.0 --directory /srv/bundle && sleep 1")
+    key = hashlib.sha256((bundle / "bundle-key.gpg").read_bytes()).hexdigest()
+    url = f"http://{reference.address}:8081"
+    served = tmp_path / "inventory.py"
+    served.write_text(inventory.read_text().replace(
+        repr({"path": str(bundle)}), repr({"url": url, "key_sha256": key})))
+    before = _installed(target)
+    run = _gpuhost("provision", str(served), "--limit", target.name, cwd=tmp_path)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    assert _installed(target) == before
+    assert target.run("test -e /etc/apt/apt.conf.d/00gpuhost-bundle").returncode == 1
+    assert "file:" not in _sh(target, "cat /etc/gpuhost/bundle/sources.list")
+    log = _sh(reference, "journalctl -u gpuhost-bundle-http --no-pager")
+    assert re.search(r'"GET /(\./)?InRelease HTTP/1\.1" 200', log), log[-1500:]

@@ -1,8 +1,10 @@
 """The on-host cache of the package files of a snapshot's versions.
 
 ``/var/cache/gpuhost/packages/<snapshot-id>/`` keeps one ``.deb`` per coupled package at the
-version the snapshot recorded: copied from apt's archive cache when it is still there, else
-fetched with ``apt-get download`` while the repository still offers it. A rollback installs from
+version the snapshot recorded: copied from apt's archive cache when it is still there, else from
+the offline bundle the host was provisioned from (its copy in ``/var/lib/gpuhost-bundle/repo``,
+docs/offline.md: an offline host has no repository to download from), else fetched with
+``apt-get download`` while the repository still offers it. A rollback installs from
 this folder, so it works after the repository dropped the old version. Each file is checked
 with ``dpkg-deb`` (package name and version must match); the folder's size is reported.
 """
@@ -15,7 +17,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuhost.operations.offline import REPO_DIR
+
 CACHE_ROOT = "/var/cache/gpuhost/packages"
+BUNDLE_POOL = f"{REPO_DIR}/pool"  # a copied offline bundle's packages (apt's file: source)
 
 
 def cache_dir(snapshot_id: str) -> str:
@@ -46,6 +51,8 @@ def fill_command(snapshot_id: str, packages: Mapping[str, Mapping[str, str]]) ->
             f'if [ ! -s "$f" ] && [ -s /var/cache/apt/archives/"$f" ]; then '
             # a hard link costs no space or time (apt replaces files, never rewrites them)
             f'a=/var/cache/apt/archives/"$f"; ln -f "$a" . 2>/dev/null || cp "$a" .; fi; '
+            f'if [ ! -s "$f" ] && [ -s {BUNDLE_POOL}/"$f" ]; then '
+            f'b={BUNDLE_POOL}/"$f"; ln -f "$b" . 2>/dev/null || cp "$b" .; fi; '
             f'if [ ! -s "$f" ]; then '
             f"apt-get download -q {q(spec)} >/dev/null 2>.err || true; fi; "
             f'if [ -s "$f" ] && [ "$(dpkg-deb -f "$f" Package Version 2>/dev/null | tr "\\n" " ")" '
