@@ -42,6 +42,7 @@ class DesiredState:
     graphics_mhz: int | None = None
     memory_mhz: int | None = None
     persistence: bool = True
+    cdi: bool = False  # a CDI spec kept at the driver's version (profile field cdi)
     # (package, exact Debian version): the profile's companion packages, pinned exactly
     companions: tuple[tuple[str, str], ...] = ()
 
@@ -88,6 +89,7 @@ class DesiredState:
             graphics_mhz=profile.clocks.graphics_mhz,
             memory_mhz=profile.clocks.memory_mhz,
             persistence=profile.persistence,
+            cdi=profile.cdi,
             companions=tuple(sorted(profile.companions.items())),
         )
 
@@ -108,6 +110,7 @@ class DesiredState:
             "container_toolkit": self.container_toolkit,
             "fabric_manager": self.fabric_manager,
             "persistence": self.persistence,
+            "cdi": self.cdi,
             "companions": dict(self.companions),
             "clocks": {
                 "mode": self.clocks_mode,
@@ -138,5 +141,6 @@ class DesiredState:
             graphics_mhz=marker.graphics_mhz,
             memory_mhz=marker.memory_mhz,
             persistence=True if marker.persistence is None else marker.persistence,
+            cdi=bool(marker.cdi),
             companions=marker.companions,
         )

@@ -27,6 +27,7 @@ STEPS = (
     "install_cuda",
     "install_cudnn",
     "install_container_toolkit",
+    "refresh_cdi",
     "configure_persistence",
     "configure_fabric_manager",
     "configure_gpu_clocks",

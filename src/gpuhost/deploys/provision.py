@@ -31,6 +31,7 @@ from gpuhost.deploys.nvidia import (
     install_cuda,
     install_cudnn,
     install_driver,
+    refresh_cdi,
 )
 from gpuhost.deploys.secure_boot import checked_plan, configure_signing, verify_signing
 from gpuhost.deploys.spec import PackagePlan, package_plan
@@ -92,8 +93,9 @@ def current_driver(plan: PackagePlan) -> tuple[ProfileMarker | None, dict[str, s
 
 @deploy("gpuhost provision")
 def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool = False) -> None:
-    """SSH hardening and firewall, driver, CUDA, cuDNN, container toolkit, persistence, clocks,
-    environment, marker (written last: it exists only after a complete run).
+    """SSH hardening and firewall, module signing (Secure Boot), driver, CUDA, cuDNN, container
+    toolkit, CDI specs, persistence, clocks, environment, marker (written last: it exists only
+    after a complete run).
     With ``gpuhost_bundle`` the bundle is the only apt source from before harden until after
     the marker (deploys/offline.py); ``gpuhost_proxy`` is apt's proxy (operations/apt_proxy).
 
@@ -130,6 +132,7 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     install_cuda(spec=spec, plan=plan)
     install_cudnn(spec=spec, plan=plan)
     install_container_toolkit(spec=spec, plan=plan)
+    refresh_cdi(spec=spec)
     configure_persistence(spec=spec)
     configure_fabric_manager(spec=spec)
     configure_gpu_clocks(spec=spec)

@@ -44,6 +44,7 @@ class ProfileMarker:
     container_toolkit: str | None = None
     fabric_manager: bool | None = None
     persistence: bool | None = None
+    cdi: bool | None = None  # the profile asked for a CDI spec (None: older markers)
     clocks_mode: str | None = None
     graphics_mhz: int | None = None
     memory_mhz: int | None = None
@@ -118,6 +119,7 @@ def _from_json(data: object) -> ProfileMarker:
         container_toolkit=_get(data, "container_toolkit", str, text),
         fabric_manager=_get(data, "fabric_manager", bool, "true or false"),
         persistence=_get(data, "persistence", bool, "true or false"),
+        cdi=_get(data, "cdi", bool, "true or false"),
         clocks_mode=_get(data, "clocks.mode", str, "a clocks mode"),
         graphics_mhz=_get(data, "clocks.graphics_mhz", int, "MHz (an integer)"),
         memory_mhz=_get(data, "clocks.memory_mhz", int, "MHz (an integer)"),
