@@ -50,7 +50,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("facts", "inventory"),
     ("operations", "audit"),
     ("deploys", "fleet", "deploy_runner", "reboot", "audit_run"),
-    ("checks_support", "checks"),
+    ("checks_support", "checks", "collective"),
     ("upgrade", "bundle_make"),
     ("cli", "__main__"),
 )

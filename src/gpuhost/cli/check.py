@@ -13,25 +13,114 @@ runs), or pytest's own usage error (4), no check selected (5), interrupted (2) o
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from gpuhost.checks.run import TIERS, checks_dir, pytest_argv, pytest_exit, run_pytest
 from gpuhost.checks_support.inventory import LOCAL, load_hosts
 from gpuhost.cli._options import unchecked_state_option
+from gpuhost.errors import ConfigError
 from gpuhost.output import check_output_path
+
+COLLECTIVE_DEFAULTS = {"launcher": "slurm", "launcher_args": (), "run_timeout": 900.0}
+OPTION_NAMES = {"json_path": "json", "prom_path": "prom", "launcher_args": "launcher-arg"}
+
+
+def collective_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of ``--tier collective`` (docs/fabric.md)."""
+    for decorator in reversed(
+        (
+            click.option(
+                "--nccl-tests",
+                metavar="DIR",
+                help="collective: nccl-tests' build folder on every node (in place of "
+                "inventory data gpuhost_nccl_tests).",
+            ),
+            click.option(
+                "--floor",
+                type=click.FloatRange(min=0, min_open=True),
+                metavar="GB/s",
+                help="collective: your all_reduce bus-bandwidth floor (in place of the data's).",
+            ),
+            click.option(
+                "--gpus-per-node",
+                type=click.IntRange(1, 1024),
+                help="collective: ranks per node (default: the count of gpuhost_gpus).",
+            ),
+            click.option(
+                "--launcher",
+                type=click.Choice(("slurm", "mpi")),
+                default="slurm",
+                show_default=True,
+                help="collective: srun or mpirun.",
+            ),
+            click.option(
+                "--launcher-arg",
+                "launcher_args",
+                multiple=True,
+                metavar="ARG",
+                help="collective: one more argument for srun/mpirun (repeatable), e.g. "
+                "--launcher-arg=--mpi=pmix.",
+            ),
+            click.option(
+                "--run-timeout",
+                type=click.FloatRange(min=1),
+                default=900.0,
+                show_default=True,
+                help="collective: seconds one run may take.",
+            ),
+            click.option("--json", "json_path", metavar="FILE|-", help="collective: JSON report."),
+            click.option("--prom", "prom_path", metavar="FILE", help="collective: textfile."),
+        )
+    ):
+        func = decorator(func)
+    return func
+
+
+def _no_collective_options(given: dict[str, Any]) -> None:
+    for name, default in given.items():
+        if default is not None and default != COLLECTIVE_DEFAULTS.get(name):
+            option = "--" + OPTION_NAMES.get(name, name.replace("_", "-"))
+            raise ConfigError(f"check: {option} is an option of --tier collective only")
+
+
+def _collective(
+    inventory: str, limit: str | None, junit: Path | None, others: bool, given: dict[str, Any]
+) -> int:
+    from gpuhost.collective.command import check_collective
+    from gpuhost.collective.hosts import Options
+
+    if others:
+        raise ConfigError(
+            "check --tier collective: --profiles, the health tier's options and pytest "
+            "arguments do not apply"
+        )
+    options = Options(
+        given["nccl_tests"],
+        given["floor"],
+        given["gpus_per_node"],
+        given["launcher"],
+        tuple(given["launcher_args"]),
+        given["run_timeout"],
+    )
+    outputs = {"json": given["json_path"], "junit": junit, "prom": given["prom_path"]}
+    return check_collective(inventory, limit, options, outputs, click.echo)
 
 
 @click.command("check")
 @click.argument("inventory", required=False, default=LOCAL)
 @click.option(
     "--tier",
-    type=click.Choice((*TIERS, "health")),
+    type=click.Choice((*TIERS, "health", "collective")),
     default="functional",
     show_default=True,
     help="static; functional = static + smoke tests; stress = everything (minutes); health = "
-    "the fast node health check of this machine (Slurm HealthCheckProgram, one line, < 5 s).",
+    "the fast node health check of this machine (Slurm HealthCheckProgram, one line, < 5 s); "
+    "collective = nccl-tests across the inventory's nodes through srun or mpirun "
+    "(docs/fabric.md).",
 )
 @click.option(
     "--drain",
@@ -72,6 +161,7 @@ from gpuhost.output import check_output_path
     metavar="FILE",
     help="Profiles file for every host (in place of inventory data gpuhost_profiles_file).",
 )
+@collective_options
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def command(
     inventory: str,
@@ -86,6 +176,7 @@ def command(
     junit: Path | None,
     profiles: str | None,
     pytest_args: tuple[str, ...],
+    **collective: Any,
 ) -> int:
     """Validate hosts: run the checks on INVENTORY (a pyinfra inventory; default @local, this
     machine). Arguments after -- go to pytest (e.g. -- -k driver).
@@ -102,6 +193,10 @@ def command(
     limit = ",".join(limits) or None  # one --limit meaning: gpuhost.inventory.loader
     if junit is not None:  # pytest made missing folders and raised on a file in the path
         check_output_path(str(junit), "--junit")
+    if tier == "collective":
+        others = profiles or pytest_args or drain or node or after or k8s or k8s_node
+        return _collective(inventory, limit, junit, bool(others), collective)
+    _no_collective_options(collective)
     health_options = drain or node or after or k8s or k8s_node or _given("state_dir")
     if tier == "health" or health_options:
         from gpuhost.checks_support.health_run import (

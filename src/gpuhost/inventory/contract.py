@@ -74,6 +74,7 @@ NonEmpty = Annotated[StrictStr, Field(min_length=1)]
 Port = Annotated[StrictInt, Field(ge=1, le=65535)]
 Positive = Annotated[StrictInt, Field(gt=0)]
 Seconds = Annotated[StrictInt | StrictFloat, Field(gt=0, allow_inf_nan=False)]
+PositiveNumber = Seconds
 
 
 def _env_names(value: dict[str, Any]) -> dict[str, Any]:
@@ -495,6 +496,50 @@ KEYS: dict[str, Key] = {
             2,
             "dcgmi diag level of the stress tier.",
             "check",
+        ),
+        # the multi-node collective test (gpuhost check --tier collective, docs/fabric.md)
+        _k(
+            "gpuhost_nccl_tests",
+            PathText,
+            "a folder path (one line, no '\"'), e.g. /opt/nccl-tests/build",
+            None,
+            "Where nccl-tests' binaries (all_reduce_perf, all_gather_perf) are on every node "
+            "(--nccl-tests takes its place); gpuhost installs none.",
+            "check --tier collective",
+        ),
+        _k(
+            "gpuhost_collective_launcher",
+            StrictBool,
+            "true or false",
+            False,
+            "This host starts the collective runs (srun/mpirun): a Slurm controller or login "
+            "node, not one of the nodes tested. Without one, this machine starts them.",
+            "check --tier collective",
+        ),
+        _k(
+            "gpuhost_collective_fabric",
+            Word,
+            "a fabric name of data/collective_floors.yaml, e.g. ib-ndr400x8",
+            None,
+            "The node's network for the collective floor (with its GPU model, gpuhost_gpus).",
+            "check --tier collective",
+        ),
+        _k(
+            "gpuhost_collective_floor",
+            PositiveNumber,
+            "a positive number of GB/s",
+            None,
+            "Your own all_reduce bus-bandwidth floor (GB/s), in place of the data's "
+            "(--floor takes its place).",
+            "check --tier collective",
+        ),
+        _k(
+            "gpuhost_slurm_node",
+            Word,
+            "a Slurm node name",
+            None,
+            "The host's Slurm node name (default: its inventory name).",
+            "check --tier collective",
         ),
         # connector keys gpuhost reads itself (pyinfra's SSH connector)
         _k(

@@ -94,7 +94,7 @@ def _number(row: Mapping[str, Any], key: str, where: str, problems: list[str]) -
     return float(value)
 
 
-def _text(row: Mapping[str, Any], key: str, where: str, problems: list[str]) -> str:
+def text_field(row: Mapping[str, Any], key: str, where: str, problems: list[str]) -> str:
     value = row.get(key)
     if not isinstance(value, str) or not value.strip():
         problems.append(f"{where}.{key}: found {value!r}, expected a non-empty string")
@@ -102,7 +102,7 @@ def _text(row: Mapping[str, Any], key: str, where: str, problems: list[str]) -> 
     return value
 
 
-def _sources(data: Mapping[str, Any], problems: list[str]) -> dict[str, Source]:
+def read_sources(data: Mapping[str, Any], problems: list[str]) -> dict[str, Source]:
     raw = data.get("sources")
     if not isinstance(raw, dict):
         problems.append(f"sources: found {type(raw).__name__}, expected a mapping")
@@ -114,16 +114,16 @@ def _sources(data: Mapping[str, Any], problems: list[str]) -> dict[str, Source]:
             continue
         found[str(key)] = Source(
             str(key),
-            _text(row, "url", f"sources.{key}", problems),
-            _text(row, "title", f"sources.{key}", problems),
+            text_field(row, "url", f"sources.{key}", problems),
+            text_field(row, "title", f"sources.{key}", problems),
         )
     return found
 
 
-def _cited(
+def cited(
     row: Mapping[str, Any], where: str, sources: Mapping[str, Source], problems: list[str]
 ) -> tuple[str, str]:
-    source = _text(row, "source", where, problems)
+    source = text_field(row, "source", where, problems)
     if source and source not in sources:
         problems.append(f"{where}.source: {source!r} is not a key of sources")
     confidence = row.get("confidence")
@@ -147,7 +147,7 @@ def _lanes(
         if not isinstance(row, dict):
             problems.append(f"{where}: expected a mapping with gbps, source, confidence")
             continue
-        source, _ = _cited(row, where, sources, problems)
+        source, _ = cited(row, where, sources, problems)
         gbps = _number(row, "gbps", where, problems)
         if gbps is not None:
             lanes[str(gen)] = (gbps, source)
@@ -165,7 +165,7 @@ def _gpu(
         problems.append(f"{where}: expected a mapping")
         return None
     before = len(problems)
-    model = _text(row, "model", where, problems)
+    model = text_field(row, "model", where, problems)
     names_raw = row.get("names")
     if (
         not isinstance(names_raw, list)
@@ -174,7 +174,7 @@ def _gpu(
     ):
         problems.append(f"{where}.names: found {names_raw!r}, expected a list of GPU names")
         names_raw = []
-    source, confidence = _cited(row, where, sources, problems)
+    source, confidence = cited(row, where, sources, problems)
     tflops = {key: _number(row, key, where, problems) for key in TFLOPS_FIELDS}
     sparse = row.get("sparse_halved", False)
     if not isinstance(sparse, bool):
@@ -239,7 +239,7 @@ def _load(path: str) -> Peaks:
     problems: list[str] = []
     if data.get("schema") != 1:
         problems.append(f"schema: found {data.get('schema')!r}, expected 1")
-    sources = _sources(data, problems)
+    sources = read_sources(data, problems)
     lanes = _lanes(data, sources, problems)
     ratios = _ratios(data, problems)
     rows = data.get("gpus")
@@ -263,7 +263,10 @@ def _load(path: str) -> Peaks:
         if isinstance(row, dict):
             where = f"no_reference[{i}]"
             no_reference.append(
-                (_text(row, "model", where, problems), _text(row, "reason", where, problems))
+                (
+                    text_field(row, "model", where, problems),
+                    text_field(row, "reason", where, problems),
+                )
             )
         else:
             problems.append(f"no_reference[{i}]: expected a mapping with model and reason")

@@ -10,6 +10,7 @@ name                      document
 ``provision-marker``      ``/etc/gpuhost/profile`` written by ``gpuhost provision``
 ``upgrade-journal``       one line of an upgrade journal (``runs/upgrade-*.jsonl``)
 ``bundle-manifest``       ``manifest.json`` of an offline bundle (``gpuhost bundle``)
+``collective-result``     ``gpuhost check INVENTORY --tier collective --json FILE``
 ========================  ==========================================================
 
 ``gpuhost schema NAME`` prints one (``standalone_text``: a schema that refers to another by its id
@@ -34,6 +35,7 @@ NAMES = (
     "provision-marker",
     "upgrade-journal",
     "bundle-manifest",
+    "collective-result",
 )
 ID_PREFIX = "urn:gpuhost:schema:"
 

@@ -1,0 +1,114 @@
+"""One collective run's verdict from its output (pure): PASS, FAIL or COULD-NOT-RUN.
+
+- COULD-NOT-RUN: the launcher started no nccl-tests (not installed, srun refused), or a rank
+  found no GPU (CUDA's 'no CUDA-capable device', too few GPUs): never a pass, never a
+  measurement;
+- FAIL: a rank failed (CUDA/NCCL/test failure), a result is wrong (``#wrong`` or out-of-bounds
+  values not 0), the test exited non-zero, no result row, or all_reduce's peak bus bandwidth is
+  below the floor;
+- PASS otherwise. all_gather is judged for correctness only: the data's floors are all_reduce's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from gpuhost.errors import ParseError
+from gpuhost.parsers._common import first_line
+from gpuhost.parsers.nccl_tests import NcclTestsRun, parse_nccl_tests
+
+PASS, FAIL, COULD_NOT_RUN = "PASS", "FAIL", "COULD-NOT-RUN"
+VERDICTS = (PASS, FAIL, COULD_NOT_RUN)
+FLOOR_TEST = "all_reduce_perf"
+#: stages: the whole set, a pair, a split of a slow pair, a half
+STAGES = ("all", "pair", "split", "half")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    test: str
+    nodes: tuple[str, ...]
+    stage: str
+    verdict: str
+    reason: str
+    rc: int
+    busbw: float | None = None  # peak over sizes, GB/s
+    avg_busbw: float | None = None
+    floor: float | None = None  # what busbw was judged against (None: not judged)
+    wrong: int | None = None
+    hosts_seen: tuple[str, ...] = ()
+
+    @property
+    def slow(self) -> bool:
+        """FAIL for the bus bandwidth only (the run itself worked)."""
+        return (
+            self.verdict == FAIL
+            and self.floor is not None
+            and self.busbw is not None
+            and self.busbw < self.floor
+            and not self.wrong
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["nodes"], data["hosts_seen"] = list(self.nodes), list(self.hosts_seen)
+        return data
+
+
+def _unrun(output: str, rc: int) -> str:
+    line = first_line(output, limit=200) or "no output"
+    if rc == 127 or "No such file or directory" in output or "not found" in output:
+        return f"nccl-tests did not start (exit {rc}): {line}"
+    return f"the launcher ran no nccl-tests (exit {rc}): {line}"
+
+
+def _problem(run: NcclTestsRun, rc: int) -> tuple[str, str] | None:
+    if run.no_device:
+        failure = next(f for f in run.failures if "CUDA" in f or "Invalid number" in f)
+        return COULD_NOT_RUN, f"no GPU for a rank: {failure}"
+    if run.failures:
+        return FAIL, f"a rank failed: {run.failures[0]}"
+    if run.wrong or run.out_of_bounds:
+        count = run.wrong or run.out_of_bounds
+        return FAIL, f"wrong results: {count} wrong element(s) (#wrong / out-of-bounds values)"
+    if not run.rows:
+        return FAIL, f"no result row (exit {rc})"
+    if rc != 0:
+        return FAIL, f"nccl-tests exited {rc} after its results"
+    return None
+
+
+def judge(
+    test: str, nodes: tuple[str, ...], stage: str, rc: int, output: str, floor: float
+) -> RunResult:
+    """The verdict of one run of ``test`` over ``nodes`` (exit status ``rc``, its output)."""
+    try:
+        run = parse_nccl_tests(output)
+    except ParseError:
+        return RunResult(test, nodes, stage, COULD_NOT_RUN, _unrun(output, rc), rc)
+    judged = floor if test == FLOOR_TEST else None
+    measured = RunResult(
+        test,
+        nodes,
+        stage,
+        PASS,
+        "",
+        rc,
+        busbw=run.peak_busbw,
+        avg_busbw=run.avg_busbw,
+        floor=judged,
+        wrong=run.wrong if run.counts_wrong else None,
+        hosts_seen=run.hosts,
+    )
+    problem = _problem(run, rc)
+    if problem is not None:
+        return replace(measured, verdict=problem[0], reason=problem[1])
+    peak = run.peak_busbw or 0.0
+    if judged is not None and peak < judged:
+        reason = f"bus bandwidth {peak:g} GB/s is below the floor {judged:g} GB/s"
+        return replace(measured, verdict=FAIL, reason=reason)
+    reason = f"bus bandwidth {peak:g} GB/s" + (
+        f" (floor {judged:g} GB/s)" if judged is not None else " (correctness only: no floor)"
+    )
+    return replace(measured, reason=reason)
