@@ -17,7 +17,6 @@ import difflib
 import fnmatch
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Literal
 
@@ -33,6 +32,21 @@ from pydantic import (
     ValidationError,
 )
 
+from gpuhost.inventory.collective_keys import COLLECTIVE_KEYS
+from gpuhost.inventory.value_types import (
+    _CONTROL,
+    _LINE_RE,
+    _PATH_RE,
+    Key,
+    NonEmpty,
+    PathText,
+    Port,
+    Positive,
+    Seconds,
+    Word,
+)
+from gpuhost.inventory.value_types import key as _k
+from gpuhost.inventory.value_types import matches as _matches
 from gpuhost.redaction import SECRET_KEY_RE
 
 PREFIX = "gpuhost_"
@@ -48,10 +62,6 @@ _SIGNING_KEY_RE = re.compile(r'^(/|pkcs11:)[^\x00-\x1f\x7f"$`\\]+$')
 # Values that end up in config files gpuhost writes (the ssh_config of gpuhost check, sshd's
 # AllowUsers, authorized_keys) must stay data there: no control character (a newline would add a
 # line such as ProxyCommand), and a word no whitespace, quote, '#' or backslash either.
-_CONTROL = "\x00-\x1f\x7f-\x9f"
-_LINE_RE = re.compile(f"^[^{_CONTROL}]+$")
-_PATH_RE = re.compile(f'^[^{_CONTROL}"]+$')
-_WORD_RE = re.compile(f"^(?!-)[^{_CONTROL}\\s\"'#\\\\]+$")
 _HOSTNAME_RE = re.compile(r"^(?!-)[A-Za-z0-9_.:%\[\]-]+$")
 # A host name is also an ssh_config Host pattern and a --limit glob: never a pattern character
 _HOST_NAME_RE = re.compile(f"^(?!-)[^{_CONTROL}\\s\"'#*?!,\\\\]+$")
@@ -68,13 +78,6 @@ def host_name_problem(name: str) -> str | None:
         f"host name {shown(name)} is not a literal name (expected no whitespace, control "
         "characters, quotes, '#', backslash, '*', '?', '!' or ',', and no leading '-')"
     )
-
-
-NonEmpty = Annotated[StrictStr, Field(min_length=1)]
-Port = Annotated[StrictInt, Field(ge=1, le=65535)]
-Positive = Annotated[StrictInt, Field(gt=0)]
-Seconds = Annotated[StrictInt | StrictFloat, Field(gt=0, allow_inf_nan=False)]
-PositiveNumber = Seconds
 
 
 def _env_names(value: dict[str, Any]) -> dict[str, Any]:
@@ -95,17 +98,6 @@ def _plain_python(value: str) -> str:
     return value
 
 
-def _matches(pattern: re.Pattern[str]) -> AfterValidator:
-    def check(value: str) -> str:
-        if not pattern.fullmatch(value):  # not match: '$' also matches before a final newline
-            raise ValueError("")
-        return value
-
-    return AfterValidator(check)
-
-
-Word = Annotated[StrictStr, _matches(_WORD_RE)]
-PathText = Annotated[StrictStr, _matches(_PATH_RE)]
 # a URL written into apt's configuration or a sources line: no whitespace, quote, ';', '#',
 # backslash or control character, and a host after the scheme
 _APT_URL_RE = re.compile(f"^https?://[^{_CONTROL}\\s\"'#;\\\\/]+(/[^{_CONTROL}\\s\"'#;\\\\]*)?$")
@@ -134,23 +126,6 @@ def _bundle_shape(value: dict[str, Any]) -> dict[str, Any]:
 
 _Bundle = dict[Literal["path", "url", "key_sha256"], StrictStr]
 _Proxies = Annotated[dict[Literal["http", "https"], AptUrl], Field(min_length=1)]
-
-
-@dataclass(frozen=True)
-class Key:
-    """One inventory data key: its pydantic type, the expected form in words, default, meaning
-    and the commands that read it."""
-
-    name: str
-    type: Any
-    expected: str
-    default: Any
-    meaning: str
-    used_by: str
-
-
-def _k(name: str, type_: Any, expected: str, default: Any, meaning: str, used_by: str) -> Key:
-    return Key(name, type_, expected, default, meaning, used_by)
 
 
 _LIST = "a list of strings, e.g. ['a', 'b']"
@@ -497,50 +472,7 @@ KEYS: dict[str, Key] = {
             "dcgmi diag level of the stress tier.",
             "check",
         ),
-        # the multi-node collective test (gpuhost check --tier collective, docs/fabric.md)
-        _k(
-            "gpuhost_nccl_tests",
-            PathText,
-            "a folder path (one line, no '\"'), e.g. /opt/nccl-tests/build",
-            None,
-            "Where nccl-tests' binaries (all_reduce_perf, all_gather_perf) are on every node "
-            "(--nccl-tests takes its place); gpuhost installs none.",
-            "check --tier collective",
-        ),
-        _k(
-            "gpuhost_collective_launcher",
-            StrictBool,
-            "true or false",
-            False,
-            "This host starts the collective runs (srun/mpirun): a Slurm controller or login "
-            "node, not one of the nodes tested. Without one, this machine starts them.",
-            "check --tier collective",
-        ),
-        _k(
-            "gpuhost_collective_fabric",
-            Word,
-            "a fabric name of data/collective_floors.yaml, e.g. ib-ndr400x8",
-            None,
-            "The node's network for the collective floor (with its GPU model, gpuhost_gpus).",
-            "check --tier collective",
-        ),
-        _k(
-            "gpuhost_collective_floor",
-            PositiveNumber,
-            "a positive number of GB/s",
-            None,
-            "Your own all_reduce bus-bandwidth floor (GB/s), in place of the data's "
-            "(--floor takes its place).",
-            "check --tier collective",
-        ),
-        _k(
-            "gpuhost_slurm_node",
-            Word,
-            "a Slurm node name",
-            None,
-            "The host's Slurm node name (default: its inventory name).",
-            "check --tier collective",
-        ),
+        *COLLECTIVE_KEYS,
         # connector keys gpuhost reads itself (pyinfra's SSH connector)
         _k(
             "ssh_hostname",

@@ -1,0 +1,55 @@
+"""The value types of inventory data keys and the ``Key`` row (used by ``contract.py`` and the
+key tables it gathers, e.g. ``collective_keys.py``).
+
+Values that end up in config files gpuhost writes (the ssh_config of gpuhost check, sshd's
+AllowUsers, authorized_keys) must stay data there: no control character (a newline would add a
+line such as ProxyCommand), and a word no whitespace, quote, '#' or backslash either.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field, StrictFloat, StrictInt, StrictStr
+
+_CONTROL = "\x00-\x1f\x7f-\x9f"
+_LINE_RE = re.compile(f"^[^{_CONTROL}]+$")
+_PATH_RE = re.compile(f'^[^{_CONTROL}"]+$')
+_WORD_RE = re.compile(f"^(?!-)[^{_CONTROL}\\s\"'#\\\\]+$")
+
+
+@dataclass(frozen=True)
+class Key:
+    """One inventory data key: its pydantic type, the expected form in words, default, meaning
+    and the commands that read it."""
+
+    name: str
+    type: Any
+    expected: str
+    default: Any
+    meaning: str
+    used_by: str
+
+
+def key(name: str, type_: Any, expected: str, default: Any, meaning: str, used_by: str) -> Key:
+    return Key(name, type_, expected, default, meaning, used_by)
+
+
+def matches(pattern: re.Pattern[str]) -> AfterValidator:
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):  # not match: '$' also matches before a final newline
+            raise ValueError("")
+        return value
+
+    return AfterValidator(check)
+
+
+NonEmpty = Annotated[StrictStr, Field(min_length=1)]
+Port = Annotated[StrictInt, Field(ge=1, le=65535)]
+Positive = Annotated[StrictInt, Field(gt=0)]
+Seconds = Annotated[StrictInt | StrictFloat, Field(gt=0, allow_inf_nan=False)]
+PositiveNumber = Seconds
+Word = Annotated[StrictStr, matches(_WORD_RE)]
+PathText = Annotated[StrictStr, matches(_PATH_RE)]
