@@ -192,3 +192,34 @@ def test_a_fresh_ssh_login_that_cannot_connect_says_why(tmp_path: Path) -> None:
     assert adapter.is_ssh_host(target)
     why = adapter.fresh_ssh_login(state, target)
     assert why is not None and why
+
+
+def test_the_connect_timeout_is_the_states_not_the_hosts_data() -> None:
+    """pyinfra 3's SSH connector times out after its config's CONNECT_TIMEOUT, whatever the
+    host's ssh_connect_timeout says: single_host_state sets the one the caller gives."""
+    data = {"ssh_hostname": "127.0.0.1", "ssh_connect_timeout": 60}
+    state = adapter.single_host_state("h", data, 7)
+    target = state.inventory.get_host("h")
+    assert target.connector.make_paramiko_kwargs()["timeout"] == 7
+
+
+def test_close_connection_closes_the_ssh_client() -> None:
+    """pyinfra's SSH disconnect leaves the paramiko client (socket, transport thread) open;
+    close_connection closes it, also while it is still connecting."""
+    state = State(Inventory(([("h", {"ssh_hostname": "127.0.0.1"})], {})), Config())
+    target = state.inventory.get_host("h")
+    closed: list[bool] = []
+
+    class Client:
+        def close(self) -> None:
+            closed.append(True)
+
+    target.connector.client = Client()
+    target.connected = True
+    target.disconnect()
+    assert not closed  # pyinfra's own disconnect
+    target.connected = True
+    adapter.close_connection(target)
+    assert closed == [True] and not target.connected
+    adapter.close_connection(target)  # not connected, still a client: closed again, harmless
+    assert closed == [True, True]

@@ -23,6 +23,8 @@ Public pyinfra API is used directly elsewhere; only what pyinfra does not offer 
   hand and then moved to the prepare stage (the upgrade's one session per host);
 - :func:`is_ssh_host` / :func:`fresh_ssh_login`: whether a host is reached by pyinfra's SSH
   connector, and a second, new SSH login to it (``SSHConnector`` and its paramiko client);
+- :func:`close_connection`: a host disconnected with its SSH client closed (the SSH connector's
+  ``disconnect`` leaves the paramiko client, its socket and transport thread, open);
 - :func:`quiet_missing_known_hosts`: the warning pyinfra's SSH client logs for a known_hosts
   file that does not exist (``sshuserclient.client.get_host_keys``).
 """
@@ -207,12 +209,14 @@ def is_preparing(host: Any) -> bool:
     return state is not None and state.current_stage == StateStage.Prepare
 
 
-def single_host_state(name: str, data: Mapping[str, Any]) -> Any:
-    """A pyinfra State of one host (an inventory of it alone, with ``data``), ready to connect."""
+def single_host_state(name: str, data: Mapping[str, Any], connect_timeout: int = 10) -> Any:
+    """A pyinfra State of one host (an inventory of it alone, with ``data``), ready to connect
+    within ``connect_timeout`` seconds (pyinfra 3's SSH connector reads its config's
+    ``CONNECT_TIMEOUT``, not the host's ``ssh_connect_timeout``)."""
     from pyinfra.api import Config, Inventory, State
     from pyinfra.api.state import StateStage
 
-    state = State(Inventory(([(name, dict(data))], {})), Config())
+    state = State(Inventory(([(name, dict(data))], {})), Config(CONNECT_TIMEOUT=connect_timeout))
     state.current_stage = StateStage.Connect
     return state
 
@@ -231,6 +235,17 @@ def is_ssh_host(host: Any) -> bool:
     from pyinfra.connectors.ssh import SSHConnector
 
     return isinstance(host.connector, SSHConnector)
+
+
+def close_connection(host: Any) -> None:
+    """Disconnect ``host`` and close its SSH client, also one still connecting (its socket
+    closed, the commands and the handshake waiting on it end). pyinfra's SSH ``disconnect`` only
+    forgets its file transfer sessions."""
+    client = getattr(host.connector, "client", None)
+    if host.connected:
+        host.disconnect()
+    if client is not None:
+        client.close()
 
 
 def fresh_ssh_login(state: Any, host: Any, command: str = "true", timeout: int = 15) -> str | None:

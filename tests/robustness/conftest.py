@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,3 +92,22 @@ def start(*args: str) -> subprocess.Popen[str]:
         cwd=ROOT,
         env=env,
     )
+
+
+def accepted(folder: Path) -> int:
+    """How many connections the silent endpoint has accepted."""
+    path = folder / "accepted-silent"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def start_connecting(folder: Path, *args: str) -> subprocess.Popen[str]:
+    """Start gpuhost and return once the silent endpoint accepted one of its connections (the
+    run is then connecting, its signal handlers in place), however loaded the machine is."""
+    before = accepted(folder)
+    proc = start(*args)
+    deadline = time.monotonic() + 120
+    while accepted(folder) <= before:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    time.sleep(0.5)
+    return proc

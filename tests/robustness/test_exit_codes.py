@@ -15,25 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.robustness.conftest import gpuhost, start
-
-
-def _accepted(folder: Path) -> int:
-    path = folder / "accepted-silent"
-    return len(path.read_text().splitlines()) if path.exists() else 0
-
-
-def _start_connecting(folder: Path, *args: str) -> subprocess.Popen[str]:
-    """Start gpuhost and return once the silent endpoint accepted one of its connections (the
-    run is then connecting, its signal handlers in place), however loaded the machine is."""
-    before = _accepted(folder)
-    proc = start(*args)
-    deadline = time.monotonic() + 120
-    while _accepted(folder) <= before:
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.2)
-    time.sleep(0.5)
-    return proc
+from tests.robustness.conftest import a_builtin_profile, accepted, gpuhost, start_connecting
 
 
 def _silent_inventory(tmp_path: Path, port: int) -> Path:
@@ -57,12 +39,43 @@ def test_a_signal_ends_a_fleet_run_with_one_line(
     ports, folder = endpoints
     inv = _silent_inventory(tmp_path, ports["silent"])
     args = [command, str(inv)] + (["--connect-timeout", "60"] if command == "audit" else ["--dry"])
-    proc = _start_connecting(folder, *args)  # the hosts accept TCP and never answer
+    proc = start_connecting(folder, *args)  # the hosts accept TCP and never answer
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == code, err
     assert "Traceback" not in err, err
     assert err.strip().splitlines()[-1] == line
+
+
+@pytest.mark.parametrize("hosts", [1, 3])
+def test_the_first_sigterm_stops_an_upgrade_preflight_waiting_on_a_silent_host(
+    endpoints, tmp_path, hosts
+) -> None:
+    """The upgrade's preflight connects to hosts that accept TCP and never answer SSH (one host:
+    in the run's own thread; three in one batch: on its worker threads). The first SIGTERM ends
+    the waits at once: 143 within seconds, the run's own last line, no traceback. Before, the
+    stop was seen only when each connect timed out (the inventory's 60 s here; and pyinfra 3
+    ignored ssh_connect_timeout: its own 10 s)."""
+    ports, folder = endpoints
+    data = {"ssh_hostname": "127.0.0.1", "ssh_port": ports["silent"], "ssh_connect_timeout": 60}
+    inv = tmp_path / "inv.py"
+    inv.write_text(f"gpu = {[(f's{i}', data) for i in range(hosts)]!r}\n", encoding="utf-8")
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    batch = ["--canary", "0", "--batch", str(hosts)]
+    target = a_builtin_profile()
+    proc = start_connecting(
+        folder, "upgrade", str(inv), "--to", target, "--force", "--state-dir", str(state), *batch
+    )
+    signalled = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    took = time.monotonic() - signalled
+    assert proc.returncode == 143 and "Traceback" not in err + out, err
+    assert took < 8, f"stopped {took:.1f} s after SIGTERM"
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("gpuhost: upgrade stopped by SIGTERM; journal "), err
+    assert out.count("preflight audit: interrupted") == hosts, out
 
 
 def test_a_second_signal_quits_at_once(endpoints, tmp_path) -> None:
@@ -71,7 +84,7 @@ def test_a_second_signal_quits_at_once(endpoints, tmp_path) -> None:
     and the last line says which."""
     ports, folder = endpoints
     inv = _silent_inventory(tmp_path, ports["silent"])
-    proc = _start_connecting(folder, "audit", str(inv), "--connect-timeout", "60")
+    proc = start_connecting(folder, "audit", str(inv), "--connect-timeout", "60")
     proc.send_signal(signal.SIGTERM)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
@@ -94,7 +107,7 @@ def test_a_second_signal_at_any_moment_of_the_stop(endpoints, tmp_path, second) 
     inv = _silent_inventory(tmp_path, ports["silent"])
     quit_line = f"gpuhost: {signal.Signals(second).name} again: quitting now"
     for delay in (0.02, 0.1, 0.3):
-        proc = _start_connecting(folder, "audit", str(inv), "--connect-timeout", "60")
+        proc = start_connecting(folder, "audit", str(inv), "--connect-timeout", "60")
         proc.send_signal(signal.SIGTERM)
         time.sleep(delay)
         proc.send_signal(second)
@@ -178,10 +191,10 @@ def test_check_stopped_lets_pytest_clean_up(endpoints) -> None:
     ports, folder = endpoints
     scratch = Path(tempfile.mkdtemp(prefix="hqa", dir="/tmp"))  # short: the folder goes here
     try:
-        before = _accepted(folder)
+        before = accepted(folder)
         proc = _check_silent(folder, ports["silent"], scratch, 60)
         deadline = time.monotonic() + 120
-        while _accepted(folder) <= before:  # pytest's ssh is connecting: its folder exists
+        while accepted(folder) <= before:  # pytest's ssh is connecting: its folder exists
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
         made = [p.name for p in scratch.iterdir() if p.name.startswith("gpuhost-check-")]

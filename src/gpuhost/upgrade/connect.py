@@ -17,8 +17,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pyinfra.api import State
 from pyinfra.api.exceptions import PyinfraError
@@ -26,7 +27,12 @@ from pyinfra.api.exceptions import PyinfraError
 from gpuhost.connection import connect_cause
 from gpuhost.errors import HostError
 from gpuhost.inventory.loader import InventoryHost
-from gpuhost.pyinfra_adapter import ensure_gevent, single_host_state, start_prepare
+from gpuhost.pyinfra_adapter import (
+    close_connection,
+    ensure_gevent,
+    single_host_state,
+    start_prepare,
+)
 from gpuhost.safeio import open_new
 from gpuhost.statedir import checked_folder
 from gpuhost.upgrade.remote import Result
@@ -34,6 +40,10 @@ from gpuhost.upgrade.remote import Result
 RC_MARK = "##GPUHOST_RC="
 # after SIGTERM, how long a child (pyinfra, pytest) gets before SIGKILL
 CHILD_TERM_GRACE_S = 10.0
+# how often a wait on a host (connecting, a command) asks whether the run was stopped
+STOP_POLL_S = 0.1
+
+_T = TypeVar("_T")
 
 
 class Canceller:
@@ -108,6 +118,43 @@ class Canceller:
                 self._children.discard(child)
 
 
+def until_cancelled(
+    work: Callable[[], _T], canceller: Canceller, host: str, drop: Callable[[], None]
+) -> _T:
+    """``work()``, a wait on ``host`` (connecting, a command), in a greenlet of this thread
+    while this one asks the canceller every ``STOP_POLL_S``: once the run is stopped, or when
+    this thread is unwound (``signals.Stopped``), the wait ends at once: ``drop`` closes what it
+    waits on and ``HostError('stopped by the operator')`` (or the unwinding) goes on. Without
+    it a stop could only be seen when the host answers or its timeout passes: a host that
+    accepts TCP and never speaks held a stopped run for the whole connect timeout. What
+    ``work`` raises is raised here (in the greenlet gevent would print it as a traceback)."""
+    import gevent
+
+    outcome: list[tuple[bool, Any]] = []
+
+    def job() -> None:
+        try:
+            outcome.append((True, work()))
+        except BaseException as exc:  # handed to the caller below
+            outcome.append((False, exc))
+
+    waiting = gevent.spawn(job)
+    try:
+        while not waiting.ready():
+            waiting.join(timeout=STOP_POLL_S)
+            if not waiting.ready():
+                canceller.check(host)
+    except BaseException:
+        waiting.kill(timeout=1)
+        with contextlib.suppress(Exception):  # closing a broken connection
+            drop()
+        raise
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
 def _disconnect_all(state: State) -> None:
     for host in list(state.inventory):
         if host.connected:
@@ -152,7 +199,7 @@ class PyinfraRemote:
     def _new_state(self) -> State:
         data = dict(self.entry.data)
         data.setdefault("ssh_connect_timeout", self.connect_timeout)
-        return single_host_state(self.entry.name, data)
+        return single_host_state(self.entry.name, data, int(data["ssh_connect_timeout"]))
 
     def connect(self) -> None:
         self.canceller.check(self.host)
@@ -163,7 +210,14 @@ class PyinfraRemote:
         state = self._new_state()
         host = state.inventory.get_host(self.host)
         try:
-            host.connect(show_errors=False, raise_exceptions=True)
+            until_cancelled(
+                lambda: host.connect(show_errors=False, raise_exceptions=True),
+                self.canceller,
+                self.host,
+                lambda: close_connection(host),
+            )
+        except HostError:
+            raise
         except Exception as exc:  # DNS, refused, timeout, not SSH, auth, host key: its cause
             cause = connect_cause(exc, self.entry.data, self.host, self.connect_timeout)
             raise HostError(self.host, f"unreachable over SSH: {cause}") from exc
@@ -175,9 +229,8 @@ class PyinfraRemote:
     def close(self) -> None:
         if self.state is not None:
             host = self.state.inventory.get_host(self.host)
-            if host.connected:
-                with contextlib.suppress(Exception):  # a dead connection is closed already
-                    host.disconnect()
+            with contextlib.suppress(Exception):  # a dead connection is closed already
+                close_connection(host)
         self.state = None
 
     def _host(self) -> Any:
@@ -190,9 +243,16 @@ class PyinfraRemote:
         host = self._host()
         self.canceller.check(self.host)
         try:
-            _, output = host.run_shell_command(
-                _run_command_with_rc(command), _timeout=int(timeout) if timeout else None
+            _, output = until_cancelled(
+                lambda: host.run_shell_command(
+                    _run_command_with_rc(command), _timeout=int(timeout) if timeout else None
+                ),
+                self.canceller,
+                self.host,
+                self.close,
             )
+        except HostError:
+            raise
         except (PyinfraError, OSError, EOFError) as exc:
             self.close()
             raise HostError(self.host, f"connection lost while running a command: {exc}") from exc

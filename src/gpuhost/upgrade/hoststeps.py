@@ -147,14 +147,11 @@ class HostSteps:
             return self._remotes[host]
 
     def interrupt(self) -> None:
-        """The operator stops the run: end child processes, refuse new commands, drop the SSH
-        sessions so commands in flight return now (what they left on a host, e.g. a running
-        dpkg, is waited for when ``--resume`` redoes the step)."""
+        """The operator stops the run: end child processes, refuse new commands; each host's
+        wait in flight (connecting, a command) sees it within ``connect.STOP_POLL_S`` and
+        drops its own SSH session, in the thread that owns it (what a command left on a host,
+        e.g. a running dpkg, is waited for when ``--resume`` redoes the step)."""
         self.canceller.cancel()
-        with self._lock:
-            remotes = list(self._remotes.values())
-        for remote in remotes:
-            remote.close()
 
     def _data(self, host: str) -> dict[str, Any]:
         return dict(self.hosts[host].data)
