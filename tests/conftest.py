@@ -27,6 +27,9 @@ pytest_plugins = ["lab.plugin", "lab.netguard", "pytester"]
 # machine's data directory (/var/lib/gpuhost/data for root): an empty folder of this run's own,
 # inherited by every gpuhost the tests start. Tests of the overlay set their own.
 os.environ["GPUHOST_DATA_DIR"] = tempfile.mkdtemp(prefix="gpuhost-test-data-")
+# Likewise the state folder a command uses without --state-dir (locks, journals, snapshots): this
+# run's own, never the user's ~/.local/state/gpuhost.
+os.environ["GPUHOST_STATE_DIR"] = tempfile.mkdtemp(prefix="gpuhost-test-state-")
 
 
 def _lab_unavailable() -> str | None:

@@ -18,10 +18,12 @@ operation it is running, never between an SSH change and its confirm step:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from gpuhost.cli._deploy import run_and_report
-from gpuhost.cli._options import connect_timeout_option, parallel_option
+from gpuhost.cli._options import connect_timeout_option, parallel_option, state_option
 from gpuhost.deploy_runner import exit_code, setup_logging
 from gpuhost.terminal import FleetProgress
 
@@ -33,6 +35,7 @@ from gpuhost.terminal import FleetProgress
 @click.option("--verbose", "-v", is_flag=True, help="Debug output from pyinfra.")
 @parallel_option
 @connect_timeout_option
+@state_option
 def command(
     inventory: str,
     dry: bool,
@@ -40,6 +43,7 @@ def command(
     verbose: bool,
     parallel: int | None,
     connect_timeout: int,
+    state_dir: Path,
 ) -> int:
     """Harden SSH (keys only, modern algorithms) and, when asked for (roles, ports), a default-deny
     nftables firewall; --dry also prints the exact ruleset.
@@ -59,6 +63,7 @@ def command(
         inventory,
         harden,
         dry,
+        state_dir,
         limit=limit,
         parallel=parallel,
         connect_timeout=connect_timeout,

@@ -23,11 +23,13 @@ the others run their operations without waiting for each other (``gpuhost.deploy
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from gpuhost.cli._deploy import run_and_report
 from gpuhost.cli._echo import warn_line, warn_lines
-from gpuhost.cli._options import connect_timeout_option, parallel_option
+from gpuhost.cli._options import connect_timeout_option, parallel_option, state_option
 from gpuhost.deploy_runner import exit_code, setup_logging
 from gpuhost.inventory.profiles import PROFILES_FILE_KEY, advisory_warnings
 from gpuhost.matrix.profiles import load_profiles
@@ -47,6 +49,7 @@ from gpuhost.terminal import FleetProgress
 @click.option("--verbose", "-v", is_flag=True, help="Debug output from pyinfra.")
 @parallel_option
 @connect_timeout_option
+@state_option
 @click.option(
     "--reboot",
     is_flag=True,
@@ -64,6 +67,7 @@ def command(
     reboot_timeout: float,
     parallel: int | None,
     connect_timeout: int,
+    state_dir: Path,
 ) -> int:
     """Install and pin driver, CUDA, cuDNN and container toolkit to each host's profile, and
     harden SSH and the firewall (inventory data ``gpuhost_harden: false`` opts out).
@@ -84,6 +88,7 @@ def command(
         inventory,
         provision,
         dry,
+        state_dir,
         limit=limit,
         override_data=override,
         parallel=parallel,
