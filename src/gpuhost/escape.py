@@ -20,9 +20,10 @@ U+FFFE/U+FFFF) shown escaped the same way, for JUnit files.
 from __future__ import annotations
 
 import re
+import threading
 from typing import IO, Any
 
-from gpuhost.redaction import redact_known
+from gpuhost.redaction import redact_known, redact_written
 
 OWN_ESC = "\ue01b"  # gpuhost's own ESC (colours, the status line's erase)
 OWN_CR = "\ue00d"  # gpuhost's own CR (the status line)
@@ -98,17 +99,32 @@ class EscapingStream:
     def __init__(self, stream: IO[str], name: str = "the terminal") -> None:
         self._stream = stream
         self._name = name
+        self._held = ""  # the end of the last write that may begin a secret (redact_written)
+        self._lock = threading.Lock()
 
     @property
     def wrapped(self) -> IO[str]:
         return self._stream
 
     def write(self, text: str) -> int:
+        with self._lock:
+            now, self._held = redact_written(self._held + text)
+            self._write(now)
+        return len(text)
+
+    def release(self) -> None:
+        """Write what was held back (the stream's writer is done: the end was no secret)."""
+        with self._lock:
+            held, self._held = self._held, ""
+            self._write(redact_known(held))
+
+    def _write(self, text: str) -> None:
+        if not text:
+            return
         try:
-            self._stream.write(terminal_output(redact_known(text)))
+            self._stream.write(terminal_output(text))
         except OSError as exc:  # a full disk, a closed pipe: the CLI says so in one line
             raise StreamError(exc.errno, exc.strerror, self._name, self._stream) from exc
-        return len(text)
 
     def flush(self) -> None:
         try:

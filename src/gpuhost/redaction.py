@@ -11,6 +11,9 @@ everything written to stdout and stderr the second (:func:`redact_known`,
   :func:`remember_secrets` when it is read, is shown as ``***`` wherever it appears, whatever
   surrounds it. Values shorter than :data:`MIN_CHARS` are hidden in pairs only: hiding every
   ``x`` of every line would make the output unreadable and tell which letters the secret has.
+  A stream written in pieces (a value printed in two writes) is redacted with
+  :func:`redact_written`: the end of a write that could begin a secret is held back until the
+  next write (or the stream's end) tells; a write that ends a line is never held.
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ _PAIR_RE = re.compile(
 _lock = threading.Lock()
 _known: set[str] = set()
 _pattern: re.Pattern[str] | None = None
+# every proper beginning of a registered form that holds no newline (what a write may end with
+# while the secret's rest is still to come), and the longest form's length
+_beginnings: frozenset[str] = frozenset()
+_longest = 0
 
 
 def _forms(value: str) -> set[str]:
@@ -51,7 +58,7 @@ def _forms(value: str) -> set[str]:
 
 def remember_secrets(values: Iterable[object]) -> None:
     """Hide these values (the strings among them) in every line from now on."""
-    global _pattern
+    global _pattern, _beginnings, _longest
     new = {
         form
         for value in values
@@ -64,6 +71,10 @@ def remember_secrets(values: Iterable[object]) -> None:
             return
         _known.update(new)
         ordered = sorted(_known, key=len, reverse=True)  # a longer secret before its prefix
+        _beginnings = frozenset(
+            v[:n] for v in _known for n in range(1, len(v)) if "\n" not in v[:n]
+        )
+        _longest = len(ordered[0])
         _pattern = re.compile("|".join(re.escape(v) for v in ordered))
 
 
@@ -74,10 +85,12 @@ def remember_data_secrets(data: Mapping[str, object]) -> None:
 
 def forget_secrets() -> None:
     """Forget every registered value (tests; a long-lived caller done with an inventory)."""
-    global _pattern
+    global _pattern, _beginnings, _longest
     with _lock:
         _known.clear()
         _pattern = None
+        _beginnings = frozenset()
+        _longest = 0
 
 
 def redact_known(text: str) -> str:
@@ -86,6 +99,27 @@ def redact_known(text: str) -> str:
     value)."""
     pattern = _pattern
     return pattern.sub("***", text) if pattern is not None else text
+
+
+def redact_written(text: str) -> tuple[str, str]:
+    """``text`` (what a stream holds back from before, then a new write) as what can be written
+    now, every registered secret in it as ``***``, and the end held back: the longest end,
+    after the last secret found, that is the beginning of a registered secret (it may be
+    finished by the next write). Nothing is held when no secret is registered, nor once a
+    line ends (no beginning held holds a newline)."""
+    pattern, beginnings, longest = _pattern, _beginnings, _longest
+    if pattern is None:
+        return text, ""
+    found_to = 0
+    for match in pattern.finditer(text):
+        found_to = match.end()
+    held = 0
+    for size in range(min(longest - 1, len(text) - found_to), 0, -1):
+        if text[-size:] in beginnings:
+            held = size
+            break
+    cut = len(text) - held
+    return pattern.sub("***", text[:cut]), text[cut:]
 
 
 def redact_secrets(text: str) -> str:

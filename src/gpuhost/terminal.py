@@ -186,6 +186,10 @@ def escaping_streams() -> Iterator[None]:
     try:
         yield
     finally:
+        for stream in (sys.stdout, sys.stderr):
+            if isinstance(stream, EscapingStream):
+                with contextlib.suppress(OSError):  # the error that ends the command is said
+                    stream.release()
         sys.stdout, sys.stderr = saved
 
 

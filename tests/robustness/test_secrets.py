@@ -85,6 +85,29 @@ def test_the_inventory_secret_values_are_hidden_wherever_they_appear(tmp_path, c
     assert redact_secrets("abc x") == "abc x"  # values that are not secrets stay
 
 
+def test_a_secret_written_in_pieces_is_hidden_without_delaying_lines(capsys):
+    """A value printed in two writes (print's own pieces, a progress line, a writer that
+    streams) was redacted per write, so each half went out. The end of a write that could
+    begin a secret is held until the next write tells; a finished line is never held, and
+    what is held is written when the stream's writer is done."""
+    remember_secrets(["s3cr3t-Pass-42", "token-9xyz"])
+    with escaping_streams():
+        for piece in ["login as s3cr", "3t-Pass", "-42 failed\n"]:
+            sys.stdout.write(piece)
+        sys.stdout.write("then s3cr3t-")  # not finished: the next write says
+        sys.stdout.write("Passage\n")  # ... it was no secret
+        print("ok", "s3", file=sys.stdout)  # print writes 'ok', ' ', 's3', '\n'
+        sys.stdout.write("done: to")
+        assert capsys.readouterr().out == (
+            "login as *** failed\nthen s3cr3t-Passage\nok s3\ndone: "
+        )  # complete lines at once; only the possible start of a secret waits
+        sys.stderr.write("key token-9x")
+        sys.stderr.write("yz!\n")
+    captured = capsys.readouterr()
+    assert captured.out == "to"  # the held end, written when the command's streams end
+    assert captured.err == "key ***!\n"
+
+
 def test_short_secret_values_are_hidden_in_pairs_only():
     remember_secrets(["x", "ab", "abcd"])
     assert redact_secrets("x ab abcd 'password': 'x'") == "x ab *** 'password': '***'"
