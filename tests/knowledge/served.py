@@ -4,9 +4,10 @@ does, so the update reads them exactly as it reads the real ones.
 
 The tree (``build``): PyPI's recorded answers (tests/fixtures/pypi) plus, made here and marked
 as test data, a torch release ``2.15.1`` whose wheel has no PEP 658 file (its METADATA is read
-with byte ranges), a CSAF bulletin ``9999`` and CUDA redistrib manifests ``13.8.0`` (no driver)
-and ``13.9.0``. These versions are not NVIDIA's or PyTorch's: they only stand for "a release the
-shipped data lacks".
+with byte ranges), a CSAF bulletin ``9999``, CUDA redistrib manifests ``13.8.0`` (no driver)
+and ``13.9.0`` and cuDNN redistrib manifests ``9.97.0`` (no 'cudnn' entry) and ``9.98.0``. These
+versions are not NVIDIA's or PyTorch's: they only stand for "a release the shipped data
+lacks".
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ NEW_TORCH = "2.15.1"
 NEW_WHEEL = f"torch-{NEW_TORCH}-cp312-cp312-manylinux_2_28_x86_64.whl"
 NEW_BULLETIN = "9999"
 NEW_CUDA = "13.9.0"
+NEW_CUDNN = "9.98.0"
 _RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
@@ -180,4 +182,33 @@ def build(root: Path) -> Path:
         ),
         encoding="utf-8",
     )
+    _cudnn_manifests(root / "cudnn-redist")
     return root
+
+
+def _cudnn_manifests(folder: Path) -> None:
+    """cuDNN manifests in the shape of NVIDIA's (test-made: 9.97.0 without a 'cudnn' entry,
+    9.98.0 for CUDA 12 and 13; not NVIDIA's releases), and the shipped data's 9.17.0 (known:
+    not read)."""
+    folder.mkdir()
+    (folder / "redistrib_9.17.0.json").write_text('{"release_label": "9.17.0"}', "utf-8")
+    (folder / "redistrib_9.97.0.json").write_text(
+        json.dumps({"release_date": "2026-11-01", "release_label": "9.97.0"}), "utf-8"
+    )
+    archive = {"relative_path": "cudnn/linux-x86_64/x.tar.xz", "sha256": "00", "size": "1"}
+    (folder / f"redistrib_{NEW_CUDNN}.json").write_text(
+        json.dumps(
+            {
+                "release_date": "2026-11-21",
+                "release_label": NEW_CUDNN,
+                "release_product": "cudnn",
+                "cudnn": {
+                    "name": "NVIDIA CUDA Deep Neural Network library",
+                    "version": f"{NEW_CUDNN}.7",
+                    "cuda_variant": ["12", "13"],
+                    "linux-x86_64": {"cuda12": archive, "cuda13": archive},
+                },
+            }
+        ),
+        "utf-8",
+    )

@@ -25,7 +25,7 @@ from gpuhost.knowledge.pypi import DirectoryIndex
 from gpuhost.matrix import advisories, load, load_matrix
 from tests.matrix.test_sync import _online
 
-from .served import NEW_BULLETIN, NEW_TORCH, NEW_WHEEL, build, serve, wheel_bytes
+from .served import NEW_BULLETIN, NEW_CUDNN, NEW_TORCH, NEW_WHEEL, build, serve, wheel_bytes
 
 CAPTURE = Path(__file__).resolve().parents[1] / "audit" / "data"
 TODAY = datetime.date.today().isoformat()
@@ -66,6 +66,8 @@ def _update(base: str, folder: Path) -> int:
             f"{base}/csaf",
             "--cuda-redist",
             f"{base}/redist/",
+            "--cudnn-redist",
+            f"{base}/cudnn-redist/",
         ]
     )
 
@@ -106,6 +108,38 @@ def test_update_adds_a_bulletin_a_cuda_release_and_a_torch_release(
     assert any(NEW_BULLETIN in f["message"] for f in doc["security"]["advisories"])
     assert main(["data", "status"]) == 0
     assert f"data: {TODAY} (update of {TODAY} in {data_dir}" in capsys.readouterr().out
+
+
+def test_update_adds_a_cudnn_release_from_its_manifest(
+    served: tuple[Path, str], data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cuDNN release newer than the data: a row (derived) for every CUDA minor of the majors
+    its manifest names, CUDA 13.9 from the same update included, with the majors' floors and
+    the newest earlier cuDNN's compute capabilities; matrix check then knows it."""
+    _, base = served
+    check = ["matrix", "check", "--gpu", "H100", "--driver", "620.999.01", "--cuda", "13.9",
+             "--cudnn", NEW_CUDNN, "--json"]
+    main(check)
+    before = json.loads(capsys.readouterr().out)
+    assert _update(base, data_dir) == 0
+    out = capsys.readouterr().out
+    assert "cuDNN 9.97.0: " in out and "has no 'cudnn' entry; not added" in out
+    assert f"cuDNN {NEW_CUDNN} (2026-11-21): new, for CUDA 12.0, " in out
+    assert "13.1, 13.2, 13.3, 13.9" in out and "cuDNN 9.17.0" not in out
+    _clear()
+    (row,) = [r for r in load_matrix().cudnn if r.version == NEW_CUDNN]
+    assert (row.source, row.confidence) == ("cudnn-redist", "derived")
+    shipped = [r for r in load_matrix().cudnn if r.version == "9.17.0"][0]
+    cuda12, cuda13 = row.packages
+    assert cuda12.min_driver == "525.60.13" and cuda13.min_driver == "580.65.06"
+    assert cuda13.cuda[-1] == "13.9" and "11.8" not in cuda12.cuda + cuda13.cuda
+    assert cuda13.compute_capabilities == shipped.packages[-1].compute_capabilities
+    assert f"{NEW_CUDNN}.7 (2026-11-21)" in row.note and "9.17.0" in row.note
+    main(check)
+    after = json.loads(capsys.readouterr().out)
+    unknown = [f["message"] for f in before["findings"] if NEW_CUDNN in f["message"]]
+    assert unknown and after["verdict"] == "ok", after
+    assert not [f for f in after["findings"] if f["severity"] in ("warning", "error")], after
 
 
 def test_audit_judges_with_the_update_and_names_the_data(

@@ -9,6 +9,7 @@ import click
 from gpuhost import datadir
 from gpuhost.cli._echo import echo_lines
 from gpuhost.cli._matrix_sync import from_dir_option, index_option
+from gpuhost.knowledge.cudnn_redist import CUDNN_REDIST
 from gpuhost.knowledge.update import CSAF_BASE, CUDA_REDIST, update
 
 _DATA_DIR = click.option(
@@ -65,8 +66,21 @@ def status_cmd(data_dir: str | None, as_json: bool) -> int:
     metavar="URL",
     help="NVIDIA's CUDA redistrib manifests folder.",
 )
+@click.option(
+    "--cudnn-redist",
+    "cudnn_url",
+    default=CUDNN_REDIST,
+    show_default=True,
+    metavar="URL",
+    help="NVIDIA's cuDNN redistrib manifests folder.",
+)
 def update_cmd(
-    data_dir: str | None, from_dir: str | None, index_url: str, csaf_url: str, redist_url: str
+    data_dir: str | None,
+    from_dir: str | None,
+    index_url: str,
+    csaf_url: str,
+    redist_url: str,
+    cudnn_url: str,
 ) -> int:
     """Read NVIDIA's and PyPI's sources and write the data overlay (atomically, validated).
 
@@ -76,5 +90,6 @@ def update_cmd(
     Example:
       gpuhost data update
     """
-    echo_lines(update(datadir.use_data_dir(data_dir), from_dir, index_url, csaf_url, redist_url))
+    folder = datadir.use_data_dir(data_dir)
+    echo_lines(update(folder, from_dir, index_url, csaf_url, redist_url, cudnn_url))
     return 0

@@ -12,6 +12,8 @@ replay a whole update):
   index page): a release newer than the matrix knows becomes a CUDA row or update, its minimum
   driver the ``nvidia_driver`` version the manifest carries (a manifest without one is skipped
   and said);
+- NVIDIA's cuDNN redistrib manifests (the same shape, in cuDNN's redist folder): a release newer
+  than the matrix knows becomes a cuDNN row (:mod:`gpuhost.knowledge.cudnn_redist`);
 - PyPI's JSON API and each wheel's core metadata (PEP 658, else a byte-range read of the wheel):
   the torch / TensorFlow releases of wheels.yaml's range (:func:`gpuhost.knowledge.sync.sync`).
 
@@ -36,6 +38,7 @@ from gpuhost import datadir, safeio
 from gpuhost.datafiles import load_yaml
 from gpuhost.errors import DataUpdateError, GpuhostError, PackageIndexError
 from gpuhost.knowledge.csaf import readable_row, render_advisories
+from gpuhost.knowledge.cudnn_redist import CUDNN_REDIST, CUDNN_REDIST_SOURCE, cudnn_row
 from gpuhost.knowledge.maintain import wheel_ranges
 from gpuhost.knowledge.pypi import Index, make_index
 from gpuhost.knowledge.sync import render_wheels, sync
@@ -71,13 +74,14 @@ def collect(
     *,
     csaf_base: str = CSAF_BASE,
     cuda_redist: str = CUDA_REDIST,
+    cudnn_redist: str = CUDNN_REDIST,
     today: datetime.date | None = None,
 ) -> Collected:
     """Read every source; raises PackageIndexError (or ConfigError) when one cannot answer."""
     today = today or datetime.date.today()
     out = Collected(texts={})
     out.texts["advisories.yaml"] = _advisories(index, csaf_base.rstrip("/"), today, out.lines)
-    out.texts["matrix.yaml"] = _matrix(index, cuda_redist, today, out.lines)
+    out.texts["matrix.yaml"] = _matrix(index, (cuda_redist, cudnn_redist), today, out.lines)
     wheels_path = default_wheels_path()
     ranges = wheel_ranges(wheels_path)
     result = sync(index, ranges)
@@ -89,7 +93,10 @@ def collect(
             if (project, r["version"]) not in old
         ]
     out.texts["wheels.yaml"] = render_wheels(ranges, result.data)
-    out.origin = f"PyPI {index.base}, CSAF {csaf_base}, CUDA redist {cuda_redist}"
+    out.origin = (
+        f"PyPI {index.base}, CSAF {csaf_base}, CUDA redist {cuda_redist}, "
+        f"cuDNN redist {cudnn_redist}"
+    )
     return out
 
 
@@ -146,26 +153,49 @@ def _advisories(index: Index, base: str, today: datetime.date, lines: list[str])
 # CUDA releases
 
 
-def _matrix(index: Index, redist: str, today: datetime.date, lines: list[str]) -> str:
+def _matrix(
+    index: Index, redists: tuple[str, str], today: datetime.date, lines: list[str]
+) -> str:
+    """matrix.yaml with the CUDA releases (``redists[0]``), then the cuDNN releases
+    (``redists[1]``: their rows name the CUDA minors known by then) the data lacks."""
+    cuda_redist, cudnn_redist = redists
     path = default_matrix_path()
     matrix = load_matrix(path)  # first: a damaged file in use is one line (MatrixError)
     raw = load_yaml(Path(path).read_text(encoding="utf-8"))
-    known = {r.version for c in matrix.cuda for r in c.releases}
-    newest = max((parse_version(v, field="cuda") for v in known), default=None)
+    known = [r.version for c in matrix.cuda for r in c.releases]
+    for version, manifest, url in _new_manifests(index, cuda_redist, known, "cuda"):
+        lines.append(_add_cuda(raw, version, manifest, url))
+    raw.setdefault("sources", {}).setdefault("cuda-redist", CUDA_REDIST_SOURCE)
+    known = [r.version for r in matrix.cudnn]
+    for version, manifest, url in _new_manifests(index, cudnn_redist, known, "cudnn"):
+        row, line = cudnn_row(raw, version, manifest, url)
+        lines.append(line)
+        if row is not None:
+            raw.setdefault("cudnn", []).append(row)
+            raw["sources"].setdefault("cudnn-redist", CUDNN_REDIST_SOURCE)
+    raw["updated"] = today.isoformat()
+    return yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _new_manifests(
+    index: Index, redist: str, known: list[str], what: str
+) -> list[tuple[str, Any, str]]:
+    """(version, manifest, url) of every ``redistrib_X.Y.Z.json`` the redist folder's index
+    page lists that is newer than every version in ``known``, oldest first."""
+    newest = max((parse_version(v, field=what) for v in known), default=None)
     listing = index.text(redist)
     if listing is None:
         raise PackageIndexError(f"{redist}: not found (HTTP 404); expected the redist index page")
     found = sorted(set(_MANIFEST_RE.findall(listing)), key=lambda v: parse_version(v, field="v"))
+    out = []
     for version in found:
-        v = parse_version(version, field="cuda")
-        if version in known or (newest is not None and v <= newest):
+        if version in known or (
+            newest is not None and parse_version(version, field=what) <= newest
+        ):
             continue
         url = f"{redist.rstrip('/')}/redistrib_{version}.json"
-        manifest = _json(url, index.text(url))
-        lines.append(_add_cuda(raw, version, manifest, url))
-    raw.setdefault("sources", {}).setdefault("cuda-redist", CUDA_REDIST_SOURCE)
-    raw["updated"] = today.isoformat()
-    return yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100)
+        out.append((version, _json(url, index.text(url)), url))
+    return out
 
 
 def _add_cuda(raw: dict[str, Any], version: str, manifest: Any, url: str) -> str:
@@ -201,7 +231,12 @@ def _add_cuda(raw: dict[str, Any], version: str, manifest: Any, url: str) -> str
 
 
 def update(
-    folder: Path, from_dir: str | None, index_url: str, csaf_base: str, cuda_redist: str
+    folder: Path,
+    from_dir: str | None,
+    index_url: str,
+    csaf_base: str,
+    cuda_redist: str,
+    cudnn_redist: str = CUDNN_REDIST,
 ) -> list[str]:
     """``gpuhost data update``: collect (PyPI from ``index_url``, or answers recorded under
     ``from_dir``) and install into ``folder``; one line per fact, then the data now in use.
@@ -209,7 +244,9 @@ def update(
     before = datadir.data_info()
     try:
         index = make_index(from_dir, index_url)
-        found = collect(index, csaf_base=csaf_base, cuda_redist=cuda_redist)
+        found = collect(
+            index, csaf_base=csaf_base, cuda_redist=cuda_redist, cudnn_redist=cudnn_redist
+        )
         install(found, folder)
     except GpuhostError as exc:
         raise DataUpdateError(
