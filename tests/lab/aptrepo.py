@@ -10,7 +10,8 @@ layout, which NVIDIA's debian12 packages share: /usr/lib/nvidia/current/nvidia-s
 /usr/bin/nvidia-smi; without a GPU it fails like the real one without a loaded module, exit 9, and
 on GPU-shaped hosts the lab's GPU emulator is diverted into its place, tests/lab/gpu);
 ``nvidia-container-toolkit-base`` (/usr/bin/nvidia-ctk: ``--version`` in the real format, the
-subcommands provision runs succeed and change nothing); the fabric manager
+subcommands provision runs succeed and change nothing, ``cdi generate`` writes a spec naming
+the installed libcuda1's version); the fabric manager
 (/usr/bin/nv-fabricmanager ``--version``, /usr/share/nvidia/nvswitch/fabricmanager.cfg and
 nvidia-fabricmanager.service, whose daemon stays up only while the loaded driver -
 /proc/driver/nvidia/version - has its own version, and exits with the real daemon's words
@@ -251,14 +252,27 @@ def _driver(branch: str, v: str) -> list[StandIn]:
 def _nvidia_ctk(v: str) -> str:
     """/usr/bin/nvidia-ctk of nvidia-container-toolkit-base: ``--version`` as the real CLI prints
     it; the subcommands gpuhost's provision runs (``runtime configure``, ``system
-    create-dev-char-symlinks``) succeed and change nothing (no container runtime in lab hosts)."""
+    create-dev-char-symlinks``) succeed and change nothing (no container runtime in lab hosts);
+    ``cdi generate --output=PATH`` writes a minimal spec naming the installed libcuda1's version
+    (the real one names the driver's versioned library files), and fails without a driver."""
     return (
         "#!/bin/sh\n"
         "# gpuhost lab stand-in for NVIDIA's nvidia-ctk\n"
         'case "$1" in\n'
         f'  -v|--version|version) printf "NVIDIA Container Toolkit CLI version {_upstream(v)}'
         '\\ncommit: gpuhost-lab-stand-in\\n"; exit 0 ;;\n'
-        "  runtime|system|cdi|config|hook|info) exit 0 ;;\n"
+        # cdi generate: a spec naming the installed libcuda1's version as the real generator
+        # names the driver's library files (its default output, stdout, is not used by gpuhost)
+        '  cdi) [ "$2" = generate ] || exit 0; out=/dev/stdout\n'
+        '    for a in "$@"; do case "$a" in --output=*) out="${a#--output=}" ;; esac; done\n'
+        "    v=$(cat /usr/share/gpuhost-lab/libcuda1.version 2>/dev/null); v=${v%-*}\n"
+        '    [ -n "$v" ] || { echo "nvidia-ctk: failed to generate CDI spec: no driver '
+        '(gpuhost lab stand-in)" >&2; exit 1; }\n'
+        '    mkdir -p "$(dirname "$out")"\n'
+        "    l=/usr/lib/x86_64-linux-gnu/libcuda.so.$v\n"
+        "    printf 'cdiVersion: 0.5.0\\nkind: nvidia.com/gpu\\ncontainerEdits:\\n  mounts:\\n"
+        "  - hostPath: %s\\n    containerPath: %s\\n' \"$l\" \"$l\" > \"$out\"; exit 0 ;;\n"
+        "  runtime|system|config|hook|info) exit 0 ;;\n"
         "esac\n"
         'echo "nvidia-ctk: unknown command ${1:-(none)} (gpuhost lab stand-in)" >&2\n'
         "exit 1\n"
