@@ -1,9 +1,11 @@
-"""TEST EQUIPMENT: a stand-in for Slurm's ``srun`` on this machine, for the offline collective
-tests. ``srun -N2 --ntasks-per-node=G --nodelist=a,b [--other] CMD ARGS`` starts one process per
-task at once, each with Slurm's variables (SLURMD_NODENAME, SLURM_PROCID, SLURM_NTASKS) and the
-fake nccl-tests' knobs: the node's slow file ``$FAKE_SLURM_ROOT/NODE/nccl-slow`` and rank 0 on
-127.0.0.1. A node without a folder under ``$FAKE_SLURM_ROOT`` is refused as srun refuses an
-unknown node. Output: every task's, in task order; exit status: the worst."""
+"""TEST EQUIPMENT: a stand-in for Slurm's ``srun`` (and, called with ``--as-mpirun`` first,
+Open MPI's ``mpirun -np N -H host:slots,...``, with Open MPI's rank variables) on this machine,
+for the offline collective tests. ``srun -N2 --ntasks-per-node=G --nodelist=a,b [--other] CMD
+ARGS`` starts one process per task at once, each with Slurm's variables (SLURMD_NODENAME,
+SLURM_PROCID, SLURM_NTASKS) and the fake nccl-tests' knobs: the node's slow file
+``$FAKE_SLURM_ROOT/NODE/nccl-slow`` and rank 0 on 127.0.0.1. A node without a folder under
+``$FAKE_SLURM_ROOT`` is refused as srun refuses an unknown node. Every command line goes to
+``$FAKE_SLURM_ROOT/srun.log``. Output: every task's, in task order; exit status: the worst."""
 
 import os
 import subprocess
@@ -13,6 +15,8 @@ from pathlib import Path
 
 def main() -> int:
     args = sys.argv[1:]
+    mpi = args[:1] == ["--as-mpirun"]
+    args = args[1:] if mpi else args
     nodes: list[str] = []
     per_node = 1
     while args and args[0].startswith("-"):
@@ -21,6 +25,11 @@ def main() -> int:
             nodes = arg.split("=", 1)[1].split(",")
         elif arg.startswith("--ntasks-per-node="):
             per_node = int(arg.split("=", 1)[1])
+        elif arg == "-H":
+            slots = [item.split(":") for item in args.pop(0).split(",")]
+            nodes, per_node = [name for name, _ in slots], int(slots[0][1])
+        elif arg == "-np":
+            args.pop(0)
     root = Path(os.environ["FAKE_SLURM_ROOT"])
     unknown = [n for n in nodes if not (root / n).is_dir()]
     if unknown:
@@ -29,17 +38,23 @@ def main() -> int:
         )
         return 1
     with open(root / "srun.log", "a") as log:
-        log.write(" ".join(sys.argv[1:]) + "\n")
+        log.write(("mpirun " if mpi else "") + " ".join(sys.argv[1 + mpi :]) + "\n")
     procs = []
     for index, node in enumerate(n for n in nodes for _ in range(per_node)):
+        ranks = (
+            ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")
+            if mpi
+            else ("SLURM_PROCID", "SLURM_NTASKS")
+        )
         env = {
             **os.environ,
-            "SLURMD_NODENAME": node,
-            "SLURM_PROCID": str(index),
-            "SLURM_NTASKS": str(len(nodes) * per_node),
+            ranks[0]: str(index),
+            ranks[1]: str(len(nodes) * per_node),
             "GPUHOST_LAB_NCCL_SLOW_FILE": str(root / node / "nccl-slow"),
             "GPUHOST_LAB_NCCL_RANK0": "127.0.0.1",
         }
+        if not mpi:
+            env["SLURMD_NODENAME"] = node
         procs.append(
             subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         )

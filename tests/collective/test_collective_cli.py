@@ -1,8 +1,8 @@
 """``gpuhost check INVENTORY --tier collective`` end to end on this machine: a stand-in ``srun``
-(tests/collective/fake_srun.py) starts the lab's stand-in nccl-tests (tests/lab/nccl/
-fake_nccl_perf.py, replaying the real captures of tests/fixtures/nccl-tests) as one process per
-task; one node is made slow by its file, as on the lab cluster (tests/integration/
-test_collective_lab.py runs the same through real Slurm)."""
+and ``mpirun`` (tests/collective/fake_srun.py) start the lab's stand-in nccl-tests
+(tests/lab/nccl/fake_nccl_perf.py, replaying the real captures of tests/fixtures/nccl-tests) as
+one process per task; one node is made slow by its file, as on the lab cluster
+(tests/integration/test_collective_lab.py runs the same through real Slurm)."""
 
 from __future__ import annotations
 
@@ -53,11 +53,10 @@ def cluster(tmp_path, monkeypatch):
         (root / node).mkdir(parents=True)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    srun = bin_dir / "srun"
-    srun.write_text(
-        f'#!/bin/sh\nexec {sys.executable} {REPO / "tests/collective/fake_srun.py"} "$@"\n'
-    )
-    srun.chmod(0o755)
+    fake = REPO / "tests" / "collective" / "fake_srun.py"
+    for name, first in (("srun", ""), ("mpirun", " --as-mpirun")):
+        (bin_dir / name).write_text(f'#!/bin/sh\nexec {sys.executable} {fake}{first} "$@"\n')
+        (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_SLURM_ROOT", str(root))
     monkeypatch.setenv("GPUHOST_LAB_NCCL_PORT", str(_free_port()))
@@ -133,6 +132,24 @@ def test_a_slow_node_is_found_and_named(cluster, capsys):
         ("split", ["n3", "n1"], "FAIL"),
         ("split", ["n4", "n1"], "PASS"),
     ]
+
+
+def test_through_mpirun_the_slow_node_is_named_too(cluster, capsys):
+    root, nccl, inventory, _tmp = cluster
+    (root / "n2" / "nccl-slow").write_text("0.25\n")
+
+    code = _check(
+        inventory, f"--nccl-tests={nccl}", "--launcher=mpi", "--launcher-arg=--allow-run-as-root"
+    )
+
+    text = capsys.readouterr().out
+    assert code == 1, text
+    assert "through mpi on this machine" in text and "slow: node n2 " in text
+    runs = (root / "srun.log").read_text().splitlines()
+    assert runs[0].startswith("mpirun -np 4 -H n1:1,n2:1,n3:1,n4:1 --allow-run-as-root sh -c ")
+    assert runs[1].startswith(
+        f"mpirun -np 4 -H n1:1,n2:1,n3:1,n4:1 --allow-run-as-root {nccl}/all_reduce_perf "
+    )
 
 
 def test_missing_nccl_tests_could_not_run(cluster, capsys):

@@ -25,7 +25,7 @@ def test_pairs_and_halves():
     assert halves(["a", "b", "c", "d", "e"]) == (("a", "b", "c"), ("d", "e"))
 
 
-def test_one_slow_node_is_named_with_five_runs():
+def test_one_slow_node_is_named_with_four_more_runs():
     meets, asked = _slow_when(lambda s: "h3" in s)
 
     found = locate(["h2", "h3", "h4", "h5"], meets)

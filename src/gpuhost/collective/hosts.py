@@ -134,8 +134,9 @@ def _run(argv: list[str], timeout: float) -> tuple[int, str]:
             timeout=timeout,
             check=False,
         )
-    except subprocess.TimeoutExpired:
-        return 124, f"gpuhost: the run took longer than {timeout:g} s and was stopped"
+    except subprocess.TimeoutExpired as exc:
+        partial = (exc.stdout or b"").decode("utf-8", errors="replace")
+        return 124, partial + f"gpuhost: the run took longer than {timeout:g} s and was stopped"
     except OSError as exc:
         return 127, f"gpuhost: cannot start {argv[0]}: {exc.strerror or exc}"
     return proc.returncode, proc.stdout.decode("utf-8", errors="replace")

@@ -3,9 +3,9 @@
 - COULD-NOT-RUN: the launcher started no nccl-tests (not installed, srun refused), or a rank
   found no GPU (CUDA's 'no CUDA-capable device', too few GPUs): never a pass, never a
   measurement;
-- FAIL: a rank failed (CUDA/NCCL/test failure), a result is wrong (``#wrong`` or out-of-bounds
-  values not 0), the test exited non-zero, no result row, or all_reduce's peak bus bandwidth is
-  below the floor;
+- FAIL: the run did not finish within its time (exit 124: a hang), a rank failed
+  (CUDA/NCCL/test failure), a result is wrong (``#wrong`` or out-of-bounds values not 0), the
+  test exited non-zero, no result row, or all_reduce's peak bus bandwidth is below the floor;
 - PASS otherwise. all_gather is judged for correctness only: the data's floors are all_reduce's.
 """
 
@@ -23,6 +23,7 @@ VERDICTS = (PASS, FAIL, COULD_NOT_RUN)
 FLOOR_TEST = "all_reduce_perf"
 #: stages: the whole set, a pair, a split of a slow pair, a half
 STAGES = ("all", "pair", "split", "half")
+TIMED_OUT = 124  # timeout(1)'s exit status, and gpuhost's when it stopped a run
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,10 @@ def judge(
     test: str, nodes: tuple[str, ...], stage: str, rc: int, output: str, floor: float
 ) -> RunResult:
     """The verdict of one run of ``test`` over ``nodes`` (exit status ``rc``, its output)."""
+    if rc == TIMED_OUT:  # a hang (NCCL's init over a broken fabric, often) is a failure
+        last = output.strip().splitlines()[-1:] or ["no output"]
+        reason = f"did not finish within the run timeout (exit {rc}): {last[0][:200]}"
+        return RunResult(test, nodes, stage, FAIL, reason, rc)
     try:
         run = parse_nccl_tests(output)
     except ParseError:
