@@ -249,3 +249,27 @@ def test_the_fact_command_reads_real_files_and_tools(tmp_path: Path) -> None:
     assert gone.cert_error == f"{tmp_path}/none.der: no such file or not readable"
     encoded = base64.b64encode(certificate(SERIAL)).decode()
     assert signing.parse_certificate_b64(encoded, "x") == found.cert
+
+
+def test_upgrade_preflight_judges_signing_as_provision_does(tmp_path: Path) -> None:
+    """gpuhost upgrade refuses at preflight (before the snapshot and the drain) a host whose
+    key provision's guard would refuse at the install."""
+    from gpuhost.inventory.loader import InventoryHost
+    from gpuhost.upgrade.hoststeps import HostSteps, StepSettings
+    from tests.upgrade.fakes import ScriptedRemote, ok
+
+    hosts = {"h1": InventoryHost("h1", dict(GIVEN), ())}
+    steps = HostSteps(hosts, StepSettings(target="p", snapshots=tmp_path / "snapshots"))
+    sb_on = "efi=yes\nmokutil=SecureBoot enabled\n"
+    key_missing = f"##GPUHOST framework\n##GPUHOST key {KEY}\n##GPUHOST cert {CERT}\n"
+    remote = ScriptedRemote("h1").on("/sys/firmware/efi", ok(sb_on))
+    remote.on("##GPUHOST framework", ok(key_missing))
+    steps._remotes["h1"] = remote  # type: ignore[assignment]
+    problem = steps.signing_problem("h1")
+    assert problem is not None
+    assert problem.startswith(f"gpuhost_module_signing_key: {KEY} is missing or not readable")
+    off = ScriptedRemote("h1").on("/sys/firmware/efi", ok("efi=no\n"))
+    steps._remotes["h1"] = off  # type: ignore[assignment]
+    hosts["h1"] = InventoryHost("h1", {}, ())
+    steps.hosts = hosts
+    assert steps.signing_problem("h1") is None

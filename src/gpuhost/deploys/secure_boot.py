@@ -12,6 +12,7 @@ which an operator confirms an enrollment request in the MOK manager at the next 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -107,17 +108,32 @@ def signing_problem(plan: SigningPlan | None, found: signing.SigningFacts) -> st
     return None  # mokutil missing or no EFI variables: installed, then checked after
 
 
-def checked_plan(name: str, data: dict[str, Any]) -> SigningPlan | None:
-    """The current host's signing plan, its key, certificate and enrollment read from the host
-    (the certificate DKMS is configured with when no key is given); DeployError, before any
-    change, when :func:`signing_problem` finds one."""
-    plan = plan_for(data, host.get_fact(SecureBootState))
+Reader = Callable[[str | None, str | None], signing.SigningFacts]
+
+
+def judged(
+    data: dict[str, Any], secure_boot: SecureBoot, read: Reader
+) -> tuple[SigningPlan | None, str | None]:
+    """(the host's signing plan, why the host must not be touched or None), the signing facts
+    read with ``read(key, cert)`` (``cert`` None: the one DKMS is configured with, which then
+    becomes the plan's): provision's guard and ``gpuhost upgrade``'s preflight."""
+    plan = plan_for(data, secure_boot)
     if plan is None:
-        return None
-    found = fact(ModuleSigning, key=plan.key, cert=data.get(CERT) or None)
+        return None, None
+    found = read(plan.key, data.get(CERT) or None)
     if plan.key is None and found.cert_path:
         plan = replace(plan, cert=found.cert_path)
-    problem = signing_problem(plan, found)
+    return plan, signing_problem(plan, found)
+
+
+def checked_plan(name: str, data: dict[str, Any]) -> SigningPlan | None:
+    """The current host's signing plan, its key, certificate and enrollment read from the host;
+    DeployError, before any change, when :func:`signing_problem` finds one."""
+
+    def read(key: str | None, cert: str | None) -> signing.SigningFacts:
+        return fact(ModuleSigning, key=key, cert=cert)
+
+    plan, problem = judged(data, host.get_fact(SecureBootState), read)
     if problem:
         raise DeployError(name, problem)
     return plan

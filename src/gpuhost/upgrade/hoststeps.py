@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuhost.errors import ConfigError, GpuhostError, HostError
+from gpuhost.facts.probe_parsers import parse_secure_boot
 from gpuhost.inventory.loader import InventoryHost
 from gpuhost.operations.apt_pin import wait_for_package_tools
 from gpuhost.operations.cdi import generate_command, targets
 from gpuhost.parsers.cdi import list_specs_command, parse_cdi_specs
+from gpuhost.parsers.signing import SigningFacts, parse_signing_output
+from gpuhost.probe.script import SECURE_BOOT_CODE, module_signing_code
 from gpuhost.reboot import reboot_and_wait
 from gpuhost.upgrade import package_cache
 from gpuhost.upgrade.connect import Canceller, PyinfraRemote, run_checks
@@ -188,6 +191,9 @@ class HostSteps:
         problems = validate_host(self.remote(host), self.expectation(host), state)
         if not problems:
             raise HostIsCurrent(f"already on {self.settings.target}, validated")
+        signing = self.signing_problem(host)
+        if signing:
+            raise StepFailed(signing)
         errors = self._audit_errors(host)
         blocking = blocking_errors(errors, self.accepted(ctx))
         if blocking and not self.settings.force:
@@ -200,6 +206,20 @@ class HostSteps:
             "summary": preflight_summary(rules, self.accepted(ctx), bool(blocking)),
             "preflight_audit_rules": rules,
         }
+
+    def signing_problem(self, host: str) -> str | None:
+        """Secure Boot module signing judged as provision's guard judges it (key and
+        certificate readable, the certificate enrolled or requestable), before the snapshot and
+        the drain: a host provision would refuse at the install is refused here."""
+        from gpuhost.deploys.secure_boot import judged
+
+        remote = self.remote(host)
+
+        def read(key: str | None, cert: str | None) -> SigningFacts:
+            return parse_signing_output(remote.run(module_signing_code(key, cert)).stdout)
+
+        secure_boot = parse_secure_boot(remote.run(SECURE_BOOT_CODE).stdout)
+        return judged(self._data(host), secure_boot, read)[1]
 
     def expectation(self, host: str) -> Expectation:
         """The target as this host must end: driver packages, holds, and the provision marker
