@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "knowledge",
         "signals",
         "bundle",
+        "fabric",
     ),
     ("facts", "inventory"),
     ("operations", "audit"),

@@ -5,7 +5,10 @@ judged (``audit.host``), and the report files written (JSON, JUnit, Prometheus, 
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import IO, Any
 
 from gpuhost.audit.host import (
@@ -17,6 +20,9 @@ from gpuhost.audit.host import (
 )
 from gpuhost.audit.report import json_report, junit, prom, table
 from gpuhost.errors import ConfigError, GpuhostError
+from gpuhost.fabric.counters import CounterStore
+from gpuhost.fabric.judge import snapshot
+from gpuhost.facts.host_facts import HostFacts
 from gpuhost.fleet import gather
 from gpuhost.inventory.loader import select
 from gpuhost.output import check_output_path, write_output
@@ -73,6 +79,39 @@ def write_reports(
     return report
 
 
+def counter_store() -> CounterStore | None:
+    """Where the RDMA error counters are kept between runs: the state folder
+    ($GPUHOST_STATE_DIR, else the XDG state folder); None when it is unsafe to use."""
+    from gpuhost.statedir import check_state_dir, default_state_dir
+
+    state = default_state_dir(os.environ, Path.home())
+    try:
+        check_state_dir(state)
+    except ConfigError as exc:
+        print(f"gpuhost: fabric counters not compared: {exc}", file=sys.stderr)
+        return None
+    return CounterStore(state)
+
+
+def judge_host(
+    name: str,
+    facts: HostFacts,
+    data: Mapping[str, Any],
+    settings: AuditSettings,
+    store: CounterStore | None,
+) -> HostReport:
+    """``audit_host`` with the host's fabric counters of the last run, then this run's kept."""
+    counters = snapshot(facts.fabric.ports)
+    previous = store.load(name) if store is not None and counters else None
+    report = audit_host(name, facts, data, settings, previous)
+    if store is not None and counters:
+        try:
+            store.save(name, counters)
+        except ConfigError as exc:
+            print(f"gpuhost: {exc}", file=sys.stderr)
+    return report
+
+
 def audit_local(settings: AuditSettings, pythons: tuple[str, ...] | None) -> list[HostReport]:
     from gpuhost.facts.local import gather_local
 
@@ -80,7 +119,7 @@ def audit_local(settings: AuditSettings, pythons: tuple[str, ...] | None) -> lis
         facts = gather_local(pythons)
     except GpuhostError as exc:
         return [unreachable_host("localhost", str(exc))]
-    return [audit_host("localhost", facts, {}, settings)]
+    return [judge_host("localhost", facts, {}, settings, counter_store())]
 
 
 def audit_fleet(
@@ -119,6 +158,7 @@ def audit_fleet(
         return {"pythons": list(pythons) if pythons else named}
 
     reports = []
+    store = counter_store()
     try:
         for result in gather(
             selection,
@@ -129,7 +169,7 @@ def audit_fleet(
         ):
             if result.ok and result.value is not None:
                 settings_here = host_settings(result.data)
-                report = audit_host(result.name, result.value, result.data, settings_here)
+                report = judge_host(result.name, result.value, result.data, settings_here, store)
             elif result.reachable:
                 report = failed_host(result.name, result.error or "no result")
             else:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuhost.audit.expected import expected_state
 from gpuhost.audit.matrix_check import matrix_results
 from gpuhost.audit.rules import AuditContext, run_rules
+from gpuhost.fabric.expected import expectation
 from gpuhost.facts.host_facts import HostFacts
 from gpuhost.findings import (
     ERROR,
@@ -90,6 +91,21 @@ def _context(
     host_data: Mapping[str, Any],
     settings: AuditSettings,
     results: tuple[RuleResult, ...],
+    fabric_previous: dict[str, dict[str, int]] | None = None,
+) -> AuditContext:
+    gpu_names = [gpu.name or "" for gpu in facts.driver.smi.gpus] if facts.driver.smi.ok else []
+    return replace(
+        _profile_context(facts, host_data, settings, results),
+        fabric_expected=expectation(gpu_names, host_data),
+        fabric_previous=fabric_previous,
+    )
+
+
+def _profile_context(
+    facts: HostFacts,
+    host_data: Mapping[str, Any],
+    settings: AuditSettings,
+    results: tuple[RuleResult, ...],
 ) -> AuditContext:
     named = host_data.get(PROFILE_KEY)
     source = "inventory" if named else "marker" if facts.profile_marker else None
@@ -107,14 +123,18 @@ def _context(
 
 
 def audit_host(
-    name: str, facts: HostFacts, host_data: Mapping[str, Any], settings: AuditSettings
+    name: str,
+    facts: HostFacts,
+    host_data: Mapping[str, Any],
+    settings: AuditSettings,
+    fabric_previous: dict[str, dict[str, int]] | None = None,
 ) -> HostReport:
-    """Judge one host's facts."""
+    """Judge one host's facts (``fabric_previous``: its RDMA error counters of the last run)."""
     if settings.matrix is not None:
         from_matrix = matrix_results(facts, settings.matrix)
     else:
         from_matrix = (RuleResult("matrix", skipped="compatibility matrix not loaded"),)
-    ctx = _context(facts, host_data, settings, from_matrix)
+    ctx = _context(facts, host_data, settings, from_matrix, fabric_previous)
     return HostReport(name, True, facts, tuple(run_rules(ctx)))
 
 

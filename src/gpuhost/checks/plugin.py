@@ -10,7 +10,8 @@ in testinfra (then each host's profile comes from its /etc/gpuhost/profile marke
 
 Tiers (markers): ``static`` (the default for a check without a tier marker), ``functional``,
 ``stress``. ``--tier static`` runs static checks, ``--tier functional`` (default) static and
-functional, ``--tier stress`` all three.
+functional, ``--tier stress`` all three. ``fabric`` is a tier of its own: ``--tier fabric`` runs
+the checks marked ``fabric`` (checks/test_fabric.py) and nothing else; no other tier runs them.
 
 Fixtures for every check module (test_ssh.py included): ``host`` (testinfra host, reachability
 checked once), ``facts`` (checklib.HostFacts), ``inventory_data`` (the host's inventory data, {}
@@ -36,6 +37,8 @@ from gpuhost.connection import openssh_cause
 from gpuhost.errors import GpuhostError
 
 TIERS = ("static", "functional", "stress")
+# Tiers of their own: ``--tier fabric`` runs only the checks marked so, the tiers above never do.
+SEPARATE_TIERS = ("fabric",)
 HOSTS_KEY = pytest.StashKey[dict[str, CheckHost]]()
 TMP_KEY = pytest.StashKey[str]()
 _facts: dict[str, HostFacts] = {}
@@ -65,8 +68,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--tier",
         default="functional",
-        choices=TIERS,
-        help="static | functional (static+functional, default) | stress (all)",
+        choices=TIERS + SEPARATE_TIERS,
+        help="static | functional (static+functional, default) | stress (all) | fabric (the "
+        "RDMA fabric's checks only)",
     )
 
 
@@ -75,6 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ("static", "seconds: versions, holds, GPU health read from the host"),
         ("functional", "about a minute: the GPU smoke test, container smoke run"),
         ("stress", "opt-in, minutes: matmul burn, DCGM diag, nvbandwidth"),
+        ("fabric", "seconds: RDMA ports, counters, GPUDirect RDMA, ACS/IOMMU, GPU/NIC affinity"),
     ):
         config.addinivalue_line("markers", f"{tier}: {text}")
     if not hasattr(config.option, "hosts"):  # testinfra's plugin not loaded (e.g. --help)
@@ -119,6 +124,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _selected(item: pytest.Item, tier: str) -> bool:
+    """Whether ``--tier tier`` runs ``item``."""
+    own = next((t for t in SEPARATE_TIERS if item.get_closest_marker(t)), None)
+    if tier in SEPARATE_TIERS or own is not None:
+        return own == tier
+    return TIERS.index(_tier(item)) <= TIERS.index(tier)
+
+
 def _tier(item: pytest.Item) -> str:
     for tier in reversed(TIERS):
         if item.get_closest_marker(tier):
@@ -131,13 +144,13 @@ def _tier(item: pytest.Item) -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep the tier's checks; run them host by host in inventory order (each host's checks
     together, so hosts finish one after another and the progress lines say so)."""
-    limit = TIERS.index(config.getoption("tier") or "functional")
+    tier = config.getoption("tier") or "functional"
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     inventory_order: dict[str, CheckHost] = config.stash.get(HOSTS_KEY, {})
     hosts = {key: index for index, key in enumerate(inventory_order)}
     for item in items:
-        (keep if TIERS.index(_tier(item)) <= limit else drop).append(item)
+        (keep if _selected(item, tier) else drop).append(item)
         # JUnit: each case names its host in a ``host`` property, set here at collection so a
         # case whose module-scoped fixture errors still carries it.
         callspec = getattr(item, "callspec", None)

@@ -15,7 +15,7 @@ import gpuhost.checks
 from gpuhost.errors import ConfigError
 
 CHECKS_DIR_ENV = "GPUHOST_CHECKS_DIR"
-TIERS = ("static", "functional", "stress")
+TIERS = ("static", "functional", "stress", "fabric")
 
 
 def checks_dir() -> Path:

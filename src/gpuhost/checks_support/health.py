@@ -3,10 +3,12 @@
 A subset of the static checks that needs no GPU work and no network and answers in well under
 5 s on a healthy host: nvidia-smi answers (within ``SMI_TIMEOUT``) and lists GPUs, none has
 uncorrectable ECC errors since the driver loaded, pending page retirement or row remapping
-(pending or failed), and the loaded driver is the one the provision marker
-(/etc/gpuhost/profile) records. The judgement is ``judge`` (pure, on the captured texts); the
-GPU and driver judgements are the audit's rules through ``checks_support.gpu`` (their errors
-only; the driver's is the audit's profile.driver finding).
+(pending or failed), the loaded driver is the one the provision marker
+(/etc/gpuhost/profile) records, and the RDMA ports in /sys/class/infiniband are ACTIVE/LinkUp at
+the node class's rate (``checks_support.fabric.port_problems``; no port, nothing judged). The
+judgement is ``judge`` (pure, on the captured texts); the GPU and driver judgements are the
+audit's rules through ``checks_support.gpu`` (their errors only; the driver's is the audit's
+profile.driver finding).
 
 .. code:: python
 
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuhost.checks_support.fabric import gpu_names, port_problems, read_sysfs_ports
 from gpuhost.checks_support.gpu import (
     NOT_FOUND,
     ecc_problems,
@@ -49,6 +52,7 @@ class HealthInputs:
     smi_output: str | None
     module_text: str | None
     marker_text: str | None
+    rdma_ports: str = ""  # /sys/class/infiniband's port files as FILE:VALUE lines ("" none)
 
 
 def _read(path: str) -> str | None:
@@ -81,7 +85,9 @@ def gather(
         smi = NOT_FOUND
     except subprocess.TimeoutExpired:
         smi = None
-    return HealthInputs(smi, _read(root + MODULE_PATH), _read(root + MARKER_PATH))
+    return HealthInputs(
+        smi, _read(root + MODULE_PATH), _read(root + MARKER_PATH), read_sysfs_ports(root)
+    )
 
 
 def judge(inputs: HealthInputs) -> list[str]:
@@ -106,6 +112,7 @@ def judge(inputs: HealthInputs) -> list[str]:
         ecc_problems(report, (ERROR,))
         + retired_page_problems(report, (ERROR,))
         + remapped_row_problems(report, (ERROR,))
+        + port_problems(gpu_names(report), inputs.rdma_ports)  # RDMA ports: sysfs only
     )
     if inputs.marker_text and inputs.marker_text.strip():
         try:

@@ -117,10 +117,11 @@ def _collective(
     type=click.Choice((*TIERS, "health", "collective")),
     default="functional",
     show_default=True,
-    help="static; functional = static + smoke tests; stress = everything (minutes); health = "
-    "the fast node health check of this machine (Slurm HealthCheckProgram, one line, < 5 s); "
-    "collective = nccl-tests across the inventory's nodes through srun or mpirun "
-    "(docs/fabric.md).",
+    help="static; functional = static + smoke tests; stress = everything (minutes); fabric = "
+    "the RDMA fabric's checks only (ports, counters, GPUDirect RDMA, ACS/IOMMU, GPU/NIC "
+    "affinity); health = the fast node health check of this machine (Slurm "
+    "HealthCheckProgram, one line, < 5 s); collective = nccl-tests across the inventory's "
+    "nodes through srun or mpirun (docs/fabric.md).",
 )
 @click.option(
     "--drain",

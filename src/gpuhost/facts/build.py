@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from gpuhost.errors import ParseError, VersionError
+from gpuhost.fabric.model import FabricFacts, FabricTexts, read_fabric
 from gpuhost.facts import probe_parsers as pp
 from gpuhost.facts.host_facts import (
     ContainerFacts,
@@ -175,6 +176,23 @@ def _container(reader: _Reader) -> ContainerFacts:
     return ContainerFacts(toolkit_version=version, **runtimes)
 
 
+def _fabric(reader: _Reader) -> FabricFacts:
+    def ran(name: str) -> str | None:
+        section = reader.section(name)
+        return section.stdout if section is not None and section.ok else None
+
+    texts = FabricTexts(
+        ports=reader.text("rdma-ports"),
+        peermem=reader.text("peermem"),
+        iommu=ran("iommu"),
+        lspci=ran("lspci"),
+        topo=ran("nvidia-topo"),
+    )
+    facts, problems = read_fabric(texts)
+    reader.problems.extend(problems)
+    return facts
+
+
 def framework_from_probe(python: str, section: SectionOutput | None) -> FrameworkFacts:
     """One ``python.N`` section → FrameworkFacts (torch via parse_torch_probe, TF from the line)."""
     if section is None:
@@ -252,6 +270,7 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
             installed=fabric is not None and not fabric.missing_tool,
             service=services.get("nvidia-fabricmanager"),
         ),
+        fabric=_fabric(reader),
         persistenced=services.get("nvidia-persistenced"),
         frameworks=[
             framework_from_probe(python, probe.get(python_section_name(i)))

@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuhost.fabric.model import FabricFacts
 from gpuhost.parsers.cdi import CdiSpec
 from gpuhost.parsers.driver import KernelModule
 from gpuhost.parsers.nvidia_smi import SmiReport
@@ -207,6 +208,7 @@ class HostFacts:
     cudnn: CudnnFacts = field(default_factory=CudnnFacts)
     container: ContainerFacts = field(default_factory=ContainerFacts)
     fabric_manager: FabricManagerFacts = field(default_factory=FabricManagerFacts)
+    fabric: FabricFacts = field(default_factory=FabricFacts)  # RDMA ports, GPUDirect, ACS
     persistenced: ServiceState | None = None
     frameworks: list[FrameworkFacts] = field(default_factory=list)
     sshd: SshdFacts = field(default_factory=SshdFacts)

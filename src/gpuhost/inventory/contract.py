@@ -32,6 +32,7 @@ from pydantic import (
     ValidationError,
 )
 
+from gpuhost.fabric.expected import FabricOverride
 from gpuhost.inventory.collective_keys import COLLECTIVE_KEYS
 from gpuhost.inventory.value_types import (
     _CONTROL,
@@ -171,6 +172,18 @@ KEYS: dict[str, Key] = {
             False,
             "Install NVIDIA Fabric Manager when the profile says 'auto' (NVSwitch systems).",
             "provision",
+        ),
+        _k(
+            "gpuhost_fabric",
+            FabricOverride,
+            "a mapping of ports (integer), rate_gbps (number), link_layer ('InfiniBand' or "
+            "'Ethernet'), peermem (true/false), e.g. {ports: 8, rate_gbps: 400, link_layer: "
+            "InfiniBand}",
+            None,
+            "What the host's RDMA fabric should be, over (or without) its node class of "
+            "data/fabric_classes.yaml: compute ports of that link layer, the lowest port rate "
+            "in Gb/s, GPUDirect RDMA required (docs/fabric.md).",
+            "audit, check",
         ),
         _k(
             "gpuhost_install_cuda",
@@ -553,6 +566,8 @@ KEYS: dict[str, Key] = {
 
 @cache
 def _adapter(name: str) -> TypeAdapter[Any]:
+    if KEYS[name].type is FabricOverride:  # a TypedDict carries its own (strict) config
+        return TypeAdapter(FabricOverride)
     return TypeAdapter(KEYS[name].type, config=ConfigDict(strict=True))
 
 

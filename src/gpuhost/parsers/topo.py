@@ -13,6 +13,7 @@ EXPECTED = "nvidia-smi topo -m output (a GPU0 ... matrix)"
 SMI_ERROR_RE = re.compile(r"^ERROR:\s")
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 DEVICE_RE = re.compile(r"^(GPU|NIC|mlx\d+_)\d+$|^mlx\d+_\d+$")
+NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$", re.M)
 LINK_RE = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV\d+|SOC|PHB\d*|N/A)$")
 
 
@@ -26,6 +27,7 @@ class Topology(_ToDict):
     cpu_affinity: dict[str, str | None] = field(default_factory=dict)
     numa_affinity: dict[str, str | None] = field(default_factory=dict)
     error: str | None = None  # nvidia-smi refused (e.g. "ERROR: Option -m is missing its value")
+    nic_names: dict[str, str] = field(default_factory=dict)  # "NIC0" -> "mlx5_2" (NIC Legend)
 
     @property
     def nvlink(self) -> bool:
@@ -64,4 +66,5 @@ def parse_topo(text: str) -> Topology | None:
             topology.numa_affinity[label] = clean(extra[1]) if len(extra) > 1 else None
     if not topology.links:
         raise ParseError(f"expected {EXPECTED}, found a header without rows")
+    topology.nic_names.update(NIC_LEGEND_RE.findall("\n".join(lines)))
     return topology

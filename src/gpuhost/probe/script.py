@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from gpuhost.errors import ConfigError
 from gpuhost.parsers.cdi import list_specs_command
+from gpuhost.parsers.fabric import RDMA_FILES, SYSFS_ROOT
 from gpuhost.parsers.profile_marker import MARKER_PATH
 from gpuhost.parsers.sshd import AUDIT_KEYWORDS
 from gpuhost.parsers.systemd import show_command
@@ -193,6 +194,28 @@ MARKER_CODE = f"[ -f {MARKER_PATH} ] || exit 1; head -c 4096 {MARKER_PATH}"
 SSHD_FOUND_CODE = "command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ]"
 SSHD_T_CODE = "LC_ALL=C $(command -v sshd || echo /usr/sbin/sshd) -T"
 
+# The RDMA fabric (gpuhost.fabric; parsers.fabric), read only where the host has an RDMA device:
+# its ports' sysfs files as FILE:VALUE lines, nvidia_peermem, the IOMMU, the PCIe bridges' ACS
+# (lspci as root) and nvidia-smi's GPU/NIC matrix. The checks and the health tier run the same.
+RDMA_PORTS_CODE = (
+    f"[ -d {SYSFS_ROOT} ] || exit 0; grep -H . "
+    + " ".join(f"{SYSFS_ROOT}/*/ports/*/{name}" for name in RDMA_FILES)
+    + " 2>/dev/null; true"
+)
+PEERMEM_CODE = (
+    "grep -E '^(nvidia_peermem|nv_peer_mem) ' /proc/modules 2>/dev/null; "
+    "for m in nvidia_peermem nv_peer_mem; do [ -d /sys/module/$m ] && echo $m; done; true"
+)
+IOMMU_CODE = (
+    'echo "cmdline=$(cat /proc/cmdline 2>/dev/null)"; '
+    "ls /sys/class/iommu 2>/dev/null | sed 's/^/unit=/'; true"
+)
+LSPCI_CODE = (
+    "lspci -D -vvv 2>/dev/null | grep -E '^[0-9a-f]{4}:|Bus: primary|ACSCtl|access denied'; true"
+)
+TOPO_CODE = f"_gh_t {SMI_TIMEOUT_S} nvidia-smi topo -m"
+_IF_RDMA = f"[ -d {SYSFS_ROOT} ] || exit 0; "
+
 STATIC_SECTIONS: tuple[Section, ...] = (
     Section("meta", f'echo "probe={PROBE_VERSION}"; echo "uid=$(id -u)"; echo "host=$(hostname)"'),
     Section("os-release", OS_RELEASE_CODE),
@@ -290,6 +313,11 @@ STATIC_SECTIONS: tuple[Section, ...] = (
         f"'^({'|'.join(AUDIT_KEYWORDS)}) '",
     ),
     Section("profile-marker", MARKER_CODE),
+    Section("rdma-ports", RDMA_PORTS_CODE),
+    Section("peermem", PEERMEM_CODE),
+    Section("iommu", _IF_RDMA + IOMMU_CODE),
+    Section("lspci", f"{_IF_RDMA}_gh_need lspci; {LSPCI_CODE}"),
+    Section("nvidia-topo", f"{_IF_RDMA}_gh_need nvidia-smi; {TOPO_CODE}"),
 )
 
 SECTION_NAMES: tuple[str, ...] = tuple(section.name for section in STATIC_SECTIONS)

@@ -148,6 +148,28 @@ def _host_metrics(g: _Gauges, host: HostReport) -> bool:
     return True
 
 
+def _fabric_metrics(reg: CollectorRegistry, hosts: list[HostReport]) -> None:
+    """Per RDMA port: up (ACTIVE/LinkUp) and its rate; only hosts that have ports."""
+    labels = ("host", "port", "link_layer")
+    up = Gauge(
+        "gpuhost_fabric_port_up",
+        "1 when the RDMA port is ACTIVE and LinkUp.",
+        labelnames=labels,
+        registry=reg,
+    )
+    rate = Gauge(
+        "gpuhost_fabric_port_rate_gbps",
+        "The RDMA port's rate in Gb/s (0: unknown).",
+        labelnames=labels,
+        registry=reg,
+    )
+    for host in hosts:
+        for port in host.facts.fabric.ports if host.facts is not None else []:
+            key = {"host": host.name, "port": port.name, "link_layer": port.link_layer or ""}
+            up.labels(**key).set(1 if port.active else 0)
+            rate.labels(**key).set(port.rate_gbps or 0)
+
+
 def registry(
     hosts: Iterable[HostReport], summary: Mapping[str, Any], now: float | None = None
 ) -> CollectorRegistry:
@@ -155,7 +177,9 @@ def registry(
     reg = CollectorRegistry(auto_describe=True)
     g = _gauges(reg)
     _data_info(reg)
-    probed = [_host_metrics(g, host) for host in sorted(hosts, key=lambda h: h.name)]
+    ordered = sorted(hosts, key=lambda h: h.name)
+    probed = [_host_metrics(g, host) for host in ordered]
+    _fabric_metrics(reg, ordered)
     verdicts = summary.get("verdicts") or {}
     exposed = (summary.get("security") or {}).get("verdicts") or {}
     for name in VERDICTS:

@@ -10,9 +10,10 @@ registry: the checks' order, the ids, and ``run_rules``.
 
 - ``context``: ``AuditContext`` and the result helpers every rule uses (``per_gpu`` ...)
 - ``installed``: the driver versions the host has installed and loaded
-- ``host_probe``, ``driver``, ``signing``, ``packages``, ``fabric``, ``profile``,
-  ``gpu_settings``, ``gpu_health``, ``cuda``, ``container``, ``cdi``, ``frameworks``,
-  ``security``, ``ssh``: the checks
+- ``host_probe``, ``driver``, ``signing``, ``packages``, ``fabric`` (fabric manager),
+  ``fabric_ports``, ``fabric_rdma`` (the RDMA fabric), ``profile``, ``gpu_settings``,
+  ``gpu_health``, ``cuda``, ``container``, ``cdi``, ``frameworks``, ``security``, ``ssh``: the
+  checks
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from gpuhost.audit.rules.driver import (
     check_reboot_needed,
 )
 from gpuhost.audit.rules.fabric import check_fabric_manager
+from gpuhost.audit.rules.fabric_ports import check_fabric_counters, check_fabric_ports
+from gpuhost.audit.rules.fabric_rdma import check_affinity, check_gpudirect, check_pcie_path
 from gpuhost.audit.rules.frameworks import check_frameworks
 from gpuhost.audit.rules.gpu_health import (
     check_ecc,
@@ -70,7 +73,12 @@ __all__ = [
     "check_driver_held",
     "check_driver_state",
     "check_ecc",
+    "check_affinity",
+    "check_fabric_counters",
     "check_fabric_manager",
+    "check_fabric_ports",
+    "check_gpudirect",
+    "check_pcie_path",
     "check_frameworks",
     "check_module_signature",
     "check_next_boot_kernel",
@@ -105,6 +113,11 @@ RULES: dict[str, RuleCheck] = {
     "kernel.next-boot-module": check_next_boot_kernel,
     "kernel.module-signature": check_module_signature,
     "fabricmanager": check_fabric_manager,
+    "fabric.ports": check_fabric_ports,
+    "fabric.counters": check_fabric_counters,
+    "fabric.gpudirect": check_gpudirect,
+    "fabric.pcie": check_pcie_path,
+    "fabric.affinity": check_affinity,
     "profile": check_profile,
     "gpu.persistence": check_persistence,
     "gpu.clocks": check_clocks,
@@ -149,6 +162,15 @@ RULE_IDS: tuple[str, ...] = (
     "kernel.module-key-pending",
     "fabricmanager.version",
     "fabricmanager.inactive",
+    "fabric.ports-missing",
+    "fabric.port-down",
+    "fabric.port-rate",
+    "fabric.link-layer",
+    "fabric.counters-growing",
+    "fabric.peermem",
+    "fabric.acs",
+    "fabric.iommu",
+    "fabric.affinity",
     "profile.unknown",
     "profile.marker",
     "profile.driver",

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gpuhost.desired import DesiredState
+from gpuhost.fabric.expected import FabricExpectation
 from gpuhost.facts.host_facts import HostFacts
 from gpuhost.findings import Finding, RuleResult
 from gpuhost.parsers.nvidia_smi import GpuInfo
@@ -24,6 +25,10 @@ class AuditContext:
     # indexes of GPUs known to be busy (P0): only the checks read performance states; with a
     # busy GPU a PCIe generation below its max is a warning, not the idle GPU's power saving
     busy_gpus: frozenset[int] = frozenset()
+    # what the fabric should be (node class / gpuhost_fabric; None: nothing expected) and the
+    # RDMA error counters of the previous run (None: no baseline)
+    fabric_expected: FabricExpectation | None = None
+    fabric_previous: dict[str, dict[str, int]] | None = None
 
 
 def ok_result(rule: str) -> RuleResult:
