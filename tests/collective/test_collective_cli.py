@@ -177,6 +177,26 @@ def test_no_srun_could_not_run(cluster, capsys, monkeypatch):
     assert "not found: launcher: srun" in capsys.readouterr().out
 
 
+def test_an_unreachable_launch_host_could_not_run(cluster, capsys, tmp_path):
+    _root, nccl, _inventory, _tmp = cluster
+    port = _free_port()  # nothing listens there
+    launcher = {
+        "gpuhost_collective_launcher": True,
+        "ssh_hostname": "127.0.0.1",
+        "ssh_port": port,
+        "ssh_connect_timeout": 5,
+    }
+    node = {"gpuhost_gpus": ["NVIDIA H100 80GB HBM3"], "gpuhost_collective_floor": 300}
+    inventory = tmp_path / "remote.py"
+    inventory.write_text(f"hosts = [('ctl', {launcher!r}), ('n1', {node!r}), ('n2', {node!r})]\n")
+
+    assert _check(inventory, f"--nccl-tests={nccl}") == 1
+    out = capsys.readouterr().out
+    assert "through slurm on ctl" in out
+    assert "COULD-NOT-RUN all_reduce_perf over n1,n2 (all): launch host unreachable: ctl: " in out
+    assert f"127.0.0.1:{port}" in out, out
+
+
 def test_no_gpu_on_a_node_could_not_run(cluster, capsys):
     _root, nccl, inventory, _tmp = cluster
     capture = REPO / "tests/fixtures/nccl-tests/all_reduce__no-cuda-device__t4x8.txt"

@@ -24,9 +24,12 @@ from typing import Any
 from gpuhost.checks_support.inventory import LOCAL, CheckHost, load_hosts, ssh_config
 from gpuhost.collective.floors import load_floors, resolve_floor
 from gpuhost.collective.plan import DEFAULT_RUN_TIMEOUT, LAUNCHERS, Node, Setup
-from gpuhost.collective.run import Execute
+from gpuhost.collective.run import UNREACHABLE, Execute
+from gpuhost.connection import openssh_cause
 from gpuhost.errors import ConfigError
 from gpuhost.inventory.contract import value
+
+SSH_FAILED = 255  # ssh's own exit status when it could not connect
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,7 @@ def _run(argv: list[str], timeout: float) -> tuple[int, str]:
 @contextmanager
 def executor(inventory: str, limit: str | None, setup: Setup) -> Iterator[Execute]:
     """``execute(command, timeout)`` on the launch host, for the time of the ``with``."""
-    if setup.launch_host is None:
+    if setup.launch_host in (None, LOCAL):
         yield lambda command, timeout: _run(["sh", "-c", command], timeout)
         return
     host = next(h for h in load_hosts(inventory, limit) if h.name == setup.launch_host)
@@ -157,7 +160,11 @@ def executor(inventory: str, limit: str | None, setup: Setup) -> Iterator[Execut
 
         def execute(command: str, timeout: float) -> tuple[int, str]:
             remote = f"timeout {int(timeout)} sh -c {shlex.quote(command)}"
-            return _run([*base, host.name, remote], timeout + 30)
+            rc, output = _run([*base, host.name, remote], timeout + 30)
+            cause = openssh_cause(output, host.data, host.name) if rc == SSH_FAILED else None
+            if cause:
+                return rc, f"{UNREACHABLE}{host.name}: {cause}"
+            return rc, output
 
         yield execute
         subprocess.run(

@@ -19,6 +19,8 @@ from gpuhost.collective.plan import Setup, missing_lines, preflight_command, run
 
 Execute = Callable[[str, float], tuple[int, str]]
 PREFLIGHT_TIMEOUT = 120.0
+#: how the launch host's shell says the launch host could not be reached
+UNREACHABLE = "gpuhost: launch host unreachable: "
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class Report:
 def _preflight(setup: Setup, execute: Execute) -> str | None:
     """Why nothing can run (a launcher or nccl-tests binary missing), else None."""
     rc, output = execute(preflight_command(setup), PREFLIGHT_TIMEOUT)
+    if output.startswith(UNREACHABLE):
+        return output.removeprefix("gpuhost: ").strip()
     missing = missing_lines(output)
     if missing:
         return "not found: " + "; ".join(missing)
