@@ -103,3 +103,9 @@ def test_the_fabric_tier_runs_the_fabric_checks_only(tmp_path: Path) -> None:
     static = gpuhost("check", "--tier", "stress", "--", "--collect-only", "-q", tmp_path=tmp_path)
     assert "test_fabric_manager.py" in static.stdout
     assert "test_fabric.py::" not in static.stdout
+
+
+def test_the_checks_keep_the_counters_under_the_audits_host_names() -> None:
+    from gpuhost.checks_support.fabric import counter_key
+
+    assert counter_key("ssh://h1") == "h1" and counter_key("local") == "localhost"

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from gpuhost.checks.checklib import HostFacts, fail_with
-from gpuhost.checks_support.fabric import NO_FABRIC, FabricView, counter_store, fabric_view
+from gpuhost.checks_support.fabric import (
+    NO_FABRIC,
+    FabricView,
+    counter_key,
+    counter_store,
+    fabric_view,
+)
 from gpuhost.fabric import judge
 from gpuhost.findings import Finding
 
@@ -56,9 +62,9 @@ def test_fabric_counters(facts: HostFacts, fabric: FabricView) -> None:
     now = judge.snapshot(fabric.facts.ports)
     if not now:
         pytest.skip(f"{facts.name}: no RDMA error counter could be read")
-    store = counter_store()
-    previous = store.load(facts.name)
-    store.save(facts.name, now)
+    store, key = counter_store(), counter_key(facts.name)  # shared with the audit's runs
+    previous = store.load(key)
+    store.save(key, now)
     if previous is None:
         pytest.skip(f"{facts.name}: first run: the counters are the baseline for the next one")
     _fail(facts, "fabric error counters", judge.counter_findings(fabric.facts.ports, previous))

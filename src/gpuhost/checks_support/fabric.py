@@ -75,6 +75,12 @@ def fabric_view(run: Callable[[str], str], host: _Host, data: Mapping[str, Any])
     return FabricView(host.name, facts, expected, kernel, tuple(problems))
 
 
+def counter_key(check_host: str) -> str:
+    """The host's name in the counter files, as the audit names it: the inventory name
+    (testinfra's ``ssh://NAME``), ``localhost`` for this machine."""
+    return "localhost" if check_host == "local" else check_host.removeprefix("ssh://")
+
+
 def counter_store() -> CounterStore:
     """The state folder's counter files (a ConfigError when the folder is unsafe: the check
     fails with that line)."""
