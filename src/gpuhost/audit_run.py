@@ -5,9 +5,10 @@ judged (``audit.host``), and the report files written (JSON, JUnit, Prometheus, 
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -98,11 +99,14 @@ def judge_host(
     facts: HostFacts,
     data: Mapping[str, Any],
     settings: AuditSettings,
-    store: CounterStore | None,
+    open_store: Callable[[], CounterStore | None],
 ) -> HostReport:
-    """``audit_host`` with the host's fabric counters of the last run, then this run's kept."""
+    """``audit_host`` with the host's fabric counters of the last run, then this run's kept;
+    ``open_store`` is asked only for a host with RDMA counters (a run without any never reads
+    the state folder)."""
     counters = snapshot(facts.fabric.ports)
-    previous = store.load(name) if store is not None and counters else None
+    store = open_store() if counters else None
+    previous = store.load(name) if store is not None else None
     report = audit_host(name, facts, data, settings, previous)
     if store is not None and counters:
         try:
@@ -119,7 +123,7 @@ def audit_local(settings: AuditSettings, pythons: tuple[str, ...] | None) -> lis
         facts = gather_local(pythons)
     except GpuhostError as exc:
         return [unreachable_host("localhost", str(exc))]
-    return [judge_host("localhost", facts, {}, settings, counter_store())]
+    return [judge_host("localhost", facts, {}, settings, counter_store)]
 
 
 def audit_fleet(
@@ -158,7 +162,7 @@ def audit_fleet(
         return {"pythons": list(pythons) if pythons else named}
 
     reports = []
-    store = counter_store()
+    store = functools.cache(counter_store)  # opened once, at the first host with counters
     try:
         for result in gather(
             selection,

@@ -80,20 +80,40 @@ def test_the_captured_fabric_is_clean_and_each_fault_gives_its_finding() -> None
 def test_counters_growing_between_two_audits(tmp_path: Path) -> None:
     store = CounterStore(tmp_path / "state")
     first = judge_host(
-        "h1", facts(**{"rdma-ports": SYSFS, "peermem": PEERMEM}), FABRIC, AuditSettings(), store
+        "h1",
+        facts(**{"rdma-ports": SYSFS, "peermem": PEERMEM}),
+        FABRIC,
+        AuditSettings(),
+        lambda: store,
     )
     assert "first run" in (skipped(first)["fabric.counters"] or "")
     same = judge_host(
-        "h1", facts(**{"rdma-ports": SYSFS, "peermem": PEERMEM}), FABRIC, AuditSettings(), store
+        "h1",
+        facts(**{"rdma-ports": SYSFS, "peermem": PEERMEM}),
+        FABRIC,
+        AuditSettings(),
+        lambda: store,
     )
     assert fabric_ids(same) == [] and skipped(same)["fabric.counters"] is None
     grown = SYSFS.replace("counters/link_downed:255", "counters/link_downed:260")
     report = judge_host(
-        "h1", facts(**{"rdma-ports": grown, "peermem": PEERMEM}), FABRIC, AuditSettings(), store
+        "h1",
+        facts(**{"rdma-ports": grown, "peermem": PEERMEM}),
+        FABRIC,
+        AuditSettings(),
+        lambda: store,
     )
     assert fabric_ids(report) == ["fabric.counters-growing"]
     assert "link_downed 255 -> 260 (+5)" in report.findings[0].message
     assert (store.path("h1").stat().st_mode & 0o777) == 0o600
+
+
+def test_a_host_without_counters_never_opens_the_state_folder() -> None:
+    def refuse() -> CounterStore:
+        raise AssertionError("the state folder was opened")
+
+    report = judge_host("h1", facts(), {}, AuditSettings(), refuse)
+    assert report.verdict in ("ok", "warning")
 
 
 def test_a_damaged_counters_file_is_no_baseline(tmp_path: Path) -> None:

@@ -75,6 +75,7 @@ def test_the_health_judgement_includes_the_fabric_ports(tmp_path: Path) -> None:
 
     smi = Path(__file__).resolve().parents[1] / "fixtures" / "parsers" / "smi-two-gpus-v12.xml"
     down = SYSFS.replace("mlx5_0/ports/1/state:4: ACTIVE", "mlx5_0/ports/1/state:1: DOWN")
+
     def fabric_faults(ports: str) -> list[str]:
         found = faults(judge(HealthInputs(smi.read_text(), None, None, ports)))
         return [fault.id for fault in found if fault.id.startswith("fabric.")]

@@ -10,6 +10,7 @@ from gpuhost.errors import ParseError
 from gpuhost.parsers.fabric import (
     parse_ib_sysfs,
     parse_ibstat,
+    parse_ibv_devinfo,
     parse_iommu,
     parse_lspci,
     peermem_loaded,
@@ -105,3 +106,17 @@ def test_the_topology_names_its_nics() -> None:
     assert topology is not None
     assert topology.nic_names["NIC0"] == "mlx5_2" and topology.nic_names["NIC16"] == "mlx5_bond_0"
     assert topology.links["GPU0"]["NIC0"] == "PXB"
+
+
+def test_ibv_devinfo_state_and_link_layer() -> None:
+    down = parse_ibv_devinfo(read("ibv-devinfo-deepep-60.txt"))
+    assert [(p.name, p.state, p.link_layer) for p in down] == [("mlx5_12/1", "DOWN", "Ethernet")]
+    (up,) = parse_ibv_devinfo(read("ibv-devinfo-deepep-55.txt"))  # a leading cut block ignored
+    assert (up.name, up.state, up.link_layer, up.rate_gbps) == (
+        "mlx5_3/1",
+        "ACTIVE",
+        "InfiniBand",
+        None,
+    )
+    with pytest.raises(ParseError):
+        parse_ibv_devinfo("No IB devices found\n")

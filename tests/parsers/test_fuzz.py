@@ -11,7 +11,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuhost.errors import ParseError
-from gpuhost.parsers import container, cuda, detect, driver, frameworks, packages, smi_misc, topo
+from gpuhost.parsers import (
+    container,
+    cuda,
+    detect,
+    driver,
+    fabric,
+    frameworks,
+    packages,
+    smi_misc,
+    topo,
+)
 from gpuhost.parsers import nvidia_smi as smi
 from gpuhost.parsers.listening import parse_ss_listening
 from gpuhost.parsers.profile_marker import parse_profile_marker
@@ -46,6 +56,11 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "parse_profile_marker": parse_profile_marker,
     "parse_ss_listening": parse_ss_listening,
     "parse_show_node": parse_show_node,
+    "parse_ib_sysfs": fabric.parse_ib_sysfs,
+    "parse_ibstat": fabric.parse_ibstat,
+    "parse_ibv_devinfo": fabric.parse_ibv_devinfo,
+    "parse_lspci": fabric.parse_lspci,
+    "parse_iommu": lambda t: fabric.parse_iommu(t, t),
 }
 
 OWN = Path(__file__).resolve().parents[1] / "fixtures" / "parsers"

@@ -5,7 +5,8 @@
   (Documentation/ABI/stable/sysfs-class-infiniband): ``4: ACTIVE``, ``5: LinkUp``,
   ``400 Gb/sec (4X NDR)``, ``InfiniBand`` or ``Ethernet`` (RoCE), counters one integer each
   (``N/A (no PMA)`` where the device has no performance management agent).
-* ``parse_ibstat``: ``ibstat`` (infiniband-diags) with the same port data.
+* ``parse_ibstat``: ``ibstat`` (infiniband-diags) with the same port data; ``parse_ibv_devinfo``:
+  ``ibv_devinfo`` (rdma-core), state and link layer (it prints no rate).
 * ``parse_lspci``: ``lspci -D -vvv`` (as root: the ACS lines need it), reduced to the device lines,
   the bridges' ``Bus:`` ranges and ``ACSCtl:`` lines.
 * ``parse_iommu``: ``/proc/cmdline`` and the ``/sys/class/iommu`` listing.
@@ -14,7 +15,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpuhost.errors import ParseError
 from gpuhost.parsers._common import first_line, require_text
@@ -101,7 +102,7 @@ def _port(device: str, port: int, values: dict[str, str]) -> IbPort:
     counters = {
         name.removeprefix("counters/"): int(value)
         for name, value in values.items()
-        if name.startswith("counters/") and value.isdigit()
+        if name.startswith("counters/") and value.isascii() and value.isdigit()
     }
     rate = values.get("rate")
     return IbPort(
@@ -156,6 +157,38 @@ def parse_ibstat(text: str) -> list[IbPort]:
     flush()
     if not ports and text.strip():
         raise ParseError(f"expected ibstat output (CA '...' blocks), found: {first_line(text)!r}")
+    return ports
+
+
+_HCA_RE = re.compile(r"^hca_id:\s*(\S+)$")
+_IBV_PORT_RE = re.compile(r"^port:\s*(\d+)$")
+_IBV_STATE_RE = re.compile(r"^PORT_([A-Z_]+)\b")
+
+
+def parse_ibv_devinfo(text: str) -> list[IbPort]:
+    """``ibv_devinfo`` (rdma-core) -> ports with state and link layer (it prints no rate);
+    lines before the first ``hca_id:`` are ignored."""
+    text = require_text(text, "ibv_devinfo output (hca_id: blocks)")
+    ports: list[IbPort] = []
+    device: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        hca, port = _HCA_RE.match(line), _IBV_PORT_RE.match(line)
+        key, _, value = line.partition(":")
+        value = value.strip()
+        if hca:
+            device = hca.group(1)
+        elif port and device is not None:
+            ports.append(IbPort(device=device, port=int(port.group(1))))
+        elif ports and ports[-1].device == device and key == "state":
+            state = _IBV_STATE_RE.match(value)
+            ports[-1] = replace(ports[-1], state=state.group(1) if state else value)
+        elif ports and ports[-1].device == device and key == "link_layer":
+            ports[-1] = replace(ports[-1], link_layer=value)
+    if device is None and text.strip():
+        raise ParseError(
+            f"expected ibv_devinfo output (hca_id: blocks), found: {first_line(text)!r}"
+        )
     return ports
 
 
