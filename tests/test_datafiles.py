@@ -15,7 +15,8 @@ DATA_FILES = [
     ("gpuhost.data", "profiles.yaml"),
     ("gpuhost.data", "package_sets.yaml"),
     ("gpuhost.data", "ssh_policy.yaml"),
-    ("gpuhost.checks_support", "xid_codes.yaml"),
+    ("gpuhost.data", "faults.yaml"),
+    ("gpuhost.data", "node_classes.yaml"),
 ]
 
 

@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "signals",
         "bundle",
         "fabric",
+        "faults",
     ),
     ("facts", "inventory"),
     ("operations", "audit"),

@@ -12,6 +12,8 @@ with its ``; fix: FIX`` tail and no ``fix`` gives the field that tail):
 - ``fix``: the command or action that repairs it
 - ``source``: what the expectation rests on: a URL (matrix rows), a profile, or the rule's
   documentation (``docs/audit-report.md#<rule>``)
+- ``action``: what an operator (or the health tier) should do, one of ``ACTIONS``; set on the GPU
+  health findings from the fault catalog (``gpuhost.faults``), None where the catalog has no row
 
 Each is ``None`` only where it does not apply (an ``info`` finding may need no fix).
 
@@ -42,6 +44,11 @@ VERDICTS = (VERDICT_UNREACHABLE, VERDICT_ERROR, VERDICT_WARNING, VERDICT_OK)
 
 RULE_DOC = "docs/audit-report.md"
 
+# What a fault calls for, least disruptive first (the fault catalog, data/faults.yaml, gives one
+# per fault): nothing; keep an eye on it; reset the GPU; reboot the node; take the node out of
+# service (drain) and find out; inspect or return the hardware.
+ACTIONS = ("none", "watch", "reset-gpu", "reboot", "drain", "inspect-hardware")
+
 
 def rule_doc(rule: str) -> str:
     """The documentation reference of a rule id (the default ``source`` of audit findings)."""
@@ -57,12 +64,17 @@ class Finding:
     found: str | None = None
     expected: str | None = None
     fix: str | None = None
+    action: str | None = None
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(
                 f"finding {self.rule}: severity {self.severity!r}, expected one of "
                 f"{', '.join(SEVERITIES)}"
+            )
+        if self.action is not None and self.action not in ACTIONS:
+            raise ValueError(
+                f"finding {self.rule}: action {self.action!r}, expected one of {', '.join(ACTIONS)}"
             )
         said, fix = split_fix(self.message)
         if fix is None and self.fix:
@@ -80,6 +92,7 @@ class Finding:
             "expected": self.expected,
             "fix": self.fix,
             "source": self.source,
+            "action": self.action,
         }
 
     to_json = to_dict

@@ -44,7 +44,7 @@ def test_local_audit_json_on_stdout_is_schema_1(capsys):
     assert host["reachable"] is True
     assert host["verdict"] == "warning"
     assert [f["rule"] for f in host["findings"]] == ["gpu.none"]
-    keys = ["rule", "severity", "message", "found", "expected", "fix", "source"]
+    keys = ["rule", "severity", "message", "found", "expected", "fix", "source", "action"]
     assert all(list(f) == keys for f in host["findings"])
     assert host["facts"]["driver"]["smi"]["state"] == "absent"
     assert report["summary"]["verdict"] == "warning"

@@ -12,6 +12,7 @@ from rule_modules import rule_modules
 from gpuhost.audit.host import AuditSettings, audit_host
 from gpuhost.audit.rules import RULE_IDS, RULES
 from gpuhost.facts.build import host_facts_from_text
+from gpuhost.faults.gpu import CLOCK_EVENTS
 from gpuhost.matrix import load_matrix, load_profiles
 
 SETTINGS = AuditSettings(matrix=load_matrix(), profiles={})
@@ -54,8 +55,11 @@ def test_every_finding_id_in_the_rules_is_listed_and_documented():
     )
     literal_ids = set(re.findall(r'(?:Finding|SshdRule)\(\s*"([a-z.-]+)"', source))
     literal_ids |= set(re.findall(r'one_finding\(\s*rule,\s*"([a-z.-]+)"', source))
+    literal_ids |= set(re.findall(r'catalog_finding\(\s*"([a-z.-]+)"', source))
+    literal_ids |= {rule_id for _, rule_id, _ in CLOCK_EVENTS}
     literal_ids |= {rule_id for rule_id, _, _ in rules.SMI_STATE_RULES.values()}
     assert {"ssh.root-login", "driver.smi-missing", "gpu.remap-pending"} <= literal_ids
+    assert {"gpu.fabric.state", "gpu.clocks.hw-thermal", "gpu.recovery-action"} <= literal_ids
     # checks that emit findings under their own id (Finding(rule, ...), one_finding(rule, rule))
     own_ids = {
         name

@@ -12,6 +12,8 @@ import pytest
 from gpuhost.checks_support.gpu import NOT_FOUND
 from gpuhost.checks_support.health import HealthInputs, gather, judge, reason_line
 from gpuhost.errors import ParseError
+from gpuhost.faults.catalog import drain_policy
+from gpuhost.faults.judge import finding_line
 from gpuhost.slurm import REASON_PREFIX, SlurmNode, drain_command, parse_show_node
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -30,20 +32,30 @@ def test_healthy_gpu_with_matching_marker_has_no_problem():
     assert judge(HealthInputs(A100, None, _marker("535.54.03"))) == []
 
 
-def test_sick_gpu_gives_one_line_per_problem():
+def test_sick_gpu_gives_one_finding_per_problem_with_its_action():
     problems = judge(HealthInputs(V100_SICK, None, None))
-    assert len(problems) == 2
-    assert problems[0].startswith("[gpu.ecc-uncorrectable] GPU 0 (Tesla V100-SXM3-32GB")
-    assert "volatile 1" in problems[0]
-    assert problems[1].startswith("[gpu.retired-pages-pending] ")
+    assert [(p.rule, p.action) for p in problems] == [
+        ("gpu.ecc-uncorrectable", "reset-gpu"),
+        ("gpu.retired-pages-pending", "reboot"),
+    ]
+    assert [drain_policy(p) for p in problems] == ["persistent", "persistent"]
+    lines = [finding_line(p) for p in problems]
+    assert lines[0].startswith(
+        "[gpu.ecc-uncorrectable, action: reset-gpu] GPU 0 (Tesla V100-SXM3-32GB"
+    )
+    assert "volatile 1" in lines[0]
+    assert lines[1].startswith("[gpu.retired-pages-pending, action: reboot] ")
     line = reason_line(problems)
-    assert line.startswith("[gpu.ecc-uncorrectable] GPU 0 (Tesla V100-SXM3-32GB, 00000000:34:00.0)")
+    assert line.startswith(
+        "[gpu.ecc-uncorrectable, action: reset-gpu] GPU 0 (Tesla V100-SXM3-32GB, 00000000:34:00.0)"
+    )
     assert line.endswith("(+1 more)") and "\n" not in line
 
 
 def test_driver_other_than_the_marker_records():
     (problem,) = judge(HealthInputs(A100, None, _marker("550.54.15")))
-    assert problem == (
+    assert problem.action is None  # not a GPU fault: the catalog has no row
+    assert finding_line(problem) == (
         "[profile.driver] driver 535.54.03 found, profile p535 pins 550.54.15; fix: gpuhost "
         "upgrade (or gpuhost provision on a fresh host)"
     )
@@ -60,12 +72,18 @@ def test_driver_other_than_the_marker_records():
 )
 def test_unavailable_gpus_are_one_reason(inputs, start):
     problems = judge(inputs)
-    assert len(problems) == 1 and problems[0].startswith(start), problems
+    assert len(problems) == 1 and problems[0].message.startswith(start), problems
+
+
+def test_a_lost_gpu_calls_for_a_reboot_at_once():
+    (lost,) = judge(HealthInputs(LOST, None, None))
+    assert (lost.rule, lost.action, drain_policy(lost)) == ("gpu.lost", "reboot", "immediate")
+    assert reason_line([lost]).startswith("[gpu.lost, action: reboot] nvidia-smi reports gpu-lost")
 
 
 def test_bad_marker_is_a_problem_not_a_crash():
     problems = judge(HealthInputs(A100, None, "{not json"))
-    assert len(problems) == 1 and problems[0].startswith("/etc/gpuhost/profile")
+    assert len(problems) == 1 and problems[0].message.startswith("/etc/gpuhost/profile")
 
 
 def test_gather_reads_commands_and_files(tmp_path):

@@ -60,5 +60,5 @@ def test_health_tier_on_an_8_gpu_node_reads_once_and_stays_in_budget(tmp_path, m
     start = time.monotonic()
     code = run_health(HealthRequest(), lambda line, **_: lines.append(line))
     assert time.monotonic() - start < BUDGET_S
-    assert code == 1 and lines[0].startswith("drain: [gpu.remap-pending] GPU 7 (")
+    assert code == 1 and lines[0].startswith("reset-gpu: [gpu.remap-pending] GPU 7 (")
     assert "00000000:DB:00.0" in lines[0]  # the eighth GPU

@@ -323,7 +323,7 @@ def test_persistent_fault_drains_slurm_and_kubernetes_after_n_runs_then_resumes(
     cluster.smi = V100_SICK
     for run in (1, 2):
         code, out, err = cluster.run(drain=True, k8s=True)
-        assert code == 1 and out[0].startswith("drain: [gpu.ecc-uncorrectable] GPU 0 (Tesla")
+        assert code == 1 and out[0].startswith("reboot: [gpu.retired-pages-pending] GPU 0 (Tesla")
         assert err == [
             f"gpuhost: not drained yet: gpu.ecc-uncorrectable seen on {run} of 3, "
             f"gpu.retired-pages-pending seen on {run} of 3 consecutive runs"
@@ -335,12 +335,12 @@ def test_persistent_fault_drains_slurm_and_kubernetes_after_n_runs_then_resumes(
     assert code == 1
     assert err == [
         "gpuhost: drained Slurm node h1",
-        f"gpuhost: tainted Kubernetes node h1 ({TAINT_KEY}=drain:NoSchedule)",
+        f"gpuhost: tainted Kubernetes node h1 ({TAINT_KEY}=reboot:NoSchedule)",
     ]
     slurm = cluster.slurm()
     assert slurm["state"] == "IDLE+DRAIN" and slurm["reason"] == f"gpuhost: {out[0]}"
     assert slurm["reason"].endswith("(+1 more)") and len(slurm["reason"]) <= 200
-    assert cluster.node().taint == "drain" and cluster.node().condition[:2] == ("False", "Drain")
+    assert cluster.node().taint == "reboot" and cluster.node().condition[:2] == ("False", "Reboot")
     cluster.run(drain=True, k8s=True)  # nothing new to do
     assert len(cluster.calls("scontrol")) == 1 and len(cluster.calls("kubectl")) == 2
 

@@ -11,6 +11,7 @@ from smoke.documents import find_check, gpu_document
 from gpuhost.checks_support import expected, gpu, packages, pci, smoke, stress, xid
 from gpuhost.checks_support.inventory import CheckHost, load_hosts, ssh_config
 from gpuhost.errors import ConfigError, ParseError
+from gpuhost.faults.judge import finding_line, xid_findings
 from gpuhost.parsers import parse_output, parse_proc_version, parse_xml
 from gpuhost.parsers.packages import Package
 from gpuhost.smoke import Expectations, judge
@@ -31,9 +32,10 @@ def capture(rel: str) -> str:
 def test_retired_pages_pending_and_ecc_found_on_real_v100_capture() -> None:
     report = parse_xml(capture("nvidia-smi-xml/openpai__nvidia_smi_retired_pages.xml"))
     pages = gpu.retired_page_problems(report)
-    assert pages and pages[0].startswith("[gpu.retired-pages-pending] GPU")
+    assert pages and pages[0].startswith("[gpu.retired-pages-pending, action: reboot] GPU")
     assert "Tesla V100" in pages[0] and "waiting to be retired" in pages[0]
-    assert any(p.startswith("[gpu.ecc-uncorrectable] ") for p in gpu.ecc_problems(report))
+    ecc = gpu.ecc_problems(report)
+    assert any(p.startswith("[gpu.ecc-uncorrectable, action: reset-gpu] ") for p in ecc)
 
 
 def test_healthy_h100_capture_has_no_health_problem() -> None:
@@ -52,10 +54,12 @@ def test_healthy_h100_capture_has_no_health_problem() -> None:
 def test_pcie_width_always_judged_generation_only_when_busy() -> None:
     report = parse_xml(capture("nvidia-smi-xml/telegraf-pr17482__dual_2070-v13.xml"))
     idle = gpu.pcie_problems(report, {0: "P8", 1: "P8"})
-    assert len(idle) == 2 and all(p.startswith("[gpu.pcie-width] ") for p in idle)
+    width = "[gpu.pcie-width, action: inspect-hardware] "
+    assert len(idle) == 2 and all(p.startswith(width) for p in idle)
     assert all("PCIe link is x8, below its max x16" in p for p in idle)
     busy = gpu.pcie_problems(report, gpu.parse_pstates("0, P0\n1, P0\n"))
-    assert sum(p.startswith("[gpu.pcie-gen] ") and "gen 1 while busy" in p for p in busy) == 2
+    gen = "[gpu.pcie-gen, action: inspect-hardware] "
+    assert sum(p.startswith(gen) and "gen 1 while busy" in p for p in busy) == 2
 
 
 def test_persistence_off_is_named_per_gpu() -> None:
@@ -75,8 +79,9 @@ def test_remapped_row_failure_and_pending() -> None:
     failed = replace(base, remapped_rows=RemappedRows(0, 3, False, True))
     pending = replace(base, remapped_rows=RemappedRows(0, 1, True, False))
     problems = gpu.remapped_row_problems(SmiReport(gpus=[failed, pending]))
-    assert problems[0].startswith("[gpu.remap-failure] ") and "no spare rows" in problems[0]
-    assert problems[1].startswith("[gpu.remap-pending] ")
+    assert problems[0].startswith("[gpu.remap-failure, action: inspect-hardware] ")
+    assert "no spare rows" in problems[0]
+    assert problems[1].startswith("[gpu.remap-pending, action: reset-gpu] ")
 
 
 @pytest.mark.parametrize(
@@ -99,11 +104,12 @@ def test_checks_and_audit_give_the_same_judgement(capture_file: str) -> None:
     rules = ("gpu.ecc", "gpu.retired-pages", "gpu.remapped-rows", "gpu.pcie-link")
     finding_ids = ("gpu.ecc", "gpu.retired-pages", "gpu.remap", "gpu.pcie")  # id prefixes
     from_audit = sorted(
-        f"[{f.rule}] {f.message}"
+        finding_line(f)
         for f in audited.findings
         if f.severity in gpu.FAILING and f.rule.startswith(finding_ids)
     )
     from_checks = sorted(p for rule in rules for p in gpu.rule_problems(rule, report))
+    assert all(", action: " in line for line in from_audit)
     assert from_checks == from_audit
 
 
@@ -182,14 +188,7 @@ def test_unavailable_reason_missing_tool_and_ok() -> None:
 # --------------------------------------------------------------------------- Xid
 
 
-def test_xid_table_has_sources_and_application_codes() -> None:
-    table = xid.load_xid_table()
-    assert table.sources["catalog"].startswith("NVIDIA Xid catalog")
-    assert not table.is_trouble(13) and table.is_trouble(79) and table.is_trouble(999)
-    assert table.name(79) == "GPU has fallen off the bus"
-
-
-def test_xid_events_judged() -> None:
+def test_xid_events_judged_by_the_catalog() -> None:
     log = xid.parse_kernel_log(
         "#gpuhost-kernel-log source=journal rc=0\n"
         "Nov 22 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
@@ -200,9 +199,13 @@ def test_xid_events_judged() -> None:
     assert log.error is None and log.source == "journal"
     events = xid.xid_events(log.nvrm_lines)
     assert [e.code for e in events] == [79, 79, 13]
-    table = xid.load_xid_table()
-    bad = xid.troubling(events, table)
-    assert xid.describe(bad, table) == "Xid 79 (GPU has fallen off the bus) on 0000:3b:00 x2"
+    judged = {f.rule: f for f in xid_findings(events)}
+    assert judged["gpu.xid.13"].severity == "info"  # an application fault fails nothing
+    lost = judged["gpu.xid.79"]
+    assert (lost.severity, lost.action) == ("error", "reboot")
+    assert finding_line(lost).startswith(
+        "[gpu.xid.79, action: reboot] Xid 79 (GPU has fallen off the bus) on 0000:3b:00 x2"
+    )
 
 
 def test_real_syslog_without_xid_and_unreadable_log() -> None:

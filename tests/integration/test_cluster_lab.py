@@ -304,7 +304,8 @@ def test_gpu_node_is_drained_without_flapping_and_resumed_when_healthy(cluster):
     sick = check()
 
     assert sick.returncode == 1, sick.stdout + sick.stderr
-    assert sick.stdout.startswith("drain: [gpu.ecc-uncorrectable] GPU 0 (Tesla T4"), sick.stdout
+    # the action is the fault catalog's (data/faults.yaml): uncorrectable ECC -> reset the GPU
+    assert sick.stdout.startswith("reset-gpu: [gpu.ecc-uncorrectable] GPU 0 (Tesla T4"), sick.stdout
     assert sick.stdout.count("\n") == 1, sick.stdout
     assert "drained Slurm node h3" in sick.stderr, sick.stderr
     assert drained() == f"gpuhost: {sick.stdout.strip()}"
@@ -320,7 +321,7 @@ def test_gpu_node_is_drained_without_flapping_and_resumed_when_healthy(cluster):
     view.manager.gpu_inject(3, "gpu-lost")
     lost = check()
     assert "drained Slurm node h3" in lost.stderr, lost.stdout + lost.stderr
-    assert (drained() or "").startswith("gpuhost: drain: nvidia-smi reports gpu-lost")
+    assert (drained() or "").startswith("gpuhost: reboot: [gpu.lost] nvidia-smi reports gpu-lost")
     _ok(h3, f"{EMULATOR} clear")
     assert "resumed Slurm node h3" in check().stderr and drained() is None
 

@@ -23,8 +23,10 @@ from gpuhost.parsers import (
     topo,
 )
 from gpuhost.parsers import nvidia_smi as smi
+from gpuhost.parsers.aer import parse_aer_counters
 from gpuhost.parsers.listening import parse_ss_listening
 from gpuhost.parsers.profile_marker import parse_profile_marker
+from gpuhost.parsers.xid import xid_events
 from gpuhost.slurm import parse_show_node
 
 PARSERS: dict[str, Callable[[str], Any]] = {
@@ -51,6 +53,9 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "parse_smi_version": smi_misc.parse_smi_version,
     "parse_gpu_list": smi_misc.parse_gpu_list,
     "parse_nvlink_status": smi_misc.parse_nvlink_status,
+    "parse_nvlink_errors": smi_misc.parse_nvlink_errors,
+    "parse_aer_counters": parse_aer_counters,
+    "xid_events": xid_events,
     "detect_kind": detect.detect_kind,
     "parse_any": detect.parse_any,
     "parse_profile_marker": parse_profile_marker,

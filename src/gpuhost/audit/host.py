@@ -11,6 +11,7 @@ from gpuhost.audit.matrix_check import matrix_results
 from gpuhost.audit.rules import AuditContext, run_rules
 from gpuhost.fabric.expected import expectation
 from gpuhost.facts.host_facts import HostFacts
+from gpuhost.faults.node_class import NodeExpectation, expectation_for
 from gpuhost.findings import (
     ERROR,
     Finding,
@@ -25,6 +26,7 @@ from gpuhost.findings import (
 from gpuhost.parsers.profile_marker import MARKER_PATH
 
 PROFILE_KEY = "gpuhost_profile"
+EXPECT_KEY = "gpuhost_expect"
 
 
 @dataclass(frozen=True)
@@ -134,8 +136,19 @@ def audit_host(
         from_matrix = matrix_results(facts, settings.matrix)
     else:
         from_matrix = (RuleResult("matrix", skipped="compatibility matrix not loaded"),)
-    ctx = _context(facts, host_data, settings, from_matrix, fabric_previous)
+    ctx = replace(
+        _context(facts, host_data, settings, from_matrix, fabric_previous),
+        node=node_expectation(facts, host_data),
+    )
     return HostReport(name, True, facts, tuple(run_rules(ctx)))
+
+
+def node_expectation(facts: HostFacts, host_data: Mapping[str, Any]) -> NodeExpectation | None:
+    """What the node should have: its first GPU's node class with the inventory's
+    ``gpuhost_expect`` over it (checked by the inventory contract)."""
+    gpus = facts.driver.smi.gpus if facts.driver.smi.ok else []
+    override = host_data.get(EXPECT_KEY)
+    return expectation_for(gpus[0].name if gpus else None, override or None)
 
 
 def _host_error(

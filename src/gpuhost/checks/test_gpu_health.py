@@ -1,8 +1,10 @@
 """GPU health from nvidia-smi and the kernel log: persistence, clocks, ECC, retired pages,
-remapped rows, Xid errors, PCIe link. Without a working nvidia-smi each check FAILs with the
-host's state (not installed, driver not loaded, no GPU). The nvidia-smi judgements are the audit's
-rules (gpu.persistence, gpu.clocks, gpu.ecc, gpu.retired-pages, gpu.remapped-rows,
-gpu.pcie-link): a check fails on their errors and warnings, each line naming the finding id."""
+remapped rows, Xid errors, PCIe link, clock event reasons, NVSwitch fabric, recovery action.
+Without a working nvidia-smi each check FAILs with the host's state (not installed, driver not
+loaded, no GPU). The nvidia-smi judgements are the audit's rules (gpu.persistence, gpu.clocks,
+gpu.ecc, gpu.retired-pages, gpu.remapped-rows, gpu.pcie-link, gpu.clock-events, gpu.fabric,
+gpu.recovery-action) and Xid codes are judged by the fault catalog (gpuhost.faults): a check
+fails on errors and warnings, each line naming the finding id and its action."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import pytest
 from gpuhost.checks.checklib import HostFacts, fail_with, need_gpus, need_spec
 from gpuhost.checks_support import gpu, xid
 from gpuhost.checks_support.expected import Expected
+from gpuhost.checks_support.gpu import FAILING
 from gpuhost.facts.host_facts import ServiceState
+from gpuhost.faults.judge import finding_line, xid_findings
 from gpuhost.operations.clocks import UNIT_NAME as CLOCKS_UNIT
 
 
@@ -92,28 +96,41 @@ def test_no_remapped_row_failures(facts: HostFacts) -> None:
 
 
 def test_no_troubling_xid_since_boot(facts: HostFacts) -> None:
-    """The kernel log since boot has no Xid error that means trouble (codes and their source:
-    src/gpuhost/checks_support/xid_codes.yaml). Also fails when the log cannot be read, and when
-    no NVIDIA driver is loaded (then the log cannot show GPU faults)."""
+    """The kernel log since boot has no Xid the fault catalog (src/gpuhost/data/faults.yaml, from
+    NVIDIA's Xid catalog) calls a warning or an error; each one is a line naming its finding id
+    and action (a recovery action the driver logged, Xid 154, is preferred). Also fails when the
+    log cannot be read, and when no NVIDIA driver is loaded (then the log cannot show GPU
+    faults)."""
     raw = facts.run(xid.KERNEL_LOG_COMMAND)
     log = xid.parse_kernel_log(raw)
     if log.error:
         pytest.fail(f"{facts.name}: cannot read the kernel log: {log.error}", pytrace=False)
-    table = xid.load_xid_table()
-    bad = xid.troubling(xid.xid_events(log.nvrm_lines), table)
-    if bad:
-        pytest.fail(
-            f"{facts.name}: Xid errors in the kernel log ({log.source}) since boot: "
-            f"{xid.describe(bad, table)}. Drain the host and follow the Xid catalog "
-            f"({table.sources.get('catalog')})",
-            pytrace=False,
-        )
+    report = facts.smi
+    gpus = report.gpus if report is not None and report.ok else []
+    bad = [f for f in xid_findings(xid.xid_events(log.nvrm_lines), gpus) if f.severity in FAILING]
+    fail_with(
+        [finding_line(f) for f in bad],
+        f"{facts.name}: Xid errors in the kernel log ({log.source}) since boot",
+    )
     if facts.module is None:
         pytest.fail(
             f"{facts.name}: no Xid in the kernel log ({log.source}), but the NVIDIA driver is not "
             "loaded, so the log cannot show GPU faults",
             pytrace=False,
         )
+
+
+def test_clocks_fabric_and_recovery(facts: HostFacts) -> None:
+    """No GPU has its clocks held down by the hardware or a thermal limit (clock event reasons),
+    an NVSwitch fabric registration that is not complete, or a recovery action the driver asks
+    for: the audit's gpu.clock-events, gpu.fabric and gpu.recovery-action rules."""
+    report = need_gpus(facts)
+    fail_with(
+        gpu.rule_problems("gpu.clock-events", report)
+        + gpu.rule_problems("gpu.fabric", report)
+        + gpu.rule_problems("gpu.recovery-action", report),
+        f"{facts.name}: GPU faults",
+    )
 
 
 def test_pcie_link_at_max(facts: HostFacts) -> None:

@@ -13,6 +13,8 @@ import re
 from gpuhost.audit.rules import RULES, SMI_STATE_RULES, AuditContext
 from gpuhost.desired import DesiredState
 from gpuhost.facts.host_facts import DriverFacts, HostFacts, PackageFacts, ServiceState
+from gpuhost.faults.catalog import with_action
+from gpuhost.faults.judge import finding_line
 from gpuhost.findings import ERROR, WARNING, Finding
 from gpuhost.parsers.driver import KernelModule
 from gpuhost.parsers.nvidia_smi import SmiReport
@@ -65,7 +67,7 @@ def rule_findings(
     report; ``busy``: indexes of GPUs in P0 (PCIe generation is judged on those)."""
     facts = HostFacts(driver=DriverFacts(smi=report, smi_installed=True), persistenced=persistenced)
     ctx = AuditContext(facts, expected=expected, busy_gpus=busy)
-    return list(RULES[rule](ctx).findings)
+    return [with_action(f) for f in RULES[rule](ctx).findings]
 
 
 def rule_problems(
@@ -77,9 +79,10 @@ def rule_problems(
     severities: tuple[str, ...] = FAILING,
 ) -> list[str]:
     """One line per finding of ``rule`` a check fails on (errors and warnings; info passes),
-    each naming its audit finding id: ``[gpu.ecc-uncorrectable] GPU 0 (...) has ...``."""
+    each naming its audit finding id and action (``faults.judge.finding_line``):
+    ``[gpu.ecc-uncorrectable, action: reset-gpu] GPU 0 (...) has ...``."""
     return [
-        f"[{f.rule}] {f.message}"
+        finding_line(f)
         for f in rule_findings(rule, report, expected, busy, persistenced)
         if f.severity in severities
     ]
@@ -101,13 +104,24 @@ def profile_driver_problems(
     the loaded module's version is the profile's, with the reboot fix when the installed
     packages already are; ``profile.kernel-module``: its flavour), one line per finding among
     ``ids``, naming the finding id. ``packages``: the host's installed driver packages."""
+    return [finding_line(f) for f in profile_driver_findings(report, module, spec, packages, ids)]
+
+
+def profile_driver_findings(
+    report: SmiReport | None,
+    module: KernelModule | None,
+    spec: DesiredState,
+    packages: list[Package] | None = None,
+    ids: tuple[str, ...] = DRIVER_FINDINGS,
+) -> list[Finding]:
+    """The findings behind :func:`profile_driver_problems`."""
     smi = report if report is not None else SmiReport(state="absent", source="empty")
     facts = HostFacts(
         driver=DriverFacts(smi=smi, smi_installed=report is not None, loaded_module=module),
         packages=PackageFacts(manager="dpkg" if packages else None, packages=packages or []),
     )
     ctx = AuditContext(facts, expected=spec, profile_name=spec.profile, profile_source="marker")
-    return [f"[{f.rule}] {f.message}" for f in RULES["profile"](ctx).findings if f.rule in ids]
+    return [f for f in RULES["profile"](ctx).findings if f.rule in ids]
 
 
 def persistence_problems(report: SmiReport, persistenced: ServiceState | None = None) -> list[str]:

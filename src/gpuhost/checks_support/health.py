@@ -1,39 +1,39 @@
 """``gpuhost check @local --tier health``: the fast node health check (Slurm HealthCheckProgram).
 
 A subset of the static checks that needs no GPU work and no network and answers in well under
-5 s on a healthy host: nvidia-smi answers (within ``SMI_TIMEOUT``) and lists GPUs, none has
-uncorrectable ECC errors since the driver loaded, pending page retirement or row remapping
-(pending or failed), the loaded driver is the one the provision marker
-(/etc/gpuhost/profile) records, and the RDMA ports in /sys/class/infiniband are ACTIVE/LinkUp at
-the node class's rate (``checks_support.fabric.port_problems``; no port, nothing judged). The
-judgement is ``judge`` (pure, on the captured texts); the GPU and driver judgements are the
-audit's rules through ``checks_support.gpu`` (their errors only; the driver's is the audit's
-profile.driver finding).
+5 s on a healthy host: nvidia-smi answers (within ``SMI_TIMEOUT``) and lists GPUs, and none has
+a fault the fault catalog (``gpuhost.faults``) calls an error or drains for (uncorrectable ECC
+errors, pending page retirement or row remapping, clocks held down by the hardware, an
+unregistered NVSwitch fabric, a recovery action the driver asks for, ...), and the loaded driver
+is the one the provision marker (/etc/gpuhost/profile) records. The judgement is ``judge``
+(pure, on the captured texts): findings with their catalog action (``faults.catalog
+.drain_policy`` says when each drains); the driver's is the audit's profile.driver finding. The
+RDMA ports in /sys/class/infiniband must be ACTIVE/LinkUp at the node class's rate
+(``checks_support.fabric.port_problems``; no port, nothing judged).
 
 .. code:: python
 
-    problems = judge(gather())     # [] healthy; else one line per problem
+    problems = judge(gather())     # [] healthy; else findings, finding_line() is each one's line
 """
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpuhost.checks_support.fabric import gpu_names, port_problems, read_sysfs_ports
 from gpuhost.checks_support.gpu import (
     NOT_FOUND,
-    ecc_problems,
-    profile_driver_problems,
-    remapped_row_problems,
-    retired_page_problems,
+    profile_driver_findings,
     unavailable_reason,
 )
 from gpuhost.desired import DesiredState
 from gpuhost.errors import ParseError
-from gpuhost.findings import ERROR
+from gpuhost.faults.catalog import drain_policy, with_action
+from gpuhost.faults.judge import finding_line, gpu_findings
+from gpuhost.findings import ERROR, Finding
 from gpuhost.parsers.driver import KernelModule, parse_proc_version
 from gpuhost.parsers.nvidia_smi import SmiReport, parse_output
 from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker
@@ -90,37 +90,72 @@ def gather(
     )
 
 
-def judge(inputs: HealthInputs) -> list[str]:
-    """One line per health problem; [] when the node is healthy."""
-    if inputs.smi_output is None:
-        return [f"nvidia-smi did not answer within {SMI_TIMEOUT:g} s (a GPU or the driver hangs)"]
-    module: KernelModule | None = None
-    if inputs.module_text and inputs.module_text.strip():
-        try:
-            module = parse_proc_version(inputs.module_text)
-        except ParseError as exc:
-            return [f"{MODULE_PATH}: {exc}"]
+def _finding(rule: str, message: str) -> Finding:
+    """A health problem outside the GPU fault judgement (nvidia-smi unusable, a damaged file)."""
+    return with_action(Finding(rule, ERROR, message))
+
+
+UNAVAILABLE = "gpu.unavailable"  # nvidia-smi cannot vouch for the GPUs (the health tier's id)
+
+
+def _smi_report(inputs: HealthInputs, module: KernelModule | None) -> SmiReport | Finding:
+    """nvidia-smi's report, or the one finding saying why it cannot vouch for the GPUs
+    (``gpu.lost`` when it reports a GPU lost, else ``gpu.unavailable``)."""
+    assert inputs.smi_output is not None
     report: SmiReport | None
     try:
         report = parse_output(inputs.smi_output) if inputs.smi_output != NOT_FOUND else None
     except ParseError:
         report = None
     reason = unavailable_reason(inputs.smi_output, report, module)
-    if reason is not None or report is None:
-        return [reason or "nvidia-smi gave no report"]
-    problems = (  # the audit's error findings (a warning, e.g. some retired pages, never drains)
-        ecc_problems(report, (ERROR,))
-        + retired_page_problems(report, (ERROR,))
-        + remapped_row_problems(report, (ERROR,))
-        + port_problems(gpu_names(report), inputs.rdma_ports)  # RDMA ports: sysfs only
-    )
+    if reason is None and report is not None:
+        return report
+    lost = report is not None and report.state == "gpu-lost"
+    return _finding("gpu.lost" if lost else UNAVAILABLE, reason or "nvidia-smi gave no report")
+
+
+def _line_finding(line: str) -> Finding:
+    """A ``[rule] message`` line (the fabric's port judgement) as an error finding."""
+    rule, _, message = line.removeprefix("[").partition("] ")
+    return _finding(rule, message) if message else _finding(UNAVAILABLE, line)
+
+
+def _drains(finding: Finding) -> bool:
+    """Whether a GPU finding makes the node unhealthy: an error, or a fault the catalog drains
+    for (a warning such as some retired pages never does)."""
+    return finding.severity == ERROR or drain_policy(finding) != "never"
+
+
+def judge(inputs: HealthInputs) -> list[Finding]:
+    """The node's health problems as findings, each with its catalog action where the catalog
+    has one (``faults``); [] when the node is healthy. ``finding_line`` gives each one's line."""
+    if inputs.smi_output is None:
+        return [
+            _finding(
+                UNAVAILABLE,
+                f"nvidia-smi did not answer within {SMI_TIMEOUT:g} s (a GPU or the driver hangs)",
+            )
+        ]
+    module: KernelModule | None = None
+    if inputs.module_text and inputs.module_text.strip():
+        try:
+            module = parse_proc_version(inputs.module_text)
+        except ParseError as exc:
+            return [_finding(UNAVAILABLE, f"{MODULE_PATH}: {exc}")]
+    report = _smi_report(inputs, module)
+    if isinstance(report, Finding):
+        return [report]
+    problems = [f for gpu in report.gpus for f in gpu_findings(gpu) if _drains(f)]
+    problems += [  # RDMA ports: sysfs only; not GPU faults (the catalog has no row, no action)
+        _line_finding(line) for line in port_problems(gpu_names(report), inputs.rdma_ports)
+    ]
     if inputs.marker_text and inputs.marker_text.strip():
         try:
             marker = parse_profile_marker(inputs.marker_text)
         except ParseError as exc:
-            return problems + [f"{MARKER_PATH}: {exc}"]
+            return problems + [_finding(UNAVAILABLE, f"{MARKER_PATH}: {exc}")]
         if marker and marker.driver_version:
-            problems += profile_driver_problems(
+            problems += profile_driver_findings(
                 report, module, recorded_driver(marker), ids=("profile.driver",)
             )
     return problems
@@ -137,10 +172,11 @@ def recorded_driver(marker: ProfileMarker) -> DesiredState:
     )
 
 
-def reason_line(problems: list[str], limit: int = 200) -> str:
-    """The one line Slurm shows (and the drain reason): the first problem, with a count of the
-    others, shortened to ``limit`` characters."""
-    first = " ".join((problems[0] if problems else "healthy").split())
+def reason_line(problems: Sequence[Finding | str], limit: int = 200) -> str:
+    """The one line Slurm shows (and the drain reason): the first problem (a finding's line names
+    its id and action), with a count of the others, shortened to ``limit`` characters."""
+    lines = [p if isinstance(p, str) else finding_line(p) for p in problems]
+    first = " ".join((lines[0] if lines else "healthy").split())
     more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
     room = limit - len(more)
     if len(first) > room:  # the count of the others stays visible

@@ -1,11 +1,12 @@
 """The ``--tier health`` run on this machine: judge, remember, drain/resume, report.
 
-``run_health`` reads this machine once (``health.gather``), turns the judgement into faults with
-an action and a drain policy (``faults``), prints one line (``healthy`` or ``<action>: <first
-fault> (+n more)``) and, with ``--drain`` and/or ``--k8s``, counts consecutive runs in the state
-file (``health_memory``), decides without flapping (``health_decide``) and drains/resumes the
-Slurm node (``gpuhost.slurm``) and taints/clears the Kubernetes node (``gpuhost.k8s``). What was
-done goes to stderr; exit 0 healthy (or only faults that never drain), 1 otherwise.
+``run_health`` reads this machine once (``health.gather``), turns the judgement's findings into
+faults with the fault catalog's action and drain policy (``faults``), prints one line
+(``healthy`` or ``<action>: <first fault> (+n more)``) and, with ``--drain`` and/or ``--k8s``,
+counts consecutive runs in the state file (``health_memory``), decides without flapping
+(``health_decide``), drains/resumes the Slurm node (``gpuhost.slurm``) and taints/clears the
+Kubernetes node (``gpuhost.k8s``). What was done goes to stderr; exit 0 healthy (or only faults
+that never drain), 1 otherwise.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from gpuhost.checks_support.health_decide import (
     summary,
 )
 from gpuhost.errors import ConfigError
+from gpuhost.faults.catalog import drain_policy
+from gpuhost.findings import Finding
 from gpuhost.k8s import K8sNode
 from gpuhost.slurm import REASON_PREFIX, SlurmNode
 
@@ -66,19 +69,24 @@ def check_health_request(tier: str, others: bool) -> None:
         )
 
 
-def faults(problems: Sequence[str]) -> list[HealthFault]:
-    """The health judgement's problem lines as faults. A line ``[rule] ...`` is that rule's
-    fault; a GPU nvidia-smi reports lost is ``gpu.lost`` and drains at once; any other line (the
-    GPUs cannot be read) is ``gpu.unavailable``. Every one calls for a drain once persistent."""
+def faults(problems: Sequence[Finding | str]) -> list[HealthFault]:
+    """The health judgement's findings as faults: the fault catalog's action and drain policy
+    (``faults.catalog``; a finding the catalog has no row for, e.g. ``gpu.unavailable`` or
+    ``profile.driver``, calls for a drain once persistent). A bare line (older callers) ``[rule]
+    ...`` is that rule's fault, any other ``gpu.unavailable``."""
     out = []
-    for line in problems:
-        match = _RULE.match(line)
-        if match:
-            out.append(HealthFault(match.group(1), "drain", "persistent", line))
-        elif line.startswith("nvidia-smi reports gpu-lost"):
-            out.append(HealthFault("gpu.lost", "drain", "immediate", line))
-        else:
-            out.append(HealthFault("gpu.unavailable", "drain", "persistent", line))
+    for problem in problems:
+        if isinstance(problem, Finding):
+            # a GPU fault's line names its id; "the GPUs cannot be read" is said as it is
+            bare = problem.rule == "gpu.unavailable"
+            line = problem.message if bare else f"[{problem.rule}] {problem.message}"
+            out.append(
+                HealthFault(problem.rule, problem.action or "drain", drain_policy(problem), line)
+            )
+            continue
+        match = _RULE.match(problem)
+        rule = match.group(1) if match else "gpu.unavailable"
+        out.append(HealthFault(rule, "drain", "persistent", problem))
     return out
 
 

@@ -88,6 +88,15 @@ def _env_names(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+def _node_expectation(value: dict[str, Any]) -> dict[str, Any]:
+    from gpuhost.faults.node_class import expect_problem
+
+    problem = expect_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 def _plain_python(value: str) -> str:
     from gpuhost.errors import ConfigError
     from gpuhost.probe.script import check_pythons
@@ -164,6 +173,18 @@ KEYS: dict[str, Key] = {
             "The GPUs the host should have: provision refuses a profile impossible for them, "
             "check compares the count and models with nvidia-smi.",
             "provision, check",
+        ),
+        _k(
+            "gpuhost_expect",
+            Annotated[dict[StrictStr, Any], AfterValidator(_node_expectation)],
+            "a mapping of gpus, memory_mib, nvlinks_per_gpu, pcie_gen, pcie_width (whole "
+            "numbers) and fabric_manager (true/false), e.g. {'gpus': 4}",
+            None,
+            "What the node should have, over its GPU model's node class "
+            "(src/gpuhost/data/node_classes.yaml): a node with fewer GPUs, less GPU memory, "
+            "fewer active NVLink links or a narrower PCIe link is a finding "
+            "(docs/monitoring.md, the GPU fault catalog).",
+            "audit, check",
         ),
         _k(
             "gpuhost_fabric_manager",

@@ -1,4 +1,4 @@
-"""Small nvidia-smi outputs: ``--version``, ``-L`` and ``nvlink -s``."""
+"""Small nvidia-smi outputs: ``--version``, ``-L``, ``nvlink -s`` and ``nvlink -e``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,10 @@ MIG_LIST_RE = re.compile(
     r"^\s+MIG\s+(?P<profile>\S+)\s+Device\s+(?P<index>\d+):\s*\(UUID:\s*(?P<uuid>[^)]+)\)\s*$"
 )
 NVLINK_LINE_RE = re.compile(r"^\s+Link\s+(?P<link>\d+):\s*(?P<value>.+?)\s*$")
+# nvlink -e: "         Link 0: Replay Errors: 0"
+NVLINK_COUNTER_RE = re.compile(
+    r"^\s+Link\s+(?P<link>\d+):\s*(?P<name>[A-Za-z][A-Za-z ]*?)\s*:\s*(?P<count>\d+)\s*$"
+)
 
 
 def _version_number(value: str) -> str | None:
@@ -106,5 +110,29 @@ def parse_nvlink_status(text: str) -> list[dict[str, Any]]:
         else:
             raise ParseError(
                 f"expected nvidia-smi nvlink -s output, found on line {number}: {line[:100]!r}"
+            )
+    return gpus
+
+
+def parse_nvlink_errors(text: str) -> list[dict[str, Any]]:
+    """``nvidia-smi nvlink -e``: per GPU {"index", "name", "uuid", "links": {n: {"Replay Errors":
+    0, "Recovery Errors": 0, "CRC Errors": 0}}, "note": a message instead of links}. Empty → []."""
+    text = require_text(text, "nvidia-smi nvlink -e output")
+    gpus: list[dict[str, Any]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        gpu = GPU_LIST_RE.match(line)
+        counter = NVLINK_COUNTER_RE.match(line)
+        if gpu:
+            gpus.append(_gpu_entry(gpu, links={}, note=None))
+        elif gpus and counter:
+            link = gpus[-1]["links"].setdefault(int(counter.group("link")), {})
+            link[counter.group("name").strip()] = int(counter.group("count"))
+        elif gpus and gpus[-1]["note"] is None and not gpus[-1]["links"]:
+            gpus[-1]["note"] = line.strip()
+        else:
+            raise ParseError(
+                f"expected nvidia-smi nvlink -e output, found on line {number}: {line[:100]!r}"
             )
     return gpus

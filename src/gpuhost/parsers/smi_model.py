@@ -102,6 +102,30 @@ class PcieLink(_ToDict):
 
 
 @dataclass(frozen=True)
+class ClockEvents(_ToDict):
+    """Why the clocks are held down ("Clocks Event Reasons", older "Clocks Throttle Reasons"):
+    True active, False not active, None not shown or N/A."""
+
+    idle: bool | None = None
+    sw_power_cap: bool | None = None
+    hw_slowdown: bool | None = None
+    hw_thermal: bool | None = None
+    power_brake: bool | None = None
+    sw_thermal: bool | None = None
+
+
+@dataclass(frozen=True)
+class Fabric(_ToDict):
+    """The GPU's NVSwitch fabric registration (Hopper and newer): state "Not Started",
+    "In Progress" or "Completed", status (meaningful once completed), clique id; None where
+    nvidia-smi shows N/A (no fabric)."""
+
+    state: str | None = None
+    status: str | None = None
+    clique_id: str | None = None
+
+
+@dataclass(frozen=True)
 class GpuInfo(_ToDict):
     name: str | None
     index: int | None = None
@@ -119,6 +143,9 @@ class GpuInfo(_ToDict):
     clocks: Clocks = field(default_factory=Clocks)
     power: PowerLimits = field(default_factory=PowerLimits)
     pcie: PcieLink = field(default_factory=PcieLink)
+    clock_events: ClockEvents = field(default_factory=ClockEvents)
+    fabric: Fabric = field(default_factory=Fabric)
+    recovery_action: str | None = None  # "GPU Recovery Action" (None/N/A: not shown)
 
 
 @dataclass(frozen=True)

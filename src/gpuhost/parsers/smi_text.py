@@ -22,8 +22,10 @@ from gpuhost.parsers._common import (
 )
 from gpuhost.parsers.smi_errors import absent_or_error
 from gpuhost.parsers.smi_model import (
+    ClockEvents,
     Clocks,
     Ecc,
+    Fabric,
     GpuInfo,
     MigMode,
     PcieLink,
@@ -201,6 +203,32 @@ def _power(gpu: Node) -> PowerLimits:
     )
 
 
+# "Clocks Event Reasons" (newer) or "Clocks Throttle Reasons" (older): field -> key below it
+CLOCK_EVENT_KEYS = {
+    "idle": "Idle",
+    "sw_power_cap": "SW Power Cap",
+    "hw_slowdown": "HW Slowdown",
+    "hw_thermal": "HW Slowdown/HW Thermal Slowdown",
+    "power_brake": "HW Slowdown/HW Power Brake Slowdown",
+    "sw_thermal": "SW Thermal Slowdown",
+}
+
+
+def _clock_events(gpu: Node) -> ClockEvents:
+    for section in ("Clocks Event Reasons", "Clocks Throttle Reasons"):
+        node = gpu.child(section)
+        if node is not None:
+            values = {k: to_bool(_event(node, key)) for k, key in CLOCK_EVENT_KEYS.items()}
+            return ClockEvents(**values)
+    return ClockEvents()
+
+
+def _event(node: Node, path: str) -> str | None:
+    """An event reason's value: nested under HW Slowdown (newer drivers) or beside it."""
+    value = node.get(path)
+    return value if value is not None else node.get(path.rpartition("/")[2])
+
+
 def _gpu(gpu: Node, index: int) -> GpuInfo:
     return GpuInfo(
         name=clean(gpu.get("Product Name")),
@@ -235,6 +263,13 @@ def _gpu(gpu: Node, index: int) -> GpuInfo:
             width_current=to_int(gpu.get("PCI/GPU Link Info/Link Width/Current")),
             width_max=to_int(gpu.get("PCI/GPU Link Info/Link Width/Max")),
         ),
+        clock_events=_clock_events(gpu),
+        fabric=Fabric(
+            state=clean(gpu.get("Fabric/State")),
+            status=clean(gpu.get("Fabric/Status")),
+            clique_id=clean(gpu.get("Fabric/CliqueId")),
+        ),
+        recovery_action=clean(gpu.get("GPU Recovery Action")),
     )
 
 

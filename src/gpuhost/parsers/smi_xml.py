@@ -21,8 +21,10 @@ from gpuhost.parsers._common import (
 )
 from gpuhost.parsers.smi_errors import absent_or_error
 from gpuhost.parsers.smi_model import (
+    ClockEvents,
     Clocks,
     Ecc,
+    Fabric,
     GpuInfo,
     MigMode,
     PcieLink,
@@ -151,6 +153,37 @@ def _pcie(gpu: ET.Element) -> PcieLink:
     )
 
 
+# <clocks_event_reasons> (schema v12+) or <clocks_throttle_reasons> (older): field -> tag suffix
+CLOCK_EVENT_TAGS = {
+    "idle": "gpu_idle",
+    "sw_power_cap": "sw_power_cap",
+    "hw_slowdown": "hw_slowdown",
+    "hw_thermal": "hw_thermal_slowdown",
+    "power_brake": "hw_power_brake_slowdown",
+    "sw_thermal": "sw_thermal_slowdown",
+}
+
+
+def _clock_events(gpu: ET.Element) -> ClockEvents:
+    for parent, prefix in (
+        ("clocks_event_reasons", "clocks_event_reason_"),
+        ("clocks_throttle_reasons", "clocks_throttle_reason_"),
+    ):
+        node = gpu.find(parent)
+        if node is not None:
+            values = {k: to_bool(_text(node, prefix + t)) for k, t in CLOCK_EVENT_TAGS.items()}
+            return ClockEvents(**values)
+    return ClockEvents()
+
+
+def _fabric(gpu: ET.Element) -> Fabric:
+    return Fabric(
+        state=_value(gpu, "fabric/state"),
+        status=_value(gpu, "fabric/status"),
+        clique_id=_value(gpu, "fabric/cliqueId"),
+    )
+
+
 def _gpu(gpu: ET.Element, index: int) -> GpuInfo:
     mig_devices = gpu.findall("mig_devices/mig_device")
     return GpuInfo(
@@ -185,6 +218,9 @@ def _gpu(gpu: ET.Element, index: int) -> GpuInfo:
         clocks=_clocks(gpu),
         power=_power(gpu),
         pcie=_pcie(gpu),
+        clock_events=_clock_events(gpu),
+        fabric=_fabric(gpu),
+        recovery_action=_value(gpu, "gpu_recovery_action"),
     )
 
 

@@ -24,7 +24,7 @@ from gpuhost.audit.report.table import STACK_LABELS
 from gpuhost.audit.summary import STACK_FIELDS, with_security
 from gpuhost.findings import worst_verdict
 
-FINDING_KEYS = ("severity", "rule", "message", "found", "expected", "fix", "source")
+FINDING_KEYS = ("severity", "rule", "message", "found", "expected", "fix", "source", "action")
 
 
 def page_data(report: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,8 @@ names and labels (documented in docs/audit-report.md; docs/monitoring.md's alert
 - ``gpuhost_audit_host_verdict{host,verdict}`` 1 for the host's verdict (compatibility and health)
 - ``gpuhost_audit_finding{host,rule,severity}`` findings of that rule on the host
 - ``gpuhost_audit_findings{host,severity}`` number of findings per severity (every severity)
+- ``gpuhost_audit_fault_action{host,rule,action}`` findings of that rule on the host that call
+  for that action (the fault catalog's, docs/monitoring.md; only findings with an action)
 - ``gpuhost_audit_host_security_verdict{host,verdict}`` 1 for the host's security exposure
 - ``gpuhost_audit_security_finding{host,rule,severity}`` its ``security.*`` findings (never in the
   three metrics above: two answers, never mixed)
@@ -50,6 +52,7 @@ class _Gauges:
     verdict: Gauge
     finding: Gauge
     findings: Gauge
+    fault_action: Gauge
     security_verdict: Gauge
     security_finding: Gauge
     stack_info: Gauge
@@ -79,6 +82,11 @@ def _gauges(reg: CollectorRegistry) -> _Gauges:
             "gpuhost_audit_findings",
             "Number of findings per host and severity.",
             ("host", "severity"),
+        ),
+        fault_action=gauge(
+            "gpuhost_audit_fault_action",
+            "Findings per host and rule that call for an action (the GPU fault catalog's).",
+            ("host", "rule", "action"),
         ),
         security_verdict=gauge(
             "gpuhost_audit_host_security_verdict",
@@ -129,6 +137,9 @@ def _host_metrics(g: _Gauges, host: HostReport) -> bool:
         counts = Counter((f.rule, f.severity) for f in found)
         for (rule, severity), count in sorted(counts.items()):
             metric.labels(host=host.name, rule=rule, severity=severity).set(count)
+    actions = Counter((f.rule, f.action) for f in host.findings if f.action)
+    for (rule, action), count in sorted(actions.items()):
+        g.fault_action.labels(host=host.name, rule=rule, action=action).set(count)
     per_severity = Counter(f.severity for f in host.findings)
     for severity in SEVERITIES:
         g.findings.labels(host=host.name, severity=severity).set(per_severity.get(severity, 0))

@@ -37,8 +37,12 @@ from gpuhost.audit.rules.fabric_ports import check_fabric_counters, check_fabric
 from gpuhost.audit.rules.fabric_rdma import check_affinity, check_gpudirect, check_pcie_path
 from gpuhost.audit.rules.frameworks import check_frameworks
 from gpuhost.audit.rules.gpu_health import (
+    check_clock_events,
     check_ecc,
+    check_fabric,
+    check_node_class,
     check_pcie,
+    check_recovery_action,
     check_remapped_rows,
     check_retired_pages,
 )
@@ -55,6 +59,7 @@ from gpuhost.audit.rules.profile import check_profile
 from gpuhost.audit.rules.security import check_security_container_toolkit, check_security_driver
 from gpuhost.audit.rules.signing import check_module_signature
 from gpuhost.audit.rules.ssh import SSHD_RULES, SshdRule, check_sshd
+from gpuhost.faults.catalog import with_action
 from gpuhost.findings import RuleResult, rule_doc
 
 __all__ = [
@@ -67,6 +72,7 @@ __all__ = [
     "RuleCheck",
     "SshdRule",
     "check_cdi",
+    "check_clock_events",
     "check_clocks",
     "check_container_runtime",
     "check_cuda_link",
@@ -74,7 +80,9 @@ __all__ = [
     "check_driver_state",
     "check_ecc",
     "check_affinity",
+    "check_fabric",
     "check_fabric_counters",
+    "check_node_class",
     "check_fabric_manager",
     "check_fabric_ports",
     "check_gpudirect",
@@ -89,6 +97,7 @@ __all__ = [
     "check_probe",
     "check_profile",
     "check_reboot_needed",
+    "check_recovery_action",
     "check_remapped_rows",
     "check_retired_pages",
     "check_security_container_toolkit",
@@ -125,6 +134,10 @@ RULES: dict[str, RuleCheck] = {
     "gpu.retired-pages": check_retired_pages,
     "gpu.remapped-rows": check_remapped_rows,
     "gpu.pcie-link": check_pcie,
+    "gpu.clock-events": check_clock_events,
+    "gpu.fabric": check_fabric,
+    "gpu.recovery-action": check_recovery_action,
+    "gpu.node-class": check_node_class,
     "cuda.default-link": check_cuda_link,
     "container.nvidia-runtime": check_container_runtime,
     "container.cdi": check_cdi,
@@ -191,6 +204,13 @@ RULE_IDS: tuple[str, ...] = (
     "gpu.remap-failure",
     "gpu.pcie-width",
     "gpu.pcie-gen",
+    "gpu.clocks.hw-slowdown",
+    "gpu.clocks.hw-thermal",
+    "gpu.clocks.power-brake",
+    "gpu.clocks.sw-thermal",
+    "gpu.fabric.state",
+    "gpu.fabric.status",
+    "gpu.recovery-action",
     "cuda.default-link",
     "container.nvidia-runtime",
     "container.cdi-stale",
@@ -208,13 +228,15 @@ RULE_IDS: tuple[str, ...] = (
 def run_rules(ctx: AuditContext) -> list[RuleResult]:
     """Every rule's result for one host, matrix results included, in a stable order.
 
-    A finding that names no ``source`` gets its rule's documentation (``rule_doc``)."""
+    A finding that names no ``source`` gets its rule's documentation (``rule_doc``), one the
+    fault catalog knows its action (``faults.catalog.with_action``)."""
     results = [check(ctx) for check in RULES.values()] + list(ctx.matrix_results)
     return [
         replace(
             result,
             findings=tuple(
-                f if f.source else replace(f, source=rule_doc(f.rule)) for f in result.findings
+                with_action(f if f.source else replace(f, source=rule_doc(f.rule)))
+                for f in result.findings
             ),
         )
         for result in results

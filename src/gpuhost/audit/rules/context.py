@@ -8,7 +8,21 @@ from dataclasses import dataclass, field
 from gpuhost.desired import DesiredState
 from gpuhost.fabric.expected import FabricExpectation
 from gpuhost.facts.host_facts import HostFacts
+from gpuhost.faults.gpu import gpu_label
+from gpuhost.faults.node_class import NodeExpectation
 from gpuhost.findings import Finding, RuleResult
+
+__all__ = [
+    "NO_GPU_REASON",
+    "AuditContext",
+    "gpu_label",
+    "ok_result",
+    "one_finding",
+    "per_gpu",
+    "result_with",
+    "skip_result",
+    "visible_gpus",
+]
 from gpuhost.parsers.nvidia_smi import GpuInfo
 
 
@@ -29,6 +43,8 @@ class AuditContext:
     # RDMA error counters of the previous run (None: no baseline)
     fabric_expected: FabricExpectation | None = None
     fabric_previous: dict[str, dict[str, int]] | None = None
+    # what the node should have (its GPU model's node class, the inventory's gpuhost_expect)
+    node: NodeExpectation | None = None
 
 
 def ok_result(rule: str) -> RuleResult:
@@ -62,11 +78,6 @@ def one_finding(
         finding_id, severity, message, source=source, found=found, expected=expected, fix=fix
     )
     return result_with(rule, [finding])
-
-
-def gpu_label(gpu: GpuInfo) -> str:
-    where = gpu.pci_bus_id or (f"index {gpu.index}" if gpu.index is not None else "?")
-    return f"GPU {gpu.index if gpu.index is not None else '?'} ({gpu.name or 'unknown'}, {where})"
 
 
 def visible_gpus(facts: HostFacts) -> list[GpuInfo] | None:

@@ -19,12 +19,13 @@
     return node;
   }
   function clear(node) { while (node.firstChild) { node.removeChild(node.firstChild); } }
-  // a findings row: [host index, severity, rule, message, found, expected, fix, source]
+  // a findings row: [host index, severity, rule, message, found, expected, fix, source, action]
   function findingCells(f, host) {
     return [
       el("td", {"class": "host-name", text: host}),
       el("td", {"class": "sev sev-" + f[1], text: f[1]}),
       el("td", {"class": "rule", title: f[3], text: f[2]}),
+      el("td", {"class": "action", text: f[8] ? f[8] : ""}),
       el("td", {text: f[4] === null ? "" : f[4]}),
       el("td", {text: f[5] === null ? "" : f[5]}),
       el("td", {title: f[7] || "", text: f[6] === null ? "" : f[6]})
