@@ -47,35 +47,51 @@ def test_a_signal_ends_a_fleet_run_with_one_line(
     assert err.strip().splitlines()[-1] == line
 
 
-@pytest.mark.parametrize("hosts", [1, 3])
-def test_the_first_sigterm_stops_an_upgrade_preflight_waiting_on_a_silent_host(
-    endpoints, tmp_path, hosts
+def _snapshots(state: Path, hosts: list[str]) -> None:
+    from upgrade.test_snapshot import host_output
+
+    from gpuhost.upgrade.host_state import parse_host_state
+    from gpuhost.upgrade.snapshot import SnapshotStore, build_snapshot
+
+    store = SnapshotStore(state / "snapshots")
+    for host in hosts:
+        store.save(build_snapshot(host, parse_host_state(host_output()), "20250101T000000Z"))
+
+
+@pytest.mark.parametrize(("command", "hosts"), [("upgrade", 1), ("upgrade", 3), ("rollback", 3)])
+def test_the_first_sigterm_stops_a_run_waiting_on_a_silent_host(
+    endpoints, tmp_path, command, hosts
 ) -> None:
-    """The upgrade's preflight connects to hosts that accept TCP and never answer SSH (one host:
-    in the run's own thread; three in one batch: on its worker threads). The first SIGTERM ends
-    the waits at once: 143 within seconds, the run's own last line, no traceback. Before, the
-    stop was seen only when each connect timed out (the inventory's 60 s here; and pyinfra 3
-    ignored ssh_connect_timeout: its own 10 s)."""
+    """upgrade's preflight (one host: in the run's own thread; three in one batch: on worker
+    threads) and rollback's restore connect to hosts that accept TCP and never answer SSH. The
+    first SIGTERM ends the waits at once: 143 within seconds, the run's own last line, no
+    traceback. Before, the stop was seen only when each connect timed out (the inventory's 60 s
+    here; and pyinfra 3 ignored ssh_connect_timeout: its own 10 s)."""
     ports, folder = endpoints
     data = {"ssh_hostname": "127.0.0.1", "ssh_port": ports["silent"], "ssh_connect_timeout": 60}
+    names = [f"s{i}" for i in range(hosts)]
     inv = tmp_path / "inv.py"
-    inv.write_text(f"gpu = {[(f's{i}', data) for i in range(hosts)]!r}\n", encoding="utf-8")
+    inv.write_text(f"gpu = {[(name, data) for name in names]!r}\n", encoding="utf-8")
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
-    batch = ["--canary", "0", "--batch", str(hosts)]
-    target = a_builtin_profile()
-    proc = start_connecting(
-        folder, "upgrade", str(inv), "--to", target, "--force", "--state-dir", str(state), *batch
-    )
+    if command == "upgrade":
+        args = ["--to", a_builtin_profile(), "--force", "--canary", "0", "--batch", str(hosts)]
+        last = "gpuhost: upgrade stopped by SIGTERM; journal "
+        per_host = "preflight audit: interrupted"
+    else:
+        _snapshots(state, names)
+        args = ["--yes", "--no-reboot"]
+        last = "gpuhost: rollback stopped by SIGTERM; "
+        per_host = "rollback stopped: run it again"
+    proc = start_connecting(folder, command, str(inv), "--state-dir", str(state), *args)
     signalled = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
     took = time.monotonic() - signalled
     assert proc.returncode == 143 and "Traceback" not in err + out, err
     assert took < 8, f"stopped {took:.1f} s after SIGTERM"
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("gpuhost: upgrade stopped by SIGTERM; journal "), err
-    assert out.count("preflight audit: interrupted") == hosts, out
+    assert err.strip().splitlines()[-1].startswith(last), err
+    assert (out + err).count(per_host) == hosts, (out, err)
 
 
 def test_a_second_signal_quits_at_once(endpoints, tmp_path) -> None:
