@@ -1,13 +1,16 @@
 """The RDMA fabric of a live lab host, read through gpuhost's real paths and commands.
 
-One host (h1) gets the emulated fabric of tests/lab/fabric.py: /sys/class/infiniband built from
-a real 8x H100 node's capture (8 ConnectX-7 at 400 Gb/s NDR + a RoCE bond), nvidia_peermem in
-/sys/module, an lspci showing a PLX switch between a GPU and a NIC. The inventory expects
-8 InfiniBand ports at 400 Gb/s with GPUDirect RDMA (``gpuhost_fabric``: the lab has no GPU, so no
-node class can match). Healthy, ``gpuhost audit`` and ``gpuhost check --tier fabric`` find
-nothing; then every fault at once (a port down, a port at 200 Gb/s, link_downed growing,
-nvidia_peermem unloaded, ACS on) and each gives its own finding in both, and the Prometheus
-textfile shows the port down. One module fixture, one host, no reboot.
+One host (h1) is GPU-shaped (tests/lab/gpu: eight emulated H100 SXM5, the lab repository's
+stand-in nvidia-smi) and gets the emulated fabric of tests/lab/fabric.py: /sys/class/infiniband
+built from a real 8x H100 node's capture (8 ConnectX-7 at 400 Gb/s NDR + a RoCE bond),
+nvidia_peermem in /sys/module, an lspci showing a PLX switch between a GPU and a NIC. What is
+expected comes from the data: the node class hgx-h100-8 of data/fabric_classes.yaml matches the
+eight GPUs nvidia-smi reports (no gpuhost_fabric in the inventory). Healthy, ``gpuhost audit``,
+``gpuhost check --tier fabric`` and the health tier on the host (gpuhost copied there as
+test_cluster_lab does) find nothing; then every fault at once (a port down, a port at
+200 Gb/s, link_downed growing, nvidia_peermem unloaded, ACS on) and each gives its own finding
+in audit and checks, the health tier names the ports, and the Prometheus textfile shows the port
+down. One module fixture, one host, no reboot.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from typing import Any
 
 import pytest
 
+from tests.integration.test_cluster_lab import NODE_GPUHOST, _install_gpuhost, _ok
 from tests.lab import fabric as emulated
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-EXPECT = {"ports": 8, "rate_gbps": 400, "link_layer": "InfiniBand", "peermem": True}
+GPU_SHAPE = ("h100-sxm", 8)
 FAULTS = [
     "fabric.acs",
     "fabric.counters-growing",
@@ -42,7 +46,6 @@ def _inventory(path: Path, lab: Any, host: Any) -> Path:
         "ssh_key": str(lab.key_path),
         "ssh_known_hosts_file": str(lab.known_hosts_path),
         "ssh_strict_host_key_checking": "yes",
-        "gpuhost_fabric": EXPECT,
     }
     path.write_text(f"fabric_nodes = [({host.name!r}, {data!r})]\n")
     return path
@@ -64,13 +67,29 @@ def gpuhost(*args: str, work: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def fabric_host(lab, tmp_path_factory):  # type: ignore[no-untyped-def]
     lb = lab(1)
-    (h1,) = lb.reset(lb.hosts[0])
-    emulated.attach(h1)
+    lb.manager.set_shape(1, GPU_SHAPE)  # h1 re-created with eight emulated H100
+    h1 = lb.hosts[0]
+    _ok(
+        h1,
+        f"echo 'deb [signed-by={lb.repo_key_path_on_host}] {lb.repo_url} /' "
+        "> /etc/apt/sources.list.d/lab.list && DEBIAN_FRONTEND=noninteractive apt-get -qq "
+        "update && DEBIAN_FRONTEND=noninteractive apt-get -qq install -y nvidia-smi >/dev/null "
+        # the emulator "loads" the module at boot: its boot step instead of a reboot
+        "&& systemctl restart gpuhost-lab-gpu.service && nvidia-smi -L",
+    )
+    emulated.attach(h1)  # after the GPU's boot step: it mounts its own /sys/module
     work = tmp_path_factory.mktemp("fabric-lab")
     (work / "state").mkdir(mode=0o700)
+    _install_gpuhost(h1, work)
     inventory = _inventory(work / "inventory.py", lb, h1)
     yield h1, inventory, work
-    lb.reset(h1)  # the emulated mounts go with the host's overlay
+    lb.manager.set_shape(1, None)  # the emulated mounts go with the host's overlay
+
+
+def _health(h1: Any) -> tuple[int, str]:
+    """The health tier on the host itself: its exit status and its one line."""
+    proc = h1.run(f"{NODE_GPUHOST} check @local --tier health --state-dir /tmp/health-state")
+    return proc.returncode, proc.stdout
 
 
 def _audit(inventory: Path, work: Path, name: str) -> tuple[dict[str, Any], str]:
@@ -108,6 +127,7 @@ def test_a_healthy_fabric_passes_audit_and_checks(fabric_host) -> None:  # type:
     # counters: the audit recorded the baseline, the check compared with it; affinity: the
     # emulated nvidia-smi is absent (no driver installed), said in the skip
     assert "4 passed, 1 skipped" in check.stdout, check.stdout
+    assert _health(h1) == (0, "healthy\n")
 
 
 def test_each_fault_gives_its_finding_in_audit_and_checks(fabric_host) -> None:  # type: ignore[no-untyped-def]
@@ -134,3 +154,5 @@ def test_each_fault_gives_its_finding_in_audit_and_checks(fabric_host) -> None: 
     for rule in FAULTS:
         assert f"{rule}: " in check.stdout, (rule, check.stdout)
     assert "4 failed, 1 skipped" in check.stdout, check.stdout
+    rc, line = _health(h1)
+    assert rc == 1 and "[fabric.port-down]" in line and "mlx5_3/1 DOWN/Disabled" in line, line
