@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from gpuhost.errors import ParseError
 from gpuhost.parsers import (
+    cdi,
     container,
     cuda,
     detect,
@@ -19,6 +20,7 @@ from gpuhost.parsers import (
     fabric,
     frameworks,
     packages,
+    signing,
     smi_misc,
     topo,
 )
@@ -66,6 +68,13 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "parse_ibv_devinfo": fabric.parse_ibv_devinfo,
     "parse_lspci": fabric.parse_lspci,
     "parse_iommu": lambda t: fabric.parse_iommu(t, t),
+    "parse_test_key": signing.parse_test_key,
+    "parse_modinfo": signing.parse_modinfo,
+    "parse_framework_conf": signing.parse_framework_conf,
+    "parse_certificate_b64": lambda t: signing.parse_certificate_b64(t, "/var/lib/dkms/mok.pub"),
+    "parse_signing_output": signing.parse_signing_output,
+    "parse_cdi_spec": lambda t: cdi.parse_cdi_spec(t, "/etc/cdi/nvidia.yaml"),
+    "parse_cdi_specs": cdi.parse_cdi_specs,
 }
 
 OWN = Path(__file__).resolve().parents[1] / "fixtures" / "parsers"
@@ -74,6 +83,8 @@ CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 
 def _samples() -> list[str]:
     files = sorted(p for p in OWN.glob("*") if p.is_file())
+    # the module signing and CDI captures (their SOURCES.md notes are text samples too)
+    files += sorted(p for d in ("secureboot", "cdi") for p in (OWN.parent / d).glob("*"))
     # one capture per folder keeps the run short while covering every format
     files += [
         sorted(p for p in d.iterdir() if p.is_file())[0] for d in CAPTURES.iterdir() if d.is_dir()
