@@ -101,6 +101,20 @@ def test_gather_reads_commands_and_files(tmp_path):
     assert gather(run=hung, root=str(tmp_path)).smi_output is None
 
 
+def test_a_slow_kernel_log_or_nvlink_read_is_not_judged(tmp_path):
+    """The three reads run at once, each bounded: one that does not answer in time is left out
+    of the judgement (nvidia-smi's report is still judged)."""
+
+    def run(argv, **kwargs):
+        if argv[0] == "sh" or argv[1:2] == ["nvlink"]:
+            raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
+        return subprocess.CompletedProcess(argv, 0, A100, "")
+
+    got = gather(run=run, root=str(tmp_path))
+    assert got.smi_output == A100 and got.nvlink_output is None and got.kernel_log is None
+    assert judge(got) == []
+
+
 def test_reason_line_is_shortened():
     line = reason_line(["x" * 500])
     assert len(line) == 200 and line.endswith("...")

@@ -6,13 +6,18 @@ listening-port guard refuses a default-deny firewall without roles (slurmd liste
 with slurm roles and cluster-fabric keeps a 2-node srun working while this machine is cut off
 slurmd, the node health check drains a failing node with gpuhost's reason and resumes it when
 healthy, the metrics timer feeds a real Prometheus whose drift alert fires for the drifted host.
-h3 is GPU-shaped (tests/lab/gpu: one emulated T4, the lab repository's stand-in nvidia-smi
-package); h2 has no GPU, so its health check fails for a real reason (no nvidia-smi).
-About 4 minutes on a loaded machine (Debian's slurm and prometheus packages: about 110 MB).
+h3 is GPU-shaped (tests/lab/gpu: an emulated 8-GPU HGX H100 board, the lab repository's
+stand-in nvidia-smi package): each GPU fault class injected one at a time gives its action in the
+audit JSON, the Prometheus metric, the static check and the health line, and the health check
+drains without flapping; h2 has no GPU, so its health check fails for a real reason (no
+nvidia-smi). About 5 minutes on a loaded machine (Debian's slurm and prometheus packages: about
+110 MB).
 """
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -31,7 +36,7 @@ from tests.integration.harden_support import REPO, changed_count, run_gpuhost, t
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 NODE_GPUHOST = "/opt/gpuhost-lab/bin/gpuhost"
-GPU_SHAPE = ("t4", 1)
+GPU_SHAPE = ("h100-sxm", 8)
 EMULATOR = "/usr/bin/python3 /usr/lib/gpuhost-lab-gpu/gpuemu.py"
 SLURM_CONF = """ClusterName=lab
 SlurmctldHost=h1({h1})
@@ -260,7 +265,7 @@ def test_failing_health_check_drains_the_node_with_gpuhosts_reason(cluster):
 
 
 def test_gpu_node_is_drained_without_flapping_and_resumed_when_healthy(cluster):
-    """h3's emulated T4 with the lab repository's nvidia-smi, checked by the installed health
+    """h3's emulated H100s with the lab repository's nvidia-smi, checked by the installed health
     check wrapper (--drain; --after 2 passed on): an uncorrectable ECC error that clears on the
     next run drains nothing; one that persists drains on the second run with the action and the
     GPU's line as reason, and the node is resumed once it is gone; a GPU fallen off the bus
@@ -293,7 +298,7 @@ def test_gpu_node_is_drained_without_flapping_and_resumed_when_healthy(cluster):
     # seen once, gone on the next run: nothing drained
     view.manager.gpu_inject(3, "ecc-uncorrectable")
     once = check()
-    assert once.returncode == 1 and "GPU 0 (Tesla T4" in once.stdout, once.stdout
+    assert once.returncode == 1 and "GPU 0 (NVIDIA H100 80GB HBM3" in once.stdout, once.stdout
     assert "not drained yet: gpu.ecc-uncorrectable seen on 1 of 2" in once.stderr, once.stderr
     _ok(h3, f"{EMULATOR} clear")
     assert check().stdout == "healthy\n" and drained() is None
@@ -305,7 +310,9 @@ def test_gpu_node_is_drained_without_flapping_and_resumed_when_healthy(cluster):
 
     assert sick.returncode == 1, sick.stdout + sick.stderr
     # the action is the fault catalog's (data/faults.yaml): uncorrectable ECC -> reset the GPU
-    assert sick.stdout.startswith("reset-gpu: [gpu.ecc-uncorrectable] GPU 0 (Tesla T4"), sick.stdout
+    assert sick.stdout.startswith(
+        "reset-gpu: [gpu.ecc-uncorrectable] GPU 0 (NVIDIA H100 80GB HBM3"
+    ), sick.stdout
     assert sick.stdout.count("\n") == 1, sick.stdout
     assert "drained Slurm node h3" in sick.stderr, sick.stderr
     assert drained() == f"gpuhost: {sick.stdout.strip()}"
@@ -324,6 +331,66 @@ def test_gpu_node_is_drained_without_flapping_and_resumed_when_healthy(cluster):
     assert (drained() or "").startswith("gpuhost: reboot: [gpu.lost] nvidia-smi reports gpu-lost")
     _ok(h3, f"{EMULATOR} clear")
     assert "resumed Slurm node h3" in check().stderr and drained() is None
+
+
+# One fault class at a time on h3's emulated HGX H100 board: (emulator knob, GPU, the fault id,
+# its action in the fault catalog (src/gpuhost/data/faults.yaml), whether the static check has
+# a check for it, whether the health tier drains for it (else its line says healthy))
+FAULT_CLASSES = [
+    ("ecc-uncorrectable", 0, "gpu.ecc-uncorrectable", "reset-gpu", True, True),
+    ("remap-pending", 1, "gpu.remap-pending", "reset-gpu", True, True),
+    ("clock-event=power-brake", 2, "gpu.clocks.power-brake", "inspect-hardware", True, True),
+    ("fabric=in-progress", None, "gpu.fabric.state", "drain", True, True),
+    ("nvlink-down=3", 4, "gpu.nvlink.down", "reset-gpu", False, True),
+    ("pcie-downgrade", 5, "gpu.pcie-width", "inspect-hardware", True, False),
+    ("gpu-missing", 6, "gpu.missing", "reboot", False, True),
+    ("xid=79", 7, "gpu.xid.79", "reboot", True, True),
+]
+FAULT_RUN = f"""G={NODE_GPUHOST}
+$G audit --json /tmp/fault.json --prom /tmp/fault.prom >/dev/null 2>/tmp/fault.err
+$G check @local --tier static -- -q -p no:cacheprovider -k test_gpu_health >/tmp/fault.check 2>&1
+$G check @local --tier health >/tmp/fault.health 2>/dev/null
+cat /tmp/fault.json; echo '##PROM'; cat /tmp/fault.prom; echo '##CHECK'; cat /tmp/fault.check
+echo '##HEALTH'; cat /tmp/fault.health"""
+
+
+def test_each_fault_class_gives_its_action_everywhere(cluster):
+    """The same judgement everywhere (issue 26): each fault class injected alone on h3 gives its
+    action in the audit JSON (finding.action), the Prometheus textfile
+    (gpuhost_audit_fault_action), the static check's line and the health tier's line."""
+    view, _tmp = cluster
+    h3 = view.hosts[2]
+    _ok(h3, f"{EMULATOR} clear")
+    wrong = []
+    for knob, gpu, rule, action, static, drains in FAULT_CLASSES:
+        view.manager.gpu_inject(3, knob, gpu)
+        out = _ok(h3, FAULT_RUN, timeout=300)
+        _ok(h3, f"{EMULATOR} clear")
+        report, rest = out.split("##PROM\n", 1)
+        prom, rest = rest.split("##CHECK\n", 1)
+        check, health = rest.split("##HEALTH\n", 1)
+        found = {
+            (f["rule"], f.get("action")) for h in json.loads(report)["hosts"] for f in h["findings"]
+        }
+        tag = f"[{rule}, action: {action}]"  # a finding's line in the static check
+        seen = {
+            "audit JSON": (rule, action) in found,
+            "Prometheus": re.search(
+                rf'^gpuhost_audit_fault_action{{[^}}]*rule="{re.escape(rule)}",'
+                rf'action="{action}"}} 1',
+                prom,
+                re.M,
+            )
+            is not None,
+            "static check": tag in check if static else True,
+            "health line": health.startswith(f"{action}: [{rule}] ")
+            if drains
+            else health == "healthy\n",
+        }
+        wrong += [f"{knob}: {where}" for where, ok in seen.items() if not ok]
+        if any(not ok for ok in seen.values()):
+            wrong.append(f"  JSON {sorted(found)}\n  health {health!r}\n  check {check[-1500:]}")
+    assert not wrong, "\n".join(wrong)
 
 
 def _deploy(tmp: Path, view, hosts: list[str], call: str) -> list[str]:

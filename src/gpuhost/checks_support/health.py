@@ -18,8 +18,10 @@ RDMA ports in /sys/class/infiniband must be ACTIVE/LinkUp at the node class's ra
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,16 +45,23 @@ SMI_ARGV = ("nvidia-smi", "-q", "-x")
 MODULE_PATH = "/proc/driver/nvidia/version"
 
 
+NVLINK_ARGV = ("nvidia-smi", "nvlink", "-s")
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 @dataclass(frozen=True)
 class HealthInputs:
     """What the health check reads: nvidia-smi's output (``NOT_FOUND`` when it is not
     installed, None when it did not answer in time), the kernel module's version file and the
-    provision marker (None when absent)."""
+    provision marker (None when absent); ``nvidia-smi nvlink -s`` and the kernel log since boot
+    (``xid.KERNEL_LOG_COMMAND``), None when not read or not in time (not judged then)."""
 
     smi_output: str | None
     module_text: str | None
     marker_text: str | None
     rdma_ports: str = ""  # /sys/class/infiniband's port files as FILE:VALUE lines ("" none)
+    nvlink_output: str | None = None
+    kernel_log: str | None = None
 
 
 def _read(path: str) -> str | None:
@@ -62,31 +71,45 @@ def _read(path: str) -> str | None:
         return None
 
 
-def gather(
-    run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
-    root: str = "",
-) -> HealthInputs:
-    """Read this machine (``root`` prefixes the file paths, for tests)."""
+def _output(
+    run: Callable[..., subprocess.CompletedProcess[str]], argv: Sequence[str]
+) -> str | None:
+    """stdout + stderr of ``argv`` (``NOT_FOUND``: not installed; None: no answer in time)."""
     try:
         proc = run(
-            list(SMI_ARGV),
+            list(argv),
             capture_output=True,
             text=True,
             errors="replace",
             timeout=SMI_TIMEOUT,
             check=False,
-            env={
-                "LC_ALL": "C",
-                "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            },
+            env={"LC_ALL": "C", "PATH": PATH},
         )
-        smi: str | None = proc.stdout + proc.stderr
     except FileNotFoundError:
-        smi = NOT_FOUND
+        return NOT_FOUND
     except subprocess.TimeoutExpired:
-        smi = None
+        return None
+    return proc.stdout + proc.stderr
+
+
+def gather(
+    run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
+    root: str = "",
+) -> HealthInputs:
+    """Read this machine (``root`` prefixes the file paths, for tests): nvidia-smi's report, its
+    NVLink status and the kernel log at the same time, each bounded by ``SMI_TIMEOUT``."""
+    from gpuhost.checks_support.xid import KERNEL_LOG_COMMAND
+
+    commands = (SMI_ARGV, NVLINK_ARGV, ("sh", "-c", KERNEL_LOG_COMMAND))
+    with ThreadPoolExecutor(max_workers=len(commands)) as pool:
+        smi, nvlink, log = pool.map(lambda argv: _output(run, argv), commands)
     return HealthInputs(
-        smi, _read(root + MODULE_PATH), _read(root + MARKER_PATH), read_sysfs_ports(root)
+        smi,
+        _read(root + MODULE_PATH),
+        _read(root + MARKER_PATH),
+        read_sysfs_ports(root),
+        None if nvlink == NOT_FOUND else nvlink,
+        None if log == NOT_FOUND else log,
     )
 
 
@@ -146,6 +169,7 @@ def judge(inputs: HealthInputs) -> list[Finding]:
     if isinstance(report, Finding):
         return [report]
     problems = [f for gpu in report.gpus for f in gpu_findings(gpu) if _drains(f)]
+    problems += [f for f in _node_findings(inputs, report) if _drains(f)]
     problems += [  # RDMA ports: sysfs only; not GPU faults (the catalog has no row, no action)
         _line_finding(line) for line in port_problems(gpu_names(report), inputs.rdma_ports)
     ]
@@ -159,6 +183,27 @@ def judge(inputs: HealthInputs) -> list[Finding]:
                 report, module, recorded_driver(marker), ids=("profile.driver",)
             )
     return problems
+
+
+def _node_findings(inputs: HealthInputs, report: SmiReport) -> list[Finding]:
+    """What the node class of its GPU model expects (a GPU or NVLink link gone), NVLink links
+    down and Xids since boot: the fault judgement of the audit and the static checks on what
+    ``gather`` read (an unreadable NVLink status or kernel log is not judged)."""
+    from gpuhost.checks_support.xid import parse_kernel_log, xid_events
+    from gpuhost.faults.judge import expectation_findings, nvlink_findings, xid_findings
+    from gpuhost.faults.node_class import expectation_for
+    from gpuhost.parsers.smi_misc import parse_nvlink_status
+
+    expect = expectation_for(report.gpus[0].name if report.gpus else None)
+    found = expectation_findings(report, expect) if expect is not None else []
+    if inputs.nvlink_output is not None:
+        with contextlib.suppress(ParseError):  # an error text: nothing judged from it
+            found += nvlink_findings(parse_nvlink_status(inputs.nvlink_output), expect)
+    if inputs.kernel_log is not None:
+        log = parse_kernel_log(inputs.kernel_log)
+        if log.error is None:
+            found += xid_findings(xid_events(log.nvrm_lines), report.gpus)
+    return found
 
 
 def recorded_driver(marker: ProfileMarker) -> DesiredState:
