@@ -236,3 +236,15 @@ def test_a_served_bundle_s_manifest_is_read_from_its_server(tmp_path: Path) -> N
         server.server_close()
     assert f"gpuhost_bundle {url}: lacks packages" in str(info.value)
     assert "libcudnn9-cuda-13 (missing, expected 9.17.0.*)" in str(info.value)
+
+
+def test_the_files_copied_to_a_host_are_the_checked_ones(tmp_path: Path) -> None:
+    from gpuhost.deploys.offline import bundle_files
+
+    root = _manifest_dir(tmp_path, {"nvidia-smi": "580.178.04-1"})
+    (root / "Release").write_text("Origin: gpuhost\n")
+    files = bundle_files(str(root))
+    assert sorted(files) == ["Release", "manifest.json", "pool/nvidia-smi_580.178.04-1_amd64.deb"]
+    assert files["Release"] == hashlib.sha256(b"Origin: gpuhost\n").hexdigest()
+    deb = (root / "pool" / "nvidia-smi_580.178.04-1_amd64.deb").read_bytes()
+    assert files["pool/nvidia-smi_580.178.04-1_amd64.deb"] == hashlib.sha256(deb).hexdigest()

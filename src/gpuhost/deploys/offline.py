@@ -16,7 +16,7 @@ from typing import Any
 
 import requests
 
-from gpuhost.bundle.aptrepo import KEY_FILE
+from gpuhost.bundle.aptrepo import KEY_FILE, file_hashes
 from gpuhost.bundle.manifest import (
     MANIFEST,
     Manifest,
@@ -120,17 +120,12 @@ def check_bundle(
 def use_bundle(setting: BundleSetting) -> None:
     """Operations: the bundle on the host (copied, or its server's key) as the only source."""
     if setting.path:
-        root = Path(setting.path)
-        files = {
-            str(p.relative_to(root)): _digest(p)
-            for p in sorted(root.rglob("*")) if p.is_file()
-        }
         offline.only_source(
             name=f"Offline bundle in {offline.REPO_DIR}: the only apt source for this run",
             uri=f"file:{offline.REPO_DIR}",
             keyring=f"{offline.REPO_DIR}/{KEY_FILE}",
             src=setting.path,
-            files=files,
+            files=bundle_files(setting.path),
         )
         return
     url = str(setting.url)
@@ -145,13 +140,14 @@ def stop_using_bundle() -> None:
     offline.restored(name="The host's own apt sources back")
 
 
-@cache
-def _digest_cached(path: str, size: int, mtime: float) -> str:
-    from gpuhost.bundle.aptrepo import file_hashes
-
-    return file_hashes(Path(path))[1]
-
-
-def _digest(path: Path) -> str:
-    stat = path.stat()
-    return _digest_cached(str(path), stat.st_size, stat.st_mtime)
+def bundle_files(path: str) -> dict[str, str]:
+    """{relative path: sha256} of every file of the bundle directory: the packages' from the
+    manifest (``load_bundle`` compared them with the files), the few others hashed here."""
+    root = Path(path)
+    manifest, _ = _checked_directory(path)
+    files = {entry.filename: entry.sha256 for entry in manifest.packages}
+    for item in sorted(root.rglob("*")):
+        name = str(item.relative_to(root))
+        if item.is_file() and name not in files:
+            files[name] = file_hashes(item)[1]
+    return files

@@ -288,8 +288,9 @@ KEYS: dict[str, Key] = {
             "install only from it (the host's other apt sources are off for the run and back "
             "after it) and refuse, before any change, a bundle that lacks a package of the "
             "profile's pinned set or whose files differ from its manifest. path: the bundle "
-            "directory on this machine, copied to the host; url: where a host the operator "
-            "names serves it, with the SHA-256 of its bundle-key.gpg.",
+            "directory on this machine (relative: from the current directory), copied to the "
+            "host; url: where a host the operator names serves it, with the SHA-256 of its "
+            "bundle-key.gpg.",
             "provision, upgrade",
         ),
         _k(
