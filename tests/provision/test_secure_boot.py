@@ -206,6 +206,10 @@ def test_the_module_signature_is_checked_after_the_install() -> None:
         bad = {"signing.ModuleSigning": {key: _facts(modinfo=modinfo)}}
         with pytest.raises(OperationError, match=said):
             _run(ops.module_signed, bad, executing=True, cert=CERT)
+    # mokutil installed by this run: the enrollment the guard could not read is judged now
+    unenrolled = {"signing.ModuleSigning": {key: _facts(signing.NOT_ENROLLED)}}
+    with pytest.raises(OperationError, match="says is not-enrolled: the module will not load"):
+        _run(ops.module_signed, unenrolled, executing=True, cert=CERT)
 
 
 def _stub(folder: Path, name: str, output: str) -> None:

@@ -72,7 +72,8 @@ def enrollment_requested(cert: str, password: str | None = None) -> Generator:
 
 def signature_problem(found: signing.SigningFacts, cert: str) -> str | None:
     """Why the module DKMS built will not load under Secure Boot with ``cert`` (None: it carries
-    that certificate's signature)."""
+    that certificate's signature and the certificate is enrolled, in db, requested, or its state
+    unknown)."""
     module = found.module
     if not module.found:
         return (
@@ -90,6 +91,13 @@ def signature_problem(found: signing.SigningFacts, cert: str) -> str | None:
         return (
             f"{module.filename} is signed by {module.signer!r} (key {module.sig_key}), not with "
             f"{cert} (serial {found.cert.serial}): rebuild it so DKMS signs it with that key"
+        )
+    if found.enrollment in (signing.NOT_ENROLLED, signing.BLOCKED):
+        # mokutil was missing when the run was prepared: the guard could not tell
+        return (
+            f"{module.filename} is signed with {cert}, which mokutil --test-key says is "
+            f"{found.enrollment}: the module will not load; set gpuhost_mok_password to request "
+            f"its enrollment, or mokutil --import {cert}, reboot, confirm in the MOK manager"
         )
     return None
 
