@@ -128,7 +128,7 @@ def resolve_command(folder: str, request: Request) -> str:
         f"d={q(folder)}",
         'mkdir -p "$d/parts" "$d/prefs" "$d/lists/partial" "$d/archives/partial" "$d/debs"',
         'for f in /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do '
-        '[ -f "$f" ] && cp "$f" "$d/parts/"; done',
+        'if [ -f "$f" ]; then cp "$f" "$d/parts/"; fi; done',
         f"printf %s {q(base64.b64encode(request.preferences.encode()).decode())} "
         '| base64 -d > "$d/prefs/gpuhost-nvidia"',
     ]

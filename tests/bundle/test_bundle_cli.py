@@ -56,3 +56,36 @@ def test_provision_s_own_extra_packages_follow_the_host_data() -> None:
     assert extra_packages({"gpuhost_harden": False,
                            "gpuhost_module_signing_key": "/root/mok.key"}) == ["mokutil"]
     assert extra_packages({"gpuhost_mok_password": "x"}) == ["nftables", "mokutil"]
+
+
+def test_the_reference_host_command_runs_in_sh(tmp_path: Path) -> None:
+    """resolve_command under dash/sh with stand-in apt tools: the private configuration is
+    written (pins, the CUDA source and its key) and apt's answer comes back whole."""
+    from gpuhost.bundle.printuris import parse_print_uris
+    from gpuhost.bundle_make import Request, resolve_command
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "apt-get").write_text(
+        '#!/bin/sh\ncase "$*" in *" install "*) echo "args: $*" >&2; '
+        "echo \"'http://r/pool/nvidia-smi_580.178.04-1_amd64.deb' "
+        'nvidia-smi_580.178.04-1_amd64.deb 12 MD5Sum:00";; esac\n'
+    )
+    (bin_dir / "apt-cache").write_text("#!/bin/sh\nexit 100\n")  # no headers package offered
+    for tool in ("apt-get", "apt-cache"):
+        (bin_dir / tool).chmod(0o755)
+    folder = tmp_path / "work"
+    request = Request(["nvidia-smi", "nvidia-persistenced=1:580.178.04-1"], {},
+                      "Package: nvidia-smi\n", ("http://repo/x/", b"\x99binary key"))
+    proc = subprocess.run(["sh", "-c", f'PATH="{bin_dir}:$PATH"\n'
+                           + resolve_command(str(folder), request)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (found,) = parse_print_uris(proc.stdout)
+    assert found.package == "nvidia-smi"
+    assert "nvidia-smi nvidia-persistenced=1:580.178.04-1" in proc.stderr
+    assert (folder / "prefs" / "gpuhost-nvidia").read_text() == "Package: nvidia-smi\n"
+    assert (folder / "cuda-key.gpg").read_bytes() == b"\x99binary key"
+    assert (folder / "parts" / "gpuhost-cuda.list").read_text() == (
+        f"deb [signed-by={folder}/cuda-key.gpg] http://repo/x/ /\n"
+    )
