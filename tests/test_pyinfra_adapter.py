@@ -223,3 +223,13 @@ def test_close_connection_closes_the_ssh_client() -> None:
     assert closed == [True] and not target.connected
     adapter.close_connection(target)  # not connected, still a client: closed again, harmless
     assert closed == [True, True]
+
+
+def test_the_hub_hands_on_a_keyboard_interrupt_without_printing_it() -> None:
+    from gevent import get_hub
+
+    adapter.quiet_hub_interrupts()
+    adapter.quiet_hub_interrupts()
+    not_error = get_hub().NOT_ERROR
+    assert not_error.count(KeyboardInterrupt) == 1 and SystemExit in not_error
+    assert KeyboardInterrupt in get_hub().SYSTEM_ERROR  # still handed to the main greenlet

@@ -13,7 +13,8 @@ Public pyinfra API is used directly elsewhere; only what pyinfra does not offer 
 - :func:`ssh_connector_keys`: the host data keys pyinfra's SSH connector reads
   (``pyinfra.connectors.ssh.connector_data_meta``);
 - :func:`ensure_gevent`: the stdlib patched for gevent (pyinfra runs hosts concurrently on it)
-  before any connection;
+  before any connection; :func:`quiet_hub_interrupts`: a Ctrl-C handed on by gevent's hub
+  without the hub printing it;
 - :func:`connector_arguments`: the connector arguments (``_sudo``, ``_su_user``, ...) of an
   operation's or a host's global arguments (``pyinfra.api.arguments``), for a command run
   outside pyinfra's own operations (a fleet fact, a FunctionCommand);
@@ -53,6 +54,18 @@ def ensure_gevent() -> None:
     # pyinfra and paramiko log through their loggers; gpuhost reports hosts itself, so keep them
     # off the terminal unless the user configured logging.
     quiet_ssh_logs()
+
+
+def quiet_hub_interrupts() -> None:
+    """A KeyboardInterrupt that arrives while gevent's hub runs (a process whose SIGINT handler
+    is Python's default, patched by importing pyinfra's CLI: ``gpuhost check``'s pytest) is
+    printed by the hub ('KeyboardInterrupt' and a timestamp on stderr) before it reaches the
+    program, which reports it itself. The hub still hands it on (a system error), unprinted."""
+    from gevent import get_hub
+
+    hub = get_hub()
+    if KeyboardInterrupt not in hub.NOT_ERROR:
+        hub.NOT_ERROR = (*hub.NOT_ERROR, KeyboardInterrupt)
 
 
 def may_change(operation_meta: Any) -> bool | None:

@@ -14,6 +14,7 @@ from typing import Any
 from gpuhost.errors import ConfigError
 from gpuhost.inventory.contract import host_name_problem
 from gpuhost.inventory.profiles import PROFILES_FILE_KEY
+from gpuhost.pyinfra_adapter import quiet_hub_interrupts
 
 LOCAL = "@local"
 SSH_KEYS = {
@@ -67,6 +68,7 @@ def load_hosts(
         selection = select(
             inventory, limit=limit, override_data=override or None, uses_profiles=True
         )
+    quiet_hub_interrupts()  # pyinfra's inventory loader patched gevent into this pytest
     hosts = []
     for name in selection.names:
         host = selection.inventory.get_host(name)
