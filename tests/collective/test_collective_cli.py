@@ -217,7 +217,15 @@ def test_no_gpu_on_a_node_could_not_run(cluster, capsys):
         (
             ["--nccl-tests=/x"],
             {"gpuhost_gpus": ["Tesla T4"]},
-            "no sourced bus-bandwidth floor for GPUs Tesla T4, fabric not given",
+            "no sourced bus-bandwidth floor for GPUs Tesla T4, fabric unknown (no node class",
+        ),
+        (
+            ["--nccl-tests=/x"],
+            {
+                "gpuhost_gpus": ["Tesla T4"] * 8,
+                "gpuhost_fabric": {"ports": 8, "rate_gbps": 400, "link_layer": "InfiniBand"},
+            },
+            "no sourced bus-bandwidth floor for GPUs Tesla T4, fabric 8 x 400 Gb/s InfiniBand",
         ),
         (["--nccl-tests=/x", "--floor=10"], {}, "GPUs per node unknown"),
         (
@@ -234,6 +242,22 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, args, inventory_data, me
     assert _check(inventory, *args) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
+
+
+def test_the_floor_of_the_nodes_class_from_the_data(tmp_path, capsys, monkeypatch):
+    """Eight H100 in gpuhost_gpus are data/fabric_classes.yaml's hgx-h100-8 (8 x 400 Gb/s
+    InfiniBand): the sourced floor, 0.9 x 368 GB/s; the real capture's 338.82 is below it."""
+    inventory = tmp_path / "inv.py"
+    data = {"gpuhost_gpus": ["NVIDIA H100 80GB HBM3"] * 8}
+    inventory.write_text(f"hosts = [(n, {data!r}) for n in ('a', 'b')]\n")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no srun: the floor is read before
+
+    assert _check(inventory, "--nccl-tests=/x") == 1
+    out = capsys.readouterr().out
+    assert (
+        "2 nodes x 8 GPUs through slurm on this machine; floor 331.2 GB/s (0.9 x 368 GB/s, "
+        "NVIDIA H100 80GB HBM3 on 8 x 400 Gb/s InfiniBand" in out
+    ), out
 
 
 def test_collective_options_belong_to_the_collective_tier(capsys):

@@ -10,7 +10,7 @@ import xmlschema
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuhost.collective import report as reports
-from gpuhost.collective.floors import Floor, load_floors, resolve_floor
+from gpuhost.collective.floors import Fabric, Floor, load_floors, resolve_floor
 from gpuhost.collective.judge import COULD_NOT_RUN, FAIL, PASS, judge
 from gpuhost.collective.locate import Located
 from gpuhost.collective.plan import Node, Setup, preflight_command, run_command
@@ -20,6 +20,8 @@ from gpuhost.errors import ConfigError, MatrixError
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-tests"
 XSD = xmlschema.XMLSchema(str(Path(__file__).resolve().parents[1] / "reports" / "junit-10.xsd"))
 H100 = (FIXTURES / "all_reduce__h100x8__2-nodes__gcp-a3mega.txt").read_text()
+NDR8 = Fabric(8, 400.0, "InfiniBand")
+HDR8 = Fabric(8, 200.0, "InfiniBand")
 
 
 def test_every_shipped_floor_cites_a_source_with_its_derivation():
@@ -34,10 +36,11 @@ def test_every_shipped_floor_cites_a_source_with_its_derivation():
 def test_a_sourced_floor_for_the_gpu_model_and_fabric():
     floors = load_floors()
 
-    h100 = resolve_floor(floors, ["NVIDIA H100 80GB HBM3"] * 4, "ib-ndr400x8", None)
-    a100 = resolve_floor(floors, ["nvidia a100-sxm4-80gb"], "ib-hdr200x8", None)
+    h100 = resolve_floor(floors, ["NVIDIA H100 80GB HBM3"] * 4, NDR8, None)
+    a100 = resolve_floor(floors, ["nvidia a100-sxm4-80gb"], HDR8, None)
 
     assert h100.busbw_gbs == 331.2 and "46 GB/s per NDR" in h100.origin
+    assert "on 8 x 400 Gb/s InfiniBand" in h100.origin
     assert h100.source == "https://github.com/NVIDIA/nccl-tests/issues/290"
     assert a100.busbw_gbs == 172.8 and "nccl/issues/812" in str(a100.source)
 
@@ -45,9 +48,10 @@ def test_a_sourced_floor_for_the_gpu_model_and_fabric():
 @pytest.mark.parametrize(
     ("gpus", "fabric"),
     [
-        (["NVIDIA H100 80GB HBM3"], "roce-400x8"),  # no row for this fabric
-        (["Tesla T4"], "ib-ndr400x8"),  # no row for this GPU
-        (["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"], "ib-ndr400x8"),  # mixed nodes
+        (["NVIDIA H100 80GB HBM3"], Fabric(8, 400, "Ethernet")),  # no row for this fabric
+        (["NVIDIA H100 80GB HBM3"], Fabric(4, 400, "InfiniBand")),  # nor for 4 ports
+        (["Tesla T4"], NDR8),  # no row for this GPU
+        (["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"], NDR8),  # mixed nodes
         (["NVIDIA H100 80GB HBM3"], None),
     ],
 )
@@ -68,9 +72,11 @@ def test_a_damaged_floors_file_lists_every_problem(tmp_path):
         "schema: 1\nfraction: 1.5\nfraction_source: nope\n"
         "sources: {s: {url: 'https://x', title: t}}\n"
         "floors:\n"
-        "  - {gpus: [A], fabric: f, reference_busbw_gbs: -3, source: s, confidence: primary,"
-        " how: h}\n"
-        "  - {gpus: [a], fabric: f, reference_busbw_gbs: 3, source: t, confidence: sure, how: h}\n"
+        "  - {gpus: [A], fabric: &f {ports: 2, rate_gbps: 1, link_layer: Ethernet},"
+        " reference_busbw_gbs: -3, source: s, confidence: primary, how: h}\n"
+        "  - {gpus: [a], fabric: *f, reference_busbw_gbs: 3, source: t, confidence: sure, how: h}\n"
+        "  - {gpus: [b], fabric: {ports: 0, rate_gbps: 1, link_layer: IB}, reference_busbw_gbs: 3,"
+        " source: s, confidence: primary, how: h}\n"
     )
 
     with pytest.raises(MatrixError) as caught:
@@ -82,7 +88,8 @@ def test_a_damaged_floors_file_lists_every_problem(tmp_path):
     assert "floors[0].reference_busbw_gbs: found -3, expected a positive number" in problems
     assert "floors[1].source: 't' is not a key of sources" in problems
     assert any(p.startswith("floors[1].confidence: found 'sure'") for p in problems)
-    assert "floors[1].gpus: 'a' on f is already floors[0]" in problems
+    assert "floors[1].gpus: 'a' on 2 x 1 Gb/s Ethernet is already floors[0]" in problems
+    assert any(p.startswith("floors[2].fabric: found {'ports': 0") for p in problems)
 
 
 def test_a_run_that_hangs_is_a_failure_not_could_not_run():

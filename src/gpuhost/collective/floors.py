@@ -3,9 +3,10 @@
 ``load_floors()`` validates the file (every row cites a known source, numbers positive, one row
 per GPU name and fabric); ``resolve_floor(floors, gpus, fabric, user_floor)`` gives the floor a
 run is judged against: the user's own (``--floor`` / ``gpuhost_collective_floor``) when given,
-else ``fraction`` x the sourced reference of the nodes' GPU model and fabric. Without either
-there is no floor: a ConfigError saying what to give (a floor nobody can source is never
-invented).
+else ``fraction`` x the sourced reference of the nodes' GPU model and fabric (a ``Fabric``: the
+compute ports, their rate and link layer, as ``gpuhost.fabric.expected`` gives a node's).
+Without either there is no floor: a ConfigError saying what to give (a floor nobody can
+source is never invented).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from importlib import resources
 from typing import Any
 
 from gpuhost.errors import ConfigError, MatrixError
+from gpuhost.fabric.expected import LINK_LAYERS
 from gpuhost.matrix.model import Source
 from gpuhost.matrix.peaks import cited, name_key, read_sources, text_field
 from gpuhost.matrix.yamlfile import read_mapping
@@ -25,9 +27,21 @@ FILE = "collective_floors.yaml"
 
 
 @dataclass(frozen=True)
+class Fabric:
+    """A node's compute fabric: ``ports`` RDMA ports of ``link_layer`` at ``rate_gbps`` each."""
+
+    ports: int
+    rate_gbps: float
+    link_layer: str
+
+    def __str__(self) -> str:
+        return f"{self.ports} x {self.rate_gbps:g} Gb/s {self.link_layer}"
+
+
+@dataclass(frozen=True)
 class FloorRow:
     gpus: tuple[str, ...]
-    fabric: str
+    fabric: Fabric
     reference_busbw_gbs: float
     source: str
     url: str
@@ -40,7 +54,7 @@ class Floors:
     fraction: float
     rows: tuple[FloorRow, ...]
 
-    def find(self, gpu: str, fabric: str) -> FloorRow | None:
+    def find(self, gpu: str, fabric: Fabric) -> FloorRow | None:
         wanted = name_key(gpu)
         for row in self.rows:
             if row.fabric == fabric and wanted in {name_key(n) for n in row.gpus}:
@@ -78,10 +92,25 @@ def _positive(value: Any, where: str, problems: list[str]) -> float:
     return float(value)
 
 
+def _fabric(raw: Any, where: str, problems: list[str]) -> Fabric:
+    if not isinstance(raw, dict) or raw.get("link_layer") not in LINK_LAYERS:
+        problems.append(
+            f"{where}: found {raw!r}, expected {{ports, rate_gbps, link_layer}} with link_layer "
+            f"one of {', '.join(LINK_LAYERS)}"
+        )
+        return Fabric(0, 0.0, "")
+    ports = raw.get("ports")
+    if isinstance(ports, bool) or not isinstance(ports, int) or ports < 1:
+        problems.append(f"{where}.ports: found {ports!r}, expected a positive integer")
+        ports = 0
+    rate = _positive(raw.get("rate_gbps"), f"{where}.rate_gbps", problems)
+    return Fabric(ports, rate, str(raw["link_layer"]))
+
+
 def _row(raw: Any, where: str, sources: Mapping[str, Source], problems: list[str]) -> FloorRow:
     if not isinstance(raw, dict):
         problems.append(f"{where}: expected a mapping")
-        return FloorRow((), "", 0.0, "", "", "", "")
+        return FloorRow((), Fabric(0, 0.0, ""), 0.0, "", "", "", "")
     gpus = raw.get("gpus")
     if not isinstance(gpus, list) or not gpus or not all(isinstance(g, str) for g in gpus):
         problems.append(f"{where}.gpus: found {gpus!r}, expected a list of GPU names")
@@ -89,7 +118,7 @@ def _row(raw: Any, where: str, sources: Mapping[str, Source], problems: list[str
     source, confidence = cited(raw, where, sources, problems)
     return FloorRow(
         gpus=tuple(gpus),
-        fabric=text_field(raw, "fabric", where, problems),
+        fabric=_fabric(raw.get("fabric"), f"{where}.fabric", problems),
         reference_busbw_gbs=_positive(
             raw.get("reference_busbw_gbs"), f"{where}.reference_busbw_gbs", problems
         ),
@@ -116,7 +145,7 @@ def _load(path: str) -> Floors:
         problems.append("floors: expected a list of rows")
         raw_rows = []
     rows = tuple(_row(r, f"floors[{i}]", sources, problems) for i, r in enumerate(raw_rows))
-    seen: dict[tuple[str, str], int] = {}
+    seen: dict[tuple[str, Fabric], int] = {}
     for index, row in enumerate(rows):
         for gpu in row.gpus:
             key = (name_key(gpu), row.fabric)
@@ -131,7 +160,7 @@ def _load(path: str) -> Floors:
 
 
 def resolve_floor(
-    floors: Floors, gpus: Sequence[str], fabric: str | None, user_floor: float | None
+    floors: Floors, gpus: Sequence[str], fabric: Fabric | None, user_floor: float | None
 ) -> Floor:
     """The floor for nodes with these GPU names on this fabric (see the module docstring)."""
     if user_floor is not None:
@@ -147,12 +176,11 @@ def resolve_floor(
                 f"{fabric} ({row.how})",
                 row.url,
             )
-    known = sorted({row.fabric for row in floors.rows})
-    found = (
-        f"GPUs {', '.join(models) or 'not given (gpuhost_gpus)'}, fabric {fabric or 'not given'}"
-    )
+    known = sorted({str(row.fabric) for row in floors.rows})
+    described = fabric or "unknown (no node class of data/fabric_classes.yaml, no gpuhost_fabric)"
+    found = f"GPUs {', '.join(models) or 'not given (gpuhost_gpus)'}, fabric {described}"
     raise ConfigError(
         f"collective: no sourced bus-bandwidth floor for {found} (data/{FILE} has rows for "
-        f"fabrics {', '.join(known)} with their GPU models): give your own floor with --floor "
+        f"fabrics {'; '.join(known)} with their GPU models): give your own floor with --floor "
         "GB/s or inventory data gpuhost_collective_floor"
     )

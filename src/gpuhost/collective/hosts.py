@@ -2,7 +2,8 @@
 
 ``setup_from_inventory(inventory, limit, options)``: the launch host (the one host with
 ``gpuhost_collective_launcher: true``, else this machine) and the nodes (every other selected
-host); nccl-tests' folder, GPUs per node, the floor (``collective.floors``). Bad or missing
+host); nccl-tests' folder, GPUs per node, the floor (``collective.floors``, for the nodes'
+fabric as ``gpuhost.fabric.expected`` gives it). Bad or missing
 input is one ConfigError (exit 2) naming the key or option to give.
 
 ``executor(setup, hosts)`` runs a command on the launch host: ``sh -c`` here, or ``ssh`` with
@@ -22,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from gpuhost.checks_support.inventory import LOCAL, CheckHost, load_hosts, ssh_config
-from gpuhost.collective.floors import load_floors, resolve_floor
+from gpuhost.collective.floors import Fabric, load_floors, resolve_floor
 from gpuhost.collective.plan import DEFAULT_RUN_TIMEOUT, LAUNCHERS, Node, Setup
 from gpuhost.collective.run import UNREACHABLE, Execute
 from gpuhost.connection import openssh_cause
 from gpuhost.errors import ConfigError
+from gpuhost.fabric.expected import expectation
 from gpuhost.inventory.contract import value
 
 SSH_FAILED = 255  # ssh's own exit status when it could not connect
@@ -84,6 +86,21 @@ def _gpus_per_node(nodes: list[CheckHost], given: int | None) -> int:
     )
 
 
+def _fabric(nodes: list[CheckHost]) -> Fabric | None:
+    """The nodes' compute fabric when every node has the same (``gpuhost.fabric``: the node
+    class of its gpuhost_gpus, with gpuhost_fabric over it), else None."""
+    found = set()
+    for host in nodes:
+        gpus = [str(g) for g in value(host.data, "gpuhost_gpus")]
+        wanted = expectation(gpus, host.data)
+        if wanted is None or None in (wanted.ports, wanted.rate_gbps, wanted.link_layer):
+            return None
+        found.add(
+            Fabric(int(wanted.ports or 0), float(wanted.rate_gbps or 0), str(wanted.link_layer))
+        )
+    return found.pop() if len(found) == 1 else None
+
+
 def setup_from_inventory(inventory: str, limit: str | None, options: Options) -> Setup:
     if options.launcher not in LAUNCHERS:
         raise ConfigError(f"--launcher {options.launcher!r}: expected one of {LAUNCHERS}")
@@ -105,9 +122,7 @@ def setup_from_inventory(inventory: str, limit: str | None, options: Options) ->
     user_floor = options.floor
     if user_floor is None:
         user_floor = _one_value(everyone, "gpuhost_collective_floor")
-    floor = resolve_floor(
-        load_floors(), gpus, _one_value(nodes, "gpuhost_collective_fabric"), user_floor
-    )
+    floor = resolve_floor(load_floors(), gpus, _fabric(nodes), user_floor)
     return Setup(
         launcher=options.launcher,
         launch_host=launcher.name if launcher else None,

@@ -29,14 +29,6 @@ COLLECTIVE_KEYS: tuple[Key, ...] = (
         _USED_BY,
     ),
     key(
-        "gpuhost_collective_fabric",
-        Word,
-        "a fabric name of data/collective_floors.yaml, e.g. ib-ndr400x8",
-        None,
-        "The node's network for the collective floor (with its GPU model, gpuhost_gpus).",
-        _USED_BY,
-    ),
-    key(
         "gpuhost_collective_floor",
         PositiveNumber,
         "a positive number of GB/s",
