@@ -16,9 +16,22 @@ from gpuhost.checks.checklib import HostFacts, fail_with, need_gpus, need_spec
 from gpuhost.checks_support import gpu, xid
 from gpuhost.checks_support.expected import Expected
 from gpuhost.checks_support.gpu import FAILING
+from gpuhost.errors import ParseError
 from gpuhost.facts.host_facts import ServiceState
-from gpuhost.faults.judge import finding_line, xid_findings
+from gpuhost.faults.judge import (
+    expectation_findings,
+    finding_line,
+    nvlink_error_findings,
+    nvlink_findings,
+    xid_findings,
+)
+from gpuhost.faults.node_class import expectation_for
 from gpuhost.operations.clocks import UNIT_NAME as CLOCKS_UNIT
+from gpuhost.parsers.smi_misc import parse_nvlink_errors, parse_nvlink_status
+
+# nvidia-smi's NVLink views (empty output: no NVLink to judge; an error line is kept as a note)
+NVLINK_STATUS = "LC_ALL=C nvidia-smi nvlink -s 2>&1 || true"
+NVLINK_ERRORS = "LC_ALL=C nvidia-smi nvlink -e 2>&1 || true"
 
 
 def test_persistence_mode_on(host: Any, facts: HostFacts, expected: Expected) -> None:
@@ -130,6 +143,25 @@ def test_clocks_fabric_and_recovery(facts: HostFacts) -> None:
         + gpu.rule_problems("gpu.fabric", report)
         + gpu.rule_problems("gpu.recovery-action", report),
         f"{facts.name}: GPU faults",
+    )
+
+
+def test_node_class_and_nvlink(facts: HostFacts, inventory_data: dict[str, Any]) -> None:
+    """The node has what its GPU model's node class (data/node_classes.yaml) and the inventory's
+    gpuhost_expect say: GPU count, memory, PCIe width (gpu.missing, gpu.memory, gpu.pcie-width);
+    every NVLink link active and as many as expected, no NVLink error counted (gpu.nvlink.down,
+    gpu.nvlink.errors). A GPU model without a class and no gpuhost_expect: NVLink only."""
+    report = need_gpus(facts)
+    expect = expectation_for(report.gpus[0].name, inventory_data.get("gpuhost_expect"))
+    found = expectation_findings(report, expect) if expect is not None else []
+    try:
+        found += nvlink_findings(parse_nvlink_status(facts.run(NVLINK_STATUS)), expect)
+        found += nvlink_error_findings(parse_nvlink_errors(facts.run(NVLINK_ERRORS)))
+    except ParseError as exc:
+        pytest.fail(f"{facts.name}: nvidia-smi nvlink: {exc}", pytrace=False)
+    fail_with(
+        [finding_line(f) for f in found if f.severity in FAILING],
+        f"{facts.name}: node class / NVLink",
     )
 
 

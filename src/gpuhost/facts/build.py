@@ -21,18 +21,22 @@ from gpuhost.facts.host_facts import (
     DriverFacts,
     FabricManagerFacts,
     FrameworkFacts,
+    GpuFaultFacts,
     HostFacts,
     PackageFacts,
     ServiceState,
     SshdFacts,
 )
 from gpuhost.parsers import container, cuda, driver, frameworks, packages
+from gpuhost.parsers.aer import parse_gpu_aer
 from gpuhost.parsers.cdi import parse_cdi_specs
 from gpuhost.parsers.nvidia_smi import SmiReport, parse_output
 from gpuhost.parsers.packages import AptPolicy, Package
 from gpuhost.parsers.profile_marker import parse_profile_marker
 from gpuhost.parsers.signing import SigningFacts, parse_signing_output
+from gpuhost.parsers.smi_misc import parse_nvlink_errors, parse_nvlink_status
 from gpuhost.parsers.sshd import audit_settings, parse_sshd_t
+from gpuhost.parsers.xid import xid_events
 from gpuhost.probe.script import python_section_name
 from gpuhost.probe.sections import ProbeOutput, SectionOutput, split_sections
 from gpuhost.versions import upstream_of_package_version
@@ -193,6 +197,24 @@ def _fabric(reader: _Reader) -> FabricFacts:
     return facts
 
 
+def _gpu_faults(reader: _Reader) -> GpuFaultFacts:
+    """Xid lines, NVLink state/counters and GPU AER counters; a section that did not run (no
+    nvidia-smi, an error) is None: not read, nothing judged from it."""
+
+    def read(name: str, parser: Callable[[str], T]) -> T | None:
+        section = reader.section(name)
+        if section is None or not section.ok:
+            return None
+        return reader.parse(name, parser, None)
+
+    return GpuFaultFacts(
+        xid=read("xid-log", xid_events),
+        nvlink=read("nvlink-status", parse_nvlink_status),
+        nvlink_errors=read("nvlink-errors", parse_nvlink_errors),
+        aer=read("gpu-aer", parse_gpu_aer),
+    )
+
+
 def framework_from_probe(python: str, section: SectionOutput | None) -> FrameworkFacts:
     """One ``python.N`` section → FrameworkFacts (torch via parse_torch_probe, TF from the line)."""
     if section is None:
@@ -271,6 +293,7 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
             service=services.get("nvidia-fabricmanager"),
         ),
         fabric=_fabric(reader),
+        gpu_faults=_gpu_faults(reader),
         persistenced=services.get("nvidia-persistenced"),
         frameworks=[
             framework_from_probe(python, probe.get(python_section_name(i)))

@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhost.fabric.model import FabricFacts
+from gpuhost.parsers.aer import AerCounters
 from gpuhost.parsers.cdi import CdiSpec
 from gpuhost.parsers.driver import KernelModule
 from gpuhost.parsers.nvidia_smi import SmiReport
 from gpuhost.parsers.packages import AptPolicy, Package
 from gpuhost.parsers.profile_marker import ProfileMarker
 from gpuhost.parsers.signing import SigningFacts
+from gpuhost.parsers.xid import XidEvent
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,18 @@ class SshdFacts:
 
 
 @dataclass(frozen=True)
+class GpuFaultFacts:
+    """GPU faults read beside nvidia-smi -q (each None when not read): the kernel log's Xid
+    events since boot, ``nvidia-smi nvlink -s`` / ``-e`` per GPU, each GPU's PCIe AER counters
+    by device and kind."""
+
+    xid: list[XidEvent] | None = None
+    nvlink: list[dict[str, Any]] | None = None
+    nvlink_errors: list[dict[str, Any]] | None = None
+    aer: dict[str, dict[str, AerCounters]] | None = None
+
+
+@dataclass(frozen=True)
 class HostFacts:
     hostname: str | None = None
     probe_version: int | None = None
@@ -209,6 +223,7 @@ class HostFacts:
     container: ContainerFacts = field(default_factory=ContainerFacts)
     fabric_manager: FabricManagerFacts = field(default_factory=FabricManagerFacts)
     fabric: FabricFacts = field(default_factory=FabricFacts)  # RDMA ports, GPUDirect, ACS
+    gpu_faults: GpuFaultFacts = field(default_factory=GpuFaultFacts)  # Xid, NVLink, AER
     persistenced: ServiceState | None = None
     frameworks: list[FrameworkFacts] = field(default_factory=list)
     sshd: SshdFacts = field(default_factory=SshdFacts)

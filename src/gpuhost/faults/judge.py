@@ -147,6 +147,9 @@ def nvlink_findings(
     findings = []
     for entry in status:
         label = f"GPU {entry.get('index')} ({entry.get('name') or 'unknown'})"
+        note = (entry.get("note") or "").lower()
+        if not entry.get("links") and "inactive" not in note:
+            continue  # no NVLink on this GPU, or not queryable (MIG mode): nothing to judge
         active, down = _links(entry)
         short = wanted is not None and active < wanted
         if not down and not short:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from gpuhost.errors import ParseError
 from gpuhost.parsers._common import first_line, is_blank, require_text
+from gpuhost.parsers.marked import split_marked
 
 EXPECTED = "an AER counter file (aer_dev_correctable/fatal/nonfatal: 'NAME COUNT' lines)"
 LINE_RE = re.compile(r"^\s*(?P<name>\S.*?)\s+(?P<count>\d+)\s*$")
@@ -57,3 +58,19 @@ def parse_aer_counters(text: str) -> AerCounters:
     if not counts and total is None:
         raise ParseError(f"expected {EXPECTED}, found: {first_line(text)!r}")
     return AerCounters(kind, counts, total)
+
+
+AER_MARK = "##GPUHOST "  # the probe's "##GPUHOST aer DEVICE KIND" lines before each file
+
+
+def parse_gpu_aer(text: str) -> dict[str, dict[str, AerCounters]]:
+    """The probe's ``gpu-aer`` section (each file after ``##GPUHOST aer 0000:3b:00.0 fatal``) →
+    {device: {"correctable"|"fatal"|"nonfatal": AerCounters}}; empty → {}."""
+    text = require_text(text, "the probe's gpu-aer section")
+    found: dict[str, dict[str, AerCounters]] = {}
+    for section in split_marked(text.split("\n"), AER_MARK):
+        if section.name != "aer" or len(section.args) != 2:
+            raise ParseError(f"expected '##GPUHOST aer DEVICE KIND', found {section.args!r}")
+        device, kind = section.args
+        found.setdefault(device, {})[kind] = parse_aer_counters("\n".join(section.lines))
+    return found

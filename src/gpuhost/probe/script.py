@@ -216,6 +216,23 @@ LSPCI_CODE = (
 TOPO_CODE = f"_gh_t {SMI_TIMEOUT_S} nvidia-smi topo -m"
 _IF_RDMA = f"[ -d {SYSFS_ROOT} ] || exit 0; "
 
+# GPU faults beyond nvidia-smi -q (gpuhost.faults.judge): Xid lines of the kernel log since boot
+# (journal, else the ring buffer; unreadable: nothing, the checks' Xid test says so), NVLink link
+# state and error counters, and each NVIDIA GPU's PCIe AER counters from sysfs.
+XID_LOG_CODE = (
+    "if command -v journalctl >/dev/null 2>&1; then LC_ALL=C journalctl -k -b -q --no-pager "
+    "2>/dev/null; else LC_ALL=C dmesg 2>/dev/null; fi | grep -F 'NVRM: Xid' | tail -n 500; true"
+)
+NVLINK_STATUS_CODE = f"_gh_t {SMI_TIMEOUT_S} nvidia-smi nvlink -s"
+NVLINK_ERRORS_CODE = f"_gh_t {SMI_TIMEOUT_S} nvidia-smi nvlink -e"
+GPU_AER_CODE = (
+    "for d in /sys/bus/pci/devices/*; do "
+    '[ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] || continue; '
+    'case "$(cat "$d/class" 2>/dev/null)" in 0x03*) ;; *) continue ;; esac; '
+    "for k in correctable fatal nonfatal; do f=$d/aer_dev_$k; [ -r \"$f\" ] || continue; "
+    'echo "##GPUHOST aer ${d##*/} $k"; cat "$f"; done; done; true'
+)
+
 STATIC_SECTIONS: tuple[Section, ...] = (
     Section("meta", f'echo "probe={PROBE_VERSION}"; echo "uid=$(id -u)"; echo "host=$(hostname)"'),
     Section("os-release", OS_RELEASE_CODE),
@@ -313,6 +330,10 @@ STATIC_SECTIONS: tuple[Section, ...] = (
         f"'^({'|'.join(AUDIT_KEYWORDS)}) '",
     ),
     Section("profile-marker", MARKER_CODE),
+    Section("xid-log", XID_LOG_CODE),
+    Section("nvlink-status", f"_gh_need nvidia-smi; {NVLINK_STATUS_CODE}"),
+    Section("nvlink-errors", f"_gh_need nvidia-smi; {NVLINK_ERRORS_CODE}"),
+    Section("gpu-aer", GPU_AER_CODE),
     Section("rdma-ports", RDMA_PORTS_CODE),
     Section("peermem", PEERMEM_CODE),
     Section("iommu", _IF_RDMA + IOMMU_CODE),

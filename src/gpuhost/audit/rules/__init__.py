@@ -36,6 +36,7 @@ from gpuhost.audit.rules.fabric import check_fabric_manager
 from gpuhost.audit.rules.fabric_ports import check_fabric_counters, check_fabric_ports
 from gpuhost.audit.rules.fabric_rdma import check_affinity, check_gpudirect, check_pcie_path
 from gpuhost.audit.rules.frameworks import check_frameworks
+from gpuhost.audit.rules.gpu_faults import check_nvlink, check_pcie_aer, check_xid
 from gpuhost.audit.rules.gpu_health import (
     check_clock_events,
     check_ecc,
@@ -83,6 +84,8 @@ __all__ = [
     "check_fabric",
     "check_fabric_counters",
     "check_node_class",
+    "check_nvlink",
+    "check_pcie_aer",
     "check_fabric_manager",
     "check_fabric_ports",
     "check_gpudirect",
@@ -102,6 +105,7 @@ __all__ = [
     "check_retired_pages",
     "check_security_container_toolkit",
     "check_security_driver",
+    "check_xid",
     "check_sshd",
     "coupled_packages",
     "loaded_driver_version",
@@ -138,6 +142,9 @@ RULES: dict[str, RuleCheck] = {
     "gpu.fabric": check_fabric,
     "gpu.recovery-action": check_recovery_action,
     "gpu.node-class": check_node_class,
+    "gpu.xid": check_xid,
+    "gpu.nvlink": check_nvlink,
+    "gpu.pcie-aer": check_pcie_aer,
     "cuda.default-link": check_cuda_link,
     "container.nvidia-runtime": check_container_runtime,
     "container.cdi": check_cdi,

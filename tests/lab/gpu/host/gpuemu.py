@@ -698,6 +698,16 @@ def nvlink_status(m: dict[str, Any], gs: list[Gpu]) -> str:
     return "\n".join(out) + "\n"
 
 
+def nvlink_errors(m: dict[str, Any], gs: list[Gpu]) -> str:
+    """``nvidia-smi nvlink -e``: the real layout (Replay/Recovery/CRC per link), all zero."""
+    out = []
+    for g in gs:
+        out.append(f"GPU {g.number}: {m['name']} (UUID: {uuid(m, g.index)})")
+        for i in range((m.get("nvlink") or {}).get("links", 0)):
+            out += [f"\t Link {i}: {name} Errors: 0" for name in ("Replay", "Recovery", "CRC")]
+    return "\n".join(out) + "\n"
+
+
 def topo_matrix(m: dict[str, Any], gs: list[Gpu]) -> str:
     n = len(gs)
     links = (m.get("nvlink") or {}).get("links", 0)
@@ -954,7 +964,8 @@ def smi_main(argv: list[str]) -> int:
         sys.stdout.write(list_gpus(m, select))
         return RC_OK
     if args[0] == "nvlink":
-        sys.stdout.write(nvlink_status(m, select))
+        errors = "-e" in args or "--errorcounters" in args
+        sys.stdout.write((nvlink_errors if errors else nvlink_status)(m, select))
         return RC_OK
     if args[0] == "topo":
         if "-m" not in args and "--matrix" not in args:
