@@ -1,10 +1,12 @@
 """The wait for apt/dpkg left running (provision's dpkg_settled and the upgrade's install and
 rollback steps run the same shell, ``apt_pin.wait_for_package_tools``), run for real with sh and
 pgrep on this machine. A copy of ``sleep`` under a name of the test's own stands in for apt-get,
-so an apt really running here (or on a lab host sharing the process table) cannot disturb it."""
+so an apt really running here (or on a lab host sharing the process table) cannot disturb it; the
+name carries this process's id, so two test runs on one machine never see each other's stand-in."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -18,7 +20,8 @@ from gpuhost.operations.apt_pin import settle_command, wait_for_package_tools
 from gpuhost.parsers.packages import parse_dpkg_audit, parse_pgrep_processes
 from gpuhost.upgrade.hoststeps import SETTLE_DPKG_COMMAND
 
-NAME = "gpuhost-t-apt"  # pgrep -x matches at most 15 characters of a process name
+# pgrep -x matches at most 15 characters of a process name
+NAME = f"gpuhost-t{os.getpid() % 1_000_000:06d}"
 
 
 @pytest.fixture
