@@ -50,3 +50,14 @@ def test_the_matrix_and_the_audit_use_the_one_verdict() -> None:
 )
 def test_the_fleet_verdict_is_the_worst_host_verdict(verdicts: list[str], expected: str) -> None:
     assert worst_verdict(verdicts) == expected
+
+
+def test_a_finding_carries_one_of_the_actions() -> None:
+    from gpuhost.findings import ACTIONS, Finding
+
+    finding = Finding("gpu.xid.79", "error", "Xid 79", action="reboot")
+    assert finding.to_dict()["action"] == "reboot"
+    assert Finding("ssh.root-login", "warning", "x").to_dict()["action"] is None
+    assert ACTIONS == ("none", "watch", "reset-gpu", "reboot", "drain", "inspect-hardware")
+    with pytest.raises(ValueError, match="action 'panic', expected one of none, watch"):
+        Finding("gpu.x", "error", "x", action="panic")

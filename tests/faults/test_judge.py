@@ -292,3 +292,22 @@ def test_the_audit_judges_the_node_class_with_the_inventory_override():
     assert ("gpu.missing", "reboot") in {(f.rule, f.action) for f in lost.findings}
     board = audit_host("n1", facts, {"gpuhost_expect": {"gpus": 7}}, AuditSettings(None, {}))
     assert "gpu.missing" not in {f.rule for f in board.findings}
+
+
+def test_an_nvswitch_node_class_without_fabric_manager():
+    from gpuhost.audit.host import AuditSettings, audit_host
+    from gpuhost.facts.host_facts import DriverFacts, FabricManagerFacts, HostFacts
+
+    report = parse_output(_text(H100X8))
+    bare = HostFacts(driver=DriverFacts(smi=report, smi_installed=True))
+    audited = audit_host("n1", bare, {}, AuditSettings(None, {}))
+    found = {(f.rule, f.action) for f in audited.findings}
+    assert ("gpu.fabric-manager", "drain") in found
+    with_fm = dataclasses.replace(bare, fabric_manager=FabricManagerFacts(installed=True))
+    assert "gpu.fabric-manager" not in {
+        f.rule for f in audit_host("n1", with_fm, {}, AuditSettings(None, {})).findings
+    }
+    no_switch = {"gpuhost_expect": {"fabric_manager": False}}
+    assert "gpu.fabric-manager" not in {
+        f.rule for f in audit_host("n1", bare, no_switch, AuditSettings(None, {})).findings
+    }

@@ -242,6 +242,21 @@ def expectation_findings(report: SmiReport, expect: NodeExpectation) -> list[Fin
     return findings
 
 
+def fabric_manager_findings(installed: bool, expect: NodeExpectation) -> list[Finding]:
+    """An NVSwitch node class (``fabric_manager: true``) without NVIDIA Fabric Manager."""
+    if not expect.fabric_manager or installed:
+        return []
+    return [
+        catalog_finding(
+            "gpu.fabric-manager",
+            f"NVIDIA Fabric Manager is not installed; expected on node class {expect.name} "
+            "(NVSwitch: CUDA cannot use the GPUs without it)",
+            found="nv-fabricmanager not installed",
+            expected=f"nvidia-fabricmanager at the driver's version (node class {expect.name})",
+        )
+    ]
+
+
 def _gpu_expectation(gpu: GpuInfo, expect: NodeExpectation, where: str) -> list[Finding]:
     label = gpu_label(gpu)
     found = []

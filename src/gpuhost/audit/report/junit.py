@@ -38,7 +38,7 @@ def classname(host: str, package: str = "gpuhost") -> str:
 
 def _finding_text(finding: Finding) -> str:
     parts = [f"{finding.severity}: {finding.rule}: {finding.message}"]
-    for key in ("found", "expected", "fix", "source"):
+    for key in ("found", "expected", "fix", "source", "action"):
         value = getattr(finding, key)
         if value:
             parts.append(f"  {key}: {value}")

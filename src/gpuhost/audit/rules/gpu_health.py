@@ -22,7 +22,7 @@ from gpuhost.faults.gpu import (
     remapped_rows_findings,
     retired_pages_findings,
 )
-from gpuhost.faults.judge import expectation_findings
+from gpuhost.faults.judge import expectation_findings, fabric_manager_findings
 from gpuhost.findings import Finding, RuleResult
 from gpuhost.parsers.nvidia_smi import GpuInfo
 
@@ -64,4 +64,6 @@ def check_node_class(ctx: AuditContext) -> RuleResult:
         return skip_result(rule, "no node class for this GPU model and no gpuhost_expect")
     if visible_gpus(ctx.facts) is None:
         return skip_result(rule, "no GPU reported by nvidia-smi on this host")
-    return result_with(rule, expectation_findings(ctx.facts.driver.smi, ctx.node))
+    found = expectation_findings(ctx.facts.driver.smi, ctx.node)
+    found += fabric_manager_findings(ctx.facts.fabric_manager.installed, ctx.node)
+    return result_with(rule, found)
