@@ -51,6 +51,18 @@ SECONDS = _Seconds()
 """Type of the ``--*-timeout`` options given in seconds (upgrade, rollback)."""
 
 
+class FiniteRange(click.FloatRange):
+    """click's FloatRange without nan and infinities: FloatRange's bound checks are comparisons,
+    which nan never fails, so ``--floor nan`` passed every run and ``--min-ratio nan`` every
+    GPU. Every float option of the CLI uses this type (tests/robustness/test_cli_numbers.py)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
 def fail_on_option(what: str) -> Callable[[F], F]:
     """``--fail-on compatibility|security`` of ``matrix check``, ``matrix profile verify`` and
     ``audit``: the exit status follows the compatibility verdict (``what``) unless the user asks

@@ -21,7 +21,7 @@ import click
 
 from gpuhost.checks.run import TIERS, checks_dir, pytest_argv, pytest_exit, run_pytest
 from gpuhost.checks_support.inventory import LOCAL, load_hosts
-from gpuhost.cli._options import unchecked_state_option
+from gpuhost.cli._options import FiniteRange, unchecked_state_option
 from gpuhost.errors import ConfigError
 from gpuhost.output import check_output_path
 
@@ -41,7 +41,7 @@ def collective_options(func: Callable[..., Any]) -> Callable[..., Any]:
             ),
             click.option(
                 "--floor",
-                type=click.FloatRange(min=0, min_open=True),
+                type=FiniteRange(min=0, min_open=True),
                 metavar="GB/s",
                 help="collective: your all_reduce bus-bandwidth floor (in place of the data's).",
             ),
@@ -67,7 +67,7 @@ def collective_options(func: Callable[..., Any]) -> Callable[..., Any]:
             ),
             click.option(
                 "--run-timeout",
-                type=click.FloatRange(min=1),
+                type=FiniteRange(min=1),
                 default=900.0,
                 show_default=True,
                 help="collective: seconds one run may take.",

@@ -29,7 +29,7 @@ import click
 
 from gpuhost.cli._deploy import run_and_report
 from gpuhost.cli._echo import warn_line, warn_lines
-from gpuhost.cli._options import connect_timeout_option, parallel_option, state_option
+from gpuhost.cli._options import SECONDS, connect_timeout_option, parallel_option, state_option
 from gpuhost.deploy_runner import exit_code, setup_logging
 from gpuhost.inventory.profiles import PROFILES_FILE_KEY, advisory_warnings
 from gpuhost.matrix.profiles import load_profiles
@@ -56,7 +56,7 @@ from gpuhost.terminal import FleetProgress
     help="Then reboot the hosts that came out ok whose loaded nvidia module is not the installed "
     "driver, wait for them and check again (exit 1 when it still differs).",
 )
-@click.option("--reboot-timeout", default=900, show_default=True, type=float, help="Seconds.")
+@click.option("--reboot-timeout", default=900, show_default=True, type=SECONDS, help="Seconds.")
 def command(
     inventory: str,
     dry: bool,

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from gpuhost.cli._echo import echo_lines
-from gpuhost.cli._options import F
+from gpuhost.cli._options import F, FiniteRange
 from gpuhost.errors import EXIT_FINDINGS, EXIT_OK
 from gpuhost.matrix.peaks import judge_smoke_document
 from gpuhost.output import write_output
@@ -34,7 +34,7 @@ _expect_options = [
     click.option("--driver-cuda", help="Newest CUDA the driver supports (default: nvidia-smi's)."),
     click.option(
         "--min-ratio",
-        type=click.FloatRange(min=0, max=1, min_open=True),
+        type=FiniteRange(min=0, max=1, min_open=True),
         help="Required fraction of a GPU's published peak (default: data/gpu_peaks.yaml's).",
     ),
     click.option("--json", "as_json", is_flag=True, help="Print verdicts as JSON."),
@@ -75,7 +75,7 @@ def command() -> None:
 @click.option("--quick", is_flag=True, help="Smaller sizes and fewer iterations.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=1),
+    type=FiniteRange(min=1),
     default=600.0,
     show_default=True,
     help="Seconds for the whole script.",
