@@ -26,8 +26,8 @@ LINK_LAYERS = ("InfiniBand", "Ethernet")
 class FabricOverride(TypedDict, total=False):
     """Inventory data ``gpuhost_fabric`` (validated by gpuhost.inventory.contract)."""
 
-    ports: Annotated[StrictInt, Field(ge=0)]
-    rate_gbps: Annotated[StrictInt | StrictFloat, Field(gt=0, allow_inf_nan=False)]
+    ports: Annotated[StrictInt, Field(ge=0, le=4096)]
+    rate_gbps: Annotated[StrictInt | StrictFloat, Field(gt=0, le=1e6, allow_inf_nan=False)]
     link_layer: Literal["InfiniBand", "Ethernet"]
     peermem: StrictBool
 

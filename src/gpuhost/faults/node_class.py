@@ -42,6 +42,15 @@ class NodeClass:
     sources: tuple[str, ...]
 
 
+INT_MAX = 10**9  # above any node's GPUs, links, PCIe lanes or GPU memory in MiB
+
+
+def _shown(item: Any) -> str:
+    if isinstance(item, int) and item.bit_length() > 64:
+        return "a number too long to print"
+    return repr(item)
+
+
 def expect_problem(value: Any) -> str | None:
     """Why ``value`` is not a valid ``gpuhost_expect`` mapping (one line, naming the field and
     what was found), or None when it is."""
@@ -49,8 +58,8 @@ def expect_problem(value: Any) -> str | None:
         return f"expected a mapping of {', '.join(INT_FIELDS + BOOL_FIELDS)}, found {value!r}"
     for key, item in value.items():
         if key in INT_FIELDS:
-            if not isinstance(item, int) or isinstance(item, bool) or item < 0:
-                return f"{key}: expected a whole number >= 0, found {item!r}"
+            if not isinstance(item, int) or isinstance(item, bool) or not 0 <= item <= INT_MAX:
+                return f"{key}: expected a whole number from 0 to {INT_MAX:,}, found {_shown(item)}"
         elif key in BOOL_FIELDS:
             if not isinstance(item, bool):
                 return f"{key}: expected true or false, found {item!r}"

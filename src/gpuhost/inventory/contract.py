@@ -606,7 +606,10 @@ def _lists(value: Any) -> Any:
 
 def shown(value: Any, limit: int = 80) -> str:
     """``value`` for a message: its repr (cut at ``limit``) and, for scalars, its type."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond Python's digit limit, itself or inside
+        text = "a number too long to print"
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     if isinstance(value, (str, bool, int, float)):
@@ -664,15 +667,18 @@ def key_problem(name: str, raw: Any) -> str | None:
         loc = tuple(error.get("loc", ()))
         where = _path(name, loc)
         found = _at(value, loc) if where != name else raw
-        detail = ""
         message = str(error.get("msg", "")).removeprefix("Value error, ").strip(" ,")
-        if error.get("type") == "value_error" and message:
-            detail = f" ({message})"
-        if SECRET_KEY_RE.search(name):  # never echo a secret, not even a wrong one
-            kind = type(found).__name__
-            return f"{where}: found a {kind} (not shown), expected {KEYS[name].expected}"
-        return f"{where}: found {shown(found)}, expected {KEYS[name].expected}{detail}"
+        detail = f" ({message})" if error.get("type") == "value_error" and message else ""
+        return _found_line(where, found, KEYS[name].expected + detail)
+    except (OverflowError, ValueError):  # pydantic's finite check of an int too large for float
+        return _found_line(name, raw, f"{KEYS[name].expected} (a number too large)")
     return None
+
+
+def _found_line(where: str, found: Any, expected: str) -> str:
+    if SECRET_KEY_RE.search(where):  # never echo a secret, not even a wrong one
+        return f"{where}: found a {type(found).__name__} (not shown), expected {expected}"
+    return f"{where}: found {shown(found)}, expected {expected}"
 
 
 def _contradictions(data: Mapping[str, Any]) -> list[str]:

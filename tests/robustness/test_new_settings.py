@@ -1,0 +1,34 @@
+"""This round's inventory settings and options, given by an operator making mistakes: every bad
+value is one line naming host and key, found vs expected (exit 2), never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuhost.errors import ConfigError
+from gpuhost.inventory.loader import select
+
+# host data written as Python source: numbers too large for a float or for repr()
+HUGE = [
+    ("{'gpuhost_fabric': {'rate_gbps': 10**400}}", "gpuhost_fabric['rate_gbps']", "000... (int)"),
+    ("{'gpuhost_fabric': {'rate_gbps': 10**5000}}", "gpuhost_fabric['rate_gbps']", "too long"),
+    ("{'gpuhost_fabric': {'ports': 10**30}}", "gpuhost_fabric['ports']", "10000000"),
+    ("{'gpuhost_collective_floor': 10**400}", "gpuhost_collective_floor", "too large"),
+    ("{'gpuhost_collective_floor': -10**5000}", "gpuhost_collective_floor", "too long to print"),
+    ("{'gpuhost_gpus': [10**5000]}", "gpuhost_gpus[0]", "too long to print"),
+    ("{'gpuhost_expect': {'gpus': 10**30}}", "gpuhost_expect", "from 0 to 1,000,000,000"),
+    ("{'gpuhost_expect': {'memory_mib': 10**5000}}", "gpuhost_expect", "too long to print"),
+]
+
+
+@pytest.mark.parametrize(("data", "key", "named"), HUGE)
+def test_huge_numbers_are_one_line(tmp_path: Path, data: str, key: str, named: str) -> None:
+    path = tmp_path / "inv.py"
+    path.write_text(f"gpu = [('n1.invalid', {data})]\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        select(str(path))
+    message = str(err.value)
+    assert message.startswith(f"{path}: host n1.invalid: {key}: found ") and "\n" not in message
+    assert named in message and len(message) < 600
