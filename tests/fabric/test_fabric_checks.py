@@ -49,7 +49,7 @@ def write_tree(root: Path, text: str) -> None:
 
 
 def problems(gpus: list[str], root: Path) -> list[str]:
-    return port_problems(gpus, read_sysfs_ports(str(root)))
+    return [f"[{f.rule}] {f.message}" for f in port_problems(gpus, read_sysfs_ports(str(root)))]
 
 
 def test_the_health_tier_reads_the_ports_from_sysfs(tmp_path: Path) -> None:
@@ -81,6 +81,14 @@ def test_the_health_judgement_includes_the_fabric_ports(tmp_path: Path) -> None:
         return [fault.id for fault in found if fault.id.startswith("fabric.")]
 
     assert fabric_faults(down) == ["fabric.port-down"]
+    (fault,) = (
+        f
+        for f in faults(judge(HealthInputs(smi.read_text(), None, None, down)))
+        if f.id.startswith("fabric.")
+    )
+    # two GPUs of no node class: the ports present are judged up or down
+    assert fault.line.startswith("[fabric.port-down] 1 RDMA port(s) not ACTIVE/LinkUp")
+    assert (fault.action, fault.drain) == ("inspect-hardware", "persistent")
     assert fabric_faults(SYSFS) == [] and fabric_faults("") == []
 
 

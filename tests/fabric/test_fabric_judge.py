@@ -60,6 +60,7 @@ def test_a_port_down_a_slow_port_and_a_missing_port() -> None:
     now[1] = replace(now[1], rate_gbps=200.0, rate="200 Gb/sec (4X HDR)")
     found = judge.port_findings(now, hgx())
     assert ids(found) == ["fabric.port-down", "fabric.port-rate"]
+    assert {f.action for f in found} == {"inspect-hardware"}
     assert "mlx5_0/1 DOWN/Polling" in found[0].message
     assert "mlx5_1/1 200 Gb/sec (4X HDR)" in found[1].message
     missing = judge.port_findings(ports()[1:], hgx())
@@ -106,6 +107,7 @@ def test_acs_on_the_switch_between_a_gpu_and_a_nic() -> None:
     off = parse_lspci((FIXTURES / "lspci-gpu-nic-switch-acs-off.txt").read_text())
     assert [b.address for b in judge.acs_bridges(on)] == ["0000:02:08.0", "0000:02:10.0"]
     (finding,) = judge.pcie_findings(on, None)
+    assert finding.action == "reboot"
     assert finding.rule == "fabric.acs" and "0000:02:08.0 ReqRedir+ CmpltRedir+" in finding.message
     assert judge.pcie_findings(off, None) == []  # the root port's ACS is not judged
 
@@ -123,3 +125,15 @@ def test_gpu_nic_affinity_from_the_topology() -> None:
     assert judge.affinity_findings(near, {"mlx5_2", "mlx5_6", "mlx5_10", "mlx5_14"}) == []
     (finding,) = judge.affinity_findings(far, {"mlx5_0", "mlx5_1"})
     assert finding.rule == "fabric.affinity" and "4 GPU(s)" in finding.message
+
+
+def test_a_node_class_alone_never_requires_a_fabric_the_inventory_does() -> None:
+    assert judge.absent_reason([], None) == judge.NO_FABRIC
+    why = judge.absent_reason([], hgx())
+    assert why is not None and "node class hgx-h100-8 has 8 InfiniBand ports" in why
+    required = expectation(H100, {"gpuhost_fabric": {"ports": 8}})
+    assert judge.absent_reason([], required) is None
+    assert required is not None and [f.rule for f in judge.port_findings([], required)] == [
+        "fabric.ports-missing"
+    ]
+    assert judge.absent_reason(ports(), hgx()) is None  # ports present: judged by the class

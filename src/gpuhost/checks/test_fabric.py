@@ -12,7 +12,6 @@ import pytest
 
 from gpuhost.checks.checklib import HostFacts, fail_with
 from gpuhost.checks_support.fabric import (
-    NO_FABRIC,
     FabricView,
     counter_key,
     counter_store,
@@ -33,7 +32,7 @@ def _applies(fabric: FabricView) -> None:
     """Skip where the fabric checks do not apply; fail where its facts cannot be read."""
     __tracebackhide__ = True
     if fabric.absent:
-        pytest.skip(f"{fabric.host}: {NO_FABRIC}")
+        pytest.skip(f"{fabric.host}: {fabric.absent}")
     if fabric.problems:
         pytest.fail(
             f"{fabric.host}: fabric facts unreadable: {'; '.join(fabric.problems)}", pytrace=False

@@ -15,6 +15,7 @@ from gpuhost.fabric import judge
 from gpuhost.fabric.counters import CounterStore
 from gpuhost.fabric.expected import FabricExpectation, expectation, node_class
 from gpuhost.fabric.model import FabricFacts, FabricTexts, read_fabric
+from gpuhost.findings import ERROR, Finding
 from gpuhost.parsers.fabric import RDMA_FILES, SYSFS_ROOT, parse_ib_sysfs
 from gpuhost.parsers.nvidia_smi import SmiReport
 from gpuhost.probe.script import (
@@ -25,8 +26,6 @@ from gpuhost.probe.script import (
     TOPO_CODE,
 )
 from gpuhost.statedir import check_state_dir, default_state_dir
-
-NO_FABRIC = judge.NO_FABRIC
 
 
 class _Host(Protocol):
@@ -47,9 +46,9 @@ class FabricView:
     problems: tuple[str, ...] = ()
 
     @property
-    def absent(self) -> bool:
-        """No RDMA port and nothing expected: the fabric checks do not apply."""
-        return not self.facts.ports and self.expected is None
+    def absent(self) -> str | None:
+        """Why the fabric checks do not apply (no RDMA port, nothing requires one), or None."""
+        return judge.absent_reason(self.facts.ports, self.expected)
 
 
 def gpu_names(smi: SmiReport | None) -> list[str]:
@@ -104,16 +103,16 @@ def read_sysfs_ports(root: str = "") -> str:
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def port_problems(gpus: Sequence[str], ports_text: str) -> list[str]:
-    """The health tier's fabric part, one ``[rule] message`` line each: this machine's RDMA
-    ports (``read_sysfs_ports``) down, slow or fewer than its node class (found from its GPU
-    names) has; [] on a machine without any RDMA port (the health tier has no inventory: a node
-    built without a fabric is not drained)."""
+def port_problems(gpus: Sequence[str], ports_text: str) -> list[Finding]:
+    """The health tier's fabric part: this machine's RDMA ports (``read_sysfs_ports``) down, slow
+    or fewer than its node class (found from its GPU names) has, as the audit's findings; [] on
+    a machine without any RDMA port (the health tier has no inventory: a node built without a
+    fabric is not drained)."""
     try:
         ports = parse_ib_sysfs(ports_text)
     except ParseError as exc:
-        return [f"[fabric.ports] {SYSFS_ROOT}: {exc}"]
+        return [Finding("fabric.ports", ERROR, f"{SYSFS_ROOT}: {exc}", action=judge.HARDWARE)]
     if not ports:
         return []
     expected = node_class(gpus) or FabricExpectation("present ports")
-    return [f"[{f.rule}] {f.message}" for f in judge.port_findings(ports, expected)]
+    return judge.port_findings(ports, expected)

@@ -137,12 +137,6 @@ def _smi_report(inputs: HealthInputs, module: KernelModule | None) -> SmiReport 
     return _finding("gpu.lost" if lost else UNAVAILABLE, reason or "nvidia-smi gave no report")
 
 
-def _line_finding(line: str) -> Finding:
-    """A ``[rule] message`` line (the fabric's port judgement) as an error finding."""
-    rule, _, message = line.removeprefix("[").partition("] ")
-    return _finding(rule, message) if message else _finding(UNAVAILABLE, line)
-
-
 def _drains(finding: Finding) -> bool:
     """Whether a GPU finding makes the node unhealthy: an error, or a fault the catalog drains
     for (a warning such as some retired pages never does)."""
@@ -170,9 +164,8 @@ def judge(inputs: HealthInputs) -> list[Finding]:
         return [report]
     problems = [f for gpu in report.gpus for f in gpu_findings(gpu) if _drains(f)]
     problems += [f for f in _node_findings(inputs, report) if _drains(f)]
-    problems += [  # RDMA ports: sysfs only; not GPU faults (the catalog has no row, no action)
-        _line_finding(line) for line in port_problems(gpu_names(report), inputs.rdma_ports)
-    ]
+    # RDMA ports, from sysfs only: the fabric's own findings, with their actions
+    problems += port_problems(gpu_names(report), inputs.rdma_ports)
     if inputs.marker_text and inputs.marker_text.strip():
         try:
             marker = parse_profile_marker(inputs.marker_text)

@@ -35,7 +35,8 @@ class FabricOverride(TypedDict, total=False):
 @dataclass(frozen=True)
 class FabricExpectation:
     """``ports``/``rate_gbps``/``link_layer`` None: not judged; ``source``: the class row's
-    source, or the inventory key."""
+    source, or the inventory key; ``required``: the inventory asks for a fabric (a node class
+    alone judges only a host that has RDMA ports: a GPU server built without one is no fault)."""
 
     name: str
     ports: int | None = None
@@ -45,6 +46,7 @@ class FabricExpectation:
     source: str = ""
     gpu: tuple[str, ...] = ()
     gpus: int | None = None
+    required: bool = False
 
 
 def _row(raw: Any, index: int) -> FabricExpectation:
@@ -105,4 +107,4 @@ def expectation(gpu_names: Sequence[str], host_data: Mapping[str, Any]) -> Fabri
         given["rate_gbps"] = float(given["rate_gbps"])
     base = found or FabricExpectation(name="inventory")
     source = f"inventory data {OVERRIDE_KEY}" + (f" over {found.name}" if found else "")
-    return replace(base, **given, source=source)
+    return replace(base, **given, source=source, required=True)

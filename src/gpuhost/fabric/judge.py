@@ -21,12 +21,34 @@ DMABUF_KERNEL = (5, 12)
 #: the redirect/blocking ACS controls that send peer-to-peer traffic up to the root complex
 ACS_REDIRECTS = ("ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl")
 NEAR_LINKS = ("PIX", "PXB")
+# What each finding calls for (gpuhost.findings.ACTIONS): a port, link or counter fault is the
+# cable, transceiver, adapter or switch port; ACS and the IOMMU change in the BIOS or on the
+# kernel command line, then a reboot; nvidia_peermem is a module to load (no action of the list
+# fits: none is set).
+HARDWARE = "inspect-hardware"
+REBOOT = "reboot"
 _KERNEL_RE = re.compile(r"^(\d+)\.(\d+)")
 #: why every fabric rule and check skips on a host without a fabric
 NO_FABRIC = (
     "no RDMA port (/sys/class/infiniband is empty or absent) and no fabric expected (no node "
     "class of data/fabric_classes.yaml matches the GPUs, no gpuhost_fabric)"
 )
+
+
+def absent_reason(ports: Sequence[IbPort], exp: FabricExpectation | None) -> str | None:
+    """Why the fabric is not judged on a host (None: it is): no RDMA port, and nothing or only a
+    node class expects one (the inventory's gpuhost_fabric makes a missing fabric a fault)."""
+    if ports:
+        return None
+    if exp is None:
+        return NO_FABRIC
+    if exp.required:
+        return None
+    return (
+        f"no RDMA port (/sys/class/infiniband is empty or absent); the node class {exp.name} "
+        f"has {exp.ports} {exp.link_layer} ports, judged only on a host that has RDMA ports or "
+        "whose inventory data gpuhost_fabric asks for them"
+    )
 
 
 def fabric_ports(ports: Iterable[IbPort], exp: FabricExpectation | None) -> list[IbPort]:
@@ -59,6 +81,7 @@ def port_findings(ports: Sequence[IbPort], exp: FabricExpectation) -> list[Findi
                 fix="check that every adapter is seated and its driver loaded (ibstat, "
                 "ibv_devinfo); a port in Ethernet mode: set its link type (mlxconfig "
                 "LINK_TYPE_P1)",
+                action=HARDWARE,
             )
         )
     down = [p for p in mine if not p.active]
@@ -73,6 +96,7 @@ def port_findings(ports: Sequence[IbPort], exp: FabricExpectation) -> list[Findi
                 expected="every fabric port ACTIVE with physical state LinkUp",
                 fix="check the cable and the switch port; an InfiniBand port stuck in INIT "
                 "has no subnet manager (opensm / UFM)",
+                action=HARDWARE,
             )
         )
     if exp.rate_gbps is not None:
@@ -88,6 +112,7 @@ def port_findings(ports: Sequence[IbPort], exp: FabricExpectation) -> list[Findi
                     expected=f"at least {exp.rate_gbps:g} Gb/s per port ({exp.source})",
                     fix="reseat or replace the cable/transceiver; check the switch port's "
                     "speed and width (a lane down halves the rate)",
+                    action=HARDWARE,
                 )
             )
     return found
@@ -126,6 +151,7 @@ def counter_findings(
             expected="no growth of symbol errors, link downs or receive errors between runs",
             fix="a flapping or noisy link: check the cable/transceiver of the named port and "
             "its switch port; drain the node if link_downed keeps growing",
+            action=HARDWARE,
         )
     ]
 
@@ -213,6 +239,7 @@ def pcie_findings(pci: Sequence[PciFunction] | None, iommu: IommuInfo | None) ->
                 expected="ACSCtl ReqRedir- CmpltRedir- (ACS off) on the switches between GPUs "
                 "and NICs (NCCL troubleshooting: PCI Access Control Services)",
                 fix="disable ACS in the BIOS, or at boot: setpci -s BRIDGE ECAP_ACS+0x6.w=0000",
+                action=REBOOT,
             )
         )
     if iommu is not None and iommu.mode == "translated":
@@ -226,6 +253,7 @@ def pcie_findings(pci: Sequence[PciFunction] | None, iommu: IommuInfo | None) ->
                 f"{' '.join(iommu.options) or 'none'}",
                 expected="iommu=pt (passthrough) or the IOMMU off on the kernel command line",
                 fix="add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX) and reboot",
+                action=REBOOT,
             )
         )
     return found
@@ -251,5 +279,6 @@ def affinity_findings(topology: Topology, nics: Iterable[str]) -> list[Finding]:
             expected="every GPU with a fabric NIC at PIX or PXB in nvidia-smi topo -m",
             fix="check the NICs' slots against the board's GPU/NIC pairing; NCCL then sends "
             "these GPUs' traffic across the CPU interconnect",
+            action=HARDWARE,
         )
     ]

@@ -7,14 +7,11 @@ from gpuhost.audit.rules.context import AuditContext, result_with, skip_result
 from gpuhost.fabric import judge
 from gpuhost.findings import RuleResult
 
-NO_FABRIC = judge.NO_FABRIC
-
 
 def fabric_skip(ctx: AuditContext, rule: str) -> RuleResult | None:
-    """The skip of a fabric rule on a host with no RDMA port and no expectation."""
-    if not ctx.facts.fabric.ports and ctx.fabric_expected is None:
-        return skip_result(rule, NO_FABRIC)
-    return None
+    """The skip of a fabric rule on a host with no RDMA port and nothing that requires one."""
+    reason = judge.absent_reason(ctx.facts.fabric.ports, ctx.fabric_expected)
+    return skip_result(rule, reason) if reason else None
 
 
 def check_fabric_ports(ctx: AuditContext) -> RuleResult:
