@@ -32,3 +32,13 @@ def test_huge_numbers_are_one_line(tmp_path: Path, data: str, key: str, named: s
     message = str(err.value)
     assert message.startswith(f"{path}: host n1.invalid: {key}: found ") and "\n" not in message
     assert named in message and len(message) < 600
+
+
+@pytest.mark.parametrize("name", ["n1,n2", "n[1-4]", "-w", ".n1", "n1=x", "n*"])
+def test_gpuhost_slurm_node_is_one_node_not_a_hostlist(tmp_path: Path, name: str) -> None:
+    """srun -w takes a hostlist: 'n1,n2' as one node's name ran the test on two."""
+    path = tmp_path / "inv.py"
+    path.write_text(f"gpu = [('n1.invalid', {{'gpuhost_slurm_node': {name!r}}})]\n", "utf-8")
+    with pytest.raises(ConfigError) as err:
+        select(str(path))
+    assert f"gpuhost_slurm_node: found {name!r} (str), expected a Slurm node name" in str(err.value)

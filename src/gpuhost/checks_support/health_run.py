@@ -32,6 +32,7 @@ from gpuhost.errors import ConfigError
 from gpuhost.faults.catalog import drain_policy
 from gpuhost.findings import Finding
 from gpuhost.k8s import K8sNode
+from gpuhost.node_tool import K8S_NODE, SLURM_NODE, checked_node_name
 from gpuhost.slurm import REASON_PREFIX, SlurmNode
 
 _RULE = re.compile(r"^\[([a-z0-9][a-z0-9._-]*)\] ")
@@ -105,12 +106,31 @@ def waiting_line(decision: Decision, after: int) -> str | None:
     return f"gpuhost: not drained yet: {seen} consecutive runs{more}"
 
 
+def slurm_name(request: HealthRequest) -> str:
+    """The Slurm node ``--drain`` acts on: ``--node``, else the short host name (checked)."""
+    from gpuhost import slurm
+
+    return checked_node_name(request.node, slurm.short_hostname(), "--node", SLURM_NODE)
+
+
+def k8s_name(request: HealthRequest) -> str:
+    """The Kubernetes node ``--k8s`` acts on: ``--k8s-node``, else the host name (checked)."""
+    from gpuhost import k8s
+
+    return checked_node_name(request.k8s_node, k8s.node_name(), "--k8s-node", K8S_NODE)
+
+
 def run_health(request: HealthRequest, echo: Callable[..., object]) -> int:
     """One health run (see the module doc). Errors of scontrol/kubectl and an unusable state
-    folder propagate (GpuhostError: the CLI prints them, exit 2 for bad input)."""
+    folder propagate (GpuhostError: the CLI prints them, exit 2 for bad input); a bad node
+    name is refused before the GPUs are read."""
     problem = check_after(request.after)
     if problem:
         raise ConfigError(f"--after: {problem}")
+    if request.drain:
+        slurm_name(request)
+    if request.k8s:
+        k8s_name(request)
     found = faults(judge(gather()))
     echo(summary(found, LINE_LIMIT))
     if request.acts:
@@ -152,8 +172,8 @@ class _Nodes:
         from gpuhost import k8s, slurm
 
         return cls(
-            slurm.show_node(request.node or slurm.short_hostname()) if request.drain else None,
-            k8s.get_node(request.k8s_node or k8s.node_name()) if request.k8s else None,
+            slurm.show_node(slurm_name(request)) if request.drain else None,
+            k8s.get_node(k8s_name(request)) if request.k8s else None,
         )
 
     def lifted(self, memory: Memory) -> bool:

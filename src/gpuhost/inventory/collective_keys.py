@@ -3,11 +3,15 @@ docs/fabric.md); part of ``contract.KEYS``."""
 
 from __future__ import annotations
 
-from pydantic import StrictBool
+from typing import Annotated
 
-from gpuhost.inventory.value_types import Key, PathText, PositiveNumber, Word, key
+from pydantic import StrictBool, StrictStr
+
+from gpuhost.inventory.value_types import Key, PathText, PositiveNumber, key, matches
+from gpuhost.node_tool import SLURM_NODE
 
 _USED_BY = "check --tier collective"
+SlurmNodeName = Annotated[StrictStr, matches(SLURM_NODE[0])]
 
 COLLECTIVE_KEYS: tuple[Key, ...] = (
     key(
@@ -39,8 +43,8 @@ COLLECTIVE_KEYS: tuple[Key, ...] = (
     ),
     key(
         "gpuhost_slurm_node",
-        Word,
-        "a Slurm node name",
+        SlurmNodeName,
+        SLURM_NODE[1],
         None,
         "The host's Slurm node name (default: its inventory name).",
         _USED_BY,
