@@ -29,7 +29,9 @@ def test_check_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(data) == {"verdict", "findings", "security", "data"} and data["verdict"] == "error"
     assert set(data["data"]) == {"date", "origin"}
     for f in data["findings"]:
-        assert set(f) == {"rule", "severity", "message", "source", "found", "expected", "fix"}
+        keys = {"rule", "severity", "message", "source", "found", "expected", "fix", "action"}
+        assert set(f) == keys
+        assert f["action"] is None  # the one Finding type; only GPU faults carry an action
     assert "cuda.arch-unsupported" in {f["rule"] for f in data["findings"]}
     # no driver or container toolkit given: nothing to judge against the bulletins
     assert data["security"] == {"verdict": "ok", "checked": [], "advisories": []}
