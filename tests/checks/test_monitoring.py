@@ -56,8 +56,11 @@ def test_alert_rules_cover_the_documented_cases():
         "GpuhostRebootNeeded",
         "GpuhostSecurityAdvisory",
         "GpuhostGpuMemoryErrors",
+        "GpuhostGpuFaultNeedsHands",
         "GpuhostAuditStale",
     }
+    (fault,) = [rule for rule in rules if rule["alert"] == "GpuhostGpuFaultNeedsHands"]
+    assert "gpuhost_audit_fault_action" in fault["expr"]
     assert "examples/gpuhost-alerts.yml" in (REPO / "docs" / "monitoring.md").read_text()
 
 
