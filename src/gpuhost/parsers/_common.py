@@ -7,6 +7,7 @@ become ``None``; malformed, truncated or binary input raises :class:`gpuhost.err
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 
@@ -99,9 +100,14 @@ def to_number(value: str | None) -> float | None:
         return None
     value = value.rstrip("x") if re.fullmatch(r"\d+x", value) else value
     match = _NUMBER_RE.match(value)
-    if not match:
-        return None
-    return float(match.group(1))
+    return finite(match.group(1)) if match else None
+
+
+def finite(digits: str) -> float | None:
+    """``digits`` as a float, None when that is not finite (hundreds of digits are inf, which
+    passes any 'at least' comparison)."""
+    number = float(digits)
+    return number if math.isfinite(number) else None
 
 
 def to_int(value: str | None) -> int | None:
@@ -110,8 +116,8 @@ def to_int(value: str | None) -> int | None:
     if cleaned is not None and re.fullmatch(r"0x[0-9A-Fa-f]+", cleaned):
         return int(cleaned, 16)
     number = to_number(value)
-    if number is None or number in (float("inf"), float("-inf")) or number != int(number):
-        return None  # inf: '1000...0 MHz' beyond a float's range
+    if number is None or number != int(number):
+        return None
     return int(number)
 
 

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from gpuhost.errors import ParseError
-from gpuhost.parsers._common import first_line, require_text
+from gpuhost.parsers._common import finite, first_line, require_text
 from gpuhost.parsers.smi_model import _ToDict
 
 SYSFS_ROOT = "/sys/class/infiniband"
@@ -78,7 +78,7 @@ def _numbered(value: str) -> str:
 
 def rate_gbps(value: str) -> float | None:
     match = _RATE_RE.match(value)
-    return float(match.group(1)) if match else None
+    return finite(match.group(1)) if match else None
 
 
 def parse_ib_sysfs(text: str) -> list[IbPort]:
@@ -135,7 +135,7 @@ def parse_ibstat(text: str) -> list[IbPort]:
                     port=number,
                     state=current.get("State", "").upper() or None,
                     phys_state=current.get("Physical state") or None,
-                    rate_gbps=float(rate) if rate and re.fullmatch(r"\d+(\.\d+)?", rate) else None,
+                    rate_gbps=finite(rate) if rate and re.fullmatch(r"\d+(\.\d+)?", rate) else None,
                     rate=f"{rate} Gb/sec" if rate else None,
                     link_layer=current.get("Link layer") or None,
                 )

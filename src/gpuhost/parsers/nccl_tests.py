@@ -134,13 +134,17 @@ class NcclTestsRun:
 
 
 def _number(token: str, line: str) -> float:
+    """A measurement: a finite number (nan or inf would pass any floor: nothing is below nan)."""
     try:
-        return float(token)
+        value = float(token)
     except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
         raise ParseError(
             f"expected {EXPECTED}, found a table row with {token!r} where a number belongs: "
             f"{line.strip()[:100]!r}"
-        ) from None
+        )
+    return value
 
 
 def _integer(token: str, line: str) -> int:
