@@ -195,6 +195,16 @@ def _check_output(out: Path) -> None:
         raise ConfigError(f"-o {out}: exists and is not an empty folder; expected a new folder")
 
 
+def _check_profile(profile: str, profiles_file: str | None) -> None:
+    """PROFILE is a profile of the built-in table or the profiles file: checked before the
+    reference host is contacted (an unknown name is bad input, exit 2)."""
+    table = guards.load_profile_table(profiles_file)
+    if profile not in table:
+        raise ConfigError(
+            f"PROFILE {profile!r}: not a known profile; accepted: {', '.join(sorted(table))}"
+        )
+
+
 def make_bundle(profile: str, inventory: str, host: str, out: Path, want_os: str | None = None,
                 profiles_file: str | None = None, key: str | None = None,
                 gnupghome: Path | None = None, extra: Sequence[str] = ()) -> Manifest:
@@ -212,6 +222,9 @@ def make_bundle(profile: str, inventory: str, host: str, out: Path, want_os: str
     entry = entries[0]
     wanted = os_key(want_os) if want_os is not None else None
     _check_output(out)
+    _check_profile(profile, profiles_file or entry.data.get("gpuhost_profiles_file"))
+    if key is not None:  # the signing key is found before the package set is downloaded
+        aptrepo.check_signing_key(gnupghome, key)
     remote = PyinfraRemote(entry)
     try:
         found = parse_os_release(_run(remote, OS_RELEASE_CODE, "reading /etc/os-release")).key

@@ -144,6 +144,24 @@ def sign(root: Path, gnupghome: Path, key: str) -> None:
     (root / KEY_FILE).write_bytes(public)
 
 
+def _home(gnupghome: Path | None) -> Path:
+    return gnupghome or Path(os.environ.get("GNUPGHOME") or Path.home() / ".gnupg")
+
+
+def check_signing_key(gnupghome: Path | None, key: str) -> None:
+    """``key`` is one secret key of ``gnupghome`` (``--sign-key``, ``--gnupghome``): one line
+    otherwise, before anything is resolved or downloaded."""
+    home = _home(gnupghome)
+    if not key.strip() or not key.isprintable() or key.startswith("-"):
+        raise ConfigError(f"--sign-key {key!r}: expected a gpg key id, fingerprint or user id")
+    if not home.is_dir():
+        raise ConfigError(f"--gnupghome {home}: not a folder; expected gpg's home with --sign-key")
+    try:
+        _gpg(home, "--with-colons", "--list-secret-keys", key)
+    except ConfigError:
+        raise ConfigError(f"--sign-key {key!r}: no secret key of that name in {home}") from None
+
+
 def build(root: Path, label: str, gnupghome: Path | None = None, key: str | None = None) -> str:
     """Index and sign every ``pool/*.deb`` under ``root``: with ``key`` from ``gnupghome``
     (``GNUPGHOME`` or ~/.gnupg when None), else with a new key made in a temporary
@@ -151,7 +169,7 @@ def build(root: Path, label: str, gnupghome: Path | None = None, key: str | None
     debs = [read_deb(root, f"{POOL}/{p.name}") for p in sorted((root / POOL).glob("*.deb"))]
     write_indexes(root, debs, label, datetime.now(timezone.utc))
     if key is not None:
-        home = gnupghome or Path(os.environ.get("GNUPGHOME") or Path.home() / ".gnupg")
+        home = _home(gnupghome)
         sign(root, home, key)
         return key
     with tempfile.TemporaryDirectory(prefix="gpuhost-bundle-gpg-") as tmp:

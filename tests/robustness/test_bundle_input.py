@@ -1,0 +1,43 @@
+"""``gpuhost bundle`` given bad input that gpuhost can judge here: one line, exit 2, before the
+reference host is contacted (the inventory's host listens nowhere: a contact would be exit 1
+'unreachable'). Before, an unknown PROFILE, a missing --profiles file, a --gnupghome that is no
+folder and a --sign-key gpg does not know were found only after connecting (the key only after
+the whole package set was downloaded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.robustness.conftest import assert_one_line, gpuhost
+
+PROFILE = "nvidia-repo-580-cuda13.0"
+
+
+def _bundle(tmp_path: Path, profile: str, *args: str):
+    inventory = tmp_path / "inventory.py"
+    inventory.write_text('hosts = [("ref1", {"ssh_hostname": "127.0.0.1", "ssh_port": 9})]\n')
+    return gpuhost(
+        "bundle", profile, "-i", str(inventory), "--from-host", "ref1", "-o", "out", *args,
+        cwd=tmp_path,
+    )
+
+
+@pytest.mark.parametrize(
+    ("profile", "args", "named"),
+    [
+        ("no-such-profile", [], ["PROFILE 'no-such-profile': not a known profile", PROFILE]),
+        ("nvidia-repo-580-cuda13", [], ["'nvidia-repo-580-cuda13'", "accepted: "]),
+        (PROFILE, ["--profiles", "missing.yaml"], ["missing.yaml", "cannot read"]),
+        (PROFILE, ["--sign-key", "k", "--gnupghome", "no-home"], ["--gnupghome no-home"]),
+        (PROFILE, ["--sign-key", "nobody@example.invalid", "--gnupghome", "."],
+         ["--sign-key 'nobody@example.invalid': no secret key of that name in ."]),
+        (PROFILE, ["--sign-key", "--x\nq"], ["--sign-key '--x\\nq': expected a gpg key"]),
+        (PROFILE, ["--sign-key", ""], ["--sign-key '': expected a gpg key"]),
+    ],
+)
+def test_bad_bundle_input_is_one_line_before_the_host(tmp_path, profile, args, named) -> None:
+    run = _bundle(tmp_path, profile, *args)
+    assert_one_line(run, 2, *named)
+    assert not (tmp_path / "out").exists()
