@@ -443,6 +443,7 @@ def test_cli_counts_runs_in_the_state_folder_and_names_the_action(tmp_path):
         (("--tier", "static", "--after", "2"), "--tier health checks this machine only"),
         (("--k8s",), "--tier health checks this machine only"),
         (("--tier", "static", "--state-dir", "/tmp"), "--tier health checks this machine only"),
+        (("--tier", "health", "--after", "2"), "--after and --state-dir count runs for --drain"),
     ],
 )
 def test_cli_bad_health_options_exit_2(args, message):

@@ -82,3 +82,5 @@ def test_health_check_deploy_refuses_a_bad_after(after):
 
     with pytest.raises(ConfigError, match="install_health_check: after: expected a positive"):
         install_health_check.__wrapped__(after=after)  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="after counts runs for drain or k8s"):
+        install_health_check.__wrapped__(drain=False, after=2)  # type: ignore[attr-defined]

@@ -209,6 +209,8 @@ def command(
 
         others = inventory != LOCAL or bool(limit or junit or profiles or pytest_args)
         check_health_request(tier, others)
+        if (after or _given("state_dir")) and not (drain or k8s or k8s_node):
+            raise ConfigError("--after and --state-dir count runs for --drain or --k8s")
         request = HealthRequest(
             drain, node, k8s or bool(k8s_node), k8s_node, after or DEFAULT_AFTER, state_dir
         )

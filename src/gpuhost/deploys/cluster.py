@@ -27,6 +27,8 @@ def install_health_check(
         raise ConfigError(
             f"install_health_check: after: expected a positive number of runs, found {after!r}"
         )
+    if after is not None and not (drain or k8s):
+        raise ConfigError("install_health_check: after counts runs for drain or k8s; give one")
     node_services.healthcheck(
         name=f"Health check wrapper {node_services.HEALTHCHECK_PATH}",
         gpuhost=gpuhost,
