@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from gpuhost.cli._echo import echo_lines
+from gpuhost.cli._options import HTTP_URL
 from gpuhost.knowledge.maintain import compare_advisories, compare_wheels
 from gpuhost.knowledge.pypi import DEFAULT_INDEX, make_index
 from gpuhost.matrix.advisories import default_advisories_path
@@ -28,6 +29,7 @@ from_dir_option = click.option(
 index_option = click.option(
     "--index",
     "index_url",
+    type=HTTP_URL,
     default=DEFAULT_INDEX,
     show_default=True,
     metavar="URL",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -61,6 +62,24 @@ class FiniteRange(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+class _HttpUrl(click.ParamType):
+    """An http(s) URL with a host, one word (a source gpuhost reads from: ``--index``,
+    ``--csaf``, ``--cuda-redist``, ``--cudnn-redist``): a mistake is one line, exit 2, before
+    anything is fetched."""
+
+    name = "url"
+    _RE = re.compile(r"https?://[^\s/?#\x00-\x1f\x7f]+(?:[/?#]\S*)?")
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if not self._RE.fullmatch(text) or not text.isprintable():
+            self.fail(f"{text!r:.120} is not an http(s) URL", param, ctx)
+        return text
+
+
+HTTP_URL = _HttpUrl()
 
 
 def fail_on_option(what: str) -> Callable[[F], F]:

@@ -9,6 +9,7 @@ import click
 from gpuhost import datadir
 from gpuhost.cli._echo import echo_lines
 from gpuhost.cli._matrix_sync import from_dir_option, index_option
+from gpuhost.cli._options import HTTP_URL
 from gpuhost.knowledge.cudnn_redist import CUDNN_REDIST
 from gpuhost.knowledge.update import CSAF_BASE, CUDA_REDIST, update
 
@@ -53,6 +54,7 @@ def status_cmd(data_dir: str | None, as_json: bool) -> int:
 @click.option(
     "--csaf",
     "csaf_url",
+    type=HTTP_URL,
     default=CSAF_BASE,
     show_default=True,
     metavar="URL",
@@ -61,6 +63,7 @@ def status_cmd(data_dir: str | None, as_json: bool) -> int:
 @click.option(
     "--cuda-redist",
     "redist_url",
+    type=HTTP_URL,
     default=CUDA_REDIST,
     show_default=True,
     metavar="URL",
@@ -69,6 +72,7 @@ def status_cmd(data_dir: str | None, as_json: bool) -> int:
 @click.option(
     "--cudnn-redist",
     "cudnn_url",
+    type=HTTP_URL,
     default=CUDNN_REDIST,
     show_default=True,
     metavar="URL",
