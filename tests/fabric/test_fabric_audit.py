@@ -161,3 +161,17 @@ def test_the_json_report_and_the_textfile_carry_the_ports() -> None:
         'gpuhost_fabric_port_rate_gbps{host="h1",link_layer="Ethernet",port="mlx5_bond_0/1"} 400.0'
         in text
     )
+
+
+def test_lspci_without_root_and_unreadable_sections_say_so() -> None:
+    denied = "0000:02:08.0 PCI bridge: PLX\n\tCapabilities: <access denied>\n"
+    report = audit_host(
+        "h1",
+        facts(**{"rdma-ports": SYSFS, "peermem": PEERMEM, "lspci": denied}),
+        FABRIC,
+        AuditSettings(),
+    )
+    assert "not run as root" in (skipped(report)["fabric.pcie"] or "")
+    broken = facts(**{"rdma-ports": "/sys/class/infiniband/x\n", "peermem": PEERMEM})
+    assert any(p.startswith("rdma-ports: ") for p in broken.problems)
+    assert fabric_ids(audit_host("h1", broken, FABRIC, AuditSettings())) == ["fabric.ports-missing"]
