@@ -149,7 +149,10 @@ def _kubectl(argv: list[str]) -> str:
 
 def get_node(name: str) -> K8sNode:
     """``kubectl get node NAME -o json``, parsed."""
-    return parse_node(_kubectl(["kubectl", "get", "node", name, "-o", "json"]))
+    node = parse_node(_kubectl(["kubectl", "get", "node", name, "-o", "json"]))
+    if node.name != name:  # gpuhost acts on the name it read: never on another node
+        raise ParseError(f"kubectl get node {name}: answered for node {node.name!r:.80}")
+    return node
 
 
 def mark_or_clear(

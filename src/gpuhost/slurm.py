@@ -82,7 +82,10 @@ def _scontrol(argv: list[str]) -> str:
 
 def show_node(node_name: str) -> SlurmNode:
     """``scontrol show node NAME``, parsed."""
-    return parse_show_node(_scontrol(["scontrol", "show", "node", node_name]))
+    node = parse_show_node(_scontrol(["scontrol", "show", "node", node_name]))
+    if node.name != node_name:  # gpuhost acts on the name it read: never on another node
+        raise ParseError(f"scontrol show node {node_name}: answered for node {node.name!r:.80}")
+    return node
 
 
 def drain_or_resume(node: SlurmNode, reason: str | None, resume: bool) -> str | None:

@@ -69,3 +69,21 @@ def test_a_host_name_that_is_no_node_name_asks_for_the_option(
     message = str(err.value)
     assert message.startswith(f"{option}: this machine's name {hostname!r} is not a ")
     assert message.endswith(f": give {option} NAME") and "\n" not in message
+
+
+@pytest.mark.parametrize("tool", ["scontrol", "kubectl"])
+def test_an_answer_for_another_node_is_refused(tmp_path, monkeypatch, tool):
+    """The stand-in tools answer for node h1 whatever was asked: gpuhost would have drained or
+    tainted h1 when asked for h2 (it acts on the name it read)."""
+    from gpuhost import k8s, slurm
+    from gpuhost.errors import ParseError
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / tool).symlink_to(FAKE)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_CLUSTER_DIR", str(tmp_path))
+    read = slurm.show_node if tool == "scontrol" else k8s.get_node
+    assert read("h1").name == "h1"
+    with pytest.raises(ParseError, match="node h2: answered for node 'h1'"):
+        read("h2")
