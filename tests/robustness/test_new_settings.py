@@ -9,6 +9,7 @@ import pytest
 
 from gpuhost.errors import ConfigError
 from gpuhost.inventory.loader import select
+from tests.robustness.conftest import assert_one_line, gpuhost
 
 # host data written as Python source: numbers too large for a float or for repr()
 HUGE = [
@@ -42,3 +43,15 @@ def test_gpuhost_slurm_node_is_one_node_not_a_hostlist(tmp_path: Path, name: str
     with pytest.raises(ConfigError) as err:
         select(str(path))
     assert f"gpuhost_slurm_node: found {name!r} (str), expected a Slurm node name" in str(err.value)
+
+
+@pytest.mark.parametrize("folder", ["/opt/nccl\nrm -rf /", 'a"b', ""])
+def test_nccl_tests_option_follows_the_inventory_key(tmp_path: Path, folder: str) -> None:
+    """--nccl-tests took any text (a newline split the preflight's MISSING lines)."""
+    inventory = tmp_path / "inv.py"
+    inventory.write_text("gpu = ['n1.invalid', 'n2.invalid']\n", encoding="utf-8")
+    run = gpuhost("check", str(inventory), "--tier", "collective", "--nccl-tests", folder)
+    if folder:
+        assert_one_line(run, 2, f"--nccl-tests: found {folder!r} (str), expected a folder path")
+    else:  # empty: not given, as before
+        assert_one_line(run, 2, "where is nccl-tests?")

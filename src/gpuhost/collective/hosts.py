@@ -29,7 +29,7 @@ from gpuhost.collective.run import UNREACHABLE, Execute
 from gpuhost.connection import openssh_cause
 from gpuhost.errors import ConfigError
 from gpuhost.fabric.expected import expectation
-from gpuhost.inventory.contract import value
+from gpuhost.inventory.contract import key_problem, value
 
 SSH_FAILED = 255  # ssh's own exit status when it could not connect
 
@@ -101,6 +101,9 @@ def _fabric(nodes: list[CheckHost]) -> Fabric | None:
     return found.pop() if len(found) == 1 else None
 
 
+NCCL_TESTS_KEY = "gpuhost_nccl_tests"
+
+
 def setup_from_inventory(inventory: str, limit: str | None, options: Options) -> Setup:
     if options.launcher not in LAUNCHERS:
         raise ConfigError(f"--launcher {options.launcher!r}: expected one of {LAUNCHERS}")
@@ -109,9 +112,12 @@ def setup_from_inventory(inventory: str, limit: str | None, options: Options) ->
             "collective: needs an inventory listing the nodes to test (and, optionally, the "
             "launch host with gpuhost_collective_launcher: true)"
         )
+    given = options.nccl_tests and key_problem(NCCL_TESTS_KEY, options.nccl_tests)
+    if given:  # the option follows the inventory key's rule (one line, no '"')
+        raise ConfigError(f"--nccl-tests{given.removeprefix(NCCL_TESTS_KEY)}")
     launcher, nodes = _split(load_hosts(inventory, limit))
     everyone = ([launcher] if launcher else []) + nodes
-    folder = options.nccl_tests or _one_value(everyone, "gpuhost_nccl_tests")
+    folder = options.nccl_tests or _one_value(everyone, NCCL_TESTS_KEY)
     if not folder:
         raise ConfigError(
             "collective: where is nccl-tests? Give --nccl-tests DIR or inventory data "
