@@ -12,7 +12,7 @@ import pytest
 from gpuhost.collective.judge import judge
 from gpuhost.errors import ParseError
 from gpuhost.parsers._common import to_int, to_number
-from gpuhost.parsers.fabric import parse_ib_sysfs, parse_ibstat
+from gpuhost.parsers.fabric import parse_ib_sysfs, parse_ibstat, parse_ibv_devinfo
 from gpuhost.parsers.nccl_tests import parse_nccl_tests
 
 # real capture (tests/fixtures/nccl-tests/SOURCE.md); the variants below change its numbers
@@ -70,3 +70,16 @@ def test_a_port_rate_beyond_a_float_is_unknown_not_infinite() -> None:
 @pytest.mark.parametrize("text", [f"{HUGE} W", f"{HUGE}.5 MHz", f"-{HUGE} C"])
 def test_numbers_beyond_a_float_read_as_unknown(text: str) -> None:
     assert to_number(text) is None and to_int(text) is None
+
+
+@pytest.mark.parametrize(
+    ("parse", "capture"),
+    [(parse_ibstat, "ibstat-gpud-752.txt"), (parse_ibv_devinfo, "ibv-devinfo-deepep-55.txt")],
+)
+def test_a_port_listed_twice_is_not_two_ports(parse, capture) -> None:
+    """Output repeated (by a wrapper, or made up) counted each port twice towards the expected
+    number of ports (the sysfs reader keys ports by device/port already)."""
+    text = (FABRIC / capture).read_text("utf-8")
+    assert len(parse(text)) == 1
+    with pytest.raises(ParseError, match="listing each port once, found .*/1 twice"):
+        parse(text + text)

@@ -157,6 +157,17 @@ def parse_ibstat(text: str) -> list[IbPort]:
     flush()
     if not ports and text.strip():
         raise ParseError(f"expected ibstat output (CA '...' blocks), found: {first_line(text)!r}")
+    return _once(ports, "ibstat output")
+
+
+def _once(ports: list[IbPort], what: str) -> list[IbPort]:
+    """``ports`` when each device/port is listed once: a port listed twice (output repeated or
+    made up) would count twice towards the expected number of ports."""
+    seen: set[str] = set()
+    for port in ports:
+        if port.name in seen:
+            raise ParseError(f"expected {what} listing each port once, found {port.name} twice")
+        seen.add(port.name)
     return ports
 
 
@@ -189,7 +200,7 @@ def parse_ibv_devinfo(text: str) -> list[IbPort]:
         raise ParseError(
             f"expected ibv_devinfo output (hca_id: blocks), found: {first_line(text)!r}"
         )
-    return ports
+    return _once(ports, "ibv_devinfo output")
 
 
 # ------------------------------------------------------------------------------------ lspci
