@@ -61,10 +61,11 @@ def read_regular(path: Path, what: str, follow: bool = True, owned: bool = False
                 f"{path}: {what} is a symbolic link; refusing to follow it (expected a file)"
             ) from None
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which raises for a folder
+        os.close(fd)
+        raise ConfigError(f"{path}: {what} is not a regular file")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"{path}: {what} is not a regular file")
         problem = owner_problem(info) if owned else None
         if problem:
             raise ConfigError(

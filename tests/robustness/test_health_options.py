@@ -87,3 +87,24 @@ def test_an_answer_for_another_node_is_refused(tmp_path, monkeypatch, tool):
     assert read("h1").name == "h1"
     with pytest.raises(ParseError, match="node h2: answered for node 'h1'"):
         read("h2")
+
+
+def test_a_folder_in_place_of_the_state_file_is_one_line(tmp_path, monkeypatch):
+    """safeio.read_regular opened it and os.fdopen raised IsADirectoryError (a traceback)
+    before the regular-file check; it reads the same for the fabric counters' state."""
+    from gpuhost.safeio import read_regular
+
+    folder = tmp_path / "state" / "health" / "streaks.json"
+    folder.mkdir(parents=True)
+    (tmp_path / "state").chmod(0o700)
+    (tmp_path / "state" / "health").chmod(0o700)
+    with pytest.raises(ConfigError, match="streaks.json: the state is not a regular file"):
+        read_regular(folder, "the state", follow=False, owned=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").symlink_to(FAKE)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_CLUSTER_DIR", str(tmp_path))
+    state = str(tmp_path / "state")
+    run = gpuhost("check", "--tier", "health", "--drain", "--node", "h1", "--state-dir", state)
+    assert_one_line(run, 2, "streaks.json: cannot write the health state (Is a directory)")
