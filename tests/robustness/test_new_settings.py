@@ -55,3 +55,14 @@ def test_nccl_tests_option_follows_the_inventory_key(tmp_path: Path, folder: str
         assert_one_line(run, 2, f"--nccl-tests: found {folder!r} (str), expected a folder path")
     else:  # empty: not given, as before
         assert_one_line(run, 2, "where is nccl-tests?")
+
+
+@pytest.mark.parametrize("url", ["http://proxy:99999", "http://proxy:0", "http://proxy:x/"])
+def test_a_proxy_port_out_of_range_is_refused_here(tmp_path: Path, url: str) -> None:
+    """Written into apt's configuration on the host, it failed there, host by host."""
+    path = tmp_path / "inv.py"
+    path.write_text(f"gpu = [('n1.invalid', {{'gpuhost_proxy': {url!r}}})]\n", "utf-8")
+    with pytest.raises(ConfigError) as err:
+        select(str(path))
+    assert f"gpuhost_proxy: found {url!r} (str)" in str(err.value)
+    assert str(err.value).endswith("(its port is not 1-65535)")

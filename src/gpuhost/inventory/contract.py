@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Annotated, Any, Literal
@@ -111,7 +112,19 @@ def _plain_python(value: str) -> str:
 # a URL written into apt's configuration or a sources line: no whitespace, quote, ';', '#',
 # backslash or control character, and a host after the scheme
 _APT_URL_RE = re.compile(f"^https?://[^{_CONTROL}\\s\"'#;\\\\/]+(/[^{_CONTROL}\\s\"'#;\\\\]*)?$")
-AptUrl = Annotated[StrictStr, _matches(_APT_URL_RE)]
+
+
+def _port_in_range(value: str) -> str:
+    try:
+        port = urllib.parse.urlsplit(value).port  # ValueError beyond 0-65535 or not a number
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError("its port is not 1-65535")
+    return value
+
+
+AptUrl = Annotated[StrictStr, _matches(_APT_URL_RE), AfterValidator(_port_in_range)]
 
 
 _BUNDLE_FIELDS = {
