@@ -24,25 +24,28 @@ HUGE = [
 ]
 
 
-@pytest.mark.parametrize(("data", "key", "named"), HUGE)
-def test_huge_numbers_are_one_line(tmp_path: Path, data: str, key: str, named: str) -> None:
+def _refused(tmp_path: Path, data: str) -> str:
+    """The one-line error of an inventory whose host n1.invalid has ``data`` (Python source)."""
     path = tmp_path / "inv.py"
     path.write_text(f"gpu = [('n1.invalid', {data})]\n", encoding="utf-8")
     with pytest.raises(ConfigError) as err:
         select(str(path))
     message = str(err.value)
-    assert message.startswith(f"{path}: host n1.invalid: {key}: found ") and "\n" not in message
-    assert named in message and len(message) < 600
+    assert message.startswith(f"{path}: host n1.invalid: ") and "\n" not in message
+    return message.removeprefix(f"{path}: host n1.invalid: ")
+
+
+@pytest.mark.parametrize(("data", "key", "named"), HUGE)
+def test_huge_numbers_are_one_line(tmp_path: Path, data: str, key: str, named: str) -> None:
+    message = _refused(tmp_path, data)
+    assert message.startswith(f"{key}: found ") and named in message and len(message) < 600
 
 
 @pytest.mark.parametrize("name", ["n1,n2", "n[1-4]", "-w", ".n1", "n1=x", "n*"])
 def test_gpuhost_slurm_node_is_one_node_not_a_hostlist(tmp_path: Path, name: str) -> None:
     """srun -w takes a hostlist: 'n1,n2' as one node's name ran the test on two."""
-    path = tmp_path / "inv.py"
-    path.write_text(f"gpu = [('n1.invalid', {{'gpuhost_slurm_node': {name!r}}})]\n", "utf-8")
-    with pytest.raises(ConfigError) as err:
-        select(str(path))
-    assert f"gpuhost_slurm_node: found {name!r} (str), expected a Slurm node name" in str(err.value)
+    message = _refused(tmp_path, repr({"gpuhost_slurm_node": name}))
+    assert message.startswith(f"gpuhost_slurm_node: found {name!r} (str), expected a Slurm node")
 
 
 @pytest.mark.parametrize("folder", ["/opt/nccl\nrm -rf /", 'a"b', ""])
@@ -60,9 +63,6 @@ def test_nccl_tests_option_follows_the_inventory_key(tmp_path: Path, folder: str
 @pytest.mark.parametrize("url", ["http://proxy:99999", "http://proxy:0", "http://proxy:x/"])
 def test_a_proxy_port_out_of_range_is_refused_here(tmp_path: Path, url: str) -> None:
     """Written into apt's configuration on the host, it failed there, host by host."""
-    path = tmp_path / "inv.py"
-    path.write_text(f"gpu = [('n1.invalid', {{'gpuhost_proxy': {url!r}}})]\n", "utf-8")
-    with pytest.raises(ConfigError) as err:
-        select(str(path))
-    assert f"gpuhost_proxy: found {url!r} (str)" in str(err.value)
-    assert str(err.value).endswith("(its port is not 1-65535)")
+    message = _refused(tmp_path, repr({"gpuhost_proxy": url}))
+    assert message.startswith(f"gpuhost_proxy: found {url!r} (str)")
+    assert message.endswith("(its port is not 1-65535)")
