@@ -12,6 +12,7 @@ from gpuhost.faults.catalog import drain_policy
 from gpuhost.faults.judge import (
     FaultInputs,
     aer_findings,
+    fabric_manager_findings,
     finding_line,
     gpu_findings,
     judge,
@@ -298,7 +299,17 @@ def test_an_nvswitch_node_class_without_fabric_manager():
     from gpuhost.audit.host import AuditSettings, audit_host
     from gpuhost.facts.host_facts import DriverFacts, FabricManagerFacts, HostFacts
 
-    report = parse_output(_text(H100X8))
+    up = HostFacts(driver=DriverFacts(smi=parse_output(_text(H100X8)), smi_installed=True))
+    assert "gpu.fabric-manager" not in {  # every GPU's fabric registered: it runs elsewhere
+        f.rule for f in audit_host("n1", up, {}, AuditSettings(None, {})).findings
+    }
+    report = parse_output(
+        test_first_gpu_variant(
+            _text(H100X8),
+            "        State                             : Completed",
+            "        State                             : In Progress",
+        )
+    )
     bare = HostFacts(driver=DriverFacts(smi=report, smi_installed=True))
     audited = audit_host("n1", bare, {}, AuditSettings(None, {}))
     found = {(f.rule, f.action) for f in audited.findings}
@@ -311,3 +322,45 @@ def test_an_nvswitch_node_class_without_fabric_manager():
     assert "gpu.fabric-manager" not in {
         f.rule for f in audit_host("n1", bare, no_switch, AuditSettings(None, {})).findings
     }
+
+
+def test_a_smaller_board_or_vm_of_an_hgx_gpu_is_not_a_board_that_lost_gpus():
+    """The GPU's name does not say the board: 1, 2 or 4 H100 SXM GPUs (a 4-GPU board or a cloud
+    VM) get no GPU count, NVLink count or fabric manager from the 8-GPU class; 5 to 7 do."""
+    report = parse_output(_text(H100X8))
+    short = parse_nvlink_status(_text(H100_NVLINK).replace("\t Link 17: 26.562 GB/s\n", ""))
+    for count in (1, 2, 4):
+        expect = expectation_for(report.gpus[0].name, None, count)
+        assert expect is not None and (expect.gpus, expect.nvlinks_per_gpu) == (None, None)
+        assert expect.fabric_manager is None and expect.memory_mib == 81559
+        assert f"{count} of its 8 GPUs seen" in expect.name
+        few = dataclasses.replace(report, gpus=report.gpus[:count])
+        assert judge(FaultInputs(few, nvlink=short, expect=expect)) == []
+        assert fabric_manager_findings(False, expect, few) == []
+    seven = dataclasses.replace(report, gpus=report.gpus[:7])
+    (missing,) = judge(FaultInputs(seven, expect=expectation_for(report.gpus[0].name, None, 7)))
+    assert missing.rule == "gpu.missing"
+    # the inventory still says what a 4-GPU node must have
+    four = expectation_for(report.gpus[0].name, {"gpus": 4, "nvlinks_per_gpu": 18}, 3)
+    assert four is not None and (four.gpus, four.nvlinks_per_gpu) == (4, 18)
+
+
+def test_fabric_manager_missing_counts_only_while_the_fabric_is_not_up():
+    """An 8-GPU NVSwitch class without the fabric manager package: no finding while nvidia-smi
+    shows every GPU's fabric registration Completed/Success (a fabric manager runs elsewhere, e.g.
+    in a driver container); an error once a GPU's registration is not done."""
+    text = _text(H100X8)
+    expect = expectation_for("NVIDIA H100 80GB HBM3", None, 8)
+    assert expect is not None and expect.fabric_manager
+    assert fabric_manager_findings(False, expect, parse_output(text)) == []
+    assert fabric_manager_findings(True, expect, parse_output(text)) == []
+    pending = parse_output(
+        test_first_gpu_variant(
+            text,
+            "        State                             : Completed",
+            "        State                             : In Progress",
+        )
+    )
+    (finding,) = fabric_manager_findings(False, expect, pending)
+    assert finding.rule == "gpu.fabric-manager"
+    assert [f.rule for f in fabric_manager_findings(False, expect)] == ["gpu.fabric-manager"]

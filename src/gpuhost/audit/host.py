@@ -148,7 +148,7 @@ def node_expectation(facts: HostFacts, host_data: Mapping[str, Any]) -> NodeExpe
     ``gpuhost_expect`` over it (checked by the inventory contract)."""
     gpus = facts.driver.smi.gpus if facts.driver.smi.ok else []
     override = host_data.get(EXPECT_KEY)
-    return expectation_for(gpus[0].name if gpus else None, override or None)
+    return expectation_for(gpus[0].name if gpus else None, override or None, len(gpus))
 
 
 def _host_error(

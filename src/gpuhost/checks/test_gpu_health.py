@@ -152,7 +152,9 @@ def test_node_class_and_nvlink(facts: HostFacts, inventory_data: dict[str, Any])
     every NVLink link active and as many as expected, no NVLink error counted (gpu.nvlink.down,
     gpu.nvlink.errors). A GPU model without a class and no gpuhost_expect: NVLink only."""
     report = need_gpus(facts)
-    expect = expectation_for(report.gpus[0].name, inventory_data.get("gpuhost_expect"))
+    expect = expectation_for(
+        report.gpus[0].name, inventory_data.get("gpuhost_expect"), len(report.gpus)
+    )
     found = expectation_findings(report, expect) if expect is not None else []
     try:
         found += nvlink_findings(parse_nvlink_status(facts.run(NVLINK_STATUS)), expect)

@@ -187,7 +187,9 @@ def _node_findings(inputs: HealthInputs, report: SmiReport) -> list[Finding]:
     from gpuhost.faults.node_class import expectation_for
     from gpuhost.parsers.smi_misc import parse_nvlink_status
 
-    expect = expectation_for(report.gpus[0].name if report.gpus else None)
+    expect = expectation_for(
+        report.gpus[0].name if report.gpus else None, None, len(report.gpus)
+    )
     found = expectation_findings(report, expect) if expect is not None else []
     if inputs.nvlink_output is not None:
         with contextlib.suppress(ParseError):  # an error text: nothing judged from it

@@ -7,7 +7,7 @@ and one action everywhere.
 .. code:: python
 
     findings = judge(FaultInputs(report, xid=events, nvlink=links, aer=counters,
-                                 expect=expectation_for(name, override)))
+                                 expect=expectation_for(name, override, len(gpus))))
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import Any
 
 from gpuhost.faults.catalog import RecoveryAction, load_catalog, with_action
 from gpuhost.faults.gpu import (
+    FABRIC_DONE,
+    FABRIC_OK,
     catalog_finding,
     clock_event_findings,
     ecc_findings,
@@ -242,9 +244,16 @@ def expectation_findings(report: SmiReport, expect: NodeExpectation) -> list[Fin
     return findings
 
 
-def fabric_manager_findings(installed: bool, expect: NodeExpectation) -> list[Finding]:
-    """An NVSwitch node class (``fabric_manager: true``) without NVIDIA Fabric Manager."""
+def fabric_manager_findings(
+    installed: bool, expect: NodeExpectation, report: SmiReport | None = None
+) -> list[Finding]:
+    """An NVSwitch node class (``fabric_manager: true``) without NVIDIA Fabric Manager installed
+    on the host, unless nvidia-smi shows every GPU's fabric registration done (state Completed,
+    status Success): then a fabric manager runs elsewhere (e.g. in the GPU Operator's driver
+    container) and the fabric is up."""
     if not expect.fabric_manager or installed:
+        return []
+    if report is not None and report.gpus and all(_fabric_up(gpu) for gpu in report.gpus):
         return []
     return [
         catalog_finding(
@@ -255,6 +264,11 @@ def fabric_manager_findings(installed: bool, expect: NodeExpectation) -> list[Fi
             expected=f"nvidia-fabricmanager at the driver's version (node class {expect.name})",
         )
     ]
+
+
+def _fabric_up(gpu: GpuInfo) -> bool:
+    state, status = gpu.fabric.state, gpu.fabric.status
+    return (state or "").lower() == FABRIC_DONE and (status or "").lower() == FABRIC_OK
 
 
 def _gpu_expectation(gpu: GpuInfo, expect: NodeExpectation, where: str) -> list[Finding]:

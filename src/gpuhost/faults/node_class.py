@@ -1,7 +1,14 @@
 """What a node should have (``data/node_classes.yaml``, per GPU model, overridden by the
 inventory's ``gpuhost_expect``): GPU count, memory, NVLink links per GPU, PCIe link, fabric
-manager. ``expectation_for(gpu_name, override)`` gives the :class:`NodeExpectation` the judgement
-compares the node with (fields left None are not checked)."""
+manager. ``expectation_for(gpu_name, override, gpu_count)`` gives the :class:`NodeExpectation` the
+judgement compares the node with (fields left None are not checked).
+
+A GPU model's name does not say which board it sits on: an H100 SXM is in an 8-GPU HGX board, a
+4-GPU board (no NVSwitch) or a cloud VM given 1, 2 or 4 of a board's GPUs. So the board-wide fields
+of a class (``BOARD_FIELDS``: GPU count, NVLink links per GPU, fabric manager) are applied only to a
+node that shows more than half the class's GPUs (an 8-GPU board that lost some); a node with half
+or fewer is judged on the per-GPU fields alone unless the inventory's ``gpuhost_expect`` sets them.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +27,8 @@ CLASSES_FILE = "node_classes.yaml"
 # the fields an inventory may override (gpuhost_expect) and the node classes give
 INT_FIELDS = ("gpus", "memory_mib", "nvlinks_per_gpu", "pcie_gen", "pcie_width")
 BOOL_FIELDS = ("fabric_manager",)
+# what belongs to the board, not the GPU model (see the module's docstring)
+BOARD_FIELDS = ("gpus", "nvlinks_per_gpu", "fabric_manager")
 
 
 @dataclass(frozen=True)
@@ -113,17 +122,33 @@ def _same_name(a: str, b: str) -> bool:
     return " ".join(a.lower().split()) == " ".join(b.lower().split())
 
 
+def _board_applies(base: NodeExpectation, gpu_count: int | None) -> bool:
+    """Whether a node showing ``gpu_count`` GPUs is taken for the class's board (more than half of
+    its GPUs seen; None: the count is unknown, the board is assumed)."""
+    return gpu_count is None or base.gpus is None or gpu_count * 2 > base.gpus
+
+
 def expectation_for(
-    gpu_name: str | None, override: Mapping[str, Any] | None = None
+    gpu_name: str | None,
+    override: Mapping[str, Any] | None = None,
+    gpu_count: int | None = None,
 ) -> NodeExpectation | None:
     """The node class of ``gpu_name`` with the inventory's ``override`` (``gpuhost_expect``,
-    already checked by the inventory contract) on top; None when neither says anything."""
+    already checked by the inventory contract) on top; None when neither says anything.
+    ``gpu_count``: the GPUs the node shows; with half or fewer of the class's, the class's
+    board-wide fields are left out (a smaller board or a VM, not a board that lost GPUs)."""
     base: NodeExpectation | None = None
     if gpu_name:
         for node_class in load_classes():
             if any(_same_name(gpu_name, name) for name in node_class.gpu_names):
                 base = node_class.expectation
                 break
+    if base is not None and not _board_applies(base, gpu_count):
+        base = replace(
+            base,
+            name=f"{base.name} (per-GPU values only: {gpu_count} of its {base.gpus} GPUs seen)",
+            **dict.fromkeys(BOARD_FIELDS),
+        )
     if not override:
         return base
     known = {f.name for f in fields(NodeExpectation)} - {"name"}

@@ -65,5 +65,7 @@ def check_node_class(ctx: AuditContext) -> RuleResult:
     if visible_gpus(ctx.facts) is None:
         return skip_result(rule, "no GPU reported by nvidia-smi on this host")
     found = expectation_findings(ctx.facts.driver.smi, ctx.node)
-    found += fabric_manager_findings(ctx.facts.fabric_manager.installed, ctx.node)
+    found += fabric_manager_findings(
+        ctx.facts.fabric_manager.installed, ctx.node, ctx.facts.driver.smi
+    )
     return result_with(rule, found)
