@@ -41,3 +41,31 @@ def test_bad_bundle_input_is_one_line_before_the_host(tmp_path, profile, args, n
     run = _bundle(tmp_path, profile, *args)
     assert_one_line(run, 2, *named)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("make", "named"),
+    [
+        (lambda root: None, "manifest.json: cannot read file (No such file or directory)"),
+        (lambda root: root.mkdir(), "manifest.json: cannot read file (No such file or directory)"),
+        (lambda root: root.write_text("x"), "manifest.json: cannot read file (Not a directory)"),
+        (
+            lambda root: (root.mkdir(), (root / "manifest.json").write_text('{"schema": 1}')),
+            "'profile' is a required property",
+        ),
+        (
+            lambda root: (root.mkdir(), (root / "manifest.json").write_bytes(b"\xff\x00[[[")),
+            "manifest.json: binary data, not text",
+        ),
+    ],
+    ids=["missing", "empty folder", "a file", "manifest without fields", "manifest garbage"],
+)
+def test_a_bad_bundle_folder_is_one_line_before_any_host(tmp_path, make, named) -> None:
+    """provision found a missing or garbage bundle folder only on each host it reached (an
+    unreachable host hid it: exit 1 'unreachable'); the folder is on this machine."""
+    make(tmp_path / "bundle")
+    host = {"ssh_hostname": "127.0.0.1", "ssh_port": 9, "gpuhost_profile": PROFILE}
+    bundled = {**host, "gpuhost_bundle": {"path": "bundle"}}
+    (tmp_path / "inv.py").write_text(f"gpu = [('a', {bundled!r}), ('b', {host!r})]\n")
+    run = gpuhost("provision", "inv.py", "--dry", cwd=tmp_path)
+    assert_one_line(run, 2, "inv.py: host a: gpuhost_bundle: bundle/manifest.json", named)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -35,6 +37,22 @@ def bundle_setting(data: Mapping[str, Any]) -> BundleSetting | None:
     if not raw:
         return None
     return BundleSetting(raw.get("path"), raw.get("url"), raw.get("key_sha256"))
+
+
+@cache
+def bundle_dir_problem(path: str) -> str | None:
+    """Why the bundle directory ``path`` (``{path: DIR}``, read from the current directory) is
+    no bundle: its manifest.json missing or unreadable (one line), else None. Read once per
+    path and process: the hosts of a fleet share one bundle; its files are compared with the
+    manifest when a deploy uses it."""
+    from gpuhost.bundle.manifest import read_manifest
+    from gpuhost.errors import ConfigError
+
+    try:
+        read_manifest(Path(path))
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def bundle_shape_problem(value: Mapping[str, Any]) -> str | None:

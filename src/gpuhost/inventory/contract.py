@@ -16,7 +16,6 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-import urllib.parse
 from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Annotated, Any, Literal
@@ -39,6 +38,8 @@ from gpuhost.inventory.value_types import (
     _CONTROL,
     _LINE_RE,
     _PATH_RE,
+    APT_URL_RE,
+    AptUrl,
     Key,
     NonEmpty,
     PathText,
@@ -46,6 +47,7 @@ from gpuhost.inventory.value_types import (
     Positive,
     Seconds,
     Word,
+    port_in_range,
 )
 from gpuhost.inventory.value_types import key as _k
 from gpuhost.inventory.value_types import matches as _matches
@@ -109,27 +111,9 @@ def _plain_python(value: str) -> str:
     return value
 
 
-# a URL written into apt's configuration or a sources line: no whitespace, quote, ';', '#',
-# backslash or control character, and a host after the scheme
-_APT_URL_RE = re.compile(f"^https?://[^{_CONTROL}\\s\"'#;\\\\/]+(/[^{_CONTROL}\\s\"'#;\\\\]*)?$")
-
-
-def _port_in_range(value: str) -> str:
-    try:
-        port = urllib.parse.urlsplit(value).port  # ValueError beyond 0-65535 or not a number
-    except ValueError:
-        port = 0
-    if port == 0:
-        raise ValueError("its port is not 1-65535")
-    return value
-
-
-AptUrl = Annotated[StrictStr, _matches(_APT_URL_RE), AfterValidator(_port_in_range)]
-
-
 _BUNDLE_FIELDS = {
     "path": (_PATH_RE, "a path"),
-    "url": (_APT_URL_RE, "an http(s) URL"),
+    "url": (APT_URL_RE, "an http(s) URL"),
     "key_sha256": (_SHA256_RE, "64 hexadecimal digits"),
 }
 
@@ -141,6 +125,8 @@ def _bundle_shape(value: dict[str, Any]) -> dict[str, Any]:
         pattern, expected = _BUNDLE_FIELDS[field]
         if not pattern.fullmatch(text):
             raise ValueError(f"{field} {text!r} is not {expected}")
+        if field == "url":
+            port_in_range(text)
     problem = bundle_shape_problem(value)
     if problem:
         raise ValueError(problem)

@@ -40,6 +40,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from gpuhost.bundle.setting import BUNDLE_KEY, bundle_dir_problem
 from gpuhost.errors import ConfigError
 from gpuhost.inventory import contract
 from gpuhost.pyinfra_adapter import inventory_groups, make_inventory
@@ -386,6 +387,10 @@ def check_hosts(
             problem = install_data_problem(profile_table(profiles, data)[wanted], data)
             if problem:
                 raise ConfigError(f"{path}: host {name}: {problem}")
+        bundle = data.get(BUNDLE_KEY) if installs else None
+        problem = bundle_dir_problem(bundle["path"]) if bundle and bundle.get("path") else None
+        if problem:  # a bundle on this machine is judged here, not once per host it reaches
+            raise ConfigError(f"{path}: host {name}: {BUNDLE_KEY}: {problem}")
 
 
 def select(

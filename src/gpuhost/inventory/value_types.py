@@ -9,6 +9,7 @@ line such as ProxyCommand), and a word no whitespace, quote, '#' or backslash ei
 from __future__ import annotations
 
 import re
+import urllib.parse
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -53,3 +54,22 @@ Seconds = Annotated[StrictInt | StrictFloat, Field(gt=0, allow_inf_nan=False)]
 PositiveNumber = Seconds
 Word = Annotated[StrictStr, matches(_WORD_RE)]
 PathText = Annotated[StrictStr, matches(_PATH_RE)]
+
+
+# a URL written into apt's configuration or a sources line: no whitespace, quote, ';', '#',
+# backslash or control character, and a host after the scheme
+APT_URL_RE = re.compile(f"^https?://[^{_CONTROL}\\s\"'#;\\\\/]+(/[^{_CONTROL}\\s\"'#;\\\\]*)?$")
+
+
+def port_in_range(value: str) -> str:
+    """``value`` when its port (if any) is 1-65535; ValueError otherwise."""
+    try:
+        port = urllib.parse.urlsplit(value).port  # ValueError beyond 0-65535 or not a number
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError("its port is not 1-65535")
+    return value
+
+
+AptUrl = Annotated[StrictStr, matches(APT_URL_RE), AfterValidator(port_in_range)]
