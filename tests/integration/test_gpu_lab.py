@@ -203,7 +203,7 @@ ROUNDS = {
         ("remap-pending", 1, 1, "gpu.remap-pending", "remapped_row", "reboot"),
         ("pcie-downgrade", 1, 3, "gpu.pcie-width", "pcie_link", "reseat"),
         ("retired-pages", 2, 0, "gpu.retired-pages-pending", "retired_pages", "reboot"),
-        ("xid=79", 2, 0, None, "xid", "Xid catalog"),  # no audit rule reads the kernel log
+        ("xid=79", 2, 0, "gpu.xid.79", "xid", "action: reboot"),
     ],
     "lost-and-persistence": [
         ("gpu-lost", 1, 5, "gpu.lost", "test_driver or gpu_health", "reboot"),
@@ -221,7 +221,7 @@ def test_fault_knobs_fail_audit_and_check_naming_the_fix(loop: Loop, round_name:
     try:
         findings = loop.audit()
         for knob, index, _gpu, rule, _selection, _fix in faults:
-            if rule is not None:  # (no audit rule reads the kernel log for Xid)
+            if rule is not None:
                 name = loop.host(index).name
                 hits = [f for f in findings if f["host"] == name and f["rule"] == rule]
                 assert hits and hits[0]["fix"], (knob, findings)
