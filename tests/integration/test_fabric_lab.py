@@ -88,7 +88,7 @@ def fabric_host(lab, tmp_path_factory):  # type: ignore[no-untyped-def]
 
 def _health(h1: Any) -> tuple[int, str]:
     """The health tier on the host itself: its exit status and its one line."""
-    proc = h1.run(f"{NODE_GPUHOST} check @local --tier health --state-dir /tmp/health-state")
+    proc = h1.run(f"{NODE_GPUHOST} check @local --tier health")
     return proc.returncode, proc.stdout
 
 
