@@ -49,9 +49,12 @@ def owner_problem(info: os.stat_result) -> str | None:
     return None
 
 
-def read_regular(path: Path, what: str, follow: bool = True, owned: bool = False) -> bytes:
+def read_regular(
+    path: Path, what: str, follow: bool = True, owned: bool = False, limit: int | None = None
+) -> bytes:
     """The bytes of ``path``, a regular file. ``follow=False``: a symbolic link is refused;
-    ``owned``: a file another user owns or may write is refused (state gpuhost acts on)."""
+    ``owned``: a file another user owns or may write is refused (state gpuhost acts on);
+    ``limit``: a file of more bytes is refused unread (bounded work for a planted file)."""
     flags = _READ_FLAGS | (0 if follow else NOFOLLOW)
     try:
         fd = os.open(path, flags)
@@ -72,11 +75,16 @@ def read_regular(path: Path, what: str, follow: bool = True, owned: bool = False
                 f"{path}: {what} is {problem}; refusing to use it (fix: remove it, or "
                 f"chown {os.geteuid()} and chmod go-w it if it is yours)"
             )
+        if limit is not None and info.st_size > limit:
+            raise ConfigError(f"{path}: {what} is {info.st_size} bytes, more than {limit}")
         os.set_blocking(fd, True)
         try:
-            return handle.read()
+            data = handle.read() if limit is None else handle.read(limit + 1)
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from None
+        if limit is not None and len(data) > limit:  # grew while it was read
+            raise ConfigError(f"{path}: {what} is more than {limit} bytes")
+        return data
 
 
 def target_problem(path: Path) -> str | None:

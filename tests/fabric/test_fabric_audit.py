@@ -175,3 +175,20 @@ def test_lspci_without_root_and_unreadable_sections_say_so() -> None:
     broken = facts(**{"rdma-ports": "/sys/class/infiniband/x\n", "peermem": PEERMEM})
     assert any(p.startswith("rdma-ports: ") for p in broken.problems)
     assert fabric_ids(audit_host("h1", broken, FABRIC, AuditSettings())) == ["fabric.ports-missing"]
+
+
+def test_a_planted_oversized_counters_file_is_not_read(tmp_path: Path) -> None:
+    """The counters file is bounded like every state file (safeio.read_regular's limit): a
+    planted file over the bound is no baseline, and is refused before it is read whole."""
+    from gpuhost.errors import ConfigError
+    from gpuhost.fabric.counters import MAX_BYTES
+    from gpuhost.safeio import read_regular
+
+    store = CounterStore(tmp_path / "state")
+    store.save("h1", {"mlx5_0/1": {"link_downed": 1}})
+    assert store.load("h1") == {"mlx5_0/1": {"link_downed": 1}}
+    path = store.path("h1")
+    path.write_bytes(b'{"counters": {}}' + b" " * MAX_BYTES)
+    assert store.load("h1") is None
+    with pytest.raises(ConfigError, match=f"more than {MAX_BYTES}"):
+        read_regular(path, "fabric counters", follow=False, owned=True, limit=MAX_BYTES)

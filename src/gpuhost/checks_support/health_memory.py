@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -95,16 +94,10 @@ def load_memory(state_dir: Path) -> tuple[Memory, str | None]:
     The folder's own safety is checked (ConfigError: an unsafe state folder is refused)."""
     path = memory_path(state_dir)
     checked_folder(path.parent, create=True)
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:  # a drain from before the file existed: its faults are unknown
+    if not os.path.lexists(path):  # a drain from before the file existed: its faults are unknown
         return Memory(drained_for=None), None
-    except OSError as exc:
-        return _damaged(path, exc.strerror or str(exc))
-    if stat.S_ISREG(info.st_mode) and info.st_size > MAX_BYTES:
-        return _damaged(path, f"{info.st_size} bytes, more than {MAX_BYTES}")
     try:
-        raw = read_regular(path, "the health state", follow=False, owned=True)
+        raw = read_regular(path, "the health state", follow=False, owned=True, limit=MAX_BYTES)
         return parse_memory(raw.decode("utf-8")), None
     except ConfigError as exc:
         return _damaged(path, str(exc).removeprefix(f"{path}: "))

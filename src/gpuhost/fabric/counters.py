@@ -34,7 +34,9 @@ class CounterStore:
         if not path.exists():
             return None
         try:
-            data = json.loads(read_regular(path, "fabric counters", follow=False, owned=True))
+            data = json.loads(read_regular(
+                path, "fabric counters", follow=False, owned=True, limit=MAX_BYTES
+            ))
         except (ConfigError, ValueError, RecursionError):
             return None
         return _valid(data)
