@@ -39,27 +39,20 @@ Pockets (``POCKETS``):
              lab's second profile pins), kernel ABI 101 (22.04: 201) whose modules need it: the
              kernel `apt-get dist-upgrade` would take and whose module the pinned driver refuses
 
-Layout (like archive.ubuntu.com/ubuntu):
-  <root>/ubuntu/dists/<codename>{,-security,-updates}/{Release,InRelease,Release.gpg}
-  <root>/ubuntu/dists/<suite>/restricted/binary-<arch>/Packages(.gz)
-  <root>/ubuntu/pool/restricted/<suite>/*.deb
-  <root>/ubuntu-archive-stand-in.gpg   the signing key (binary keyring, for Signed-By)
-Hosts use (deb822, /etc/apt/sources.list.d/ubuntu.sources): :func:`sources_text`.
+The Ubuntu lab shape (tests/lab/shape_ubuntu.py) serves them: its archive builder puts
+:func:`stand_ins` into the pockets of both releases, in the component restricted (layout there).
+:func:`build` builds the same archive without a lab, for real apt with ``-o Dir=`` (tests/
+provision/test_precompiled_apt.py); :func:`sources_text` is its deb822 entry.
 """
 
 from __future__ import annotations
 
-import gzip
 import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .aptrepo import SMI_NO_DRIVER, SMI_PATH, StandIn, _build_deb
-from .system import run
+from .aptrepo import KEY_NAME, SMI_NO_DRIVER, SMI_PATH, StandIn, signing
 
-KEY_NAME = "ubuntu-archive-stand-in"
 COMPONENT = "restricted"
 BRANCH = "580"
 #: OS version -> (codename, kernel version, ABI of the release pocket's kernel)
@@ -191,56 +184,21 @@ def sources_text(url: str, codename: str, key_path: str) -> str:
             f"Components: {COMPONENT}\nSigned-By: {key_path}\n")
 
 
-def _index(archive: Path, suite: str, arch: str, gpg: list[str]) -> None:
-    dist = archive / "dists" / suite
-    binary = dist / COMPONENT / f"binary-{arch}"
-    binary.mkdir(parents=True)
-    packages = run(["apt-ftparchive", "packages", f"pool/{COMPONENT}/{suite}"], timeout=60,
-                   cwd=archive).stdout
-    (binary / "Packages").write_text(packages)
-    with gzip.open(binary / "Packages.gz", "wt") as fh:
-        fh.write(packages)
-    release = run(
-        ["apt-ftparchive",
-         "-o", "APT::FTPArchive::Release::Origin=Ubuntu",
-         "-o", "APT::FTPArchive::Release::Label=gpuhost lab stand-in of Ubuntu's archive",
-         "-o", f"APT::FTPArchive::Release::Suite={suite}",
-         "-o", f"APT::FTPArchive::Release::Codename={suite}",
-         "-o", f"APT::FTPArchive::Release::Components={COMPONENT}",
-         "-o", f"APT::FTPArchive::Release::Architectures={arch}", "release", "."],
-        cwd=dist,
-    ).stdout
-    (dist / "Release").write_text(release)
-    run([*gpg, "--clearsign", "--output", str(dist / "InRelease"), str(dist / "Release")])
-    run([*gpg, "--armor", "--detach-sign", "--output", str(dist / "Release.gpg"),
-         str(dist / "Release")])
+def stand_ins(codename: str) -> dict[str, list[StandIn]]:
+    """Suite -> its stand-ins, for the Ubuntu shape's archive (shape_ubuntu.ARCHIVE_STAND_INS)."""
+    os_version = next(v for v, (c, _, _) in RELEASES.items() if c == codename)
+    return {codename + pocket: pkgs for pocket, pkgs in pocket_packages(os_version).items()}
 
 
 def build(root: Path, arch: str, os_version: str) -> Archive:
-    """(Re)build the archive under ``root`` for Ubuntu ``os_version`` (22.04 | 24.04)."""
+    """(Re)build the archive under ``root`` as the Ubuntu shape serves it (its builder, these
+    stand-ins, a new lab key), for tests that use it without a lab (real apt, -o Dir=)."""
+    from .shape_ubuntu import build_archive  # it imports this module
+
     codename, kversion, abi0 = RELEASES[os_version]
     shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    archive = root / "ubuntu"
-    with tempfile.TemporaryDirectory(prefix="gpuhost-lab-ubuntu-") as tmp:
-        work, gnupg = Path(tmp) / "pkgs", Path(tmp) / "gnupg"
-        gnupg.mkdir(mode=0o700)
-        gpg = ["gpg", "--homedir", str(gnupg), "--batch", "--quiet", "--pinentry-mode",
-               "loopback", "--passphrase", ""]
-        try:
-            run([*gpg, "--quick-gen-key", "gpuhost lab Ubuntu archive stand-in <lab@invalid>",
-                 "ed25519", "sign", "never"])
-            run([*gpg, "--output", str(root / f"{KEY_NAME}.gpg"), "--export"])
-            for pocket, pkgs in pocket_packages(os_version).items():
-                suite = codename + pocket
-                pool = archive / "pool" / COMPONENT / suite
-                pool.mkdir(parents=True)
-                for pkg in pkgs:
-                    _build_deb(pkg, arch, pool, work / suite)
-                _index(archive, suite, arch, gpg)
-        finally:
-            subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "all"],
-                           capture_output=True, check=False)
+    with signing(root) as sign:
+        build_archive(root, arch, sign)
     mv = f"{kversion}.{abi0}.{abi0}"
     return Archive(
         root=root,
