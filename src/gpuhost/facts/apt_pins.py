@@ -85,6 +85,16 @@ class AptPolicy(FactBase[dict[str, dict[str, str | None]]]):
 PACKAGE_TOOLS = "apt-get|apt|aptitude|dpkg|unattended-upgr"
 # Process states that can hold a lock (running, sleeping, in I/O, stopped); a zombie cannot.
 PGREP_LIVE = "-r R,S,D,T,t"
+# unattended-upgrades' shutdown helper has the same process name ("unattended-upgr", 15
+# characters) but runs the whole boot on every host with the package (Ubuntu installs it by
+# default: unattended-upgrades.service) and takes dpkg's lock only at shutdown: never waited for.
+NOT_WAITED = "unattended-upgrade-shutdown"
+
+
+def running_tools_command(tools: str = PACKAGE_TOOLS) -> str:
+    """``pgrep -a`` of the live ``tools`` processes, the shutdown helper left out (prints
+    ``PID command line`` lines; nothing when none runs)."""
+    return f"pgrep -a {PGREP_LIVE} -x '{tools}' 2>/dev/null | grep -v '{NOT_WAITED}'"
 
 
 class DpkgStateDict(TypedDict):
@@ -97,7 +107,7 @@ def dpkg_state_command(tools: str = PACKAGE_TOOLS) -> str:
     command."""
     return (
         f"echo '{SECTION}running'; command -v pgrep >/dev/null 2>&1 && "
-        f"pgrep -a {PGREP_LIVE} -x '{tools}' 2>/dev/null; "
+        f"{running_tools_command(tools)}; "
         f"echo '{SECTION}unfinished'; command -v dpkg >/dev/null 2>&1 && "
         "LC_ALL=C dpkg --audit 2>/dev/null; true"
     )

@@ -22,13 +22,13 @@ from pyinfra.facts.deb import DebPackages
 
 from gpuhost.facts.apt_pins import (
     PACKAGE_TOOLS,
-    PGREP_LIVE,
     SPACE_PATHS,
     AptHolds,
     AptInstallSpace,
     AptPolicy,
     DnfVersionLocks,
     DpkgState,
+    running_tools_command,
 )
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
@@ -196,11 +196,11 @@ def wait_for_package_tools(
     ``pgrep -x`` pattern (tests use a name of their own)."""
     tries = max(1, timeout_s // poll_s)
     # pgrep warns on stderr about a pattern longer than a process name; the regex still matches
-    pgrep = f"pgrep {PGREP_LIVE} -x '{tools}' 2>/dev/null"
+    running = running_tools_command(tools)
     return (
-        f"i=0; while {pgrep} >/dev/null; do i=$((i+1)); if [ $i -gt {tries} ]; then "
+        f'i=0; while [ -n "$({running})" ]; do i=$((i+1)); if [ $i -gt {tries} ]; then '
         f'echo "apt/dpkg still running after {timeout_s}s (dpkg\'s lock is taken): '
-        f"$({pgrep.replace('pgrep', 'pgrep -a', 1)} | head -n 3 | tr '\\n' ';')\" >&2; "
+        f"$({running} | head -n 3 | tr '\\n' ';')\" >&2; "
         f"exit 1; fi; sleep {poll_s}; done"
     )
 
