@@ -48,10 +48,12 @@ UBUNTU_SMI_PACKAGES = ("nvidia-utils-[0-9]*", "nvidia-utils")
 PERSISTENCED_PACKAGES = ("nvidia-persistenced", "nvidia-compute-utils-[0-9]*",
                          "nvidia-compute-utils")
 # The open GPU kernel modules' DKMS package (NVIDIA's debian12 name, Debian's, NVIDIA's Ubuntu
-# names): installed at boot, the "loaded module" is the open flavour, whose
+# names) or Canonical's precompiled open modules (linux-modules-nvidia-580-server-open-<kernel>,
+# tests/lab/ubuntu_archive.py): installed at boot, the "loaded module" is the open flavour, whose
 # /proc/driver/nvidia/version reads differently
 OPEN_MODULE_PACKAGES = ("nvidia-kernel-open-dkms", "nvidia-open-kernel-dkms",
-                        "nvidia-dkms-[0-9]*-open", "nvidia-dkms-open")
+                        "nvidia-dkms-[0-9]*-open", "nvidia-dkms-open",
+                        "linux-modules-nvidia-[0-9]*-open-*")
 SELF = "/usr/lib/gpuhost-lab-gpu/gpuemu.py"
 # Where Debian's packages put the binaries (their files are diverted away, see install_diversions)
 SMI_REAL_PATH = "/usr/lib/nvidia/current/nvidia-smi"
