@@ -85,6 +85,10 @@ def install_driver(spec: DesiredState, plan: PackagePlan, move_kernel: bool = Fa
         precompiled.kernel_excluded(
             name="Kernel metapackages excluded from unattended-upgrades", plan=plan.precompiled
         )
+    if plan.versioned:
+        precompiled.stale_versions_removed(
+            name="Packages named after another driver version removed", versioned=plan.versioned
+        )
     if spec.persistence and plan.persistenced:
         apt_pin.installed(name="NVIDIA persistence daemon", packages=[plan.persistenced])
     holds = plan.coupled + plan.companions + [n for n in plan.exact if n not in plan.companions]

@@ -37,6 +37,10 @@ class PackagePlan:
     precompiled: PrecompiledModules | None = None
     #: the source keeps one version of a package per pocket (a superseded one is gone)
     newest_only: bool = False
+    #: {coupled name: the prefix every version of it shares} for names carrying the driver
+    #: version (nvidia-firmware-580-server-580.178.04 -> nvidia-firmware-580-server-): another
+    #: version's package is another name, left behind by a driver change unless removed
+    versioned: dict[str, str] = field(default_factory=dict)
 
     @property
     def never_upgraded(self) -> list[str]:
@@ -167,7 +171,17 @@ def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
         exact=exact,
         precompiled=_precompiled(entry, spec.kernel_module, values),
         newest_only=entry.get("newest_only") is True,
+        versioned=_versioned(entry, values),
     )
+
+
+def _versioned(entry: dict[str, Any], values: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for template in entry.get("coupled") or []:
+        head, found, _ = str(template).partition("{version}")
+        if found:
+            out[_fill([str(template)], values)[0]] = _fill([head], values)[0]
+    return out
 
 
 def _precompiled(
