@@ -93,8 +93,8 @@ def _boot(host: Any) -> list[str]:
     return sorted(_run(host, "ls /boot").split())
 
 
-def _audit_clean(work: Path) -> str:
-    audit = _gpuhost(work, "audit", "inventory.py", "--json", "audit.json")
+def _audit_clean(work: Path, inventory: str = "inventory.py") -> str:
+    audit = _gpuhost(work, "audit", inventory, "--json", "audit.json")
     out = audit.stdout + audit.stderr
     assert audit.returncode == 0, out
     report = json.loads((work / "audit.json").read_text())
@@ -149,7 +149,11 @@ def test_upgrade_moves_kernel_and_module_together(ubuntu_host: Any) -> None:
     assert any(n.endswith(K101) and n.startswith("linux-modules-nvidia-580-server")
                for n in have), have
     assert _boot(host)[-1] == f"vmlinuz-{K101}"
-    _audit_clean(work)
+    # the host now runs the target profile: audited against it
+    text = (work / "inventory.py").read_text().replace(f"'{BUILT_IN}'", f"'{TARGET}', "
+                                                        f"'gpuhost_profiles_file': '{PROFILES}'")
+    (work / "inventory-target.py").write_text(text)
+    _audit_clean(work, "inventory-target.py")
 
 
 def test_rollback_puts_the_driver_back(ubuntu_host: Any) -> None:
