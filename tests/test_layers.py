@@ -32,8 +32,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "escape",
         "locks",
         "output",
+        "oskey",
     ),
-    ("parsers", "matrix", "smoke", "findings", "schemas"),
+    ("parsers", "matrix", "smoke", "findings", "schemas", "pkgmgr"),
     (
         "probe",
         "desired",
