@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "locks",
         "output",
     ),
-    ("parsers", "matrix", "smoke", "findings", "schemas"),
+    ("parsers", "gpus", "matrix", "smoke", "findings", "schemas"),
     (
         "probe",
         "desired",
