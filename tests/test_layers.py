@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "output",
         "oskey",
     ),
-    ("parsers", "matrix", "smoke", "findings", "schemas", "pkgmgr"),
+    ("parsers", "gpus", "matrix", "smoke", "findings", "schemas", "pkgmgr"),
     (
         "probe",
         "desired",

@@ -20,6 +20,7 @@ from gpuhost.audit.host import AuditSettings, audit_host
 from gpuhost.cli import main
 from gpuhost.errors import PackageIndexError
 from gpuhost.facts.build import host_facts_from_text
+from gpuhost.gpus.catalog import load_catalog
 from gpuhost.knowledge import wheelzip
 from gpuhost.knowledge.pypi import DirectoryIndex
 from gpuhost.matrix import advisories, load, load_matrix
@@ -35,6 +36,7 @@ def _clear() -> None:
     """Forget the data this process loaded (every gpuhost command is its own process)."""
     load._load_default.cache_clear()
     advisories._default.cache_clear()
+    load_catalog.cache_clear()
 
 
 @pytest.fixture
@@ -68,6 +70,9 @@ def _update(base: str, folder: Path) -> int:
             f"{base}/redist/",
             "--cudnn-redist",
             f"{base}/cudnn-redist/",
+            "--pci-ids",
+            # no PCI ID database: the catalog's update is tests/knowledge/test_catalog_update.py
+            str(folder.parent / "no-pci.ids"),
         ]
     )
 

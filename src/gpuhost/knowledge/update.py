@@ -14,6 +14,8 @@ replay a whole update):
   and said);
 - NVIDIA's cuDNN redistrib manifests (the same shape, in cuDNN's redist folder): a release newer
   than the matrix knows becomes a cuDNN row (:mod:`gpuhost.knowledge.cudnn_redist`);
+- the PCI ID database (this machine's ``pci.ids`` or ``--pci-ids``): the GPU catalog, when it
+  is newer than the one in use (:mod:`gpuhost.knowledge.catalog_update`);
 - PyPI's JSON API and each wheel's core metadata (PEP 658, else a byte-range read of the wheel):
   the torch / TensorFlow releases of wheels.yaml's range (:func:`gpuhost.knowledge.sync.sync`).
 
@@ -37,6 +39,8 @@ import yaml
 from gpuhost import datadir, safeio
 from gpuhost.datafiles import load_yaml
 from gpuhost.errors import DataUpdateError, GpuhostError, PackageIndexError
+from gpuhost.gpus.catalog import CATALOG_FILE, parse_catalog
+from gpuhost.knowledge.catalog_update import refresh
 from gpuhost.knowledge.csaf import readable_row, render_advisories
 from gpuhost.knowledge.cudnn_redist import CUDNN_REDIST, CUDNN_REDIST_SOURCE, cudnn_row
 from gpuhost.knowledge.maintain import wheel_ranges
@@ -237,6 +241,7 @@ def update(
     csaf_base: str,
     cuda_redist: str,
     cudnn_redist: str = CUDNN_REDIST,
+    pci_ids: str = "",
 ) -> list[str]:
     """``gpuhost data update``: collect (PyPI from ``index_url``, or answers recorded under
     ``from_dir``) and install into ``folder``; one line per fact, then the data now in use.
@@ -247,6 +252,10 @@ def update(
         found = collect(
             index, csaf_base=csaf_base, cuda_redist=cuda_redist, cudnn_redist=cudnn_redist
         )
+        catalog, catalog_line = refresh(pci_ids, index, found.texts["matrix.yaml"])
+        if catalog is not None:
+            found.texts[CATALOG_FILE] = catalog
+            found.lines.append(catalog_line)
         install(found, folder)
     except GpuhostError as exc:
         raise DataUpdateError(
@@ -254,7 +263,8 @@ def update(
         ) from exc
     after = datadir.data_info()
     summary = f"data: {datadir.described(after)}; {len(found.lines)} facts added"
-    return [*found.lines, summary]
+    kept = [] if catalog is not None else [catalog_line]
+    return [*found.lines, *kept, summary]
 
 
 def install(found: Collected, folder: Path, today: datetime.date | None = None) -> Path:
@@ -273,6 +283,8 @@ def install(found: Collected, folder: Path, today: datetime.date | None = None) 
         load_matrix(str(work / "matrix.yaml"))  # reads wheels.yaml beside it too
         load_advisories(str(work / "advisories.yaml"))
         load_wheels(str(work / "wheels.yaml"))
+        if CATALOG_FILE in found.texts:
+            parse_catalog(load_yaml(found.texts[CATALOG_FILE]), str(work / CATALOG_FILE))
         # retire the old overlay first: while the files are moved (or if this process dies
         # meanwhile) readers get the shipped data, never a mix of old and new files
         (folder / datadir.META).unlink(missing_ok=True)
