@@ -20,6 +20,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from gpuhost.redaction import redact_url
+
 ENV = "GPUHOST_DATA_DIR"
 MAX_AGE_ENV = "GPUHOST_DATA_MAX_AGE_DAYS"
 DEFAULT_MAX_AGE_DAYS = 120
@@ -110,8 +112,8 @@ def data_info() -> dict[str, Any]:
     if folder is not None:
         meta = read_meta(folder) or {}
         origin = f"update of {meta.get('date')} in {folder}"
-        if meta.get("origin"):
-            origin = f"{origin} ({meta['origin']})"
+        if meta.get("origin"):  # an update before passwords were left out may hold one
+            origin = redact_url(f"{origin} ({meta['origin']})")
         return {"date": meta.get("date"), "origin": origin}
     return {"date": shipped_date(), "origin": "shipped with gpuhost"}
 

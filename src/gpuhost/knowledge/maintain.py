@@ -18,6 +18,7 @@ from gpuhost.knowledge.sync import SyncResult, drift, matrix_drift, record, rend
 from gpuhost.matrix import load_matrix
 from gpuhost.matrix.advisories import read_raw
 from gpuhost.matrix.wheeldata import read_wheels_file
+from gpuhost.redaction import redact_url
 
 
 @dataclass
@@ -118,6 +119,6 @@ def bulletin_rows(root: Path, record_dir: Path | None = None) -> list[dict[str, 
 def write_text(path: str, text: str) -> None:
     """Rewrite a data file; ConfigError naming it when it cannot be written."""
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        Path(path).write_text(redact_url(text), encoding="utf-8")  # no mirror's password
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write ({exc.strerror})") from exc

@@ -45,6 +45,7 @@ from gpuhost.knowledge.sync import render_wheels, sync
 from gpuhost.matrix.advisories import default_advisories_path, load_advisories, read_raw
 from gpuhost.matrix.load import default_matrix_path, load_matrix
 from gpuhost.matrix.wheeldata import default_wheels_path, load_wheels
+from gpuhost.redaction import redact_url
 from gpuhost.versions import parse_version
 
 CSAF_BASE = "https://raw.githubusercontent.com/NVIDIA/product-security/main"
@@ -93,7 +94,7 @@ def collect(
             if (project, r["version"]) not in old
         ]
     out.texts["wheels.yaml"] = render_wheels(ranges, result.data)
-    out.origin = (
+    out.origin = redact_url(
         f"PyPI {index.base}, CSAF {csaf_base}, CUDA redist {cuda_redist}, "
         f"cuDNN redist {cudnn_redist}"
     )
@@ -268,8 +269,8 @@ def install(found: Collected, folder: Path, today: datetime.date | None = None) 
     except OSError as exc:
         raise GpuhostError(f"{folder}: cannot write the data directory ({exc.strerror})") from exc
     try:
-        for name, text in found.texts.items():
-            (work / name).write_text(text, encoding="utf-8")
+        for name, text in found.texts.items():  # a mirror's password is never stored
+            (work / name).write_text(redact_url(text), encoding="utf-8")
         load_matrix(str(work / "matrix.yaml"))  # reads wheels.yaml beside it too
         load_advisories(str(work / "advisories.yaml"))
         load_wheels(str(work / "wheels.yaml"))
@@ -278,7 +279,11 @@ def install(found: Collected, folder: Path, today: datetime.date | None = None) 
         (folder / datadir.META).unlink(missing_ok=True)
         for name in found.texts:
             (work / name).replace(folder / name)
-        meta = {"date": today.isoformat(), "origin": found.origin, "added": found.lines}
+        meta = {
+            "date": today.isoformat(),
+            "origin": redact_url(found.origin),
+            "added": [redact_url(line) for line in found.lines],
+        }
         safeio.write_atomic(folder / datadir.META, (json.dumps(meta, indent=1) + "\n").encode())
     except OSError as exc:
         raise GpuhostError(f"{folder}: cannot write the data ({exc.strerror})") from exc
