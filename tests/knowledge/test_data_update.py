@@ -22,19 +22,14 @@ from gpuhost.errors import PackageIndexError
 from gpuhost.facts.build import host_facts_from_text
 from gpuhost.knowledge import wheelzip
 from gpuhost.knowledge.pypi import DirectoryIndex
-from gpuhost.matrix import advisories, load, load_matrix
+from gpuhost.matrix import load_matrix
 from tests.matrix.test_sync import _online
 
 from .served import NEW_BULLETIN, NEW_CUDNN, NEW_TORCH, NEW_WHEEL, build, serve, wheel_bytes
+from .served import clear_loaded as _clear
 
 CAPTURE = Path(__file__).resolve().parents[1] / "audit" / "data"
 TODAY = datetime.date.today().isoformat()
-
-
-def _clear() -> None:
-    """Forget the data this process loaded (every gpuhost command is its own process)."""
-    load._load_default.cache_clear()
-    advisories._default.cache_clear()
 
 
 @pytest.fixture
@@ -42,15 +37,6 @@ def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     root = build(tmp_path / "served")
     with serve(root) as base:
         yield root, base
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = tmp_path / "data"
-    monkeypatch.setenv(datadir.ENV, str(folder))
-    _clear()
-    yield folder
-    _clear()
 
 
 def _update(base: str, folder: Path) -> int:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,8 @@ from gpuhost.cli import main
 from gpuhost.errors import PackageIndexError
 from gpuhost.knowledge import pypi
 from gpuhost.knowledge.pypi import HttpIndex
-from gpuhost.matrix import advisories, load
 
-from .served import build, serve
+from .served import build, serve, serve_handler
 
 SECRET = "s3cret-mirror-pw"
 
@@ -94,15 +92,8 @@ class Hostile(BaseHTTPRequestHandler):
 @pytest.fixture
 def hostile() -> Iterator[str]:
     Hostile.hits = {}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_handler(Hostile) as base:
+        yield base
 
 
 def _refused(index: HttpIndex, url: str) -> str:
@@ -169,20 +160,6 @@ def test_a_redirect_to_a_malformed_url_is_one_line(hostile, path):
     message = _refused(HttpIndex(hostile, retries=0), f"{hostile}{path}")
 
     assert message.startswith(f"{hostile}{path}: ")
-
-
-def _clear() -> None:
-    load._load_default.cache_clear()
-    advisories._default.cache_clear()
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = tmp_path / "data"
-    monkeypatch.setenv(datadir.ENV, str(folder))
-    _clear()
-    yield folder
-    _clear()
 
 
 def _update(index: str, base: str, folder: Path, csaf: str | None = None) -> int:
