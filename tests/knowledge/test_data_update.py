@@ -210,12 +210,12 @@ def test_a_damaged_overlay_in_use_is_one_line(
     YAMLError / ValueError traceback)."""
     _, base = served
     data_dir.mkdir()
-    (data_dir / "meta.json").write_text('{"date": "2099-01-01"}', encoding="utf-8")
+    (data_dir / "meta.json").write_text(json.dumps({"date": TODAY}), encoding="utf-8")
     (data_dir / name).write_text(text, encoding="utf-8")
     before = {p.name: p.read_bytes() for p in data_dir.iterdir()}
     assert _update(base, data_dir) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith("gpuhost: error: data update failed, keeping the data of 2099-01-01")
+    assert line.startswith(f"gpuhost: error: data update failed, keeping the data of {TODAY}")
     assert str(data_dir / name) in line and named in line
     assert {p.name: p.read_bytes() for p in data_dir.iterdir()} == before
 

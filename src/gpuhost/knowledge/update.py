@@ -46,6 +46,7 @@ from gpuhost.matrix.advisories import default_advisories_path, load_advisories, 
 from gpuhost.matrix.load import default_matrix_path, load_matrix
 from gpuhost.matrix.wheeldata import default_wheels_path, load_wheels
 from gpuhost.redaction import redact_url
+from gpuhost.statedir import unsafe_folder
 from gpuhost.versions import parse_version
 
 CSAF_BASE = "https://raw.githubusercontent.com/NVIDIA/product-security/main"
@@ -243,6 +244,12 @@ def update(
     ``from_dir``) and install into ``folder``; one line per fact, then the data now in use.
     DataUpdateError naming the data kept when anything fails (nothing is changed then)."""
     before = datadir.data_info()
+    unsafe = unsafe_folder(folder)
+    if unsafe:  # an update there would not be used (datadir.overlay_problem)
+        raise DataUpdateError(
+            f"data update: data directory {folder}: {unsafe[0]} is {unsafe[1]}; refusing to "
+            f"write the update there (fix: chmod go-w it, or give --data-dir a folder of yours)"
+        )
     try:
         index = make_index(from_dir, index_url)
         found = collect(
