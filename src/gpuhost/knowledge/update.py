@@ -42,7 +42,12 @@ from gpuhost.knowledge.cudnn_redist import CUDNN_REDIST, CUDNN_REDIST_SOURCE, cu
 from gpuhost.knowledge.maintain import wheel_ranges
 from gpuhost.knowledge.pypi import Index, make_index
 from gpuhost.knowledge.sync import render_wheels, sync
-from gpuhost.matrix.advisories import default_advisories_path, load_advisories, read_raw
+from gpuhost.matrix.advisories import (
+    default_advisories_path,
+    load_advisories,
+    read_raw,
+    row_problems,
+)
 from gpuhost.matrix.load import default_matrix_path, load_matrix
 from gpuhost.matrix.wheeldata import default_wheels_path, load_wheels
 from gpuhost.redaction import redact_url
@@ -144,6 +149,13 @@ def _advisories(index: Index, base: str, today: datetime.date, lines: list[str])
                 raise PackageIndexError(f"{url}: no 'document' object; expected a CSAF bulletin")
             row = readable_row(doc, url)
             if row is None:
+                continue
+            problems = row_problems(row, today)
+            if problems:  # nothing of it is used: not its id in a path, nor its date
+                lines.append(f"bulletin {m.group(1)}: not added ({'; '.join(problems)})")
+                continue
+            if row["id"] in known:
+                lines.append(f"bulletin {m.group(1)}: not added (its id {row['id']} is known)")
                 continue
             rows.append(row)
             known.add(row["id"])
