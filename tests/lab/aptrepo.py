@@ -249,12 +249,14 @@ def _driver(branch: str, v: str) -> list[StandIn]:
     return pkgs
 
 
-def _nvidia_ctk(v: str) -> str:
+def _nvidia_ctk(v: str, libcuda: str = "libcuda1",
+                libdir: str = "/usr/lib/x86_64-linux-gnu") -> str:
     """/usr/bin/nvidia-ctk of nvidia-container-toolkit-base: ``--version`` as the real CLI prints
     it; the subcommands gpuhost's provision runs (``runtime configure``, ``system
     create-dev-char-symlinks``) succeed and change nothing (no container runtime in lab hosts);
-    ``cdi generate --output=PATH`` writes a minimal spec naming the installed libcuda1's version
-    (the real one names the driver's versioned library files), and fails without a driver."""
+    ``cdi generate --output=PATH`` writes a minimal spec naming the installed ``libcuda``
+    package's version (the real one names the driver's versioned library files in ``libdir``),
+    and fails without a driver."""
     return (
         "#!/bin/sh\n"
         "# gpuhost lab stand-in for NVIDIA's nvidia-ctk\n"
@@ -265,11 +267,11 @@ def _nvidia_ctk(v: str) -> str:
         # names the driver's library files (its default output, stdout, is not used by gpuhost)
         '  cdi) [ "$2" = generate ] || exit 0; out=/dev/stdout\n'
         '    for a in "$@"; do case "$a" in --output=*) out="${a#--output=}" ;; esac; done\n'
-        "    v=$(cat /usr/share/gpuhost-lab/libcuda1.version 2>/dev/null); v=${v%-*}\n"
+        f"    v=$(cat /usr/share/gpuhost-lab/{libcuda}.version 2>/dev/null); v=${{v%-*}}\n"
         '    [ -n "$v" ] || { echo "nvidia-ctk: failed to generate CDI spec: no driver '
         '(gpuhost lab stand-in)" >&2; exit 1; }\n'
         '    mkdir -p "$(dirname "$out")"\n'
-        "    l=/usr/lib/x86_64-linux-gnu/libcuda.so.$v\n"
+        f"    l={libdir}/libcuda.so.$v\n"
         "    printf 'cdiVersion: 0.5.0\\nkind: nvidia.com/gpu\\ncontainerEdits:\\n  mounts:\\n"
         "  - hostPath: %s\\n    containerPath: %s\\n' \"$l\" \"$l\" > \"$out\"; exit 0 ;;\n"
         "  runtime|system|config|hook|info) exit 0 ;;\n"

@@ -1,7 +1,8 @@
 """``tests/lab/lab``: bring the lab up, tear it down, show its state.
 
-  lab [--name NAME] up N [--gpu MODEL:COUNT ...] [--profile NAME]
+  lab [--name NAME] up N [--gpu MODEL:COUNT ...] [--profile NAME] [--os KEY]
                                boot hosts h1..hN (exactly N), print where the inventory is;
+                               --os: the OS the hosts are shaped like (debian-12, rocky-9),
                                --gpu: emulated GPUs (once: every host; N times: one per host),
                                --profile: inventory data gpuhost_profile of every host
   lab [--name NAME] gpu hI inject KNOB [gpu=N] | arm KNOB [gpu=N] | clear | state | gpu-reset
@@ -27,7 +28,7 @@ import shlex
 import sys
 
 from . import gpu as gpu_emulator
-from . import image
+from . import image, shapes
 from .config import LabConfigError, default_name
 from .core import LabManager, preflight
 from .system import LabError
@@ -42,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--gpu", action="append", default=None, metavar="MODEL:COUNT",
                     help="emulated GPUs: h100-sxm, a100-sxm4, v100-sxm2, t4, l4 (tests/lab/gpu)")
     up.add_argument("--profile", default=None, help="inventory data gpuhost_profile")
+    up.add_argument("--os", default=None, dest="os_key", metavar="KEY",
+                    help="OS shape of the hosts: " + ", ".join(shapes.SHAPES)
+                    + f" (default {shapes.DEFAULT_OS}; tests/lab/shapes.py)")
     gpu = sub.add_parser("gpu", help="emulated GPU of a host: inject a fault, clear, state")
     gpu.add_argument("host")
     gpu.add_argument("action", choices=["inject", "arm", "clear", "state", "gpu-reset"])
@@ -91,13 +95,15 @@ def main(argv: list[str] | None = None) -> int:
         lab = LabManager(args.name or default_name())
         if args.cmd == "up":
             specs = [gpu_emulator.parse_spec(g) for g in args.gpu] if args.gpu else None
-            state = lab.up(args.count, gpu=specs, profile=args.profile)
+            state = lab.up(args.count, gpu=specs, profile=args.profile, os_key=args.os_key)
             print(f"{lab.sd / 'inventory.py'}")
             for h in state["hosts"]:
                 print(f"  {h['name']:5} {h['address']}")
             print(f"ssh:    ssh -F {lab.sd / 'ssh_config'} h1")
             print(f"pyinfra: pyinfra -y {lab.sd / 'inventory.py'} <deploy.py>")
             print(f"proxy {state['proxy_url']}  repo {state['repo_url']}")
+            for key, record in state.get("shapes", {}).items():
+                print(f"{key}: " + "  ".join(f"{k} {v}" for k, v in record.items()))
             return 0
         if args.cmd == "down":
             preflight()

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import aptrepo, image, registry, toolfiles
+from . import aptrepo, image, registry, shapes, toolfiles
 from .config import (
     DEFAULT_NAME,
     MAX_HOSTS,
@@ -191,12 +191,15 @@ class LabManager:
     # ---------------------------------------------------------------- up
 
     def up(self, count: int, gpu: list[tuple[str, int]] | None = None,
-           profile: str | None = None) -> dict[str, Any]:
+           profile: str | None = None, os_key: str | None = None) -> dict[str, Any]:
         """Make the lab run exactly hosts h1..h<count>; returns the state (see lab.json).
 
         ``gpu``: emulated GPUs (model, count) for every host (one entry) or per host (one entry
         a host); ``profile``: inventory data ``gpuhost_profile`` of every host.  A running host
-        whose GPU or profile differs from the one asked is re-created (tests/lab/gpu)."""
+        whose GPU or profile differs from the one asked is re-created (tests/lab/gpu); ``os_key``:
+        the OS every host is shaped like (tests/lab/shapes.py; None: as it is, else debian-12)."""
+        if os_key is not None:
+            shapes.check_os(os_key)
         if gpu and len(gpu) not in (1, count):
             raise LabConfigError(f"--gpu given {len(gpu)} times: expected once or {count} times")
         if not 1 <= count <= MAX_HOSTS:
@@ -212,7 +215,8 @@ class LabManager:
                 self.down()
                 state = self._infra_up()
             running = {h["index"] for h in state["hosts"] if self._host_alive(h)}
-            shape = {i: self._shape(state, i, gpu, profile) for i in range(1, count + 1)}
+            shape = {i: self._shape(state, i, gpu, profile, os_key) for i in range(1, count + 1)}
+            shapes.prepare({s["os"] for s in shape.values()}, state, self.sd / "repo")
             running -= {h["index"] for h in state["hosts"]
                         if h["index"] in shape and _host_shape(h) != shape[h["index"]]}
             for h in [h for h in state["hosts"] if h["index"] > count]:
@@ -372,9 +376,12 @@ class LabManager:
         for d in (upper, work, root):
             shutil.rmtree(d, ignore_errors=True)
             d.mkdir()
+        os_shape = shapes.shape(h.get("os"))
         run(["mount", "-t", "overlay", "overlay", "-o",
-             f"lowerdir={base},upperdir={upper},workdir={work}", str(root)])
+             f"lowerdir={os_shape.root(base)},upperdir={upper},workdir={work}", str(root)])
         self._write_host_files(state, h, root)
+        if os_shape.host_files is not None:
+            os_shape.host_files(state, h, root)
         ns, veth = h["netns"], h["veth"]
         if ns in netns_list():
             run(["ip", "netns", "del", ns], check=False)
@@ -547,10 +554,13 @@ class LabManager:
     # ---------------------------------------------------------------- emulated GPUs
 
     def _shape(self, state: dict[str, Any], i: int, gpu: list[tuple[str, int]] | None,
-               profile: str | None) -> dict[str, Any]:
-        """What host i should carry: the asked GPU/profile, else what it has now."""
+               profile: str | None, os_key: str | None = None) -> dict[str, Any]:
+        """What host i should carry: the asked GPU/profile/OS, else what it has now."""
         old = next((h for h in state["hosts"] if h["index"] == i), None)
-        now: dict[str, Any] = _host_shape(old) if old else {"gpu": None, "profile": None}
+        now: dict[str, Any] = _host_shape(old) if old else {
+            "gpu": None, "profile": None, "os": shapes.DEFAULT_OS}
+        if os_key is not None:
+            now["os"] = os_key
         if gpu:
             model, n = gpu[0] if len(gpu) == 1 else gpu[i - 1]
             now["gpu"] = [model, n]
@@ -571,16 +581,20 @@ class LabManager:
                 gpu_emulator.attach(self.names.host_dir(h["index"]) / "root", model, n, on_host)
 
     def set_shape(self, index: int, gpu: tuple[str, int] | None,
-                  profile: str | None = None) -> dict[str, Any]:
-        """Re-create host h<index> with these emulated GPUs (None: none) and profile."""
+                  profile: str | None = None, os_key: str | None = None) -> dict[str, Any]:
+        """Re-create host h<index> with these emulated GPUs (None: none), profile and OS shape
+        (None: debian-12)."""
         with lab_lock(self.names):
             state = self.load()
             if state is None:
                 raise LabError(f"lab {self.name!r} is not up")
+            os_key = shapes.check_os(os_key)
+            shapes.prepare({os_key}, state, self.sd / "repo")
             for h in state["hosts"]:
                 if h["index"] == index:
                     h["gpu"] = list(gpu) if gpu else None
                     h["profile"] = profile
+                    h["os"] = os_key
             self._save(state)
             return self.reset(index)[0]
 
@@ -719,7 +733,8 @@ def hosts_storage(hosts_dir: Path) -> str:
 
 
 def _host_shape(h: dict[str, Any]) -> dict[str, Any]:
-    return {"gpu": h.get("gpu"), "profile": h.get("profile")}
+    return {"gpu": h.get("gpu"), "profile": h.get("profile"),
+            "os": h.get("os") or shapes.DEFAULT_OS}
 
 
 def _mac(tag: str, index: int) -> str:
