@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "redaction",
         "connection",
         "safeio",
+        "toolrun",
         "statedir",
         "escape",
         "locks",

@@ -195,15 +195,15 @@ class LabManager:
         """Make the lab run exactly hosts h1..h<count>; returns the state (see lab.json).
 
         ``gpu``: emulated GPUs (model, count) for every host (one entry) or per host (one entry
-        a host); ``profile``: inventory data ``gpuhost_profile`` of every host.  A running host
-        whose GPU or profile differs from the one asked is re-created (tests/lab/gpu); ``os_key``:
-        the OS every host is shaped like (tests/lab/shapes.py; None: as it is, else debian-12)."""
-        if os_key is not None:
-            shapes.check_os(os_key)
+        a host); ``profile``: inventory data ``gpuhost_profile`` of every host; ``os_key``: the OS
+        shape of every host (tests/lab/shapes.py).  A running host whose GPU, profile or OS
+        differs from the one asked is re-created (tests/lab/gpu)."""
         if gpu and len(gpu) not in (1, count):
             raise LabConfigError(f"--gpu given {len(gpu)} times: expected once or {count} times")
         if not 1 <= count <= MAX_HOSTS:
             raise LabConfigError(f"host count {count} is out of range: expected 1..{MAX_HOSTS}")
+        if os_key is not None:
+            shapes.get(os_key)
         preflight()
         with lab_lock(self.names):
             t0 = time.monotonic()
@@ -325,7 +325,8 @@ class LabManager:
         # the NVIDIA-layout repository of empty stand-ins, served by http.server on the bridge
         arch = run(["dpkg", "--print-architecture"]).stdout.strip()
         repo_root = sd / "repo"
-        repo_dir = aptrepo.build(repo_root, arch)
+        repos = shapes.build_repos(repo_root, arch)  # NVIDIA's repository for each OS shape
+        repo_dir = repos[shapes.DEFAULT]
         repo_pid = self._spawn_service(
             [sys.executable, "-m", "http.server", "--bind", gw, str(REPO_PORT)], "repo.log",
             cwd=repo_root,
@@ -340,6 +341,8 @@ class LabManager:
             "gateway": gw,
             "proxy_url": f"http://{gw}:{PROXY_PORT}",
             "repo_url": f"http://{gw}:{REPO_PORT}/{rel}/",
+            "repo_urls": {key: f"http://{gw}:{REPO_PORT}/{path.relative_to(repo_root)}/"
+                          for key, path in repos.items()},
             "repo_key_url": f"http://{gw}:{REPO_PORT}/{aptrepo.KEY_NAME}.gpg",
             "repo_key_path": str(repo_root / f"{aptrepo.KEY_NAME}.gpg"),
             "repo_key_path_on_host": REPO_KEY_ON_HOST,
@@ -376,12 +379,10 @@ class LabManager:
         for d in (upper, work, root):
             shutil.rmtree(d, ignore_errors=True)
             d.mkdir()
-        os_shape = shapes.shape(h.get("os"))
+        lower = shapes.get(h.get("os")).root(base)
         run(["mount", "-t", "overlay", "overlay", "-o",
-             f"lowerdir={os_shape.root(base)},upperdir={upper},workdir={work}", str(root)])
+             f"lowerdir={lower},upperdir={upper},workdir={work}", str(root)])
         self._write_host_files(state, h, root)
-        if os_shape.host_files is not None:
-            os_shape.host_files(state, h, root)
         ns, veth = h["netns"], h["veth"]
         if ns in netns_list():
             run(["ip", "netns", "del", ns], check=False)
@@ -444,6 +445,7 @@ class LabManager:
             'Acquire::http::Timeout "30";\nAcquire::Retries "5";\n'
             + APT_RETRY_NOW
         )
+        shapes.get(h.get("os")).apply(root, state)
 
     def _host_alive(self, h: dict[str, Any]) -> bool:
         pid = read_pid(self.names.host_dir(h["index"]) / "nspawn.pid")
@@ -557,8 +559,8 @@ class LabManager:
                profile: str | None, os_key: str | None = None) -> dict[str, Any]:
         """What host i should carry: the asked GPU/profile/OS, else what it has now."""
         old = next((h for h in state["hosts"] if h["index"] == i), None)
-        now: dict[str, Any] = _host_shape(old) if old else {
-            "gpu": None, "profile": None, "os": shapes.DEFAULT_OS}
+        now: dict[str, Any] = (_host_shape(old) if old
+                               else {"gpu": None, "profile": None, "os": shapes.DEFAULT})
         if os_key is not None:
             now["os"] = os_key
         if gpu:
@@ -581,20 +583,18 @@ class LabManager:
                 gpu_emulator.attach(self.names.host_dir(h["index"]) / "root", model, n, on_host)
 
     def set_shape(self, index: int, gpu: tuple[str, int] | None,
-                  profile: str | None = None, os_key: str | None = None) -> dict[str, Any]:
-        """Re-create host h<index> with these emulated GPUs (None: none), profile and OS shape
-        (None: debian-12)."""
+                  profile: str | None = None, os_key: str = shapes.DEFAULT) -> dict[str, Any]:
+        """Re-create host h<index> with these emulated GPUs (None: none), profile and OS."""
         with lab_lock(self.names):
             state = self.load()
             if state is None:
                 raise LabError(f"lab {self.name!r} is not up")
-            os_key = shapes.check_os(os_key)
-            shapes.prepare({os_key}, state, self.sd / "repo")
             for h in state["hosts"]:
                 if h["index"] == index:
                     h["gpu"] = list(gpu) if gpu else None
                     h["profile"] = profile
-                    h["os"] = os_key
+                    h["os"] = shapes.get(os_key).key
+            shapes.prepare({shapes.get(os_key).key}, state, self.sd / "repo")
             self._save(state)
             return self.reset(index)[0]
 
@@ -733,8 +733,7 @@ def hosts_storage(hosts_dir: Path) -> str:
 
 
 def _host_shape(h: dict[str, Any]) -> dict[str, Any]:
-    return {"gpu": h.get("gpu"), "profile": h.get("profile"),
-            "os": h.get("os") or shapes.DEFAULT_OS}
+    return {"gpu": h.get("gpu"), "profile": h.get("profile"), "os": h.get("os") or shapes.DEFAULT}
 
 
 def _mac(tag: str, index: int) -> str:

@@ -1,4 +1,6 @@
-"""Signed stand-in RPM repositories for Rocky-shaped lab hosts (tests/lab/rocky.py): test equipment.
+"""Signed stand-in RPM repositories for Rocky-shaped lab hosts (tests/lab/shape_rhel.py).
+
+Test equipment.
 
 THE PACKAGES ARE EMPTY STAND-INS built here with rpmbuild, like the apt stand-ins of
 tests/lab/aptrepo.py: NVIDIA's RPM names, epochs, versions and exact Requires/Provides/Conflicts,
@@ -179,9 +181,8 @@ def _toolkits() -> list[Rpm]:
         pkgs += [
             Rpm("libnvidia-container1", v),
             Rpm("libnvidia-container-tools", v, requires=(f"libnvidia-container1 >= {v}",)),
-            Rpm("nvidia-container-toolkit-base", v, files={
-                "/usr/bin/nvidia-ctk": aptrepo._nvidia_ctk(v, "nvidia-driver-cuda-libs",
-                                                           "/usr/lib64")}),
+            Rpm("nvidia-container-toolkit-base", v,
+                files={"/usr/bin/nvidia-ctk": aptrepo._nvidia_ctk(v)}),
             Rpm("nvidia-container-toolkit", v, requires=(
                 f"nvidia-container-toolkit-base = {v}", f"libnvidia-container-tools >= {v}",
                 "libnvidia-container-tools < 2.0.0")),

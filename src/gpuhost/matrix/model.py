@@ -193,6 +193,18 @@ class TensorflowRelease:
 
 
 @dataclass(frozen=True)
+class TensorflowArchs:
+    """The compute capabilities the official Linux x86_64 wheels of one TensorFlow series are built
+    for (``tensorflow_archs``), as the wheel's own ``tensorflow/python/platform/build_info.py``
+    states them: ``sm_XY`` becomes ``X.Y`` (binary code), ``compute_XY`` ``X.Y+PTX``."""
+
+    series: str  # "2.17"
+    archs: tuple[str, ...]
+    source: str
+    confidence: str
+
+
+@dataclass(frozen=True)
 class WheelRelease:
     """One framework release on PyPI and what its wheels pin per Linux machine
     (``data/wheels.yaml``, written by ``gpuhost matrix sync``)."""
@@ -248,6 +260,8 @@ class Matrix:
     updated: str | None = None
     # What the framework wheels on PyPI pin (data/wheels.yaml next to the matrix file).
     wheels: tuple[WheelRelease, ...] = ()
+    # The compute capabilities each TensorFlow series' official wheels are built for.
+    tensorflow_archs: tuple[TensorflowArchs, ...] = ()
 
     def url(self, source_key: str) -> str:
         """The URL (or document) behind a row's source key."""

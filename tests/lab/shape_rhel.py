@@ -1,4 +1,4 @@
-"""The Rocky Linux 9 shape of lab hosts (``lab up N --os rocky-9``): test equipment.
+"""RHEL-family lab hosts: the Rocky Linux 9 shape (``lab up N --os rocky-9``), test equipment.
 
 No Rocky archive is reachable here, so the host is the lab's Debian 12 base image plus Debian's
 real dnf 4.14 (libdnf 0.69, the same major code as RHEL 9's dnf), dnf-plugins-core 4.3 with the
@@ -34,6 +34,7 @@ from typing import Any
 
 from . import image, rpmrepo
 from .config import REPO_PORT, cache_dir
+from .shapes import Shape
 from .system import LabError, file_lock, run
 
 #: Debian 12's packages that make the host RPM-shaped (dnf 4.14.0, dnf-plugins-core 4.3.1 with
@@ -180,15 +181,19 @@ def _register(root: Path) -> None:
     shutil.rmtree(staged)
 
 
-def repos(state: dict[str, Any], repo_root: Path) -> dict[str, Any]:
+def _prepare(state: dict[str, Any], served: Path) -> dict[str, Any]:
     """The signed stand-in RPM repositories under the lab's served folder (rpmrepo.build)."""
-    return rpmrepo.build(repo_root, state["gateway"])
+    record = rpmrepo.build(served, state["gateway"])
+    return {**record, "repo_url": record["cuda_rhel9_url"]}
 
 
-def host_files(state: dict[str, Any], h: dict[str, Any], root: Path) -> None:
+def _host_files(state: dict[str, Any]) -> dict[str, str | bytes]:
     """The lab's RPM signing key where Rocky and EPEL keep theirs (the repo files name them)."""
-    key = Path(state["shapes"]["rocky-9"]["key_path"])
-    for dest in (ROCKY_KEY, EPEL_KEY):
-        path = root / dest.lstrip("/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(key, path)
+    key = Path(state["shapes"]["rocky-9"]["key_path"]).read_bytes()
+    return {ROCKY_KEY: key, EPEL_KEY: key}
+
+
+SHAPES = [
+    Shape("rocky-9", "Rocky Linux 9 (dnf 4.14, rpm, versionlock, modules) on the Debian 12 base",
+          "rhel9", host_files=_host_files, image=ensure_root, apt=False, prepare=_prepare),
+]
