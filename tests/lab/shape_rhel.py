@@ -33,13 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from . import image, rpmrepo
-from .config import REPO_PORT, cache_dir
+from .config import REPO_PORT, LabConfigError, cache_dir
 from .shapes import Shape
 from .system import LabError, file_lock, run
 
 #: Debian 12's packages that make the host RPM-shaped (dnf 4.14.0, dnf-plugins-core 4.3.1 with
 #: versionlock, rpm 4.18.0, createrepo-c 0.17.3: platforms.md section 3)
 PACKAGES = ["dnf", "dnf-plugins-core", "rpm", "createrepo-c"]
+
+#: what this machine needs to build the stand-in repositories (Debian: rpm, createrepo-c)
+TOOLS = ["rpmbuild", "rpmsign", "createrepo_c", "modifyrepo_c"]
 
 ROCKY_RELEASE = "Rocky Linux release 9.6 (Blue Onyx)\n"
 #: /usr/lib/os-release as Rocky Linux 9.6's rocky-release package ships it
@@ -183,6 +186,10 @@ def _register(root: Path) -> None:
 
 def _prepare(state: dict[str, Any], served: Path) -> dict[str, Any]:
     """The signed stand-in RPM repositories under the lab's served folder (rpmrepo.build)."""
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing:
+        raise LabConfigError(f"--os rocky-9 needs these host tools: {', '.join(missing)} "
+                             "(scripts/test installs them: rpm createrepo-c)")
     record = rpmrepo.build(served, state["gateway"])
     return {**record, "repo_url": record["cuda_rhel9_url"]}
 
