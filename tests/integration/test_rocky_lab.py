@@ -22,6 +22,7 @@ back to Debian at the end.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -313,17 +314,27 @@ def test_upgrade_to_another_profile_and_rollback(provisioned: Rocky) -> None:
     assert {n: v for n, v in rpms(env.h2).items() if n in before} == before
 
 
+def _variant(path: Path, name: str, **changes: Any) -> Path:
+    """A profiles file with ``name``: the built-in CUDA12 profile with ``changes`` (``driver``
+    merged into its driver entry, other keys replaced)."""
+    from importlib import resources
+
+    import yaml
+
+    text = (resources.files("gpuhost") / "data" / "profiles.yaml").read_text()
+    profile = copy.deepcopy(yaml.safe_load(text)["profiles"][CUDA12])
+    profile["driver"].update(changes.pop("driver", {}))
+    profile.update(changes, description=f"{CUDA12} changed for a bad-input test: {changes}")
+    path.write_text(yaml.safe_dump({"profiles": {name: profile}}, sort_keys=False))
+    return path
+
+
 @needs_product
 def test_a_profile_for_another_os_is_one_line_before_anything_changes(
     provisioned: Rocky, tmp_path: Path,
 ) -> None:
     env = provisioned
-    profiles = tmp_path / "profiles.yaml"
-    profiles.write_text(
-        "profiles:\n  debian-only:\n    description: Debian 12 only\n    os: [debian-12]\n"
-        "    source: debian-nonfree\n"
-        "    driver: {version: \"535.309.01\", branch: 535, kernel_module: proprietary}\n"
-        "    cuda: {versions: [\"11.8\"], default: \"11.8\"}\n")
+    profiles = _variant(tmp_path / "profiles.yaml", "debian-only", os=["debian-12"])
     before = rpms(env.h2)
     inventory = _inventory(env, "debian-only", "other-os",
                            gpuhost_profiles_file=str(profiles))
@@ -335,12 +346,15 @@ def test_a_profile_for_another_os_is_one_line_before_anything_changes(
 
 
 @needs_product
-def test_a_module_stream_the_repository_lacks_is_one_line(provisioned: Rocky) -> None:
+def test_a_module_stream_the_repository_lacks_is_one_line(
+    provisioned: Rocky, tmp_path: Path,
+) -> None:
     env = provisioned
     before = rpms(env.h2)
-    # the stand-in repository has no branch 575: a profile pinning 575 asks for 575-dkms
-    inventory = _inventory(env, CUDA12, "no-stream",
-                           gpuhost_driver_version="575.64.05")
+    # the stand-in repository has no branch 575: a profile pinning 575 asks for stream 575-*
+    profiles = _variant(tmp_path / "profiles.yaml", "branch-575",
+                        driver={"version": "575.64.05", "branch": 575})
+    inventory = _inventory(env, "branch-575", "no-stream", gpuhost_profiles_file=str(profiles))
     proc = _gpuhost(env, "provision", str(inventory), "--limit", env.h2.name)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "Traceback" not in out, out[-2000:]
