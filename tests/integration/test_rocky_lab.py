@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -231,9 +232,12 @@ CUDA12, CUDA13 = "nvidia-repo-580-cuda12.9", "nvidia-repo-580-cuda13.0"
 
 
 def _gpuhost(env: Rocky, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """gpuhost's CLI in a new process, with a state folder of this module: its host locks are
+    keyed by inventory name (h1, h2), which every lab on the machine uses."""
     return subprocess.run([sys.executable, "-m", "gpuhost", *args], capture_output=True,
                           text=True, timeout=timeout, cwd=env.workdir, check=False,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL,
+                          env=dict(os.environ, GPUHOST_STATE_DIR=str(env.workdir / "state")))
 
 
 def _inventory(env: Rocky, profile: str, name: str = "", **extra: Any) -> Path:
