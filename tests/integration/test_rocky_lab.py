@@ -128,6 +128,11 @@ def test_a_rocky_host_is_rocky_9_with_dnf_4_14_and_rpm_in_var_lib_rpm(rocky: Roc
         assert re.search(r"^crb\s.*disabled$", repos, re.M), repos
         assert [r.split()[0] for r in repos.splitlines()[1:]] == [
             "appstream", "baseos", "crb", "extras"], repos
+    # what gpuhost's checks see: pytest-testinfra picks its rpm package module from os-release
+    infra = rocky.h1.testinfra()
+    assert (infra.system_info.distribution, infra.system_info.release) == ("rocky", "9.6")
+    assert type(infra.package("bash")).__name__ == "RpmPackage"
+    assert infra.package("rocky-release").version == "9.6"
 
 
 def test_stream_exact_version_versionlock_keeps_the_set_through_dnf_upgrade(
