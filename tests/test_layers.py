@@ -33,8 +33,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "escape",
         "locks",
         "output",
+        "oskey",
     ),
-    ("parsers", "matrix", "smoke", "findings", "schemas"),
+    ("parsers", "gpus", "matrix", "smoke", "findings", "schemas", "pkgmgr"),
     (
         "probe",
         "desired",

@@ -17,6 +17,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import FileContents
 from pyinfra.facts.server import LinuxDistribution
 
+from gpuhost import oskey
 from gpuhost.bundle.setting import bundle_setting, proxy_urls
 from gpuhost.deploys import guards, offline
 from gpuhost.deploys.gpu import (
@@ -58,7 +59,7 @@ def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[DesiredState, 
         profiles = guards.load_profile_table(data.get("gpuhost_profiles_file"))
     spec = guards.check_profile(name, data, profiles)
     distro: Any = host.get_fact(LinuxDistribution)
-    found = guards.os_key(distro)
+    found = oskey.from_distro(distro)
     guards.check_os(name, spec, found)
     problem = install_data_problem(profiles[spec.profile], data)
     if problem:
