@@ -52,6 +52,10 @@ PERSISTENCED_PACKAGES = ("nvidia-persistenced", "nvidia-compute-utils-[0-9]*",
 # /proc/driver/nvidia/version reads differently
 OPEN_MODULE_PACKAGES = ("nvidia-kernel-open-dkms", "nvidia-open-kernel-dkms",
                         "nvidia-dkms-[0-9]*-open", "nvidia-dkms-open")
+# The same on a Rocky-shaped host (NVIDIA's RPM names, tests/lab/rpmrepo.py), asked of rpm when
+# dpkg has no driver package (the host's base system stays dpkg-managed)
+RPM_DRIVER_PACKAGES = ("nvidia-driver-cuda", "libnvidia-ml", "nvidia-driver")
+RPM_OPEN_MODULE_PACKAGES = ("kmod-nvidia-open-dkms",)
 SELF = "/usr/lib/gpuhost-lab-gpu/gpuemu.py"
 # Where Debian's packages put the binaries (their files are diverted away, see install_diversions)
 SMI_REAL_PATH = "/usr/lib/nvidia/current/nvidia-smi"
@@ -101,13 +105,24 @@ def installed_driver() -> str | None:
              *DRIVER_PACKAGES, *UBUNTU_SMI_PACKAGES], capture_output=True, text=True,
             check=False).stdout
     except OSError:
-        return None
+        out = ""
     for line in out.splitlines():
         parts = line.split()
         if len(parts) >= 3 and parts[2][1:2] == "i":  # "ii", "hi": installed (held or not)
             version = parts[1].split(":", 1)[-1]
             return version.rsplit("-", 1)[0] if "-" in version else version
-    return None
+    return next(iter(_rpm_versions(RPM_DRIVER_PACKAGES)), None)
+
+
+def _rpm_versions(packages: tuple[str, ...]) -> list[str]:
+    """VERSION of the installed ones of ``packages`` per rpm (none where rpm is absent)."""
+    try:
+        out = subprocess.run(["rpm", "-q", "--qf", "%{VERSION}\\n", *packages],
+                             capture_output=True, text=True, check=False).stdout
+    except OSError:
+        return []
+    # "package X is not installed" lines are not versions
+    return [line for line in out.splitlines() if line and " " not in line]
 
 
 def installed_flavor() -> str:
@@ -120,8 +135,10 @@ def installed_flavor() -> str:
             ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\\n", *OPEN_MODULE_PACKAGES],
             capture_output=True, text=True, check=False).stdout
     except OSError:
-        return "proprietary"
-    return "open" if any(line[1:2] == "i" for line in out.splitlines()) else "proprietary"
+        out = ""
+    if any(line[1:2] == "i" for line in out.splitlines()):
+        return "open"
+    return "open" if _rpm_versions(RPM_OPEN_MODULE_PACKAGES) else "proprietary"
 
 
 def fresh_state(loaded: str | None, count: int) -> dict[str, Any]:
