@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from gpuhost.accept import telemetry
@@ -22,6 +22,7 @@ from gpuhost.errors import ParseError
 from gpuhost.faults.judge import FaultInputs, finding_line, judge
 from gpuhost.faults.node_class import expectation_for
 from gpuhost.findings import Finding
+from gpuhost.matrix.peaks import smoke_references
 from gpuhost.parsers.aer import AerCounters, parse_gpu_aer
 from gpuhost.parsers.benchmarks import parse_nvbandwidth
 from gpuhost.parsers.nccl_tests import parse_nccl_tests
@@ -132,6 +133,14 @@ def judge_inventory(stage_doc: Mapping[str, Any], host_data: Mapping[str, Any]) 
         "driver": report.driver_version,
     }
     result = _from_findings("inventory", findings, measured=measured)
+    if result.verdict == PASS:
+        result = replace(
+            result,
+            lines=(
+                f"{len(report.gpus)} x {name} as node class "
+                f"{expect.name if expect else '?'} expects",
+            ),
+        )
     if expect is None:
         return StageResult(
             "inventory",
@@ -188,7 +197,7 @@ def judge_nvbandwidth(stage_doc: Mapping[str, Any] | None, floor: float | None) 
     low = [c for c in judged if (c.min_gbs or 0) < floor]
     lines = tuple(
         f"{c.name}: slowest GPU {c.min_gbs:g} GB/s, below the floor {floor:g} GB/s" for c in low
-    )
+    ) or tuple(f"{c.name}: slowest GPU {c.min_gbs:g} GB/s (floor {floor:g})" for c in judged)
     return StageResult("nvbandwidth", FAIL if low else PASS, lines, measured, floors)
 
 
@@ -338,7 +347,7 @@ def judge_telemetry(soak: Mapping[str, Any] | None) -> StageResult:
         )
         slowdown = {i.bus_id: i.slowdown_temp_c for i in identity if i.bus_id and i.slowdown_temp_c}
         findings = telemetry.judge_series(series, slowdown, telemetry.load_limits())
-        findings += judge(
+        at_end = judge(
             FaultInputs(
                 after,
                 xid=_new_xids(soak),
@@ -346,10 +355,43 @@ def judge_telemetry(soak: Mapping[str, Any] | None) -> StageResult:
                 aer=_aer_growth(soak),
             )
         )
+        # clock events are judged over the whole series above; the end's report says them again
+        findings += [f for f in at_end if not f.rule.startswith("gpu.clocks.")]
     except ParseError as exc:
         return could_not_run("telemetry", str(exc))
     measured = {"gpus": telemetry.summary(series), "samples": len(soak["samples"])}
-    return _from_findings("telemetry", findings, measured=measured)
+    result = _from_findings("telemetry", findings, measured=measured)
+    if result.verdict == PASS:
+        hottest = max((g["temperature_max_c"] or 0 for g in measured["gpus"]), default=0)
+        said = (
+            f"{len(series)} GPUs, {measured['samples']} samples: no clock event, no new ECC, "
+            f"Xid, AER or NVLink error; hottest {hottest:g} C"
+        )
+        result = replace(result, lines=(said,))
+    return result
+
+
+def data_floors(gpu_name: str | None) -> dict[str, tuple[float, str]]:
+    """The floors the data gives for a GPU model: GEMM TFLOPS and host<->GPU GB/s, each the
+    smoke test's fraction of the published peak (data/gpu_peaks.yaml, sourced); {} for a model
+    the data has no row for."""
+    if not gpu_name:
+        return {}
+    refs = smoke_references([gpu_name]).get(gpu_name) or {}
+    found = {}
+    for stage, metric in (("gemm", "matmul_tflops_fp16"), ("nvbandwidth", "h2d_gbps")):
+        ref = refs.get(metric)
+        if ref is not None and ref.min_ratio:
+            found[stage] = (round(ref.peak * ref.min_ratio, 2), f"{ref.min_ratio:g} x {ref.source}")
+    return found
+
+
+def _floors(doc: Mapping[str, Any], given: Mapping[str, float]) -> dict[str, float]:
+    report = smi_report((doc.get("stages") or {}).get("inventory") or {})
+    name = report.gpus[0].name if report is not None else None
+    floors = {stage: value for stage, (value, _origin) in data_floors(name).items()}
+    floors.update(given)  # the user's floor wins
+    return floors
 
 
 def judge_host(
@@ -357,7 +399,7 @@ def judge_host(
 ) -> list[StageResult]:
     """The agent-run stages of one host (ib and collective are judged across hosts)."""
     stages = doc.get("stages") or {}
-    floors = options.floors
+    floors = _floors(doc, options.floors)
     judged = {
         "inventory": lambda: judge_inventory(stages.get("inventory") or {}, host_data),
         "dcgm": lambda: judge_dcgm(stages.get("dcgm")),

@@ -122,12 +122,19 @@ class Remote:
         agent = self._agent
         assert agent.stderr is not None and agent.stdout is not None
         errors: list[str] = []
-        for line in agent.stderr:
-            if line.startswith("progress "):
-                on_progress(line.strip().removeprefix("progress "))
-            else:
-                errors.append(line.rstrip())
+
+        def follow() -> None:  # stderr apart from stdout: neither pipe may fill up
+            assert agent.stderr is not None
+            for line in agent.stderr:
+                if line.startswith("progress "):
+                    on_progress(line.strip().removeprefix("progress "))
+                else:
+                    errors.append(line.rstrip())
+
+        reader = threading.Thread(target=follow, name=f"accept-{self.host.name}", daemon=True)
+        reader.start()
         out = agent.stdout.read()
+        reader.join()
         agent.wait()
         for line in reversed(out.splitlines()):
             if line.startswith("{"):

@@ -264,11 +264,14 @@ def judge_series(
 
 def summary(all_series: Sequence[Series]) -> list[dict[str, Any]]:
     """Per GPU: samples, highest temperature, highest power and its cap, lowest and median SM
-    clock, ECC growth (None where not reported)."""
+    clock under load (the samples with a utilization above 0; all where none has), ECC growth
+    (None where not reported)."""
     out = []
     for series in all_series:
         temps, power = series.numbers("temperature.gpu"), series.numbers("power.draw")
-        caps, clocks = series.numbers("power.limit"), sorted(series.numbers("clocks.sm"))
+        busy = [s for s in series.samples if (s.number("utilization.gpu") or 0) > 0]
+        loaded = Series(series.index, series.bus_id, tuple(busy)) if busy else series
+        caps, clocks = series.numbers("power.limit"), sorted(loaded.numbers("clocks.sm"))
         out.append(
             {
                 "gpu": series.index,
