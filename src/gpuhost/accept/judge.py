@@ -359,10 +359,11 @@ def judge_telemetry(soak: Mapping[str, Any] | None) -> StageResult:
         findings += [f for f in at_end if not f.rule.startswith("gpu.clocks.")]
     except ParseError as exc:
         return could_not_run("telemetry", str(exc))
-    measured = {"gpus": telemetry.summary(series), "samples": len(soak["samples"])}
+    gpus = telemetry.summary(series)
+    measured = {"gpus": gpus, "samples": len(soak["samples"])}
     result = _from_findings("telemetry", findings, measured=measured)
     if result.verdict == PASS:
-        hottest = max((g["temperature_max_c"] or 0 for g in measured["gpus"]), default=0)
+        hottest = max((g["temperature_max_c"] or 0 for g in gpus), default=0)
         said = (
             f"{len(series)} GPUs, {measured['samples']} samples: no clock event, no new ECC, "
             f"Xid, AER or NVLink error; hottest {hottest:g} C"
