@@ -8,6 +8,8 @@ from pyinfra.api import deploy
 from pyinfra.operations import apt
 
 from gpuhost.bundle.setting import bundle_setting, proxy_urls
+from gpuhost.deploys import nvidia_dnf
+from gpuhost.deploys.nvidia_dnf import install_driver_dnf
 from gpuhost.deploys.spec import PackagePlan
 from gpuhost.desired import DesiredState
 from gpuhost.operations import (
@@ -25,8 +27,13 @@ APT_CACHE_S = 3600
 
 
 @deploy("Install NVIDIA driver")
-def install_driver(spec: DesiredState, plan: PackagePlan) -> None:
-    """Kernel prerequisites, package source, pins, the driver at the exact version, holds."""
+def install_driver(spec: DesiredState, plan: PackagePlan, switch: bool = False) -> None:
+    """Kernel prerequisites, package source, pins, the driver at the exact version, holds. A
+    RHEL-family host (``plan.family`` dnf): ``nvidia_dnf.install_driver_dnf`` (``switch``: a
+    module stream may be replaced, as the upgrade does)."""
+    if plan.family == "dnf":
+        install_driver_dnf(spec=spec, plan=plan, switch=switch)
+        return
     kernel.headers(name="Kernel headers for the running and next-boot kernels")
     kernel.nouveau_blacklisted(name="Blacklist nouveau (initramfs rebuilt on change)")
     # from an offline bundle, the bundle is the run's only source: no repository, no archive
@@ -85,7 +92,12 @@ def install_driver(spec: DesiredState, plan: PackagePlan) -> None:
     )
 
 
-def _component(packages: list[str], version: str | None, label: str) -> None:
+def _component(
+    packages: list[str], version: str | None, label: str, plan: PackagePlan, kind: str = ""
+) -> None:
+    if plan.family == "dnf":
+        nvidia_dnf.component(packages, version, label, kind)
+        return
     if not packages:
         return
     apt_pin.installed(name=label, packages=packages, version=version)
@@ -100,7 +112,7 @@ def install_cuda(spec: DesiredState, plan: PackagePlan) -> None:
     if host.data.get("gpuhost_install_cuda") is False:
         return
     for version, packages in plan.cuda_toolkits.items():
-        _component(packages, version, f"CUDA toolkit {version}")
+        _component(packages, version, f"CUDA toolkit {version}", plan, "cuda")
     if spec.source == "nvidia-cuda-repo" and spec.cuda_default:
         env.cuda_default(
             name=f"/usr/local/cuda -> CUDA {spec.cuda_default}",
@@ -110,7 +122,7 @@ def install_cuda(spec: DesiredState, plan: PackagePlan) -> None:
 
 @deploy("Install cuDNN")
 def install_cudnn(spec: DesiredState, plan: PackagePlan) -> None:
-    _component(plan.cudnn, spec.cudnn, f"cuDNN {spec.cudnn}")
+    _component(plan.cudnn, spec.cudnn, f"cuDNN {spec.cudnn}", plan, "cudnn")
 
 
 @deploy("Install NVIDIA container toolkit")
@@ -122,6 +134,7 @@ def install_container_toolkit(spec: DesiredState, plan: PackagePlan) -> None:
         plan.container_toolkit,
         spec.container_toolkit,
         f"NVIDIA container toolkit {spec.container_toolkit}",
+        plan,
     )
     container_runtime.docker(name="nvidia runtime in Docker's daemon.json (merged)")
     container_runtime.containerd(name="nvidia runtime in containerd (when present)")

@@ -31,6 +31,22 @@ class PackagePlan:
     apt_components: list[str] = field(default_factory=list)  # Debian archive components needed
     #: companion package -> the exact Debian version the profile pins it to (its companions field)
     exact: dict[str, str] = field(default_factory=dict)
+    #: dnf (RHEL family) only: the driver packages' epoch, the module stream ("nvidia-driver",
+    #: "580-open"; None on RHEL 10, no modules), the package DKMS comes from, NVIDIA's repository
+    #: folder (rhel9) and the repository EPEL's packages need (crb, powertools)
+    family: str = "apt"  # the OS's package manager (gpuhost.oskey): apt or dnf
+    epoch: str | None = None
+    module: tuple[str, str] | None = None
+    kernel_module_other: list[str] = field(default_factory=list)  # the other flavour's packages
+    dkms_package: str = ""
+    repo_folder: str = ""
+    crb: str = ""
+
+    @property
+    def locked(self) -> list[str]:
+        """Every name a dnf host version-locks: the whole coupled set (a partial lock makes
+        every ``dnf upgrade`` fail under RHEL's best=True), companions and components."""
+        return self.never_upgraded
 
     @property
     def never_upgraded(self) -> list[str]:
@@ -119,6 +135,10 @@ def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
     cudnn = names("cudnn") if spec.cudnn else []
     container = names("container_toolkit") if spec.container_toolkit else []
     fabric = names("fabric_manager") if spec.fabric_manager else []
+    for below, older in sorted((entry.get("fabric_manager_below") or {}).items()):
+        if spec.fabric_manager and int(spec.driver_branch) < int(below):
+            fabric = _fill([str(n) for n in older], values)
+            break
     if spec.fabric_manager:
         pins[spec.driver_version] = coupled + fabric
     for version, toolkit in toolkits.items():
@@ -150,4 +170,29 @@ def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
         pins=pins,
         apt_components=[str(c) for c in entry.get("apt_components") or []],
         exact=exact,
+        **_dnf_fields(entry, spec, values),
     )
+
+
+def _dnf_fields(entry: dict, spec: DesiredState, values: dict[str, str]) -> dict:
+    """The plan's dnf-only fields from a RHEL-family entry (empty for apt entries)."""
+    if "epoch" not in entry:
+        return {}
+    module = entry.get("module")
+    stream = None
+    if module:
+        # an undecided flavour ("auto" without GPUs) leaves the stream empty: the deploy refuses
+        flavour = str(module.get(spec.kernel_module) or "")
+        stream = (str(module["name"]), _fill([flavour], values)[0] if flavour else "")
+    repository = entry.get("repository") or {}
+    flavours = entry.get("kernel_module") or {}
+    other = [n for f, names in flavours.items() if f != spec.kernel_module for n in names or []]
+    return {
+        "family": "dnf",
+        "kernel_module_other": _fill([str(n) for n in other], values),
+        "epoch": str(entry["epoch"]),
+        "module": stream,
+        "dkms_package": str(entry.get("dkms_package") or ""),
+        "repo_folder": str(repository.get("folder") or ""),
+        "crb": str(repository.get("crb") or ""),
+    }
