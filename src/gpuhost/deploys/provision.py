@@ -118,7 +118,8 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     profile name) are converged.
     """
     spec, plan = resolve_host(profiles)
-    signing = checked_plan(host.name, _host_data())  # Secure Boot: key, certificate, enrollment
+    # Secure Boot: key, certificate, enrollment; none for modules Canonical built and signed
+    signing = checked_plan(host.name, _host_data()) if plan.precompiled is None else None
     if not allow_driver_change:
         recorded, installed = current_driver(plan)
         guards.check_driver_unchanged(host.name, spec, recorded, installed)
@@ -138,7 +139,7 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
         harden()
     if signing is not None:
         configure_signing(plan=signing)
-    install_driver(spec=spec, plan=plan, switch=allow_driver_change)
+    install_driver(spec=spec, plan=plan, move_kernel=allow_driver_change)
     if signing is not None:
         verify_signing(plan=signing)
     install_cuda(spec=spec, plan=plan)
