@@ -103,9 +103,9 @@ def test_ubuntu_archive_profile_resolves_to_server_packages_and_precompiled_modu
 
 
 def test_a_profile_for_an_os_the_host_is_not_is_refused_before_any_change() -> None:
-    fake = _fake_host("rocky", "9.4", {"gpuhost_profile": "nvidia-repo-580-cuda12.9", **REPO_DATA})
+    fake = _fake_host("rocky", "9.4", {"gpuhost_profile": "debian12-nonfree-535-security"})
     with ctx_host.use(fake), pytest.raises(
-        DeployError, match=r"OS: rocky-9 is not supported by profile nvidia-repo-580-cuda12.9"
+        DeployError, match=r"OS: rocky-9 is not supported by profile debian12-nonfree-535-securi"
     ):
         provision_module.resolve_host()
 
