@@ -23,6 +23,7 @@ _EVR = "%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}"
 # dnf's options for every change: no questions, no weak dependencies unless asked
 _NO_WEAK = "--setopt=install_weak_deps=False"
 _NO_LOCKS = "--disableplugin=versionlock"
+_NO_REPOS = "'--disablerepo=*'"  # quoted: the shell must not expand the *
 
 
 def split_epoch(version: str) -> tuple[str | None, str]:
@@ -97,10 +98,11 @@ class Dnf(PackageManager):
 
     def install_files(self, paths: Sequence[str]) -> str:
         """``dnf install`` of local files (an older file is a downgrade; locks off, repositories
-        off: the files are all it needs)."""
+        off: the files are all it needs; ``--allowerasing``: a package in their way, e.g. the
+        other kernel module flavour a stream switch installed, is removed)."""
         return (
-            f"{self._dnf('-y', _NO_WEAK, _NO_LOCKS, '--disablerepo=*')} install "
-            + quoted(paths)
+            f"{self._dnf('-y', _NO_WEAK, _NO_LOCKS, _NO_REPOS, '--allowerasing')} "
+            "install " + quoted(paths)
         )
 
     def remove(self, names: Sequence[str], *, change_held: bool = False) -> str:
