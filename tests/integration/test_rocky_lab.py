@@ -10,7 +10,8 @@ rhel10 layout, Rocky's and EPEL's stand-ins).
    coupled set, ``dnf upgrade`` keeps it (within the stream it would move to 580.178.04, never
    590); a partial lock makes ``dnf upgrade`` fail under ``best=True``; the stream cannot be
    switched without a reset; the RHEL 10 layout has no modules and versionlock alone pins; the
-   GPU emulator answers as NVIDIA's nvidia-smi after a reboot.
+   GPU emulator answers as NVIDIA's nvidia-smi after a reboot; gpuhost's audit (the package
+   manager seam, issue 33 part 1) reads that host through rpm and the versionlock file.
 2. gpuhost end to end (part 8): ``provision --reboot``, audit, static checks, the OS's own
    ``dnf upgrade``, ``upgrade --to``, ``rollback``, a provision from an offline bundle, and bad
    input (a profile for another OS, a stream the repository lacks).  These need gpuhost's dnf
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -189,6 +191,28 @@ def test_the_gpu_emulator_answers_as_nvidias_nvidia_smi_after_the_reboot(rocky: 
                   "nvidia-persistenced").strip() == "active"
 
 
+def test_gpuhost_audit_reads_the_rocky_host_through_rpm_and_the_lock_file(rocky: Rocky) -> None:
+    """gpuhost's audit (no profile) on h1 as the tests above left it: the driver installed and
+    locked by hand, the module loaded since the reboot."""
+    if importlib.util.find_spec("gpuhost.pkgmgr") is None:
+        pytest.skip("gpuhost has no package-manager seam (gpuhost.pkgmgr, issue 33 part 1)")
+    h1 = rocky.h1
+    inventory = write_inventory(rocky.workdir / "plain.py", [(h1.name, ssh_data(rocky.view, h1))])
+    report = rocky.workdir / "plain-audit.json"
+    proc = _gpuhost(rocky, "audit", str(inventory), "--json", str(report))
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-2000:]
+    (host,) = json.loads(report.read_text())["hosts"]
+    facts = host["facts"]
+    assert (facts["os"]["id"], facts["os"]["version_id"]) == ("rocky", "9.6")
+    assert facts["packages"]["manager"] == "rpm"
+    assert sorted(facts["packages"]["held"]) == sorted(COUPLED)
+    versions = {p["name"]: p["version"] for p in facts["packages"]["packages"]}
+    assert {n: versions.get(n, "").split("-")[0] for n in COUPLED} == {n: OLD for n in COUPLED}
+    loaded = facts["driver"]["loaded_module"]
+    assert loaded["version"] == OLD and loaded["flavor"] != "open", loaded
+    assert not [f for f in host["findings"] if f["severity"] == "error"], host["findings"]
+
+
 def test_the_rhel10_layout_has_no_modules_and_versionlock_alone_pins(rocky: Rocky) -> None:
     h2 = rocky.h2
     sh(h2, f"dnf -y -q config-manager --add-repo {CUDA10} && dnf -y -q install epel-release")
@@ -216,7 +240,6 @@ def test_the_rhel10_layout_has_no_modules_and_versionlock_alone_pins(rocky: Rock
 
 def _product_gap() -> str | None:
     """Why gpuhost cannot provision a rocky-9 host from this checkout (None: it can)."""
-    import importlib.util
     from importlib import resources
 
     import yaml
