@@ -76,6 +76,7 @@ def test_the_os_stand_ins_provide_what_nvidias_rpms_need(built: Path) -> None:
     uname = rpmrepo.kernel_release()
     (devel,) = (built / "appstream").glob("kernel-devel-*.rpm")
     assert f"kernel-devel-{uname}" in _query(devel, "--provides")
+    assert f"/usr/lib/modules/{uname}/build" in _query(devel, "--list")
     (dkms,) = (built / "epel").glob("dkms-*.rpm")
     assert "/usr/sbin/dkms" in _query(dkms, "--list")
     (release,) = (built / "baseos").glob("rocky-release-*.rpm")

@@ -56,6 +56,8 @@ class Rocky:
     def __init__(self, view: Any, workdir: Path) -> None:
         self.view, self.workdir = view, workdir
         self.h1, self.h2 = view.hosts[0], view.hosts[1]
+        #: provision without EPEL: (result, h2's rpms before, after)
+        self.no_epel: tuple[subprocess.CompletedProcess[str], dict[str, str], dict[str, str]]
 
     def shape(self) -> None:
         for index, gpu in SHAPES.items():
@@ -294,12 +296,30 @@ def _audit_errors(env: Rocky, inventory: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def provisioned(rocky: Rocky) -> Rocky:
+    """Fresh hosts (part 1 left packages and locks), first provisioned without EPEL (kept for
+    test_without_epel_provision_says_so_and_installs_nothing), then with EPEL and CRB enabled
+    as a Rocky administrator does (NVIDIA's dkms packages come from EPEL)."""
     if PRODUCT_GAP is not None:
         pytest.skip(PRODUCT_GAP)
-    rocky.shape()  # fresh hosts: part 1 left packages and locks on them
+    rocky.shape()
+    before = rpms(rocky.h2)
+    attempt = _gpuhost(rocky, "provision", str(_inventory(rocky, CUDA12)), "--limit",
+                       rocky.h2.name)
+    rocky.no_epel = (attempt, before, rpms(rocky.h2))
+    for host in (rocky.h1, rocky.h2):
+        sh(host, "dnf -y -q install epel-release && dnf config-manager --set-enabled crb")
     proc = _gpuhost(rocky, "provision", str(_inventory(rocky, CUDA12)), "--reboot")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     return rocky
+
+
+@needs_product
+def test_without_epel_provision_says_so_and_installs_nothing(provisioned: Rocky) -> None:
+    proc, before, after = provisioned.no_epel
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in out, out[-2000:]
+    assert "dkms" in out and "EPEL" in out, out[-2000:]
+    assert after == before
 
 
 @needs_product
@@ -404,7 +424,8 @@ def test_a_provision_from_an_offline_bundle(provisioned: Rocky) -> None:
     assert (bundle / "repodata/repomd.xml").is_file()
     manifest = json.loads((bundle / "manifest.json").read_text())
     env.shape()  # h2 fresh, then offline: its repositories point at a closed port
-    sh(env.h2, "sed -i 's#http://lab-gateway:8088#http://127.0.0.1:9#' /etc/yum.repos.d/*.repo")
+    sh(env.h2, "dnf -y -q install epel-release && dnf config-manager --set-enabled crb && "
+               "sed -i 's#http://lab-gateway:8088#http://127.0.0.1:9#' /etc/yum.repos.d/*.repo")
     inventory = _inventory(env, CUDA12, "bundle", gpuhost_bundle={"path": str(bundle)})
     proc = _gpuhost(env, "provision", str(inventory), "--limit", env.h2.name, "--reboot")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -107,6 +107,7 @@ class Rpm:
     provides: tuple[str, ...] = ()
     conflicts: tuple[str, ...] = ()
     files: dict[str, str] = field(default_factory=dict)  # path -> text ("#!": mode 755)
+    links: dict[str, str] = field(default_factory=dict)  # path -> symlink target
     post: str = ""
     preun: str = ""
     arch: str = "x86_64"
@@ -220,7 +221,11 @@ def os_packages() -> dict[str, list[Rpm]]:
         # the running kernel's headers under the name dnf resolves kernel-devel-$(uname -r) to
         # (this machine's kernel release has dashes a version may not have: a provided name)
         "appstream": [
-            Rpm("kernel-devel", kver, provides=(f"kernel-devel-{uname}",)),
+            # the headers tree, and the /lib/modules/<release>/build link gpuhost's kernel fact
+            # reads (on RHEL kernel-core owns the link; the lab host has no kernel package)
+            Rpm("kernel-devel", kver, provides=(f"kernel-devel-{uname}",),
+                files={f"/usr/src/kernels/{uname}/Makefile": "# gpuhost lab stand-in\n"},
+                links={f"/usr/lib/modules/{uname}/build": f"/usr/src/kernels/{uname}"}),
             Rpm("kernel-headers", kver),
         ],
         # in the Rocky image's rpmdb from the start (rocky.PREINSTALLED): the release package,
@@ -266,7 +271,8 @@ def _spec(group: list[Rpm], tree: Path) -> str:
             body += [f"%post{tag}", p.post.removeprefix("#!/bin/sh\n"), ""]
         if p.preun:
             body += [f"%preun{tag}", p.preun.removeprefix("#!/bin/sh\n"), ""]
-        body += [f"%files{tag}", f"/usr/share/gpuhost-lab/{p.name}.version", *p.files, ""]
+        body += [f"%files{tag}", f"/usr/share/gpuhost-lab/{p.name}.version", *p.files, *p.links,
+                 ""]
     install = ["%install", f"cp -a {tree}/. %{{buildroot}}/", ""]
     return "\n".join(lines + [""] + body + install) + "\n"
 
@@ -283,6 +289,10 @@ def _build_group(group: list[Rpm], dist: str, out: Path, work: Path) -> None:
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(text)
             dest.chmod(0o755 if text.startswith("#!") else 0o644)
+        for path, target in p.links.items():
+            dest = tree / path.lstrip("/")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.symlink_to(target)
     spec = work / f"{first.name}-{first.version}.spec"
     spec.write_text(_spec(group, tree))
     run(["rpmbuild", "-bb", "--quiet", "--define", f"_topdir {work / 'rpmbuild'}",
