@@ -22,7 +22,9 @@ BUILTIN = load_profiles()
 #: there is no dnf/RPM install path
 APT_OSES = {"debian-12", "ubuntu-22.04", "ubuntu-24.04"}
 UBUNTU = [(name, os_key) for name, p in sorted(BUILTIN.items()) for os_key in p.os
-          if os_key.startswith("ubuntu-")]
+          if os_key.startswith("ubuntu-") and p.source == "nvidia-cuda-repo"]
+ARCHIVE = [(name, os_key) for name, p in sorted(BUILTIN.items()) for os_key in p.os
+           if p.source == "ubuntu-archive"]
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN))
@@ -75,7 +77,29 @@ def test_ubuntu_host_resolves_to_ubuntu_package_names(name: str, os_key: str) ->
     assert plan.cuda_toolkits and all(plan.cuda_toolkits.values())
 
 
+@pytest.mark.parametrize(("name", "os_key"), ARCHIVE)
+def test_ubuntu_archive_profile_resolves_to_server_packages_and_precompiled_modules(
+    name: str, os_key: str
+) -> None:
+    """ubuntu-archive-580-server: the -server userspace without DKMS or the desktop
+    metapackage, the firmware's versioned name pinned, Canonical's modules per kernel."""
+    fake = _fake_host("ubuntu", os_key.split("-", 1)[1], {"gpuhost_profile": name})
+    with ctx_host.use(fake):
+        spec, plan = provision_module.resolve_host()
+    assert ARCHIVE and spec.source == "ubuntu-archive"
+    assert not any(n.startswith(("nvidia-dkms-", "nvidia-driver-")) for n in plan.driver_install)
+    assert "nvidia-utils-580-server" in plan.driver_install
+    assert any(n.startswith("nvidia-headless-no-dkms-580-server") for n in plan.driver_install)
+    assert set(plan.driver_install) <= set(plan.pins[spec.driver_version])
+    assert f"nvidia-firmware-580-server-{spec.driver_version}" in plan.coupled
+    assert plan.precompiled is not None and plan.newest_only
+    flavour = "-open" if spec.kernel_module == "open" else ""
+    assert plan.precompiled.kernel[0] == f"linux-modules-nvidia-580-server{flavour}-{{kernel}}"
+    hwe = f"linux-image-{{kernel_flavour}}-hwe-{os_key.removeprefix('ubuntu-')}"
+    assert hwe in plan.precompiled.kernel_metapackages
+
+
 def test_rpm_hosts_are_refused_before_any_change() -> None:
     fake = _fake_host("rocky", "9.4", {"gpuhost_profile": "nvidia-repo-580-cuda12.9", **REPO_DATA})
-    with ctx_host.use(fake), pytest.raises(DeployError, match=r"OS: rocky-9.4 is not supported"):
+    with ctx_host.use(fake), pytest.raises(DeployError, match=r"OS: rocky-9 is not supported"):
         provision_module.resolve_host()

@@ -18,6 +18,7 @@ from gpuhost.operations import (
     env,
     kernel,
     nvidia_repo,
+    precompiled,
     unattended,
 )
 
@@ -25,9 +26,12 @@ APT_CACHE_S = 3600
 
 
 @deploy("Install NVIDIA driver")
-def install_driver(spec: DesiredState, plan: PackagePlan) -> None:
-    """Kernel prerequisites, package source, pins, the driver at the exact version, holds."""
-    kernel.headers(name="Kernel headers for the running and next-boot kernels")
+def install_driver(spec: DesiredState, plan: PackagePlan, move_kernel: bool = False) -> None:
+    """Kernel prerequisites, package source, pins, the driver at the exact version, holds; with
+    precompiled modules (Ubuntu's archive) the kernel paired with them (``move_kernel``: moved
+    to the newest kernel the driver pairs, what ``gpuhost upgrade`` asks)."""
+    if plan.precompiled is None:  # DKMS builds against them; precompiled modules need none
+        kernel.headers(name="Kernel headers for the running and next-boot kernels")
     kernel.nouveau_blacklisted(name="Blacklist nouveau (initramfs rebuilt on change)")
     # from an offline bundle, the bundle is the run's only source: no repository, no archive
     # components, its lists read by offline.only_source (deploys/offline.py)
@@ -69,7 +73,18 @@ def install_driver(spec: DesiredState, plan: PackagePlan) -> None:
         version=spec.driver_version,
         no_recommends=host.data.get("gpuhost_install_recommends") is not True,
         exact=companions,
+        newest_only=plan.newest_only,
     )
+    if plan.precompiled is not None:
+        precompiled.modules_paired(
+            name="NVIDIA modules for the next boot's kernel, kernel held with them",
+            plan=plan.precompiled,
+            driver_version=spec.driver_version,
+            move_kernel=move_kernel,
+        )
+        precompiled.kernel_excluded(
+            name="Kernel metapackages excluded from unattended-upgrades", plan=plan.precompiled
+        )
     if spec.persistence and plan.persistenced:
         apt_pin.installed(name="NVIDIA persistence daemon", packages=[plan.persistenced])
     holds = plan.coupled + plan.companions + [n for n in plan.exact if n not in plan.companions]

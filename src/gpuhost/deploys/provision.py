@@ -17,6 +17,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import FileContents
 from pyinfra.facts.server import LinuxDistribution
 
+from gpuhost import oskey
 from gpuhost.bundle.setting import bundle_setting, proxy_urls
 from gpuhost.deploys import guards, offline
 from gpuhost.deploys.gpu import (
@@ -58,7 +59,7 @@ def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[DesiredState, 
         profiles = guards.load_profile_table(data.get("gpuhost_profiles_file"))
     spec = guards.check_profile(name, data, profiles)
     distro: Any = host.get_fact(LinuxDistribution)
-    found = guards.os_key(distro)
+    found = oskey.from_distro(distro)
     guards.check_os(name, spec, found)
     problem = install_data_problem(profiles[spec.profile], data)
     if problem:
@@ -109,7 +110,8 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     profile name) are converged.
     """
     spec, plan = resolve_host(profiles)
-    signing = checked_plan(host.name, _host_data())  # Secure Boot: key, certificate, enrollment
+    # Secure Boot: key, certificate, enrollment; none for modules Canonical built and signed
+    signing = checked_plan(host.name, _host_data()) if plan.precompiled is None else None
     if not allow_driver_change:
         recorded, installed = current_driver(plan)
         guards.check_driver_unchanged(host.name, spec, recorded, installed)
@@ -126,7 +128,7 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
         harden()
     if signing is not None:
         configure_signing(plan=signing)
-    install_driver(spec=spec, plan=plan)
+    install_driver(spec=spec, plan=plan, move_kernel=allow_driver_change)
     if signing is not None:
         verify_signing(plan=signing)
     install_cuda(spec=spec, plan=plan)

@@ -4,9 +4,10 @@ names (``PackagePlan``, from ``data/package_sets.yaml``). Pure data, no host acc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuhost.datafiles import PACKAGE_SETS, package_sets, supported_os
-from gpuhost.desired import DesiredState
+from gpuhost.desired import DesiredState, PrecompiledModules
 from gpuhost.errors import ConfigError
 
 
@@ -31,6 +32,11 @@ class PackagePlan:
     apt_components: list[str] = field(default_factory=list)  # Debian archive components needed
     #: companion package -> the exact Debian version the profile pins it to (its companions field)
     exact: dict[str, str] = field(default_factory=dict)
+    #: precompiled kernel modules (Ubuntu's archive), None for DKMS sources; their names still
+    #: hold ``{kernel}``/``{kernel_flavour}``, filled per host by operations/precompiled.py
+    precompiled: PrecompiledModules | None = None
+    #: the source keeps one version of a package per pocket (a superseded one is gone)
+    newest_only: bool = False
 
     @property
     def never_upgraded(self) -> list[str]:
@@ -40,11 +46,16 @@ class PackagePlan:
         return list(dict.fromkeys(names))
 
 
+#: placeholders filled per host, from its kernels (operations/precompiled.py)
+HOST_PLACEHOLDERS = ("kernel", "kernel_flavour")
+
+
 def _fill(templates: list[str], values: dict[str, str]) -> list[str]:
     out = []
+    keep = {name: "{" + name + "}" for name in HOST_PLACEHOLDERS}
     for template in templates:
         try:
-            out.append(template.format(**values))
+            out.append(template.format(**{**keep, **values}))
         except KeyError as exc:
             raise ConfigError(
                 f"{PACKAGE_SETS}: {template!r} needs {exc.args[0]}, which this profile lacks"
@@ -88,7 +99,11 @@ def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
             f"{PACKAGE_SETS}: no package names for source {spec.source} on {os_key}; "
             f"accepted: {', '.join(supported_os(spec.source)) or 'none'}"
         )
-    values = {"branch": spec.driver_branch}
+    values = {
+        "branch": spec.driver_branch,
+        "version": spec.driver_version,
+        "os_version": os_key.rpartition("-")[2],
+    }
     cudas = cuda_order(spec)
     if cudas:
         values.update(_cuda_values(cudas[0]))
@@ -150,4 +165,21 @@ def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
         pins=pins,
         apt_components=[str(c) for c in entry.get("apt_components") or []],
         exact=exact,
+        precompiled=_precompiled(entry, spec.kernel_module, values),
+        newest_only=entry.get("newest_only") is True,
+    )
+
+
+def _precompiled(
+    entry: dict[str, Any], module: str, values: dict[str, str]
+) -> PrecompiledModules | None:
+    """The entry's precompiled modules of ``module``'s flavour (open | proprietary), if any."""
+    table = entry.get("precompiled_modules")
+    if not isinstance(table, dict):
+        return None
+    flavour = table.get(module) or {}
+    return PrecompiledModules(
+        flavour=_fill([str(flavour.get("flavour") or "")], values)[0],
+        kernel=_fill([str(n) for n in flavour.get("kernel") or []], values),
+        kernel_metapackages=_fill([str(n) for n in entry.get("kernel_metapackages") or []], values),
     )

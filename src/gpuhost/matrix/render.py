@@ -239,7 +239,21 @@ def _architectures(m: Matrix) -> list[str]:
 
 
 def _gpu_models(m: Matrix) -> list[str]:
-    return ["## GPU models", ""] + _table(
+    from gpuhost.gpus.catalog import load_catalog
+
+    catalog = load_catalog()
+    intro = [
+        "## GPU models",
+        "",
+        "These rows answer first. Any other GPU is looked up in the GPU catalog",
+        f"(`gpu_catalog.yaml`, generated from the PCI ID database {catalog.version} and NVIDIA's",
+        f"CUDA GPU tables: {len(catalog.devices)} NVIDIA GPU device IDs, {len(catalog.chips)}",
+        f"chips with a sourced compute capability, {len(catalog.gpus)} table GPUs by name; every",
+        "SKU of a chip inherits the chip's compute capability). `--gpu` takes a name or a PCI ID",
+        "(`10de:2330`); docs/knowledge.md, \"The GPU catalog\".",
+        "",
+    ]
+    return intro + _table(
         ["model", "names", "compute capability", "source", "confidence"],
         [
             [g.model, ", ".join(g.names), g.compute_capability, g.source, g.confidence]

@@ -179,6 +179,17 @@ def parse_dpkg_audit(lines: list[str]) -> list[str]:
     return sorted(names)
 
 
+def parse_dnf_check(lines: list[str]) -> list[str]:
+    """Package names from ``dnf check --duplicates`` (``NEVRA is a duplicate with NEVRA``, one
+    problem a line; what a dnf transaction cut off midway leaves), sorted (pure)."""
+    names = set()
+    for line in lines:
+        token = line.strip().split(" ", 1)[0]
+        if " is a duplicate with " in line and token:
+            names.add(parse_versionlock_entry(token.rsplit(".", 1)[0] + ".*")[0])
+    return sorted(names)
+
+
 def parse_pgrep_processes(lines: list[str]) -> list[str]:
     """``pgrep -a`` output (``PID command line`` per line) as ``"PID command line"`` strings in
     PID order; lines that do not start with a PID are left out (pure)."""

@@ -22,7 +22,8 @@ from typing import Any
 from gpuhost.audit.coupled import is_managed
 from gpuhost.errors import ParseError
 from gpuhost.parsers.marked import MARK, split_marked
-from gpuhost.probe.script import APT_HOLDS_CODE, UNAME_CODE
+from gpuhost.pkgmgr import APT, PackageManager
+from gpuhost.probe.script import UNAME_CODE
 
 # The GPU stack packages a snapshot records (and rollback restores): every package of the data
 # (gpuhost.audit.coupled.is_managed, from data/package_sets.yaml), plus what moves with a stack
@@ -121,17 +122,17 @@ def mode_problem(mode: object) -> str | None:
     return None
 
 
-def state_command() -> str:
-    """The one shell command that prints everything a snapshot records."""
+def state_command(manager: PackageManager = APT) -> str:
+    """The one shell command that prints everything a snapshot records (the packages and
+    holds/locks of the host's package manager)."""
     globs = " ".join(SNAPSHOT_FILES)
     return "; ".join(
         [
             "export LC_ALL=C",
             f"echo '{MARK} packages'",
-            "dpkg-query -W -f='${Package}\\t${Version}\\t${Architecture}\\t${db:Status-Abbrev}\\n'"
-            " 2>/dev/null",
+            manager.snapshot_packages_command(),
             f"echo '{MARK} holds'",
-            f"{{ {APT_HOLDS_CODE}; }} 2>/dev/null",
+            f"{{ {manager.holds_command()}; }} 2>/dev/null",
             f"echo '{MARK} uname'",
             UNAME_CODE,
             f"echo '{MARK} cmdline'",

@@ -1,0 +1,117 @@
+"""``gpuhost accept @local`` end to end on this machine, against the lab's GPU emulator and the
+acceptance stand-ins run from a folder ($GPUEMU_ROOT; no lab host): the real agent is run, its
+GEMM workers import the PyTorch stand-in, nvidia-smi is sampled while the emulated GPUs are under
+load, and a fault injected mid-soak is found in the telemetry, named with its GPU, catalog id and
+action. The record validates against ``gpuhost schema acceptance``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from lab import accept as equipment
+from lab import gpu as emulator
+from schema_check import assert_valid
+
+REPO = Path(__file__).resolve().parents[2]
+DRIVER = "550.163.01"
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> dict[str, str]:
+    """The environment of a run: 8 emulated H100 SXM, the stand-ins on PATH, torch's stand-in
+    on PYTHONPATH."""
+    root = tmp_path / "root"
+    (root / "etc/gpuhost-lab-gpu").mkdir(parents=True)
+    (root / "etc/gpuhost-lab-gpu/model.json").write_text(
+        json.dumps(emulator.host_model("h100-sxm", 8))
+    )
+    equipment.install(root)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(
+        f'#!/bin/sh\nexec {sys.executable} {emulator.EMULATOR} nvidia-smi "$@"\n'
+    )
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    for tool, path in equipment.TOOLS.items():
+        (bin_dir / tool).symlink_to(root / path.lstrip("/"))
+    env = dict(
+        os.environ,
+        GPUEMU_ROOT=str(root),
+        GPUEMU_INSTALLED=DRIVER,
+        GPUEMU_ROOT_USER="1",
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        PYTHONPATH=str(root / equipment.ON_HOST.lstrip("/") / "python"),
+        GPUHOST_STATE_DIR=str(tmp_path / "state"),
+    )
+    boot = [sys.executable, str(emulator.EMULATOR), "boot"]
+    assert subprocess.run(boot, env=env, check=False).returncode == 0
+    env["RIG_TMP"] = str(tmp_path)
+    return env
+
+
+def _accept(env: dict[str, str], inject_after: float | None = None) -> tuple[int, str, dict]:
+    out = Path(env["RIG_TMP"]) / "accept.json"
+    argv = [sys.executable, "-m", "gpuhost", "accept", "@local", "--duration", "12s",
+            "--skip", "ib", "--skip", "collective", "--json", str(out)]  # fmt: skip
+    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    if inject_after is not None:
+        time.sleep(inject_after)
+        inject = [sys.executable, str(emulator.EMULATOR), "inject", "clock-event=hw-thermal",
+                  "gpu=3"]  # fmt: skip
+        assert subprocess.run(inject, env=env, check=False).returncode == 0
+    text, _ = proc.communicate(timeout=300)
+    return proc.returncode, text, json.loads(out.read_text())
+
+
+def _stage(record: dict, name: str) -> dict:
+    return next(s for s in record["stages"] if s["stage"] == name)
+
+
+def test_a_clean_host_passes_every_stage_it_ran(rig: dict[str, str]) -> None:
+    rc, text, document = _accept(rig)
+    assert rc == 0, text
+    assert_valid(document, "acceptance")
+    (record,) = document["hosts"]
+    assert record["verdict"] == "pass"
+    verdicts = {s["stage"]: s["verdict"] for s in record["stages"]}
+    assert verdicts == {"inventory": "pass", "dcgm": "pass", "soak": "pass", "telemetry": "pass",
+                        "nvbandwidth": "pass", "nccl": "pass", "ib": "skipped",
+                        "collective": "skipped"}  # fmt: skip
+    soak = _stage(record, "soak")
+    assert len(soak["measured"]["gpus"]) == 8
+    floor = soak["floors"]["tflops"]
+    assert floor == pytest.approx(247.38)  # 0.25 x the sourced H100 peak (data/gpu_peaks.yaml)
+    assert all(
+        g["mismatches"] == 0 and g["tflops_median"] > floor for g in soak["measured"]["gpus"]
+    )
+    telemetry = _stage(record, "telemetry")["measured"]["gpus"]
+    assert {g["temperature_max_c"] for g in telemetry} <= {63, 64, 65}  # the captured series
+    assert record["serials"]["gpus"][0]["serial"] and record["firmware"]["gsp"] == [DRIVER]
+    assert "@local: PASS (runs 1, failed 0)" in text
+
+
+def test_hw_thermal_injected_mid_soak_fails_the_host_naming_gpu_event_and_action(
+    rig: dict[str, str],
+) -> None:
+    rc, text, document = _accept(rig, inject_after=7)
+    assert rc == 1, text
+    assert_valid(document, "acceptance")
+    (record,) = document["hosts"]
+    assert record["verdict"] == "fail"
+    telemetry = _stage(record, "telemetry")
+    assert telemetry["verdict"] == "fail"
+    (finding,) = telemetry["findings"]
+    assert finding["rule"] == "gpu.clocks.hw-thermal"
+    assert finding["action"] == "inspect-hardware"
+    assert finding["message"].startswith("GPU 3 (00000000:5D:00.0): HW thermal slowdown active")
+    assert "[gpu.clocks.hw-thermal, action: inspect-hardware] GPU 3" in text
+    # the slowed GPU's clocks were halved: its SM clock is named against the others
+    clocks = {g["gpu"]: g["sm_clock_min_mhz"] for g in telemetry["measured"]["gpus"]}
+    assert clocks[3] == 990 and {clocks[i] for i in clocks if i != 3} == {1980}
