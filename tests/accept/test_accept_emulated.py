@@ -115,3 +115,41 @@ def test_hw_thermal_injected_mid_soak_fails_the_host_naming_gpu_event_and_action
     # the slowed GPU's clocks were halved: its SM clock is named against the others
     clocks = {g["gpu"]: g["sm_clock_min_mhz"] for g in telemetry["measured"]["gpus"]}
     assert clocks[3] == 990 and {clocks[i] for i in clocks if i != 3} == {1980}
+
+
+def _processes_with(env_marker: str) -> list[int]:
+    """Pids of processes whose environment holds ``env_marker`` (this rig's GPUEMU_ROOT)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if env_marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_ctrl_c_during_the_soak_stops_the_load_and_records_interrupted(
+    rig: dict[str, str],
+) -> None:
+    out = Path(rig["RIG_TMP"]) / "accept.json"
+    argv = [sys.executable, "-m", "gpuhost", "accept", "@local", "--duration", "60s",
+            "--skip", "ib", "--skip", "collective", "--json", str(out)]  # fmt: skip
+    proc = subprocess.Popen(argv, env=rig, cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    load = Path(rig["GPUEMU_ROOT"]) / "run/gpuhost-lab-gpu/load"
+    deadline = time.monotonic() + 60
+    while not (load.exists() and len(list(load.iterdir())) == 8):
+        assert time.monotonic() < deadline, "the soak did not start"
+        time.sleep(0.5)
+    proc.send_signal(2)  # SIGINT, as Ctrl-C
+    stopped = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=120)
+    assert time.monotonic() - stopped < 30, "the soak went on after Ctrl-C"
+    assert proc.returncode == 130, stdout + stderr
+    assert "acceptance stopped by SIGINT" in stderr
+    (record,) = json.loads(out.read_text())["hosts"]
+    assert record["interrupted"] is True and record["verdict"] == "could-not-run"
+    assert _processes_with(f"GPUEMU_ROOT={rig['GPUEMU_ROOT']}\0") == []  # no GEMM left running

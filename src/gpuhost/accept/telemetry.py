@@ -35,6 +35,8 @@ CLOCK_EVENT_RULES = (
     ("clocks_event_reasons.sw_thermal_slowdown", "gpu.clocks.sw-thermal", "SW thermal slowdown"),
 )
 ACTIVE = "active"
+#: nvidia-smi's other names of the fields read here (--help-query-gpu lists both)
+ALIASES = {"clocks.sm": "clocks.current.sm", "clocks.max.sm": "clocks.max.sm"}
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class Sample:
     values: Mapping[str, str | None]
 
     def number(self, name: str) -> float | None:
-        raw = self.values.get(name)
+        raw = self.values.get(name, self.values.get(ALIASES.get(name, name)))
         try:
             return float(raw) if raw not in (None, "") else None
         except ValueError:
@@ -116,7 +118,11 @@ def parse_samples(samples: Sequence[Mapping[str, Any]], fields: str) -> list[Ser
     for sample in samples:
         if sample.get("rc") != 0 or not str(sample.get("csv") or "").strip():
             continue
-        rows = parse_query_csv(str(sample["csv"]), f"--query-gpu={fields} --format=csv,noheader")
+        text = str(sample["csv"])
+        # the agent asks noheader,nounits; a capture with nvidia-smi's header (and units) reads too
+        header = text.lstrip().startswith(fields.split(",")[0].strip() + ",")
+        fmt = "csv" if header else "csv,noheader"
+        rows = parse_query_csv(text, f"--query-gpu={fields} --format={fmt}")
         for row in rows:
             bus = str(row.get("pci.bus_id") or "?")
             index_of.setdefault(bus, int(row.get("index") or len(index_of)))
