@@ -55,10 +55,13 @@ def rig(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _accept(env: dict[str, str], inject_after: float | None = None) -> tuple[int, str, dict]:
+def _accept(
+    env: dict[str, str], inject_after: float | None = None, floors: tuple[str, ...] = ()
+) -> tuple[int, str, dict]:
     out = Path(env["RIG_TMP"]) / "accept.json"
     argv = [sys.executable, "-m", "gpuhost", "accept", "@local", "--duration", "12s",
             "--skip", "ib", "--skip", "collective", "--json", str(out)]  # fmt: skip
+    argv += [f"--floor={floor}" for floor in floors]
     proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
     if inject_after is not None:
@@ -153,3 +156,26 @@ def test_ctrl_c_during_the_soak_stops_the_load_and_records_interrupted(
     (record,) = json.loads(out.read_text())["hosts"]
     assert record["interrupted"] is True and record["verdict"] == "could-not-run"
     assert _processes_with(f"GPUEMU_ROOT={rig['GPUEMU_ROOT']}\0") == []  # no GEMM left running
+
+
+def test_each_stage_fails_on_its_own_fault(rig: dict[str, str]) -> None:
+    """The stand-ins' faults (tests/lab/accept: DCGM result FAIL, bandwidths scaled down, GEMM
+    results wrong now and then on GPU 5): each fails its stage, the others pass."""
+    faults = Path(rig["GPUEMU_ROOT"]) / "etc/gpuhost-lab/accept-faults.json"
+    faults.parent.mkdir(parents=True, exist_ok=True)
+    faults.write_text(json.dumps({"dcgm": "fail", "nvbandwidth": 0.1, "nccl": 0.5, "sdc_gpu": 5}))
+    rc, text, document = _accept(rig, floors=("nccl=200GB/s",))
+    assert rc == 1, text
+    (record,) = document["hosts"]
+    stages = {s["stage"]: s for s in record["stages"]}
+    verdicts = {name: s["verdict"] for name, s in stages.items()}
+    assert verdicts == {"inventory": "pass", "dcgm": "fail", "soak": "fail", "telemetry": "pass",
+                        "nvbandwidth": "fail", "nccl": "fail", "ib": "skipped",
+                        "collective": "skipped"}, text  # fmt: skip
+    assert stages["dcgm"]["lines"] == ["Page Retirement/Row Remap: FAIL"]
+    (sdc,) = stages["soak"]["lines"]
+    assert sdc.startswith("GPU 5: ") and sdc.endswith("(silent data corruption)")
+    assert stages["nvbandwidth"]["lines"][0].startswith(
+        "host_to_device_memcpy_ce: slowest GPU 26.93 GB/s, below the floor 32 GB/s"
+    )
+    assert stages["nccl"]["lines"] == ["peak bus bandwidth 117.63 GB/s, below the floor 200 GB/s"]

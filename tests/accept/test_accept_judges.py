@@ -216,3 +216,12 @@ def test_pairs_make_a_ring_and_the_client_names_its_server() -> None:
     assert pairs(["a", "b"]) == [("a", "b")]
     assert pairs(["a", "b", "c"]) == [("b", "a"), ("c", "b"), ("a", "c")]
     assert ib_command("mlx5_0", "10.0.0.2").endswith("-d mlx5_0 10.0.0.2")
+
+
+def test_drivers_before_535_name_the_clock_events_throttle_reasons() -> None:
+    sample = telemetry.Sample(
+        3.0, {"clocks_throttle_reasons.hw_slowdown": "Active",
+              "clocks_throttle_reasons.hw_power_brake_slowdown": "Active"},
+    )  # fmt: skip
+    (finding,) = telemetry.clock_event_findings(telemetry.Series(0, "00000000:18:00.0", (sample,)))
+    assert finding.rule == "gpu.clocks.power-brake"  # the specific reason, not HW slowdown too

@@ -117,3 +117,4 @@ def test_accept_passes_the_clean_host_and_fails_the_one_that_overheated(rack: An
     # the load stopped with the run: no GEMM stand-in left on either host
     for host in view.hosts[:2]:
         assert host.run("pgrep -f 'agent.py --worker'").returncode == 1
+    print(text)  # the run's report (docs/acceptance.md shows one): pytest -s

@@ -36,7 +36,10 @@ CLOCK_EVENT_RULES = (
 )
 ACTIVE = "active"
 #: nvidia-smi's other names of the fields read here (--help-query-gpu lists both)
-ALIASES = {"clocks.sm": "clocks.current.sm", "clocks.max.sm": "clocks.max.sm"}
+ALIASES = {"clocks.sm": "clocks.current.sm", "clocks.max.sm": "clocks.max.sm"} | {
+    name: name.replace("clocks_event_reasons.", "clocks_throttle_reasons.")  # before driver 535
+    for name, _rule, _what in CLOCK_EVENT_RULES
+}
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,11 @@ class Sample:
     t: float
     values: Mapping[str, str | None]
 
+    def get(self, name: str) -> str | None:
+        return self.values.get(name, self.values.get(ALIASES.get(name, name)))
+
     def number(self, name: str) -> float | None:
-        raw = self.values.get(name, self.values.get(ALIASES.get(name, name)))
+        raw = self.get(name)
         try:
             return float(raw) if raw not in (None, "") else None
         except ValueError:
@@ -142,7 +148,7 @@ def clock_event_findings(series: Series) -> list[Finding]:
     findings = []
     seen_specific = False
     for name, rule, what in CLOCK_EVENT_RULES:
-        active = [s for s in series.samples if _is_active(s.values.get(name))]
+        active = [s for s in series.samples if _is_active(s.get(name))]
         if not active or (rule == "gpu.clocks.hw-slowdown" and seen_specific):
             continue
         seen_specific = seen_specific or rule in ("gpu.clocks.hw-thermal", "gpu.clocks.power-brake")
