@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -72,10 +73,11 @@ def test_the_gate_refuses_a_node_slurm_has_not_drained(tmp_path: Path) -> None:
 
 
 def test_this_machine_could_not_run_any_stage(tmp_path: Path) -> None:
-    out = tmp_path / "accept.json"
+    out, junit, prom = tmp_path / "accept.json", tmp_path / "accept.xml", tmp_path / "a.prom"
     env = dict(os.environ, PATH="/usr/bin:/bin")  # no nvidia-smi, dcgmi, nvbandwidth, ...
     proc = _gpuhost("accept", "@local", "--duration", "10s", "--json", str(out),
-                    "--state-dir", str(tmp_path / "s"), env=env)  # fmt: skip
+                    f"--junit={junit}", f"--prom={prom}", "--state-dir", str(tmp_path / "s"),
+                    env=env)  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     stage_lines = [line for line in proc.stdout.splitlines() if line.startswith("  ")]
     assert len(stage_lines) == 8
@@ -84,3 +86,10 @@ def test_this_machine_could_not_run_any_stage(tmp_path: Path) -> None:
     document = json.loads(out.read_text())
     assert_valid(document, "acceptance")
     assert document["hosts"][0]["verdict"] == "could-not-run"
+    suites = ET.parse(junit).getroot()
+    assert (suites.get("tests"), suites.get("errors"), suites.get("failures")) == ("8", "8", "0")
+    text = prom.read_text()
+    assert 'gpuhost_accept_verdict{host="@local",verdict="could-not-run"} 1.0' in text
+    assert (
+        'gpuhost_accept_stage_verdict{host="@local",stage="soak",verdict="could-not-run"}' in text
+    )
