@@ -18,12 +18,12 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import apt
 
 from gpuhost.errors import DeployError
 from gpuhost.facts.host_facts import SecureBoot
 from gpuhost.facts.kernel import SecureBootState
 from gpuhost.facts.signing import DkmsVersion, ModuleSigning
+from gpuhost.operations import packages
 from gpuhost.operations import signing as signing_ops
 from gpuhost.operations._facts import fact
 from gpuhost.parsers import signing
@@ -163,14 +163,15 @@ def configure_signing(plan: SigningPlan) -> None:
             )
         elif how == "dkms2":
             # DKMS 2 reads its own framework.conf only: DKMS first, so the file is the package's
-            apt.packages(name="DKMS (its framework.conf names the sign tool)", packages=["dkms"],
-                         no_recommends=True)
+            packages.present(
+                name="DKMS (its framework.conf names the sign tool)", packages=["dkms"]
+            )
             signing_ops.dkms2_sign_tool(
                 name=f"DKMS {release.installed or release.candidate} signs modules with "
                 f"{plan.key}", key=plan.key, cert=plan.cert,
             )
     if plan.secure_boot:
-        apt.packages(name="mokutil (MOK enrollment)", packages=["mokutil"], no_recommends=True)
+        packages.present(name="mokutil (MOK enrollment)", packages=["mokutil"])
 
 
 @deploy("Module signature checked for Secure Boot")
