@@ -1,6 +1,7 @@
 """Running a cluster tool on this node for the health tier (``scontrol``, ``kubectl``).
 
-``run_tool`` runs one argv with a time bound and returns its stdout; a tool that is not
+``run_tool`` runs one argv with a time bound (its whole process group killed at it:
+:mod:`gpuhost.toolrun`) and returns its stdout; a tool that is not
 installed is a ConfigError naming the option that needs it, one that hangs or fails a HostError
 of one line (this machine's name, the command, its exit status and first line of output).
 """
@@ -10,8 +11,8 @@ from __future__ import annotations
 import re
 import shutil
 import socket
-import subprocess
 
+from gpuhost import toolrun
 from gpuhost.errors import ConfigError, HostError
 from gpuhost.parsers._common import first_line
 
@@ -51,15 +52,17 @@ def run_tool(argv: list[str], missing: str, timeout: float = TOOL_TIMEOUT) -> st
         raise ConfigError(missing)
     here = socket.gethostname().split(".")[0]
     try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, errors="replace", timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise HostError(here, f"{' '.join(argv[:4])}: no answer in {timeout:g} s") from exc
-    if proc.returncode != 0:
+        result = toolrun.run(argv, timeout)
+    except OSError as exc:
+        raise HostError(
+            here, f"{' '.join(argv[:4])}: cannot start ({exc.strerror or exc})"
+        ) from None
+    if result.timed_out:
+        raise HostError(here, f"{' '.join(argv[:4])}: no answer in {timeout:g} s")
+    if result.returncode != 0:
         raise HostError(
             here,
-            f"{' '.join(argv[:4])} failed (exit {proc.returncode}): "
-            f"{first_line(proc.stderr or proc.stdout, 200)}",
+            f"{' '.join(argv[:4])} failed (exit {result.returncode}): "
+            f"{first_line(result.text(result.stderr) or result.text(), 200)}",
         )
-    return proc.stdout
+    return result.text()

@@ -29,10 +29,12 @@ Hosts use:  deb [signed-by=/usr/share/keyrings/gpuhost-lab-repo.gpg] <repo_url> 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,7 +170,7 @@ def _cuda_toolkit(series: str, v: str) -> StandIn:
     )
 
 
-def _fabric_manager(name: str, v: str, conflicts: str) -> StandIn:
+def _fabric_manager(name: str, v: str, conflicts: str, ml: str = "libnvidia-ml1") -> StandIn:
     """NVIDIA Fabric Manager: ``nv-fabricmanager --version`` in the real format ("Fabric Manager
     version is : X"), its config file and its unit as NVIDIA ships them (not enabled by the
     package: NVIDIA's instructions enable and start it).  The daemon stays up only while the loaded
@@ -212,7 +214,7 @@ def _fabric_manager(name: str, v: str, conflicts: str) -> StandIn:
     config = ("# gpuhost lab stand-in of NVIDIA's fabricmanager.cfg\n"
               "LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\nFABRIC_MODE=0\n")
     return StandIn(
-        name, v, depends=f"libnvidia-ml1 (= {v})", conflicts=conflicts,
+        name, v, depends=f"{ml} (= {v})", conflicts=conflicts,
         files={"/usr/bin/nv-fabricmanager": daemon, FM_CONFIG: config,
                "/lib/systemd/system/nvidia-fabricmanager.service": unit},
         scripts={"postinst": "#!/bin/sh\nset -e\n"
@@ -265,7 +267,12 @@ def _nvidia_ctk(v: str) -> str:
         # names the driver's library files (its default output, stdout, is not used by gpuhost)
         '  cdi) [ "$2" = generate ] || exit 0; out=/dev/stdout\n'
         '    for a in "$@"; do case "$a" in --output=*) out="${a#--output=}" ;; esac; done\n'
-        "    v=$(cat /usr/share/gpuhost-lab/libcuda1.version 2>/dev/null); v=${v%-*}\n"
+        # libcuda1: NVIDIA's debian12 name; libnvidia-compute[-<branch>]: its Ubuntu names;
+        # nvidia-driver-cuda-libs: its RPM name (tests/lab/rpmrepo.py)
+        "    v=$(cat /usr/share/gpuhost-lab/libcuda1.version "
+        "/usr/share/gpuhost-lab/libnvidia-compute*.version "
+        "/usr/share/gpuhost-lab/nvidia-driver-cuda-libs.version 2>/dev/null | head -n 1); "
+        "v=${v%-*}\n"
         '    [ -n "$v" ] || { echo "nvidia-ctk: failed to generate CDI spec: no driver '
         '(gpuhost lab stand-in)" >&2; exit 1; }\n'
         '    mkdir -p "$(dirname "$out")"\n'
@@ -293,6 +300,14 @@ def stand_ins() -> list[StandIn]:
                             depends=f"cuda-drivers-{branch} (= {newest})"))
         pkgs.append(StandIn("nvidia-open", newest, depends=(
             f"cuda-drivers-{branch} (= {newest}), nvidia-kernel-open-dkms (= {newest})")))
+    return pkgs + common_stand_ins()
+
+
+def common_stand_ins() -> list[StandIn]:
+    """The packages NVIDIA's repository carries alike for every OS: CUDA toolkits (and the
+    ``cuda`` metapackage, which depends on that OS's ``cuda-drivers``), cuDNN, the container
+    toolkit."""
+    pkgs: list[StandIn] = []
     for series, versions in TOOLKIT.items():
         for v in versions:
             pkgs.append(_cuda_toolkit(series, v))
@@ -359,38 +374,67 @@ def _build_deb(pkg: StandIn, arch: str, out: Path, work: Path) -> None:
          str(out / f"{pkg.name}_{pkg.version}_{arch}.deb")])
 
 
-def build(root: Path, arch: str) -> Path:
-    """(Re)build the repository under ``root``; return the flat repository directory."""
-    shutil.rmtree(root, ignore_errors=True)
-    repo = root / REPO_SUBDIR / REPO_ARCH_DIR.get(arch, arch)
-    repo.mkdir(parents=True)
-    with tempfile.TemporaryDirectory(prefix="gpuhost-lab-repo-") as tmp:
-        work, gnupg = Path(tmp) / "pkgs", Path(tmp) / "gnupg"
+@contextlib.contextmanager
+def signing(root: Path) -> Iterator[Callable[[Path], None]]:
+    """A new signing key for the repositories under ``root``, exported there as KEY_NAME.gpg
+    (binary, for signed-by) and KEY_NAME.asc; yields ``sign(folder)``, which writes the
+    folder's InRelease and Release.gpg from its Release."""
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gpuhost-lab-key-") as tmp:
+        gnupg = Path(tmp) / "gnupg"
         gnupg.mkdir(mode=0o700)
-        for pkg in stand_ins():
-            _build_deb(pkg, arch, repo, work)
-        packages = run(["apt-ftparchive", "packages", "."], timeout=60, cwd=repo).stdout
-        (repo / "Packages").write_text(packages)
-        with gzip.open(repo / "Packages.gz", "wt") as fh:
-            fh.write(packages)
-        release = run(
-            ["apt-ftparchive", "-o", "APT::FTPArchive::Release::Origin=gpuhost-lab",
-             "-o", "APT::FTPArchive::Release::Label=gpuhost lab stand-in CUDA repository",
-             "-o", f"APT::FTPArchive::Release::Architectures={arch}", "release", "."],
-            cwd=repo,
-        ).stdout
-        (repo / "Release").write_text(release)
         gpg = ["gpg", "--homedir", str(gnupg), "--batch", "--quiet", "--pinentry-mode",
                "loopback", "--passphrase", ""]
+
+        def sign(folder: Path) -> None:
+            run([*gpg, "--clearsign", "--output", str(folder / "InRelease"),
+                 str(folder / "Release")])
+            run([*gpg, "--armor", "--detach-sign", "--output", str(folder / "Release.gpg"),
+                 str(folder / "Release")])
+
         try:
             run([*gpg, "--quick-gen-key", "gpuhost lab repository <lab@invalid>", "ed25519",
                  "sign", "never"])
             run([*gpg, "--output", str(root / f"{KEY_NAME}.gpg"), "--export"])
             run([*gpg, "--armor", "--output", str(root / f"{KEY_NAME}.asc"), "--export"])
-            run([*gpg, "--clearsign", "--output", str(repo / "InRelease"), str(repo / "Release")])
-            run([*gpg, "--armor", "--detach-sign", "--output", str(repo / "Release.gpg"),
-                 str(repo / "Release")])
+            yield sign
         finally:
             subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "all"],
                            capture_output=True, check=False)
+
+
+def build_debs(pkgs: list[StandIn], arch: str, out: Path) -> None:
+    """The stand-ins as .deb files in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gpuhost-lab-debs-") as tmp:
+        for pkg in pkgs:
+            _build_deb(pkg, arch, out, Path(tmp))
+
+
+def publish_flat(repo: Path, pkgs: list[StandIn], arch: str, sign: Callable[[Path], None],
+                 label: str = "gpuhost lab stand-in CUDA repository") -> None:
+    """A flat, signed repository of ``pkgs`` in ``repo`` (NVIDIA's layout: ``deb URL /``)."""
+    build_debs(pkgs, arch, repo)
+    packages = run(["apt-ftparchive", "packages", "."], timeout=60, cwd=repo).stdout
+    (repo / "Packages").write_text(packages)
+    with gzip.open(repo / "Packages.gz", "wt") as fh:
+        fh.write(packages)
+    release = run(
+        ["apt-ftparchive", "-o", "APT::FTPArchive::Release::Origin=gpuhost-lab",
+         "-o", f"APT::FTPArchive::Release::Label={label}",
+         "-o", f"APT::FTPArchive::Release::Architectures={arch}", "release", "."],
+        cwd=repo,
+    ).stdout
+    (repo / "Release").write_text(release)
+    sign(repo)
+
+
+def build(root: Path, arch: str) -> Path:
+    """(Re)build the debian12 repository under ``root``; return the flat repository directory.
+    (The lab builds every OS shape's repository with ``shapes.build_repos``.)"""
+    shutil.rmtree(root, ignore_errors=True)
+    repo = root / REPO_SUBDIR / REPO_ARCH_DIR.get(arch, arch)
+    repo.mkdir(parents=True)
+    with signing(root) as sign:
+        publish_flat(repo, stand_ins(), arch, sign)
     return repo

@@ -1,9 +1,11 @@
 """``tests/lab/lab``: bring the lab up, tear it down, show its state.
 
-  lab [--name NAME] up N [--gpu MODEL:COUNT ...] [--profile NAME]
+  lab [--name NAME] up N [--gpu MODEL:COUNT ...] [--profile NAME] [--os KEY]
                                boot hosts h1..hN (exactly N), print where the inventory is;
                                --gpu: emulated GPUs (once: every host; N times: one per host),
-                               --profile: inventory data gpuhost_profile of every host
+                               --profile: inventory data gpuhost_profile of every host,
+                               --os: what every host looks like (tests/lab/shapes.py):
+                               debian-12 (default), ubuntu-22.04, ubuntu-24.04
   lab [--name NAME] gpu hI inject KNOB [gpu=N] | arm KNOB [gpu=N] | clear | state | gpu-reset
                                emulated GPU faults: xid=N, ecc-uncorrectable, retired-pages,
                                remap-pending, gpu-lost, driver-mismatch, persistence-off,
@@ -27,7 +29,7 @@ import shlex
 import sys
 
 from . import gpu as gpu_emulator
-from . import image
+from . import image, shapes
 from .config import LabConfigError, default_name
 from .core import LabManager, preflight
 from .system import LabError
@@ -42,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--gpu", action="append", default=None, metavar="MODEL:COUNT",
                     help="emulated GPUs: h100-sxm, a100-sxm4, v100-sxm2, t4, l4 (tests/lab/gpu)")
     up.add_argument("--profile", default=None, help="inventory data gpuhost_profile")
+    up.add_argument("--os", dest="os_key", default=None, metavar="KEY",
+                    help="OS shape of the hosts: " + ", ".join(sorted(shapes.registry()))
+                    + f" (default {shapes.DEFAULT})")
     gpu = sub.add_parser("gpu", help="emulated GPU of a host: inject a fault, clear, state")
     gpu.add_argument("host")
     gpu.add_argument("action", choices=["inject", "arm", "clear", "state", "gpu-reset"])
@@ -91,13 +96,15 @@ def main(argv: list[str] | None = None) -> int:
         lab = LabManager(args.name or default_name())
         if args.cmd == "up":
             specs = [gpu_emulator.parse_spec(g) for g in args.gpu] if args.gpu else None
-            state = lab.up(args.count, gpu=specs, profile=args.profile)
+            state = lab.up(args.count, gpu=specs, profile=args.profile, os_key=args.os_key)
             print(f"{lab.sd / 'inventory.py'}")
             for h in state["hosts"]:
-                print(f"  {h['name']:5} {h['address']}")
+                print(f"  {h['name']:5} {h['address']:15} {h.get('os') or shapes.DEFAULT}")
             print(f"ssh:    ssh -F {lab.sd / 'ssh_config'} h1")
             print(f"pyinfra: pyinfra -y {lab.sd / 'inventory.py'} <deploy.py>")
             print(f"proxy {state['proxy_url']}  repo {state['repo_url']}")
+            for key, record in state.get("shapes", {}).items():
+                print(f"{key}: repo {record['repo_url']}  key {record['key_path']}")
             return 0
         if args.cmd == "down":
             preflight()
@@ -137,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
                 "LAB_PROXY_URL": current["proxy_url"],
                 "LAB_REPO_URL": current["repo_url"],
                 "LAB_REPO_KEY": current["repo_key_path"],
+                # a shape with repositories of its own (rocky-9: NVIDIA's rhel9 stand-in, RPM key)
+                **{f"LAB_{k.upper().replace('-', '_').replace('.', '_')}_REPO_URL": r["repo_url"]
+                   for k, r in current.get("shapes", {}).items()},
+                **{f"LAB_{k.upper().replace('-', '_').replace('.', '_')}_REPO_KEY": r["key_path"]
+                   for k, r in current.get("shapes", {}).items()},
             }.items():
                 print(f"export {key}={shlex.quote(str(value))}")
             return 0

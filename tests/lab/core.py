@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import aptrepo, image, registry, toolfiles
+from . import aptrepo, image, registry, shapes, toolfiles
 from .config import (
     DEFAULT_NAME,
     MAX_HOSTS,
@@ -191,16 +191,19 @@ class LabManager:
     # ---------------------------------------------------------------- up
 
     def up(self, count: int, gpu: list[tuple[str, int]] | None = None,
-           profile: str | None = None) -> dict[str, Any]:
+           profile: str | None = None, os_key: str | None = None) -> dict[str, Any]:
         """Make the lab run exactly hosts h1..h<count>; returns the state (see lab.json).
 
         ``gpu``: emulated GPUs (model, count) for every host (one entry) or per host (one entry
-        a host); ``profile``: inventory data ``gpuhost_profile`` of every host.  A running host
-        whose GPU or profile differs from the one asked is re-created (tests/lab/gpu)."""
+        a host); ``profile``: inventory data ``gpuhost_profile`` of every host; ``os_key``: the OS
+        shape of every host (tests/lab/shapes.py).  A running host whose GPU, profile or OS
+        differs from the one asked is re-created (tests/lab/gpu)."""
         if gpu and len(gpu) not in (1, count):
             raise LabConfigError(f"--gpu given {len(gpu)} times: expected once or {count} times")
         if not 1 <= count <= MAX_HOSTS:
             raise LabConfigError(f"host count {count} is out of range: expected 1..{MAX_HOSTS}")
+        if os_key is not None:
+            shapes.get(os_key)
         preflight()
         with lab_lock(self.names):
             t0 = time.monotonic()
@@ -212,7 +215,8 @@ class LabManager:
                 self.down()
                 state = self._infra_up()
             running = {h["index"] for h in state["hosts"] if self._host_alive(h)}
-            shape = {i: self._shape(state, i, gpu, profile) for i in range(1, count + 1)}
+            shape = {i: self._shape(state, i, gpu, profile, os_key) for i in range(1, count + 1)}
+            shapes.prepare({s["os"] for s in shape.values()}, state, self.sd / "repo")
             running -= {h["index"] for h in state["hosts"]
                         if h["index"] in shape and _host_shape(h) != shape[h["index"]]}
             for h in [h for h in state["hosts"] if h["index"] > count]:
@@ -321,7 +325,8 @@ class LabManager:
         # the NVIDIA-layout repository of empty stand-ins, served by http.server on the bridge
         arch = run(["dpkg", "--print-architecture"]).stdout.strip()
         repo_root = sd / "repo"
-        repo_dir = aptrepo.build(repo_root, arch)
+        repos = shapes.build_repos(repo_root, arch)  # NVIDIA's repository for each OS shape
+        repo_dir = repos[shapes.DEFAULT]
         repo_pid = self._spawn_service(
             [sys.executable, "-m", "http.server", "--bind", gw, str(REPO_PORT)], "repo.log",
             cwd=repo_root,
@@ -336,6 +341,8 @@ class LabManager:
             "gateway": gw,
             "proxy_url": f"http://{gw}:{PROXY_PORT}",
             "repo_url": f"http://{gw}:{REPO_PORT}/{rel}/",
+            "repo_urls": {key: f"http://{gw}:{REPO_PORT}/{path.relative_to(repo_root)}/"
+                          for key, path in repos.items()},
             "repo_key_url": f"http://{gw}:{REPO_PORT}/{aptrepo.KEY_NAME}.gpg",
             "repo_key_path": str(repo_root / f"{aptrepo.KEY_NAME}.gpg"),
             "repo_key_path_on_host": REPO_KEY_ON_HOST,
@@ -372,8 +379,9 @@ class LabManager:
         for d in (upper, work, root):
             shutil.rmtree(d, ignore_errors=True)
             d.mkdir()
+        lower = shapes.get(h.get("os")).root(base)
         run(["mount", "-t", "overlay", "overlay", "-o",
-             f"lowerdir={base},upperdir={upper},workdir={work}", str(root)])
+             f"lowerdir={lower},upperdir={upper},workdir={work}", str(root)])
         self._write_host_files(state, h, root)
         ns, veth = h["netns"], h["veth"]
         if ns in netns_list():
@@ -437,6 +445,7 @@ class LabManager:
             'Acquire::http::Timeout "30";\nAcquire::Retries "5";\n'
             + APT_RETRY_NOW
         )
+        shapes.get(h.get("os")).apply(root, state)
 
     def _host_alive(self, h: dict[str, Any]) -> bool:
         pid = read_pid(self.names.host_dir(h["index"]) / "nspawn.pid")
@@ -547,10 +556,13 @@ class LabManager:
     # ---------------------------------------------------------------- emulated GPUs
 
     def _shape(self, state: dict[str, Any], i: int, gpu: list[tuple[str, int]] | None,
-               profile: str | None) -> dict[str, Any]:
-        """What host i should carry: the asked GPU/profile, else what it has now."""
+               profile: str | None, os_key: str | None = None) -> dict[str, Any]:
+        """What host i should carry: the asked GPU/profile/OS, else what it has now."""
         old = next((h for h in state["hosts"] if h["index"] == i), None)
-        now: dict[str, Any] = _host_shape(old) if old else {"gpu": None, "profile": None}
+        now: dict[str, Any] = (_host_shape(old) if old
+                               else {"gpu": None, "profile": None, "os": shapes.DEFAULT})
+        if os_key is not None:
+            now["os"] = os_key
         if gpu:
             model, n = gpu[0] if len(gpu) == 1 else gpu[i - 1]
             now["gpu"] = [model, n]
@@ -571,8 +583,8 @@ class LabManager:
                 gpu_emulator.attach(self.names.host_dir(h["index"]) / "root", model, n, on_host)
 
     def set_shape(self, index: int, gpu: tuple[str, int] | None,
-                  profile: str | None = None) -> dict[str, Any]:
-        """Re-create host h<index> with these emulated GPUs (None: none) and profile."""
+                  profile: str | None = None, os_key: str = shapes.DEFAULT) -> dict[str, Any]:
+        """Re-create host h<index> with these emulated GPUs (None: none), profile and OS."""
         with lab_lock(self.names):
             state = self.load()
             if state is None:
@@ -581,6 +593,8 @@ class LabManager:
                 if h["index"] == index:
                     h["gpu"] = list(gpu) if gpu else None
                     h["profile"] = profile
+                    h["os"] = shapes.get(os_key).key
+            shapes.prepare({shapes.get(os_key).key}, state, self.sd / "repo")
             self._save(state)
             return self.reset(index)[0]
 
@@ -719,7 +733,7 @@ def hosts_storage(hosts_dir: Path) -> str:
 
 
 def _host_shape(h: dict[str, Any]) -> dict[str, Any]:
-    return {"gpu": h.get("gpu"), "profile": h.get("profile")}
+    return {"gpu": h.get("gpu"), "profile": h.get("profile"), "os": h.get("os") or shapes.DEFAULT}
 
 
 def _mac(tag: str, index: int) -> str:

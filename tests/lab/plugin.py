@@ -14,7 +14,8 @@ Fixtures
     install packages, reboot it).
 
 ``Lab``: ``.name``, ``.hosts``, ``.host("h2")``, ``.inventory_path``, ``.ssh_config_path``,
-``.known_hosts_path``, ``.key_path``, ``.proxy_url``, ``.repo_url``, ``.repo_key_path`` (on this
+``.known_hosts_path``, ``.key_path``, ``.proxy_url``, ``.repo_url`` (debian12's;
+``.repo_url_for(host)``: that of the host's OS shape), ``.repo_key_path`` (on this
 machine), ``.repo_key_path_on_host``, ``.repo_key_url``, ``.gateway``,
 ``.reset(*hosts) -> list[Host]`` (all of the view's hosts when none are given).
 
@@ -123,6 +124,12 @@ class Lab:
     repo_key_path = property(lambda self: Path(self.state["repo_key_path"]))
     repo_key_path_on_host = property(lambda self: str(self.state["repo_key_path_on_host"]))
     gateway = property(lambda self: str(self.state["gateway"]))
+
+    def repo_url_for(self, host: Host) -> str:
+        """The stand-in NVIDIA repository of the host's OS shape (``lab up --os``)."""
+        from .toolfiles import repo_url
+
+        return repo_url(self.manager.load() or self.state, host.record)
 
     def host(self, name: str) -> Host:
         for h in self.hosts:

@@ -171,7 +171,7 @@ def test_driver_branch_eol_depends_on_the_date(matrix: Matrix) -> None:
     assert "driver.branch-eol" in _rules(_check(matrix, driver="535.261.03"))
     early = check_stack(matrix, driver="535.261.03", as_of=dt.date(2026, 6, 30))
     assert "driver.branch-eol" not in _rules(early)
-    assert "driver.branch-unknown" in _rules(_check(matrix, driver="530.30.02"), "info")
+    assert "driver.branch-unknown" in _rules(_check(matrix, driver="530.30.02"), "warning")
 
 
 def test_fabric_manager_must_equal_the_driver(matrix: Matrix) -> None:

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuhost import toolrun
 from gpuhost.checks_support.fabric import gpu_names, port_problems, read_sysfs_ports
 from gpuhost.checks_support.gpu import (
     NOT_FOUND,
@@ -93,7 +94,7 @@ def _output(
 
 
 def gather(
-    run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
+    run: Callable[..., subprocess.CompletedProcess[str]] = toolrun.completed,
     root: str = "",
 ) -> HealthInputs:
     """Read this machine (``root`` prefixes the file paths, for tests): nvidia-smi's report, its

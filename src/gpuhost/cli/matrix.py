@@ -240,6 +240,32 @@ def render_cmd(output: str) -> int:
     return 0
 
 
+@command.command("catalog")
+@click.argument("pci_ids", type=click.Path(dir_okay=False))
+@click.option("--origin", default="", help="Where the pci.ids came from, in words.")
+@click.option(
+    "--output",
+    "-o",
+    default="src/gpuhost/data/gpu_catalog.yaml",
+    show_default=True,
+    help="Where to write the catalog (- for standard output; the default is the checkout's).",
+)
+def catalog_cmd(pci_ids: str, origin: str, output: str) -> int:
+    """Maintainers: generate the GPU catalog from a PCI ID database and NVIDIA's CUDA GPU
+    tables (data/cuda_gpu_tables.yaml) with the matrix's GPU rows (docs/knowledge.md).
+
+    \b
+    Example:
+      gpuhost matrix catalog /usr/share/misc/pci.ids --origin "Debian pci.ids 0.0~2026.10.24-1"
+    """
+    from gpuhost.knowledge.gpu_catalog import shipped_generate
+
+    write_output(output, shipped_generate(pci_ids, origin), "--output")
+    if output != "-":
+        click.echo(f"wrote {output}")
+    return 0
+
+
 @command.group("profile")
 def profile_group() -> None:
     """Named, pinned version sets.

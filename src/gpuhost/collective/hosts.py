@@ -12,9 +12,9 @@ an ssh_config written from the inventory's connection data (as ``gpuhost check``
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuhost import toolrun
 from gpuhost.checks_support.inventory import LOCAL, CheckHost, load_hosts, ssh_config
 from gpuhost.collective.floors import Fabric, load_floors, resolve_floor
 from gpuhost.collective.plan import DEFAULT_RUN_TIMEOUT, LAUNCHERS, Node, Setup
@@ -149,21 +150,18 @@ def setup_from_inventory(inventory: str, limit: str | None, options: Options) ->
 
 
 def _run(argv: list[str], timeout: float) -> tuple[int, str]:
+    """(exit status, output) of ``argv``: the launcher and everything it started in one process
+    group, killed whole at ``timeout`` (:mod:`gpuhost.toolrun`: a hung srun holding the output
+    pipe cannot keep the run waiting)."""
     try:
-        proc = subprocess.run(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        partial = (exc.stdout or b"").decode("utf-8", errors="replace")
-        return 124, partial + f"gpuhost: the run took longer than {timeout:g} s and was stopped"
+        result = toolrun.run(argv, timeout, merge_stderr=True)
     except OSError as exc:
         return 127, f"gpuhost: cannot start {argv[0]}: {exc.strerror or exc}"
-    return proc.returncode, proc.stdout.decode("utf-8", errors="replace")
+    if result.timed_out:
+        return 124, result.text() + (
+            f"gpuhost: the run took longer than {timeout:g} s and was stopped"
+        )
+    return result.returncode, result.text()
 
 
 @contextmanager
@@ -180,7 +178,9 @@ def executor(inventory: str, limit: str | None, setup: Setup) -> Iterator[Execut
         base = ["ssh", "-F", str(config), "-o", "ControlMaster=auto", "-o", "ControlPersist=60"]
 
         def execute(command: str, timeout: float) -> tuple[int, str]:
-            remote = f"timeout {int(timeout)} sh -c {shlex.quote(command)}"
+            # GNU timeout signals the process group it leads (the launcher and its steps), and
+            # KILLs it 10 s later when the TERM is ignored
+            remote = f"timeout -k 10 {int(timeout)} sh -c {shlex.quote(command)}"
             rc, output = _run([*base, host.name, remote], timeout + 30)
             cause = openssh_cause(output, host.data, host.name) if rc == SSH_FAILED else None
             if cause:
@@ -188,8 +188,7 @@ def executor(inventory: str, limit: str | None, setup: Setup) -> Iterator[Execut
             return rc, output
 
         yield execute
-        subprocess.run(
-            [*base, "-O", "exit", host.name], capture_output=True, check=False, timeout=30
-        )
+        with contextlib.suppress(OSError):
+            toolrun.run([*base, "-O", "exit", host.name], 30)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -18,12 +18,12 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import apt
 
 from gpuhost.errors import DeployError
 from gpuhost.facts.host_facts import SecureBoot
 from gpuhost.facts.kernel import SecureBootState
 from gpuhost.facts.signing import ModuleSigning
+from gpuhost.operations import packages
 from gpuhost.operations import signing as signing_ops
 from gpuhost.operations._facts import fact
 from gpuhost.parsers import signing
@@ -148,7 +148,7 @@ def configure_signing(plan: SigningPlan) -> None:
             name=f"DKMS signs modules with {plan.key}", key=plan.key, cert=plan.cert
         )
     if plan.secure_boot:
-        apt.packages(name="mokutil (MOK enrollment)", packages=["mokutil"], no_recommends=True)
+        packages.present(name="mokutil (MOK enrollment)", packages=["mokutil"])
 
 
 @deploy("Module signature checked for Secure Boot")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
 
+from gpuhost import toolrun
 from gpuhost.errors import HostError
 from gpuhost.facts.build import build_host_facts
 from gpuhost.facts.host_facts import HostFacts
@@ -20,19 +20,15 @@ def run_probe_locally(
     """The probe's raw stdout on this machine (one ``sh`` process)."""
     script = build_probe(pythons)
     try:
-        proc = subprocess.run(
-            ["sh", "-c", script],
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise HostError("localhost", f"the probe did not finish: {exc}") from exc
+        proc = toolrun.run(["sh", "-c", script], timeout)
+    except OSError as exc:
+        raise HostError("localhost", f"the probe did not start: {exc}") from exc
+    if proc.timed_out:
+        raise HostError("localhost", f"the probe did not finish in {timeout:g} s")
     if proc.returncode != 0:
-        detail = proc.stderr.decode("utf-8", "replace").strip()[:300]
+        detail = proc.text(proc.stderr).strip()[:300]
         raise HostError("localhost", f"the probe failed (exit {proc.returncode}): {detail}")
-    return proc.stdout.decode("utf-8", "replace")
+    return proc.text()
 
 
 def gather_local(pythons: Sequence[str] | None = None) -> HostFacts:

@@ -15,7 +15,10 @@ own verdict, and no compatibility verdict counts it (``gpuhost.findings.is_secur
 
 from __future__ import annotations
 
+import datetime
 import functools
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +30,11 @@ from gpuhost.matrix.yamlfile import read_mapping
 from gpuhost.versions import driver_branch, parse_version
 
 COMPONENTS = ("driver", "container-toolkit")
+#: a bulletin id: one word gpuhost may put into a URL or a file name (NVIDIA's are digits)
+BULLETIN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+CVE_ID_RE = re.compile(r"CVE-\d{4}-\d{4,9}")
+_HTTP_URL_RE = re.compile(r"https://[A-Za-z0-9.-]+(?::\d{1,5})?/[!-~]*")
+_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 @dataclass(frozen=True)
@@ -92,12 +100,18 @@ def _load(path: str) -> Advisories:
         threshold = 7.0
     rows = []
     raw_rows = data.get("advisories", [])
+    seen: dict[str, int] = {}
     for i, r in enumerate(raw_rows if isinstance(raw_rows, list) else []):
         where = f"advisories[{i}]"
         try:
-            rows.append(_row(r, where))
-        except (KeyError, TypeError, ValueError, VersionError) as exc:
+            row = _row(r, where)
+        except (KeyError, TypeError, ValueError, VersionError, AttributeError) as exc:
             problems.append(f"{where}: {exc}")
+            continue
+        if row.id in seen:
+            problems.append(f"{where}: id {row.id!r} is already advisories[{seen[row.id]}]")
+        seen.setdefault(row.id, i)
+        rows.append(row)
     if not isinstance(raw_rows, list):
         problems.append("advisories: expected a list")
     if problems:
@@ -105,7 +119,63 @@ def _load(path: str) -> Advisories:
     return Advisories(path, float(threshold), tuple(rows))
 
 
+def row_problems(r: Any, today: datetime.date | None = None) -> list[str]:
+    """What makes a bulletin row unfit to install or judge with (field: found, expected),
+    before any of its fields is put into a path, a URL or a report: its id (one word: no '/',
+    no '..'), its date (a calendar date, not after tomorrow), its URLs (https), its CVE ids
+    and scores. The caller checks duplicates; :func:`_row` the versions and component."""
+    if not isinstance(r, dict):
+        return [f"found {type(r).__name__}, expected a mapping"]
+    problems = []
+    bid = r.get("id")
+    if not isinstance(bid, str) or not BULLETIN_ID_RE.fullmatch(bid):
+        problems.append(f"id: found {bid!r:.80}, expected one word of letters, digits, - or _")
+    date = r.get("date")
+    if not _is_past_date(date, today):
+        problems.append(f"date: found {date!r:.40}, expected a YYYY-MM-DD date not in the future")
+    for key in ("url", "csaf"):
+        url = r.get(key)
+        if not isinstance(url, str) or not _HTTP_URL_RE.fullmatch(url) or ".." in url:
+            problems.append(f"{key}: found {url!r:.120}, expected an https URL")
+    cves = r.get("cves")
+    if not isinstance(cves, list) or not cves:
+        return [*problems, f"cves: found {cves!r:.80}, expected a list of CVEs"]
+    for i, cve in enumerate(cves):
+        cve_id = cve.get("id") if isinstance(cve, dict) else None
+        if not isinstance(cve_id, str) or not CVE_ID_RE.fullmatch(cve_id):
+            problems.append(f"cves[{i}].id: found {cve_id!r:.60}, expected CVE-YYYY-NNNN")
+        score = cve.get("cvss") if isinstance(cve, dict) else None
+        if score is not None and not _is_score(score):
+            problems.append(f"cves[{i}].cvss: found {score!r:.40}, expected a number 0 to 10")
+    high = r.get("highest_cvss")
+    if high is not None and not _is_score(high):
+        problems.append(f"highest_cvss: found {high!r:.40}, expected a number 0 to 10")
+    return problems
+
+
+def _is_past_date(value: Any, today: datetime.date | None) -> bool:
+    if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
+        return False
+    try:
+        day = datetime.date.fromisoformat(value)
+    except ValueError:
+        return False
+    return day <= (today or datetime.date.today()) + datetime.timedelta(days=1)
+
+
+def _is_score(value: Any) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 <= value <= 10
+    )
+
+
 def _row(r: dict[str, Any], where: str) -> Advisory:
+    problems = row_problems(r)
+    if problems:
+        raise ValueError("; ".join(problems))
     if r["component"] not in COMPONENTS:
         raise ValueError(f"component {r['component']!r} is not one of {', '.join(COMPONENTS)}")
     for key in ("url", "csaf", "confidence"):

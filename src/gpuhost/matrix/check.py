@@ -12,11 +12,12 @@ cuda.unknown                warn      CUDA release not in the matrix
 cuda.driver                 info      driver meets the toolkit's minimum
 cuda.driver-minor-compat    warn      below the toolkit minimum, above the major's floor
 cuda.driver-floor           error     below the major's minor-version-compat floor
+cuda.driver-unknown         warn      no driver floor known for the CUDA major
 cuda.arch-unsupported       error     CUDA dropped / does not yet support the architecture
 cuda.arch-unknown           warn      the data does not say whether CUDA supports it
 driver.arch-unsupported     error     driver branch newer than the architecture's last
 driver.arch-too-old         error     driver older than the first CUDA for the architecture
-driver.branch-unknown       info      branch not in the matrix
+driver.branch-unknown       warn      branch not in the matrix (support status unknown)
 driver.branch-eol           warn      branch past end of life
 cudnn.unknown               warn      cuDNN release not in the matrix
 cudnn.cuda-range            error     cuDNN has no package for this CUDA
@@ -211,27 +212,25 @@ def _check_cuda_driver(out: Out, cv: Version | None, drv: Version | None) -> Cud
         return None
     m = out.matrix
     minor = m.cuda_minor(cuda_key(cv))
+    floor = minor_floor(m, cv.release[0])
     if minor is None:
+        judged = (
+            f"only the CUDA {cv.release[0]}.x minor-version-compatibility floor {floor} applies"
+            if floor
+            else "its driver requirement was not checked"
+        )
         out.add(
             "cuda.unknown",
             "warning",
-            f"CUDA {cv} is not in the compatibility matrix (it lists {known_cuda(m)}); its driver "
-            "requirement was not checked"
+            f"CUDA {cv} is not in the compatibility matrix (it lists {known_cuda(m)}): its exact "
+            f"driver minimum and architectures are not known; {judged}"
             + newer_than_data(m, cv, [c.version for c in m.cuda], UPDATE_DATA),
             "cuda-release-notes",
         )
-    floor = minor_floor(m, cv.release[0])
     if drv is None:
         return minor
     if minor is None:
-        if floor and drv < V(floor, field="floor"):
-            out.add(
-                "cuda.driver-floor",
-                "error",
-                f"driver {drv} is below {floor}, the oldest driver that runs anything built with "
-                f"CUDA {cv.release[0]}.x; fix: upgrade the driver to >= {floor}",
-                m.minor_compat[cv.release[0]].source,
-            )
+        _unknown_minor_driver(out, cv, drv, floor)
         return None
     rel = minor.release_for(cv)
     need = V(rel.min_driver, field="driver")
@@ -265,6 +264,44 @@ def _check_cuda_driver(out: Out, cv: Version | None, drv: Version | None) -> Cud
             m.minor_compat[minor.major].source if floor else rel.source,
         )
     return minor
+
+
+def _unknown_minor_driver(out: Out, cv: Version, drv: Version, floor: str | None) -> None:
+    """A CUDA release the data does not list, judged by its major's minor-version-compatibility
+    floor (NVIDIA: every CUDA X.y runs on the X.x floor driver with reduced features): below it is
+    an error, at or above it a warning, since the release's own minimum is not in the data."""
+    m = out.matrix
+    major = cv.release[0]
+    if floor is None:
+        out.add(
+            "cuda.driver-unknown",
+            "warning",
+            f"unknown: the matrix has no driver floor for CUDA {major}.x, so driver {drv} was not "
+            f"judged against CUDA {cv}",
+            "cuda-minor-version-compat",
+        )
+        return
+    source = m.minor_compat[major].source
+    if drv < V(floor, field="floor"):
+        out.add(
+            "cuda.driver-floor",
+            "error",
+            f"driver {drv} is below {floor}, the CUDA {major}.x minor-version-compatibility floor: "
+            f"nothing built with CUDA {major}.x runs on it (the exact minimum of CUDA {cv} is not "
+            f"in the matrix data); fix: upgrade the driver to >= {floor}",
+            source,
+        )
+        return
+    out.add(
+        "cuda.driver-minor-compat",
+        "warning",
+        f"driver {drv} meets the CUDA {major}.x minor-version-compatibility floor {floor}, so "
+        f"CUDA {cv} applications run on it, possibly with reduced features (no PTX JIT of newer "
+        f"code; some APIs fail with cudaErrorCallRequiresNewerDriver); unknown: the exact minimum "
+        f"driver of CUDA {cv} is not in the matrix data; fix: update gpuhost's data, or use the "
+        f"driver CUDA {cv}'s release notes name",
+        source,
+    )
 
 
 def _check_cuda_arch(out: Out, cv: Version, hw: list[tuple[GpuInfo, Architecture]]) -> None:
@@ -322,8 +359,9 @@ def _check_driver(
     if branch is None:
         out.add(
             "driver.branch-unknown",
-            "info",
-            f"driver branch R{number} is not in the matrix; its support status is unknown"
+            "warning",
+            f"unknown: driver branch R{number} is not in the matrix, so whether it is still "
+            "supported (end of life, security fixes) was not judged"
             + newer_than_data(
                 m,
                 V(str(number), field="b"),

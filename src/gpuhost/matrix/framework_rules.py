@@ -25,6 +25,7 @@ from gpuhost.matrix.lookup import (
     minor_floor,
     package_covers,
     release_text,
+    tensorflow_archs,
     tensorflow_release,
     torch_install_command,
     variant_runs_on,
@@ -247,9 +248,8 @@ def _judge_torch_variants(
     fitting = [(v, p) for v, p in results if not any(s == "error" for _, s, _, _ in p)]
     if local is None and fitting:
         var, problems = ([f for f in fitting if f[0].channel == "stable"] or fitting)[-1]
-        out.add(
-            "framework.ok",
-            "info",
+        out.fits(
+            f"torch {version}+{var.tag}",
             f"torch {version}: the {var.tag} wheel (CUDA {var.cuda}) fits this stack",
             rel.source,
         )
@@ -260,9 +260,8 @@ def _judge_torch_variants(
         for rule, sev, msg, src in problems:
             out.add(rule, sev, msg, src)
         if local is not None and not any(sev == "error" for _, sev, _, _ in problems):
-            out.add(
-                "framework.ok",
-                "info",
+            out.fits(
+                f"torch {version}",
                 f"torch {version}: the {var.tag} wheel (CUDA {var.cuda}"
                 + (f", cuDNN {var.cudnn}" if var.cudnn else "")
                 + ") fits this stack; install: "
@@ -295,9 +294,8 @@ def _check_torch_default(
     for rule, sev, msg, src in problems:
         out.add(rule, sev, msg, src)
     if not any(sev == "error" for _, sev, _, _ in problems):
-        out.add(
-            "framework.ok",
-            "info",
+        out.fits(
+            f"torch {version} ({default.tag})",
             f"torch {version}: PyPI's default wheel ({default.tag}: {libs}) fits this stack; "
             f"install: {torch_install_command(m, version, default, True)}",
             "pypi-metadata",
@@ -355,9 +353,8 @@ def check_tensorflow(
         how = "tested with"
         if rel.source == PYPI_TF:
             how = "its and-cuda extra asks for at least" if rel.at_least else "its and-cuda pins"
-        out.add(
-            "framework.ok",
-            "info",
+        out.fits(
+            label,
             f"{label} ({how} CUDA {rel.cuda}, cuDNN {rel.cudnn}) fits this stack; install: "
             f"pip install 'tensorflow[and-cuda]=={rel.version}'",
             rel.source,
@@ -437,6 +434,7 @@ def _tf_driver_arch(
             f"{floor}",
             m.minor_compat[major].source,
         )
+    built_for = tensorflow_archs(m, rel.version)
     for info, arch in hw:
         if cuda_supports_arch(arch, info.compute_capability, V(rel.cuda, field="c")) is False:
             # PTX is only ever compiled forward, to newer GPUs: a CUDA that has no code for this
@@ -449,3 +447,27 @@ def _tf_driver_arch(
                 "built with a CUDA in that range, or a newer GPU",
                 arch.source,
             )
+        elif built_for is None:
+            out.add(
+                "framework.arch-unknown",
+                "warning",
+                f"unknown: which compute capabilities {label}'s wheels are built for is not in "
+                f"the matrix (tensorflow_archs lists {_tf_series(m)}); cannot confirm it runs "
+                f"on {gpu_label(info)} (check tf.sysconfig.get_build_info() on the host)",
+                "tensorflow-tested",
+            )
+        elif not cc_covered(built_for.archs, info.compute_capability):
+            out.add(
+                "framework.arch",
+                "error",
+                f"{label}'s official wheels are built for compute capabilities "
+                f"{', '.join(built_for.archs)}, not for {gpu_label(info)}: TensorFlow has no "
+                "kernels it can run there; fix: a TensorFlow release built for it, or build "
+                "TensorFlow from source with its compute capability",
+                built_for.source,
+            )
+
+
+def _tf_series(m: Matrix) -> str:
+    series = [t.series for t in m.tensorflow_archs]
+    return f"{series[0]} to {series[-1]}" if series else "none"

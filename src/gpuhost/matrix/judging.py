@@ -28,9 +28,27 @@ class Out:
     def __init__(self, matrix: Matrix) -> None:
         self.matrix = matrix
         self.items: list[Finding] = []
+        # GPUs of the request the matrix does not know (set by known_gpus): no verdict that
+        # needs a GPU's compute capability may be "ok" while one is unknown.
+        self.unknown_gpus: list[str] = []
 
     def add(self, rule: str, severity: Severity, message: str, source: str) -> None:
         self.items.append(Finding(rule, severity, message, self.matrix.url(source)))
+
+    def fits(self, what: str, message: str, source: str) -> None:
+        """``framework.ok`` for ``what`` (a wheel), unless a GPU of the request is unknown: then
+        the fit rests on a missing fact, and it is ``framework.arch-unknown`` (a warning)."""
+        if not self.unknown_gpus:
+            self.add("framework.ok", "info", message, source)
+            return
+        names = ", ".join(f'"{n}"' for n in self.unknown_gpus)
+        self.add(
+            "framework.arch-unknown",
+            "warning",
+            f"unknown: whether {what} has code for GPU {names} (not in the compatibility matrix, "
+            "so its compute capability is not known); the rest of the stack was judged: " + message,
+            source,
+        )
 
 
 def newer_than_data(m: Matrix, found: Version, known: list[str], how: str) -> str:
@@ -52,6 +70,7 @@ def known_gpus(out: Out, names: list[str]) -> list[tuple[GpuInfo, Architecture]]
     for name in names:
         info = gpu_info(out.matrix, name)
         if info is None:
+            out.unknown_gpus.append(name)
             out.add(
                 "gpu.unknown",
                 "warning",

@@ -35,6 +35,7 @@ from gpuhost.matrix.model import (
     MinorCompat,
     Policy,
     Source,
+    TensorflowArchs,
     TensorflowRelease,
     TorchRelease,
     TorchVariant,
@@ -206,6 +207,7 @@ def build_matrix(data: Any, path: str = "<matrix>") -> Matrix:
         "cudnn",
         "pytorch",
         "tensorflow",
+        "tensorflow_archs",
         "driver_branches",
         "policies",
     }
@@ -230,6 +232,7 @@ def build_matrix(data: Any, path: str = "<matrix>") -> Matrix:
     cudnn = _cudnn(p, root.get("cudnn"), src, conf)
     pytorch = _pytorch(p, root.get("pytorch"), src, conf)
     tensorflow = _tensorflow(p, root.get("tensorflow"), src, conf)
+    tensorflow_archs = _tensorflow_archs(p, root.get("tensorflow_archs"), src, conf)
     branches = _branches(p, root.get("driver_branches"), src, conf)
     policies = _policies(p, root.get("policies"), src, conf)
 
@@ -246,6 +249,7 @@ def build_matrix(data: Any, path: str = "<matrix>") -> Matrix:
         driver_branches=branches,
         policies=policies,
         updated=_updated(p, root.get("updated")),
+        tensorflow_archs=tensorflow_archs,
     )
     if not p.items:
         _consistency(p, matrix)
@@ -560,6 +564,21 @@ def _tensorflow(p: _Problems, raw: Any, src: Src, conf: Src) -> tuple[Tensorflow
             )
         )
     _sorted(p, "tensorflow", [t.version for t in out])
+    return tuple(out)
+
+
+_SERIES_RE = re.compile(r"^\d+\.\d+$")
+
+
+def _tensorflow_archs(p: _Problems, raw: Any, src: Src, conf: Src) -> tuple[TensorflowArchs, ...]:
+    out = []
+    for path, r in _rows(p, raw or [], "tensorflow_archs"):
+        series = p.pattern(r.get("series"), f"{path}.series", _SERIES_RE, 'a series such as "2.17"')
+        archs = _cc_list(p, r.get("archs"), f"{path}.archs", _ARCH_RE)
+        if not archs:
+            p.add(f"{path}.archs", "at least one compute capability is needed")
+        out.append(TensorflowArchs(series or "0.0", archs, src(r, path), conf(r, path)))
+    _sorted(p, "tensorflow_archs", [t.series for t in out])
     return tuple(out)
 
 

@@ -19,6 +19,7 @@ from gpuhost.matrix.model import (
     DriverBranch,
     GpuInfo,
     Matrix,
+    TensorflowArchs,
     TensorflowRelease,
     TorchRelease,
     TorchVariant,
@@ -236,6 +237,16 @@ def find_tensorflow(matrix: Matrix, v: Version) -> TensorflowRelease | None:
         if rv.release[:2] == (base.release + (0,))[:2]:
             best = rel
     return best
+
+
+def tensorflow_archs(matrix: Matrix, version: str) -> TensorflowArchs | None:
+    """The build architectures of TensorFlow ``version``'s series (2.17.1 -> the 2.17 row), or
+    None."""
+    series = ".".join(version.split(".")[:2])
+    for row in matrix.tensorflow_archs:
+        if row.series == series:
+            return row
+    return None
 
 
 def variant_runs_on(var: TorchVariant, gpu: GpuInfo, arch: Architecture) -> bool | None:

@@ -138,6 +138,7 @@ class GpuInfo:
     last_driver_branch: int | None
     source: str  # URL
     confidence: str
+    pci_id: str | None = None  # "10de:2330" when the GPU was named by it or the catalog knows one
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,18 @@ class TensorflowRelease:
     confidence: str
     # True for an and-cuda extra that asks for these versions or newer (>=), not exactly them
     at_least: bool = False
+
+
+@dataclass(frozen=True)
+class TensorflowArchs:
+    """The compute capabilities the official Linux x86_64 wheels of one TensorFlow series are built
+    for (``tensorflow_archs``), as the wheel's own ``tensorflow/python/platform/build_info.py``
+    states them: ``sm_XY`` becomes ``X.Y`` (binary code), ``compute_XY`` ``X.Y+PTX``."""
+
+    series: str  # "2.17"
+    archs: tuple[str, ...]
+    source: str
+    confidence: str
 
 
 @dataclass(frozen=True)
@@ -248,6 +261,8 @@ class Matrix:
     updated: str | None = None
     # What the framework wheels on PyPI pin (data/wheels.yaml next to the matrix file).
     wheels: tuple[WheelRelease, ...] = ()
+    # The compute capabilities each TensorFlow series' official wheels are built for.
+    tensorflow_archs: tuple[TensorflowArchs, ...] = ()
 
     def url(self, source_key: str) -> str:
         """The URL (or document) behind a row's source key."""

@@ -126,6 +126,21 @@ def render_markdown(
         ["TensorFlow", "CUDA", "cuDNN", "source"],
         [[t.version, t.cuda, t.cudnn, t.source] for t in reversed(m.tensorflow)],
     )
+    lines += [
+        "## TensorFlow wheels: built for",
+        "",
+        "Compute capabilities in each series' official Linux x86_64 wheel, from the wheel's own "
+        "`build_info.py` (`+PTX`: PTX that newer GPUs JIT-compile). A GPU none of them covers "
+        "gets `framework.arch`; a series not listed gets `framework.arch-unknown`, never ok.",
+        "",
+    ]
+    lines += _table(
+        ["series", "built for", "source", "confidence"],
+        [
+            [t.series, ", ".join(t.archs), t.source, t.confidence]
+            for t in reversed(m.tensorflow_archs)
+        ],
+    )
     lines += _wheels(m)
     lines += _advisories(advisories if advisories is not None else load_advisories())
     lines += _peaks(peaks if peaks is not None else load_peaks())
@@ -140,6 +155,14 @@ def _intro() -> list[str]:
         "Generated from `src/gpuhost/data/matrix.yaml` by `gpuhost matrix render`; do not edit.",
         'Every row names its source (listed at the end) and how sure it is. "unknown" means no',
         "source confirmed a value, so gpuhost does not rely on one.",
+        "",
+        "`matrix check` and the audit never answer ok on a missing fact: a GPU, driver branch,",
+        "CUDA, cuDNN or framework release the data does not list, or a wheel whose architectures",
+        'are not known, is a warning that starts with or names "unknown" (an unknown GPU turns',
+        "each wheel's `framework.ok` into `framework.arch-unknown`). A CUDA release newer than",
+        "the data is judged by its major's minor-version-compatibility floor",
+        "(`cuda.driver-floor` below it, `cuda.driver-minor-compat` at or above it, saying the",
+        "release's exact minimum is not in the data).",
         "",
         "Two tables are generated from their sources rather than written by hand: what each",
         "torch / TensorFlow wheel on PyPI pins (`gpuhost matrix sync --write`, from PyPI's JSON",
@@ -208,7 +231,21 @@ def _architectures(m: Matrix) -> list[str]:
 
 
 def _gpu_models(m: Matrix) -> list[str]:
-    return ["## GPU models", ""] + _table(
+    from gpuhost.gpus.catalog import load_catalog
+
+    catalog = load_catalog()
+    intro = [
+        "## GPU models",
+        "",
+        "These rows answer first. Any other GPU is looked up in the GPU catalog",
+        f"(`gpu_catalog.yaml`, generated from the PCI ID database {catalog.version} and NVIDIA's",
+        f"CUDA GPU tables: {len(catalog.devices)} NVIDIA GPU device IDs, {len(catalog.chips)}",
+        f"chips with a sourced compute capability, {len(catalog.gpus)} table GPUs by name; every",
+        "SKU of a chip inherits the chip's compute capability). `--gpu` takes a name or a PCI ID",
+        "(`10de:2330`); docs/knowledge.md, \"The GPU catalog\".",
+        "",
+    ]
+    return intro + _table(
         ["model", "names", "compute capability", "source", "confidence"],
         [
             [g.model, ", ".join(g.names), g.compute_capability, g.source, g.confidence]

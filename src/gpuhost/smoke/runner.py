@@ -7,9 +7,9 @@ the same ``parse_result_text`` reads what it prints.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
+from gpuhost import toolrun
 from gpuhost.errors import ConfigError, HostError
 from gpuhost.smoke.result import SmokeResult, parse_result_text
 
@@ -56,21 +56,14 @@ def run_local_text(
         raise ConfigError(f"python: {python!r} is not an executable on PATH or a path")
     command = script_command(found, SCRIPT_PATH, framework, quick, timeout)
     try:
-        proc = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout + GRACE_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise HostError(
-            "localhost", f"smoke script with {found} did not exit within {timeout + GRACE_S:g} s"
-        ) from None
+        proc = toolrun.run(command, timeout + GRACE_S)
     except OSError as exc:
         raise HostError("localhost", f"cannot run {found}: {exc}") from None
+    if proc.timed_out:
+        raise HostError(
+            "localhost", f"smoke script with {found} did not exit within {timeout + GRACE_S:g} s"
+        )
     if proc.returncode != 0:
-        tail = proc.stderr.strip()[-500:] or "(no stderr)"
+        tail = proc.text(proc.stderr).strip()[-500:] or "(no stderr)"
         raise HostError("localhost", f"smoke script with {found} exited {proc.returncode}: {tail}")
-    return proc.stdout, f"smoke script output ({found})"
+    return proc.text(), f"smoke script output ({found})"

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import requests
 
+from gpuhost import toolrun
 from gpuhost.errors import ConfigError, HostError
 from gpuhost.redaction import remember_secrets
 
@@ -88,27 +88,23 @@ class CommandProvider:
     ) -> dict[str, Any]:
         argv = self.argv(host, label, snapshot_id)
         try:
-            proc = subprocess.run(
-                argv,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=self.timeout_s,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
+            proc = toolrun.run(argv, self.timeout_s)
+        except OSError as exc:
+            raise HostError(host, f"provider command cannot start: {exc.strerror or exc}") from None
+        if proc.timed_out:
             raise HostError(
                 host, f"provider command timed out after {self.timeout_s:g}s: {argv[2]}"
-            ) from None
+            )
+        stdout, stderr = proc.text(), proc.text(proc.stderr)
         record = {
             "provider": "command",
             "command": argv[2],
             "rc": proc.returncode,
-            "stdout": proc.stdout[-4000:],
-            "stderr": proc.stderr[-4000:],
+            "stdout": stdout[-4000:],
+            "stderr": stderr[-4000:],
         }
         if proc.returncode != 0:
-            last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [""]
+            last = (stderr.strip() or stdout.strip()).splitlines()[-1:] or [""]
             raise HostError(
                 host, f"provider command exited {proc.returncode}: {argv[2]}: {last[0][:200]}"
             )

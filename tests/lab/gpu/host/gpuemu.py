@@ -47,11 +47,23 @@ PROC_DRIVER = f"{ROOT}/proc/driver"
 SYS_MODULE = f"{ROOT}/sys/module"
 PCI_DEVICES = f"{ROOT}/sys/bus/pci/devices"
 # Packages whose installed version is "the installed driver" (Debian and NVIDIA's debian12 names;
-# the lab repository's stand-ins use the same names).
+# the lab repository's stand-ins use the same names), then NVIDIA's Ubuntu names (nvidia-smi is in
+# nvidia-utils-<branch> up to 580, nvidia-utils from 590: tests/lab/nvidia_ubuntu.py); dpkg-query
+# patterns
 DRIVER_PACKAGES = ("nvidia-smi", "libnvidia-ml1", "nvidia-driver")
-# The open GPU kernel modules' DKMS package (NVIDIA's debian12 name, Debian's): installed at boot,
-# the "loaded module" is the open flavour, whose /proc/driver/nvidia/version reads differently
-OPEN_MODULE_PACKAGES = ("nvidia-kernel-open-dkms", "nvidia-open-kernel-dkms")
+UBUNTU_SMI_PACKAGES = ("nvidia-utils-[0-9]*", "nvidia-utils")
+# nvidia-persistenced: Debian's package of that name; Ubuntu's nvidia-compute-utils[-<branch>]
+PERSISTENCED_PACKAGES = ("nvidia-persistenced", "nvidia-compute-utils-[0-9]*",
+                         "nvidia-compute-utils")
+# The open GPU kernel modules' DKMS package (NVIDIA's debian12 name, Debian's, NVIDIA's Ubuntu
+# names): installed at boot, the "loaded module" is the open flavour, whose
+# /proc/driver/nvidia/version reads differently
+OPEN_MODULE_PACKAGES = ("nvidia-kernel-open-dkms", "nvidia-open-kernel-dkms",
+                        "nvidia-dkms-[0-9]*-open", "nvidia-dkms-open")
+# The same on a Rocky-shaped host (NVIDIA's RPM names, tests/lab/rpmrepo.py), asked of rpm when
+# dpkg has no driver package (the host's base system stays dpkg-managed)
+RPM_DRIVER_PACKAGES = ("nvidia-driver-cuda", "libnvidia-ml", "nvidia-driver")
+RPM_OPEN_MODULE_PACKAGES = ("kmod-nvidia-open-dkms",)
 SELF = "/usr/lib/gpuhost-lab-gpu/gpuemu.py"
 # Where Debian's packages put the binaries (their files are diverted away, see install_diversions)
 SMI_REAL_PATH = "/usr/lib/nvidia/current/nvidia-smi"
@@ -98,15 +110,27 @@ def installed_driver() -> str | None:
     try:
         out = subprocess.run(
             ["dpkg-query", "-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\\n",
-             *DRIVER_PACKAGES], capture_output=True, text=True, check=False).stdout
+             *DRIVER_PACKAGES, *UBUNTU_SMI_PACKAGES], capture_output=True, text=True,
+            check=False).stdout
     except OSError:
-        return None
+        out = ""
     for line in out.splitlines():
         parts = line.split()
         if len(parts) >= 3 and parts[2][1:2] == "i":  # "ii", "hi": installed (held or not)
             version = parts[1].split(":", 1)[-1]
             return version.rsplit("-", 1)[0] if "-" in version else version
-    return None
+    return next(iter(_rpm_versions(RPM_DRIVER_PACKAGES)), None)
+
+
+def _rpm_versions(packages: tuple[str, ...]) -> list[str]:
+    """VERSION of the installed ones of ``packages`` per rpm (none where rpm is absent)."""
+    try:
+        out = subprocess.run(["rpm", "-q", "--qf", "%{VERSION}\\n", *packages],
+                             capture_output=True, text=True, check=False).stdout
+    except OSError:
+        return []
+    # "package X is not installed" lines are not versions
+    return [line for line in out.splitlines() if line and " " not in line]
 
 
 def installed_flavor() -> str:
@@ -119,8 +143,10 @@ def installed_flavor() -> str:
             ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\\n", *OPEN_MODULE_PACKAGES],
             capture_output=True, text=True, check=False).stdout
     except OSError:
-        return "proprietary"
-    return "open" if any(line[1:2] == "i" for line in out.splitlines()) else "proprietary"
+        out = ""
+    if any(line[1:2] == "i" for line in out.splitlines()):
+        return "open"
+    return "open" if _rpm_versions(RPM_OPEN_MODULE_PACKAGES) else "proprietary"
 
 
 def fresh_state(loaded: str | None, count: int) -> dict[str, Any]:
@@ -1157,21 +1183,24 @@ def write_loaded(driver: str, m: dict[str, Any], flavor: str | None) -> None:
 
 def sync_main() -> int:
     """dpkg hook: link the stand-ins where the installed packages expect their binaries."""
-    def installed(package: str) -> bool:
-        out = subprocess.run(["dpkg-query", "-W", "-f", "${db:Status-Abbrev}", package],
+    def installed(*patterns: str) -> bool:
+        out = subprocess.run(["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\\n", *patterns],
                              capture_output=True, text=True, check=False).stdout
-        return out[1:2] == "i"
+        return any(line[1:2] == "i" for line in out.splitlines())
 
-    has_smi = installed("nvidia-smi")
+    # Ubuntu: nvidia-utils[-<branch>] ships /usr/bin/nvidia-smi itself (replaced by the emulator
+    # here, again after each dpkg run that put the package's file back)
+    ubuntu_smi = installed(*UBUNTU_SMI_PACKAGES)
+    has_smi = installed("nvidia-smi") or ubuntu_smi
     # Debian: /usr/bin/nvidia-smi is a slave link of nvidia-alternative to SMI_REAL_PATH, whose
     # packaged file is diverted away.  update-alternatives only makes a slave link whose target
     # exists, so SMI_REAL_PATH is always the emulator (made by tests/lab at attach time, never
     # removed here): without the alternative nothing reaches it.  The lab repository's stand-ins
     # for NVIDIA's debian12 packages ship SMI_REAL_PATH too (diverted the same way) and a
     # /usr/bin/nvidia-smi link to it; an older stand-in without that link gets one here.
-    targets = [(SMI_REAL_PATH, True), (PERSISTENCED_PATH, installed("nvidia-persistenced"))]
+    targets = [(SMI_REAL_PATH, True), (PERSISTENCED_PATH, installed(*PERSISTENCED_PACKAGES))]
     debian_smi = os.path.exists(SMI_REAL_PATH + ".debian")
-    if has_smi and not os.path.lexists(SMI_PATH) and not debian_smi:
+    if ubuntu_smi or (has_smi and not os.path.lexists(SMI_PATH) and not debian_smi):
         targets.append((SMI_PATH, True))
     elif os.path.islink(SMI_PATH) and os.readlink(SMI_PATH) == SELF and not has_smi:
         targets.append((SMI_PATH, False))

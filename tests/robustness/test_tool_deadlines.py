@@ -1,0 +1,110 @@
+"""Every external tool gpuhost starts ends by its deadline, with everything it started
+(:mod:`gpuhost.toolrun`): a launcher that leaves a child holding the output pipe (a hung
+``srun``'s step) no longer keeps the collective tier, the health tier's scontrol/kubectl or a
+provider command waiting after the timeout (under gevent, which the CLI's pyinfra import
+installs, ``subprocess.run`` waits for the pipe's end after its timeout's kill). Each test's
+tool ends by the deadline under test or by its own ``sleep``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuhost import node_tool, toolrun
+from gpuhost.collective import hosts
+from gpuhost.errors import HostError
+from gpuhost.upgrade.providers import CommandProvider
+
+# a launcher that starts a step in the background (it inherits stdout) and then hangs itself
+HUNG = "echo started; sleep 300 & echo $! > {pid}; sleep 300"
+
+
+def _gone(pid_file: Path) -> bool:
+    pid = int(pid_file.read_text())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # a zombie not yet reaped by its (killed) parent's reaper counts as gone
+    state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    return state == "Z"
+
+
+def _wait_gone(pid_file: Path) -> bool:
+    until = time.monotonic() + 10
+    while time.monotonic() < until:
+        if _gone(pid_file):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_hung_launcher_and_its_step_are_stopped_at_the_run_timeout(tmp_path):
+    pid = tmp_path / "step.pid"
+
+    rc, output = hosts._run(["sh", "-c", HUNG.format(pid=pid)], 1.0)
+
+    assert rc == 124
+    assert output.startswith("started\n")
+    assert output.endswith("the run took longer than 1 s and was stopped")
+    assert _wait_gone(pid), "the launcher's background step outlived the timeout"
+
+
+def test_a_tool_ignoring_sigterm_is_killed(tmp_path):
+    result = toolrun.run(["sh", "-c", "trap '' TERM; echo up; sleep 300"], 0.5)
+
+    assert result.timed_out and result.returncode == -signal.SIGKILL
+    assert result.stdout == b"up\n"
+
+
+def test_a_tool_that_ended_but_left_a_child_on_the_pipe_returns(tmp_path):
+    pid = tmp_path / "daemon.pid"
+
+    result = toolrun.run(["sh", "-c", f"echo done; sleep 300 & echo $! > {pid}; exit 3"], 60)
+
+    assert (result.returncode, result.stdout, result.timed_out) == (3, b"done\n", False)
+    assert _wait_gone(pid)
+
+
+def test_output_is_capped_and_input_is_written():
+    flood = toolrun.run(["sh", "-c", "yes | head -c 3000000"], 30, max_output=1000)
+    echoed = toolrun.run(["cat"], 30, input=b"x" * 200_000)
+
+    assert flood.returncode == 0 and flood.stdout == b"y\n" * 500
+    assert echoed.stdout == b"x" * 200_000
+
+
+def test_a_missing_tool_raises_oserror():
+    with pytest.raises(FileNotFoundError):
+        toolrun.run(["/nonexistent/gpuhost-tool"], 5)
+
+
+def test_a_hung_scontrol_is_one_line_and_its_children_go(tmp_path, monkeypatch):
+    pid = tmp_path / "child.pid"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "scontrol"
+    tool.write_text(f"#!/bin/sh\nsleep 300 & echo $! > {pid}\nsleep 300\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+    with pytest.raises(HostError) as caught:
+        node_tool.run_tool(["scontrol", "show", "node", "n1"], "no scontrol", timeout=0.5)
+
+    assert "scontrol show node n1: no answer in 0.5 s" in str(caught.value)
+    assert _wait_gone(pid)
+
+
+def test_a_hung_provider_command_is_one_line_and_its_children_go(tmp_path):
+    pid = tmp_path / "child.pid"
+    provider = CommandProvider(f"sleep 300 & echo $! > {pid}; sleep 300", timeout_s=0.5)
+
+    with pytest.raises(HostError) as caught:
+        provider.snapshot("h1", {}, "label", "id1")
+
+    assert "provider command timed out after 0.5s" in str(caught.value)
+    assert _wait_gone(pid)
