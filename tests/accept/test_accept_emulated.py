@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -56,12 +57,15 @@ def rig(tmp_path: Path) -> dict[str, str]:
 
 
 def _accept(
-    env: dict[str, str], inject_after: float | None = None, floors: tuple[str, ...] = ()
+    env: dict[str, str],
+    inject_after: float | None = None,
+    floors: tuple[str, ...] = (),
+    extra: tuple[str, ...] = (),
 ) -> tuple[int, str, dict]:
     out = Path(env["RIG_TMP"]) / "accept.json"
     argv = [sys.executable, "-m", "gpuhost", "accept", "@local", "--duration", "12s",
             "--skip", "ib", "--skip", "collective", "--json", str(out)]  # fmt: skip
-    argv += [f"--floor={floor}" for floor in floors]
+    argv += [f"--floor={floor}" for floor in floors] + list(extra)
     proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
     if inject_after is not None:
@@ -179,3 +183,35 @@ def test_each_stage_fails_on_its_own_fault(rig: dict[str, str]) -> None:
         "host_to_device_memcpy_ce: slowest GPU 26.93 GB/s, below the floor 32 GB/s"
     )
     assert stages["nccl"]["lines"] == ["peak bus bandwidth 117.63 GB/s, below the floor 200 GB/s"]
+
+
+@pytest.mark.parametrize("overheats", [False, True], ids=["passes", "fails"])
+def test_the_slurm_gate_resumes_only_a_node_that_passed(
+    rig: dict[str, str], overheats: bool
+) -> None:
+    """A node drained by an operator ("new node") is taken over, then resumed by gpuhost when it
+    passes, kept drained with the first problem as the reason when it fails."""
+    tmp = Path(rig["RIG_TMP"])
+    (tmp / "bin" / "scontrol").symlink_to(Path(__file__).with_name("fake_scontrol.py"))
+    node = socket.gethostname().split(".")[0]
+    state = tmp / "slurm.json"
+    state.write_text(json.dumps({"name": node, "state": "IDLE+DRAIN", "reason": "new node"}))
+    env = dict(rig, FAKE_SCONTROL_STATE=str(state))
+    rc, text, _document = _accept(env, inject_after=7 if overheats else None,
+                                  extra=("--gate", "slurm"))  # fmt: skip
+    calls = Path(f"{state}.log").read_text().splitlines()
+    assert calls[1] == f"update nodename={node} state=drain reason=gpuhost: acceptance running"
+    final = json.loads(state.read_text())
+    if not overheats:
+        assert rc == 0, text
+        assert calls[-1] == f"update nodename={node} state=resume"
+        assert final["state"] == "IDLE"
+        assert f"gpuhost: Slurm node {node}: accepted, resumed" in text
+    else:
+        assert rc == 1, text
+        assert final["state"] == "IDLE+DRAIN"
+        assert final["reason"].startswith(
+            "gpuhost: acceptance failed: telemetry: [gpu.clocks.hw-thermal, action: "
+            "inspect-hardware] GPU 3"
+        ), final
+        assert not any("state=resume" in call for call in calls)
