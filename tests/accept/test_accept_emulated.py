@@ -77,13 +77,30 @@ def _accept(
     return proc.returncode, text, json.loads(out.read_text())
 
 
+def _slurm(env: dict[str, str]) -> tuple[dict[str, str], str, Path]:
+    """A fake scontrol (fake_scontrol.py) whose node, this machine's, an operator drained."""
+    tmp = Path(env["RIG_TMP"])
+    (tmp / "bin" / "scontrol").symlink_to(Path(__file__).with_name("fake_scontrol.py"))
+    node = socket.gethostname().split(".")[0]
+    state = tmp / "slurm.json"
+    state.write_text(json.dumps({"name": node, "state": "IDLE+DRAIN", "reason": "new node"}))
+    return dict(env, FAKE_SCONTROL_STATE=str(state)), node, state
+
+
 def _stage(record: dict, name: str) -> dict:
     return next(s for s in record["stages"] if s["stage"] == name)
 
 
 def test_a_clean_host_passes_every_stage_it_ran(rig: dict[str, str]) -> None:
-    rc, text, document = _accept(rig)
+    """... and the Slurm gate takes over the operator's drain, then resumes the node."""
+    env, node, slurm = _slurm(rig)
+    rc, text, document = _accept(env, extra=("--gate", "slurm"))
     assert rc == 0, text
+    calls = Path(f"{slurm}.log").read_text().splitlines()
+    assert calls[1] == f"update nodename={node} state=drain reason=gpuhost: acceptance running"
+    assert calls[-1] == f"update nodename={node} state=resume"
+    assert json.loads(slurm.read_text())["state"] == "IDLE"
+    assert f"gpuhost: Slurm node {node}: accepted, resumed" in text
     assert_valid(document, "acceptance")
     (record,) = document["hosts"]
     assert record["verdict"] == "pass"
@@ -107,8 +124,17 @@ def test_a_clean_host_passes_every_stage_it_ran(rig: dict[str, str]) -> None:
 def test_hw_thermal_injected_mid_soak_fails_the_host_naming_gpu_event_and_action(
     rig: dict[str, str],
 ) -> None:
-    rc, text, document = _accept(rig, inject_after=7)
+    env, _node, slurm = _slurm(rig)
+    rc, text, document = _accept(env, inject_after=7, extra=("--gate", "slurm"))
     assert rc == 1, text
+    # the gate keeps the node drained, the first problem as the reason; never resumed
+    final = json.loads(slurm.read_text())
+    assert final["state"] == "IDLE+DRAIN"
+    assert final["reason"].startswith(
+        "gpuhost: acceptance failed: telemetry: [gpu.clocks.hw-thermal, action: "
+        "inspect-hardware] GPU 3"
+    ), final
+    assert "state=resume" not in Path(f"{slurm}.log").read_text()
     assert_valid(document, "acceptance")
     (record,) = document["hosts"]
     assert record["verdict"] == "fail"
@@ -183,35 +209,3 @@ def test_each_stage_fails_on_its_own_fault(rig: dict[str, str]) -> None:
         "host_to_device_memcpy_ce: slowest GPU 26.93 GB/s, below the floor 32 GB/s"
     )
     assert stages["nccl"]["lines"] == ["peak bus bandwidth 117.63 GB/s, below the floor 200 GB/s"]
-
-
-@pytest.mark.parametrize("overheats", [False, True], ids=["passes", "fails"])
-def test_the_slurm_gate_resumes_only_a_node_that_passed(
-    rig: dict[str, str], overheats: bool
-) -> None:
-    """A node drained by an operator ("new node") is taken over, then resumed by gpuhost when it
-    passes, kept drained with the first problem as the reason when it fails."""
-    tmp = Path(rig["RIG_TMP"])
-    (tmp / "bin" / "scontrol").symlink_to(Path(__file__).with_name("fake_scontrol.py"))
-    node = socket.gethostname().split(".")[0]
-    state = tmp / "slurm.json"
-    state.write_text(json.dumps({"name": node, "state": "IDLE+DRAIN", "reason": "new node"}))
-    env = dict(rig, FAKE_SCONTROL_STATE=str(state))
-    rc, text, _document = _accept(env, inject_after=7 if overheats else None,
-                                  extra=("--gate", "slurm"))  # fmt: skip
-    calls = Path(f"{state}.log").read_text().splitlines()
-    assert calls[1] == f"update nodename={node} state=drain reason=gpuhost: acceptance running"
-    final = json.loads(state.read_text())
-    if not overheats:
-        assert rc == 0, text
-        assert calls[-1] == f"update nodename={node} state=resume"
-        assert final["state"] == "IDLE"
-        assert f"gpuhost: Slurm node {node}: accepted, resumed" in text
-    else:
-        assert rc == 1, text
-        assert final["state"] == "IDLE+DRAIN"
-        assert final["reason"].startswith(
-            "gpuhost: acceptance failed: telemetry: [gpu.clocks.hw-thermal, action: "
-            "inspect-hardware] GPU 3"
-        ), final
-        assert not any("state=resume" in call for call in calls)
