@@ -110,3 +110,18 @@ def test_an_unreachable_host_is_its_own_could_not_run_record(tmp_path: Path) -> 
     assert record["verdict"] == "could-not-run" and "refused" in record["error"], record["error"]
     assert {s["verdict"] for s in record["stages"]} == {"could-not-run"}
     assert "Traceback" not in proc.stderr
+
+
+def test_a_host_another_gpuhost_command_holds_is_refused(tmp_path: Path) -> None:
+    from gpuhost.locks import acquire, host_locks
+
+    state = tmp_path / "s"
+    state.mkdir(mode=0o700)
+    lease = acquire(state, host_locks(["@local"]), "upgrade")
+    try:
+        proc = _gpuhost("accept", "@local", "--duration", "10s", "--state-dir", str(state))
+    finally:
+        lease.release()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"gpuhost: error: accept: @local is in use by pid {os.getpid()}")
+    assert len(proc.stderr.strip().splitlines()) == 1
