@@ -168,9 +168,11 @@ def test_ctrl_c_during_the_soak_stops_the_load_and_records_interrupted(
     rig: dict[str, str],
 ) -> None:
     out = Path(rig["RIG_TMP"]) / "accept.json"
+    env, _node, slurm = _slurm(rig)
     argv = [sys.executable, "-m", "gpuhost", "accept", "@local", "--duration", "60s",
-            "--skip", "ib", "--skip", "collective", "--json", str(out)]  # fmt: skip
-    proc = subprocess.Popen(argv, env=rig, cwd=REPO, stdout=subprocess.PIPE,
+            "--skip", "ib", "--skip", "collective", "--json", str(out),
+            "--gate", "slurm"]  # fmt: skip
+    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     load = Path(rig["GPUEMU_ROOT"]) / "run/gpuhost-lab-gpu/load"
     deadline = time.monotonic() + 60
@@ -186,6 +188,9 @@ def test_ctrl_c_during_the_soak_stops_the_load_and_records_interrupted(
     (record,) = json.loads(out.read_text())["hosts"]
     assert record["interrupted"] is True and record["verdict"] == "could-not-run"
     assert _processes_with(f"GPUEMU_ROOT={rig['GPUEMU_ROOT']}\0") == []  # no GEMM left running
+    # the gate never resumes an interrupted node
+    final = json.loads(slurm.read_text())
+    assert (final["state"], final["reason"]) == ("IDLE+DRAIN", "gpuhost: acceptance interrupted")
 
 
 def test_each_stage_fails_on_its_own_fault(rig: dict[str, str]) -> None:
