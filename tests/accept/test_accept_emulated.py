@@ -112,6 +112,7 @@ def test_a_clean_host_passes_every_stage_it_ran(rig: dict[str, str]) -> None:
     assert len(soak["measured"]["gpus"]) == 8
     floor = soak["floors"]["tflops"]
     assert floor == pytest.approx(247.38)  # 0.25 x the sourced H100 peak (data/gpu_peaks.yaml)
+    assert soak["measured"]["floor_source"].startswith("0.25 x NVIDIA H100 SXM5 80GB FP16 tensor")
     assert all(
         g["mismatches"] == 0 and g["tflops_median"] > floor for g in soak["measured"]["gpus"]
     )
