@@ -61,9 +61,7 @@ def _progress(run: HostRun, echo: Echo) -> Callable[[str], None]:
         first = stage not in run.last_progress
         if first or now - run.last_progress[stage] >= PROGRESS_EVERY_S:
             run.last_progress[stage] = now
-            shown = (
-                f"{stage} started" if counts == "0/1" else f"{stage} {counts.replace('/', '/')} s"
-            )
+            shown = f"{stage} started" if counts == "0/1" else f"{stage} {counts} s"
             echo(f"{run.host.name}: {shown}")
 
     return said
