@@ -94,12 +94,15 @@ def kernel_devel() -> Generator:
 
 
 @operation()
-def dkms_offered(package: str, crb: str = "") -> Generator:
-    """Fail the host, before the driver is installed, when ``package`` (DKMS, from EPEL) is
-    neither installed nor offered by an enabled repository: the kernel module packages need it.
+def dkms_offered(package: str, crb: str = "", epel_release: str = "") -> Generator:
+    """DKMS (``package``, from EPEL) installed or offered before the driver is installed: the
+    kernel module packages need it. Where the OS ships EPEL's release package (Rocky, Alma:
+    ``epel_release``) it is installed and ``crb`` enabled; elsewhere (RHEL: EPEL's URL and
+    subscription-manager) the host fails with one line naming them, nothing installed.
 
     + package: the package DKMS comes from (``dkms``)
-    + crb: the repository EPEL's packages need besides EPEL (named in the message)
+    + crb: the repository EPEL's packages need besides EPEL
+    + epel_release: the OS's package that enables EPEL ("" where the OS has none)
     """
     if not package or package in fact(RpmVersions, packages=[package]):
         host.noop(f"{package or 'dkms'} installed")
@@ -107,6 +110,13 @@ def dkms_offered(package: str, crb: str = "") -> Generator:
     offered = fact(DnfOffered, packages=[package])
     if package in offered:
         host.noop(f"{package} offered by the enabled repositories")
+        return
+    if epel_release:
+        if epel_release not in fact(RpmVersions, packages=[epel_release]):
+            yield DNF.install([epel_release])
+        if crb:
+            yield DNF.enable_repo(crb)
+        yield DNF.refresh()
         return
     if not _executing():
         host.noop(f"{package}: checked once the repositories are set")
@@ -117,7 +127,6 @@ def dkms_offered(package: str, crb: str = "") -> Generator:
         f"kernel module packages need it: enable EPEL{extra} (e.g. {DNF.epel_hint(crb)}); "
         "nothing was installed"
     )
-    yield  # pragma: no cover - makes this a generator
 
 
 @operation()

@@ -199,6 +199,10 @@ class Dnf(PackageManager):
             f"'%{{name}}\\t%{{evr}}' {quoted(names)}"
         )
 
+    def enable_repo(self, repo: str) -> str:
+        """Enable a repository the host has a file for (dnf-plugins-core's config-manager)."""
+        return self._dnf("-y", "config-manager", "--set-enabled", repo)
+
     def epel_hint(self, crb: str = "") -> str:
         """What a user runs to get EPEL (and the repository its packages need) enabled."""
         enable = f"; dnf config-manager --set-enabled {crb}" if crb else ""
