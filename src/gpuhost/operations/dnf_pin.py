@@ -20,7 +20,7 @@ from pyinfra.api import FileUploadCommand, OperationError, operation
 from pyinfra.facts.files import Sha256File
 
 from gpuhost.facts.apt_pins import DnfState, DnfVersionLocks
-from gpuhost.facts.dnf import DnfModuleState, DnfModuleStreams, DnfOffered, RpmVersions
+from gpuhost.facts.dnf import DnfModuleState, DnfModuleStreams, DnfOffered, RpmHas, RpmVersions
 from gpuhost.facts.kernel import Kernels
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
@@ -87,10 +87,11 @@ def repository(
 def kernel_devel() -> Generator:
     """``kernel-devel`` of the running kernel (DKMS builds the module against it)."""
     running = fact(Kernels).running
-    if not running or running in fact(Kernels).headers:
+    wanted = f"kernel-devel-{running}"
+    if not running or running in fact(Kernels).headers or fact(RpmHas, spec=wanted):
         host.noop(f"kernel-devel for {running or 'the running kernel'} present")
         return
-    yield DNF.install([f"kernel-devel-{running}"])
+    yield DNF.install([wanted])
 
 
 @operation()

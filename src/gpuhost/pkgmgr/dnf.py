@@ -167,6 +167,15 @@ class Dnf(PackageManager):
     def snapshot_packages_command(self) -> str:
         return f"{self._rpm()} -qa --qf '%{{NAME}}\\t{_EVR}\\t%{{ARCH}}\\tii\\n' 2>/dev/null"
 
+    def has_command(self, spec: str) -> str:
+        """Print ``installed`` when a package ``spec`` (a name or N-V-R.A, as ``dnf install``
+        takes it) is installed, or an installed package provides it."""
+        rpm, q = self._rpm(), quoted([spec])
+        return (
+            f"{{ {rpm} -q {q} || {rpm} -q --whatprovides {q}; }} >/dev/null 2>&1 "
+            "&& echo installed; true"
+        )
+
     def versions_command(self, names: Sequence[str]) -> str:
         return f"{self._rpm()} -qa --qf '{_EVR}\\n' {quoted(names)} 2>/dev/null"
 
