@@ -266,7 +266,11 @@ def locked(packages: list[str], pin: str, epoch: str | None = None,
     + epoch: their epoch
     + companions: names locked at the version installed now
     """
-    installed_now = fact(RpmVersions, packages=sorted(companions or []))
+    # only the companions' own versions (rpm lists every package when asked for none)
+    names_asked = sorted(companions or [])
+    installed_now = {
+        n: v for n, v in fact(RpmVersions, packages=names_asked).items() if n in names_asked
+    } if names_asked else {}
     wanted = lock_lines(packages, pin, epoch, installed_now)
     names = {parse_versionlock_entry(line)[0] for line in wanted}
     current = fact(DnfVersionLocks)
