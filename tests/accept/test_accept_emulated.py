@@ -55,10 +55,13 @@ def rig(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _accept(env: dict[str, str], inject_after: float | None = None) -> tuple[int, str, dict]:
+def _accept(
+    env: dict[str, str], inject_after: float | None = None, floors: tuple[str, ...] = ()
+) -> tuple[int, str, dict]:
     out = Path(env["RIG_TMP"]) / "accept.json"
     argv = [sys.executable, "-m", "gpuhost", "accept", "@local", "--duration", "12s",
             "--skip", "ib", "--skip", "collective", "--json", str(out)]  # fmt: skip
+    argv += [f"--floor={floor}" for floor in floors]
     proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
     if inject_after is not None:
@@ -115,3 +118,64 @@ def test_hw_thermal_injected_mid_soak_fails_the_host_naming_gpu_event_and_action
     # the slowed GPU's clocks were halved: its SM clock is named against the others
     clocks = {g["gpu"]: g["sm_clock_min_mhz"] for g in telemetry["measured"]["gpus"]}
     assert clocks[3] == 990 and {clocks[i] for i in clocks if i != 3} == {1980}
+
+
+def _processes_with(env_marker: str) -> list[int]:
+    """Pids of processes whose environment holds ``env_marker`` (this rig's GPUEMU_ROOT)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if env_marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_ctrl_c_during_the_soak_stops_the_load_and_records_interrupted(
+    rig: dict[str, str],
+) -> None:
+    out = Path(rig["RIG_TMP"]) / "accept.json"
+    argv = [sys.executable, "-m", "gpuhost", "accept", "@local", "--duration", "60s",
+            "--skip", "ib", "--skip", "collective", "--json", str(out)]  # fmt: skip
+    proc = subprocess.Popen(argv, env=rig, cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    load = Path(rig["GPUEMU_ROOT"]) / "run/gpuhost-lab-gpu/load"
+    deadline = time.monotonic() + 60
+    while not (load.exists() and len(list(load.iterdir())) == 8):
+        assert time.monotonic() < deadline, "the soak did not start"
+        time.sleep(0.5)
+    proc.send_signal(2)  # SIGINT, as Ctrl-C
+    stopped = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=120)
+    assert time.monotonic() - stopped < 30, "the soak went on after Ctrl-C"
+    assert proc.returncode == 130, stdout + stderr
+    assert "acceptance stopped by SIGINT" in stderr
+    (record,) = json.loads(out.read_text())["hosts"]
+    assert record["interrupted"] is True and record["verdict"] == "could-not-run"
+    assert _processes_with(f"GPUEMU_ROOT={rig['GPUEMU_ROOT']}\0") == []  # no GEMM left running
+
+
+def test_each_stage_fails_on_its_own_fault(rig: dict[str, str]) -> None:
+    """The stand-ins' faults (tests/lab/accept: DCGM result FAIL, bandwidths scaled down, GEMM
+    results wrong now and then on GPU 5): each fails its stage, the others pass."""
+    faults = Path(rig["GPUEMU_ROOT"]) / "etc/gpuhost-lab/accept-faults.json"
+    faults.parent.mkdir(parents=True, exist_ok=True)
+    faults.write_text(json.dumps({"dcgm": "fail", "nvbandwidth": 0.1, "nccl": 0.5, "sdc_gpu": 5}))
+    rc, text, document = _accept(rig, floors=("nccl=200GB/s",))
+    assert rc == 1, text
+    (record,) = document["hosts"]
+    stages = {s["stage"]: s for s in record["stages"]}
+    verdicts = {name: s["verdict"] for name, s in stages.items()}
+    assert verdicts == {"inventory": "pass", "dcgm": "fail", "soak": "fail", "telemetry": "pass",
+                        "nvbandwidth": "fail", "nccl": "fail", "ib": "skipped",
+                        "collective": "skipped"}, text  # fmt: skip
+    assert stages["dcgm"]["lines"] == ["Page Retirement/Row Remap: FAIL"]
+    (sdc,) = stages["soak"]["lines"]
+    assert sdc.startswith("GPU 5: ") and sdc.endswith("(silent data corruption)")
+    assert stages["nvbandwidth"]["lines"][0].startswith(
+        "host_to_device_memcpy_ce: slowest GPU 26.93 GB/s, below the floor 32 GB/s"
+    )
+    assert stages["nccl"]["lines"] == ["peak bus bandwidth 117.63 GB/s, below the floor 200 GB/s"]

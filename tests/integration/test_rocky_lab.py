@@ -10,7 +10,8 @@ rhel10 layout, Rocky's and EPEL's stand-ins).
    coupled set, ``dnf upgrade`` keeps it (within the stream it would move to 580.178.04, never
    590); a partial lock makes ``dnf upgrade`` fail under ``best=True``; the stream cannot be
    switched without a reset; the RHEL 10 layout has no modules and versionlock alone pins; the
-   GPU emulator answers as NVIDIA's nvidia-smi after a reboot.
+   GPU emulator answers as NVIDIA's nvidia-smi after a reboot; gpuhost's audit (the package
+   manager seam, issue 33 part 1) reads that host through rpm and the versionlock file.
 2. gpuhost end to end (part 8): ``provision --reboot``, audit, static checks, the OS's own
    ``dnf upgrade``, ``upgrade --to``, ``rollback``, a provision from an offline bundle, and bad
    input (a profile for another OS, a stream the repository lacks).  These need gpuhost's dnf
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -54,6 +56,8 @@ class Rocky:
     def __init__(self, view: Any, workdir: Path) -> None:
         self.view, self.workdir = view, workdir
         self.h1, self.h2 = view.hosts[0], view.hosts[1]
+        #: provision without EPEL: (result, h2's rpms before, after)
+        self.no_epel: tuple[subprocess.CompletedProcess[str], dict[str, str], dict[str, str]]
 
     def shape(self) -> None:
         for index, gpu in SHAPES.items():
@@ -189,6 +193,28 @@ def test_the_gpu_emulator_answers_as_nvidias_nvidia_smi_after_the_reboot(rocky: 
                   "nvidia-persistenced").strip() == "active"
 
 
+def test_gpuhost_audit_reads_the_rocky_host_through_rpm_and_the_lock_file(rocky: Rocky) -> None:
+    """gpuhost's audit (no profile) on h1 as the tests above left it: the driver installed and
+    locked by hand, the module loaded since the reboot."""
+    if importlib.util.find_spec("gpuhost.pkgmgr") is None:
+        pytest.skip("gpuhost has no package-manager seam (gpuhost.pkgmgr, issue 33 part 1)")
+    h1 = rocky.h1
+    inventory = write_inventory(rocky.workdir / "plain.py", [(h1.name, ssh_data(rocky.view, h1))])
+    report = rocky.workdir / "plain-audit.json"
+    proc = _gpuhost(rocky, "audit", str(inventory), "--json", str(report))
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-2000:]
+    (host,) = json.loads(report.read_text())["hosts"]
+    facts = host["facts"]
+    assert (facts["os"]["id"], facts["os"]["version_id"]) == ("rocky", "9.6")
+    assert facts["packages"]["manager"] == "rpm"
+    assert sorted(facts["packages"]["held"]) == sorted(COUPLED)
+    versions = {p["name"]: p["version"] for p in facts["packages"]["packages"]}
+    assert {n: versions.get(n, "").split("-")[0] for n in COUPLED} == {n: OLD for n in COUPLED}
+    loaded = facts["driver"]["loaded_module"]
+    assert loaded["version"] == OLD and loaded["flavor"] != "open", loaded
+    assert not [f for f in host["findings"] if f["severity"] == "error"], host["findings"]
+
+
 def test_the_rhel10_layout_has_no_modules_and_versionlock_alone_pins(rocky: Rocky) -> None:
     h2 = rocky.h2
     sh(h2, f"dnf -y -q config-manager --add-repo {CUDA10} && dnf -y -q install epel-release")
@@ -213,27 +239,56 @@ def test_the_rhel10_layout_has_no_modules_and_versionlock_alone_pins(rocky: Rock
 
 # ------------------------------------------------------------------ 2. gpuhost end to end
 
+#: the built-in profile that serves rocky-9 (issue 33 part 6), and START: the same with the
+#: previous 580 release, so that ``upgrade --to TARGET`` moves the driver within the stream and
+#: ``rollback`` moves it back; BAD_OS and BAD_STREAM: bad input (another OS; a branch whose
+#: module stream the repository lacks). Variants live in a profiles file of the module.
+TARGET = "nvidia-repo-580-cuda13.0"
+START, BAD_OS, BAD_STREAM = "rocky-580.159", "debian-only", "branch-575"
 
-def _product_gap() -> str | None:
-    """Why gpuhost cannot provision a rocky-9 host from this checkout (None: it can)."""
-    import importlib.util
+
+def _builtin_profiles() -> dict[str, Any]:
     from importlib import resources
 
     import yaml
 
+    text = (resources.files("gpuhost") / "data" / "profiles.yaml").read_text()
+    return dict(yaml.safe_load(text)["profiles"])
+
+
+def _product_gap() -> str | None:
+    """Why gpuhost cannot provision a rocky-9 host from this checkout (None: it can)."""
     if importlib.util.find_spec("gpuhost.pkgmgr") is None:
         return ("gpuhost has no package-manager seam (gpuhost.pkgmgr) on this branch: the dnf "
                 "install path of issue 33 parts 1-6 (wt/seam) has not landed")
-    text = (resources.files("gpuhost") / "data" / "profiles.yaml").read_text()
-    profiles = yaml.safe_load(text)["profiles"]
-    if not any(OS in (p.get("os") or []) for p in profiles.values()):
-        return f"no built-in profile lists OS key {OS} (issue 33 part 6)"
+    if OS not in (_builtin_profiles().get(TARGET, {}).get("os") or []):
+        return f"built-in profile {TARGET} does not list OS key {OS} (issue 33 part 6)"
     return None
 
 
 PRODUCT_GAP = _product_gap()
 needs_product = pytest.mark.skipif(PRODUCT_GAP is not None, reason=str(PRODUCT_GAP))
-CUDA12, CUDA13 = "nvidia-repo-580-cuda12.9", "nvidia-repo-580-cuda13.0"
+
+
+def _variants(path: Path) -> Path:
+    """START, BAD_OS and BAD_STREAM: TARGET with one field changed each."""
+    import yaml
+
+    base = _builtin_profiles()[TARGET]
+    changes: dict[str, dict[str, Any]] = {
+        START: {"driver": {"version": OLD}},
+        BAD_OS: {"os": ["debian-12"]},
+        BAD_STREAM: {"driver": {"version": "575.64.05", "branch": 575}},
+    }
+    out = {}
+    for name, change in changes.items():
+        profile = copy.deepcopy(base)
+        profile["driver"].update(change.get("driver", {}))
+        profile.update({k: v for k, v in change.items() if k != "driver"},
+                       description=f"{TARGET} with {change} (tests/integration/test_rocky_lab)")
+        out[name] = profile
+    path.write_text(yaml.safe_dump({"profiles": out}, sort_keys=False))
+    return path
 
 
 def _gpuhost(env: Rocky, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -248,9 +303,13 @@ def _gpuhost(env: Rocky, *args: str, timeout: float = 900) -> subprocess.Complet
 def _inventory(env: Rocky, profile: str, name: str = "", **extra: Any) -> Path:
     record = env.record
     key = Path(record["key_path"])
+    profiles = env.workdir / "profiles.yaml"
+    if not profiles.exists():
+        _variants(profiles)
     hosts = []
     for host in (env.h1, env.h2):
         data = {**ssh_data(env.view, host), "gpuhost_profile": profile,
+                "gpuhost_profiles_file": str(profiles),
                 "gpuhost_cuda_repo_url": record["repo_url"],
                 "gpuhost_cuda_repo_key": str(key),
                 "gpuhost_cuda_repo_key_sha256": hashlib.sha256(key.read_bytes()).hexdigest(),
@@ -269,14 +328,43 @@ def _audit_errors(env: Rocky, inventory: Path) -> list[dict[str, Any]]:
             if f["severity"] == "error"]
 
 
+def _refused_before_anything_changed(env: Rocky, profile: str, *words: str) -> None:
+    before = rpms(env.h2)
+    proc = _gpuhost(env, "provision", str(_inventory(env, profile, f"bad-{profile}")),
+                    "--limit", env.h2.name)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in out, out[-2000:]
+    for word in words:
+        assert word in out, out[-2000:]
+    assert rpms(env.h2) == before
+
+
 @pytest.fixture(scope="module")
 def provisioned(rocky: Rocky) -> Rocky:
+    """Fresh hosts (part 1 left packages and locks), first provisioned without EPEL (kept for
+    test_without_epel_provision_says_so_and_installs_nothing), then with EPEL and CRB enabled
+    as a Rocky administrator does (NVIDIA's dkms packages come from EPEL), at START."""
     if PRODUCT_GAP is not None:
         pytest.skip(PRODUCT_GAP)
-    rocky.shape()  # fresh hosts: part 1 left packages and locks on them
-    proc = _gpuhost(rocky, "provision", str(_inventory(rocky, CUDA12)), "--reboot")
+    rocky.shape()
+    before = rpms(rocky.h2)
+    attempt = _gpuhost(rocky, "provision", str(_inventory(rocky, START)), "--limit",
+                       rocky.h2.name)
+    rocky.no_epel = (attempt, before, rpms(rocky.h2))
+    for host in (rocky.h1, rocky.h2):
+        sh(host, "dnf -y -q install epel-release && dnf config-manager --set-enabled crb")
+    proc = _gpuhost(rocky, "provision", str(_inventory(rocky, START)), "--reboot")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     return rocky
+
+
+@needs_product
+def test_without_epel_provision_says_so_and_installs_nothing(provisioned: Rocky) -> None:
+    proc, before, after = provisioned.no_epel
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in out, out[-2000:]
+    assert "dkms" in out and "EPEL" in out, out[-2000:]
+    assert after == before
 
 
 @needs_product
@@ -284,13 +372,26 @@ def test_provision_reboot_converges_audits_clean_and_static_checks_pass(
     provisioned: Rocky,
 ) -> None:
     env = provisioned
-    inventory = _inventory(env, CUDA12)
+    inventory = _inventory(env, START)
+    # the run after the first boot with the module loaded applies persistence and clocks (as on
+    # Debian, test_nvidia_repo_loop_lab); the next one changes nothing
+    _gpuhost(env, "provision", str(inventory))
     again = _gpuhost(env, "provision", str(inventory))
     out = again.stdout + again.stderr
-    assert again.returncode == 0 and "h1: ok, 0 changed" in out, out[-3000:]
+    assert again.returncode == 0, out[-3000:]
+    assert "h1: ok, 0 changed" in out and "h2: ok, 0 changed" in out, out[-3000:]
     smi = sh(env.h1, "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader")
-    assert smi.strip() == f"Tesla T4, {NEW}", smi
-    assert "stream=580-" in sh(env.h1, "cat /etc/dnf/modules.d/nvidia-driver.module")
+    assert smi.strip() == f"Tesla T4, {OLD}", smi
+    assert "stream=580-open" in sh(env.h1, "cat /etc/dnf/modules.d/nvidia-driver.module")
+    assert "Open Kernel Module" in sh(env.h1, "cat /proc/driver/nvidia/version")
+    # the locks name only what the profile installs: never an OS package, whose updates a lock
+    # would hold back (dnf reads every line as an exclude)
+    for host in (env.h1, env.h2):
+        locks = sh(host, "grep -v '^#' /etc/dnf/plugins/versionlock.list | grep . || true")
+        os_locked = [line for line in locks.split() if re.match(
+            r"(bash|rocky-release|kernel-devel|kernel-headers|dkms|epel-release|gpg-pubkey)-\d",
+            line)]
+        assert not os_locked, locks
     assert not _audit_errors(env, inventory)
     check = _gpuhost(env, "check", str(inventory), "--tier", "static")
     assert check.returncode == 0 and " passed" in check.stdout, check.stdout[-4000:]
@@ -304,85 +405,52 @@ def test_the_oss_own_dnf_upgrade_leaves_the_pinned_set(provisioned: Rocky) -> No
         proc = host.run("dnf -y upgrade", timeout=600)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert [rpms(h) for h in (env.h1, env.h2)] == before
-    assert not _audit_errors(env, _inventory(env, CUDA12))
+    assert not _audit_errors(env, _inventory(env, START))
+
+
+@needs_product
+def test_a_profile_for_another_os_is_one_line_before_anything_changes(
+    provisioned: Rocky,
+) -> None:
+    _refused_before_anything_changed(provisioned, BAD_OS, OS, BAD_OS)
+
+
+@needs_product
+def test_a_module_stream_the_repository_lacks_is_one_line(provisioned: Rocky) -> None:
+    _refused_before_anything_changed(provisioned, BAD_STREAM, "575", "stream")
 
 
 @needs_product
 def test_upgrade_to_another_profile_and_rollback(provisioned: Rocky) -> None:
     env = provisioned
-    state_dir = env.workdir / "state"
+    state_dir = env.workdir / "upgrade-state"
     before = rpms(env.h2)
-    up = _gpuhost(env, "upgrade", str(_inventory(env, CUDA12)), "--to", CUDA13, "--canary", "1",
+    up = _gpuhost(env, "upgrade", str(_inventory(env, START)), "--to", TARGET, "--canary", "1",
                   "--batch", "1", "--state-dir", str(state_dir), timeout=1500)
     assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-2000:]
-    assert "cuda-toolkit-13-0" in rpms(env.h2)
-    assert not _audit_errors(env, _inventory(env, CUDA13))
-    back = _gpuhost(env, "rollback", str(_inventory(env, CUDA13)), "--state-dir",
+    for host in (env.h1, env.h2):
+        assert rpms(host)["nvidia-driver-cuda"] == f"3:{NEW}-1.el9"
+    assert not _audit_errors(env, _inventory(env, TARGET))
+    back = _gpuhost(env, "rollback", str(_inventory(env, TARGET)), "--state-dir",
                     str(state_dir), "--yes", timeout=1500)
     assert back.returncode == 0, back.stdout[-4000:] + back.stderr[-2000:]
-    assert {n: v for n, v in rpms(env.h2).items() if n in before} == before
-
-
-def _variant(path: Path, name: str, **changes: Any) -> Path:
-    """A profiles file with ``name``: the built-in CUDA12 profile with ``changes`` (``driver``
-    merged into its driver entry, other keys replaced)."""
-    from importlib import resources
-
-    import yaml
-
-    text = (resources.files("gpuhost") / "data" / "profiles.yaml").read_text()
-    profile = copy.deepcopy(yaml.safe_load(text)["profiles"][CUDA12])
-    profile["driver"].update(changes.pop("driver", {}))
-    profile.update(changes, description=f"{CUDA12} changed for a bad-input test: {changes}")
-    path.write_text(yaml.safe_dump({"profiles": {name: profile}}, sort_keys=False))
-    return path
-
-
-@needs_product
-def test_a_profile_for_another_os_is_one_line_before_anything_changes(
-    provisioned: Rocky, tmp_path: Path,
-) -> None:
-    env = provisioned
-    profiles = _variant(tmp_path / "profiles.yaml", "debian-only", os=["debian-12"])
-    before = rpms(env.h2)
-    inventory = _inventory(env, "debian-only", "other-os",
-                           gpuhost_profiles_file=str(profiles))
-    proc = _gpuhost(env, "provision", str(inventory), "--limit", env.h2.name)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "Traceback" not in out, out[-2000:]
-    assert "rocky-9" in out and "debian-only" in out, out[-2000:]
     assert rpms(env.h2) == before
-
-
-@needs_product
-def test_a_module_stream_the_repository_lacks_is_one_line(
-    provisioned: Rocky, tmp_path: Path,
-) -> None:
-    env = provisioned
-    before = rpms(env.h2)
-    # the stand-in repository has no branch 575: a profile pinning 575 asks for stream 575-*
-    profiles = _variant(tmp_path / "profiles.yaml", "branch-575",
-                        driver={"version": "575.64.05", "branch": 575})
-    inventory = _inventory(env, "branch-575", "no-stream", gpuhost_profiles_file=str(profiles))
-    proc = _gpuhost(env, "provision", str(inventory), "--limit", env.h2.name)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "Traceback" not in out, out[-2000:]
-    assert "575" in out and "stream" in out, out[-2000:]
-    assert rpms(env.h2) == before
+    assert not _audit_errors(env, _inventory(env, START))
 
 
 @needs_product
 def test_a_provision_from_an_offline_bundle(provisioned: Rocky) -> None:
     env = provisioned
     bundle = env.workdir / "bundle"
-    made = _gpuhost(env, "bundle", CUDA12, "-i", str(_inventory(env, CUDA12)), "--from-host",
+    made = _gpuhost(env, "bundle", START, "-i", str(_inventory(env, START)), "--from-host",
                     env.h1.name, "--os", OS, "-o", str(bundle))
     assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
     assert (bundle / "repodata/repomd.xml").is_file()
     manifest = json.loads((bundle / "manifest.json").read_text())
     env.shape()  # h2 fresh, then offline: its repositories point at a closed port
-    sh(env.h2, "sed -i 's#http://lab-gateway:8088#http://127.0.0.1:9#' /etc/yum.repos.d/*.repo")
-    inventory = _inventory(env, CUDA12, "bundle", gpuhost_bundle={"path": str(bundle)})
+    sh(env.h2, "dnf -y -q install epel-release && dnf config-manager --set-enabled crb && "
+               "sed -i 's#http://lab-gateway:8088#http://127.0.0.1:9#' /etc/yum.repos.d/*.repo")
+    inventory = _inventory(env, START, "bundle", gpuhost_bundle={"path": str(bundle)})
     proc = _gpuhost(env, "provision", str(inventory), "--limit", env.h2.name, "--reboot")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     installed = rpms(env.h2)

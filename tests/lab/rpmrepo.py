@@ -16,7 +16,8 @@ Sources of the relations (read 2026-11-28):
   Requires nvidia-driver-libs = 3:V and nvidia-kmod-common = 3:V; -libs and -cuda-libs Require
   libnvidia-ml = 3:V-R, -cuda-libs also libnvidia-cfg = 3:V-R; nvidia-driver-cuda Requires
   nvidia-driver-cuda-libs, nvidia-kmod-common and nvidia-persistenced = 3:V and carries
-  /usr/bin/nvidia-smi; libnvidia-fbc Requires nvidia-driver-cuda-libs = 3:V-R.  RHEL's own
+  /usr/bin/nvidia-smi; libnvidia-fbc Requires nvidia-driver-cuda-libs = 3:V-R; xorg-x11-nvidia
+  Requires nvidia-driver = 3:V.  RHEL's own
   libraries they also Require (libglvnd, egl-*, vulkan-loader, ocl-icd, opencl-filesystem) are
   left out: they would be stand-ins of stand-ins.
 * NVIDIA/yum-packaging-nvidia-kmod-common: nvidia-kmod-common Requires nvidia-kmod = 3:V.
@@ -80,7 +81,7 @@ BRANCHES = {"570": ["570.195.03"], "580": ["580.105.08", "580.159.03", "580.178.
 STREAM_COMMON = ["nvidia-driver", "nvidia-driver-libs", "nvidia-driver-cuda",
                  "nvidia-driver-cuda-libs", "libnvidia-ml", "libnvidia-cfg", "libnvidia-fbc",
                  "nvidia-persistenced", "nvidia-modprobe", "nvidia-settings", "nvidia-xconfig",
-                 "nvidia-kmod-common", "cuda-drivers"]
+                 "nvidia-kmod-common", "xorg-x11-nvidia", "cuda-drivers"]
 KMOD = {"dkms": "kmod-nvidia-latest-dkms", "open": "kmod-nvidia-open-dkms"}
 #: toolkits, cuDNN and the container toolkit at the versions the built-in profiles pin
 #: (src/gpuhost/data/profiles.yaml: CUDA 13.0 and 12.9, cuDNN 9.17.0 / 9.10.2, toolkit 1.19.1)
@@ -106,6 +107,7 @@ class Rpm:
     provides: tuple[str, ...] = ()
     conflicts: tuple[str, ...] = ()
     files: dict[str, str] = field(default_factory=dict)  # path -> text ("#!": mode 755)
+    links: dict[str, str] = field(default_factory=dict)  # path -> symlink target
     post: str = ""
     preun: str = ""
     arch: str = "x86_64"
@@ -150,6 +152,7 @@ def _driver(branch: str, v: str) -> list[Rpm]:
         Rpm("nvidia-modprobe", v, EPOCH),
         Rpm("nvidia-settings", v, EPOCH),
         Rpm("nvidia-xconfig", v, EPOCH),
+        Rpm("xorg-x11-nvidia", v, EPOCH, (f"nvidia-driver = {e}",)),
         Rpm("nvidia-kmod-common", v, EPOCH, (f"nvidia-kmod = {e}",), arch="noarch"),
         Rpm(KMOD["dkms"], v, EPOCH, (f"nvidia-kmod-common = {e}", "dkms"),
             (f"nvidia-kmod = {e}",), (KMOD["open"],)),
@@ -160,6 +163,9 @@ def _driver(branch: str, v: str) -> list[Rpm]:
         Rpm("nvidia-open", v, EPOCH, (f"{KMOD['open']} = {e}", f"nvidia-driver-cuda = {e}",
                                       f"nvidia-driver = {e}")),
     ]
+    # what NVIDIA's driver container locks beside the fabric manager on NVSwitch systems
+    # (gpu-driver-container rhel9/install.sh): the driver's version, not modular
+    pkgs += [Rpm(name, v) for name in ("libnvidia-nscq", "nvidia-imex", "libnvsdm")]
     fm_name = "nvidia-fabricmanager" if int(branch) >= 580 else "nvidia-fabric-manager"
     fm = aptrepo._fabric_manager(fm_name, f"{v}-1", "")
     pkgs.append(Rpm(fm_name, v, None, files={
@@ -215,7 +221,11 @@ def os_packages() -> dict[str, list[Rpm]]:
         # the running kernel's headers under the name dnf resolves kernel-devel-$(uname -r) to
         # (this machine's kernel release has dashes a version may not have: a provided name)
         "appstream": [
-            Rpm("kernel-devel", kver, provides=(f"kernel-devel-{uname}",)),
+            # the headers tree, and the /lib/modules/<release>/build link gpuhost's kernel fact
+            # reads (on RHEL kernel-core owns the link; the lab host has no kernel package)
+            Rpm("kernel-devel", kver, provides=(f"kernel-devel-{uname}",),
+                files={f"/usr/src/kernels/{uname}/Makefile": "# gpuhost lab stand-in\n"},
+                links={f"/usr/lib/modules/{uname}/build": f"/usr/src/kernels/{uname}"}),
             Rpm("kernel-headers", kver),
         ],
         # in the Rocky image's rpmdb from the start (rocky.PREINSTALLED): the release package,
@@ -261,7 +271,8 @@ def _spec(group: list[Rpm], tree: Path) -> str:
             body += [f"%post{tag}", p.post.removeprefix("#!/bin/sh\n"), ""]
         if p.preun:
             body += [f"%preun{tag}", p.preun.removeprefix("#!/bin/sh\n"), ""]
-        body += [f"%files{tag}", f"/usr/share/gpuhost-lab/{p.name}.version", *p.files, ""]
+        body += [f"%files{tag}", f"/usr/share/gpuhost-lab/{p.name}.version", *p.files, *p.links,
+                 ""]
     install = ["%install", f"cp -a {tree}/. %{{buildroot}}/", ""]
     return "\n".join(lines + [""] + body + install) + "\n"
 
@@ -278,6 +289,10 @@ def _build_group(group: list[Rpm], dist: str, out: Path, work: Path) -> None:
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(text)
             dest.chmod(0o755 if text.startswith("#!") else 0o644)
+        for path, target in p.links.items():
+            dest = tree / path.lstrip("/")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.symlink_to(target)
     spec = work / f"{first.name}-{first.version}.spec"
     spec.write_text(_spec(group, tree))
     run(["rpmbuild", "-bb", "--quiet", "--define", f"_topdir {work / 'rpmbuild'}",

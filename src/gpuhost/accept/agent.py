@@ -195,15 +195,24 @@ def start_workers(opts: Opts, count: int) -> tuple[list[subprocess.Popen[bytes]]
     return workers, None
 
 
-def sample_once(start: float) -> Result:
+def sample_fields() -> str:
+    """The query: drivers before 535 know the clock event fields by their old name."""
     got = run(["nvidia-smi", "--query-gpu=" + SAMPLE_FIELDS, "--format=csv,noheader,nounits"], 20)
+    if got["rc"] != 0 and "clocks_event_reasons" in got["out"] + got["err"]:
+        return SAMPLE_FIELDS.replace("clocks_event_reasons.", "clocks_throttle_reasons.")
+    return SAMPLE_FIELDS
+
+
+def sample_once(start: float, fields: str) -> Result:
+    got = run(["nvidia-smi", "--query-gpu=" + fields, "--format=csv,noheader,nounits"], 20)
     return {"t": round(time.time() - start, 3), "rc": got["rc"], "csv": got["out"]}
 
 
 def stage_soak(opts: Opts) -> Result:
     count, listed = gpu_count()
+    fields = sample_fields() if count else SAMPLE_FIELDS
     out: Result = {
-        "fields": SAMPLE_FIELDS,
+        "fields": fields,
         "python": opts["python"],
         "gpus": count,
         "duration": opts["duration"],
@@ -221,10 +230,10 @@ def stage_soak(opts: Opts) -> Result:
         out["error"] = problem
     deadline = start + opts["duration"]
     while not STOP["now"] and time.time() < deadline and any(w.poll() is None for w in workers):
-        out["samples"].append(sample_once(start))
+        out["samples"].append(sample_once(start, fields))
         progress("soak", min(time.time() - start, opts["duration"]), opts["duration"])
         time.sleep(max(0.0, min(opts["interval"], deadline - time.time())))
-    out["samples"].append(sample_once(start))
+    out["samples"].append(sample_once(start, fields))
     for proc in workers:
         if STOP["now"]:
             _kill(proc)

@@ -29,11 +29,19 @@ ACCEPT_TAINT = "gpuhost.io/acceptance"
 def node_names(hosts: Sequence[tuple[str, Mapping[str, object]]], gate: str) -> dict[str, str]:
     """{host: Slurm/Kubernetes node name} (inventory data ``gpuhost_slurm_node``, else the
     host's name; checked)."""
+    from gpuhost.checks_support.inventory import LOCAL
+    from gpuhost.slurm import short_hostname
+
     rule = SLURM_NODE if gate == "slurm" else K8S_NODE
     names = {}
     for host, data in hosts:
         given = data.get("gpuhost_slurm_node") if gate == "slurm" else None
-        names[host] = checked_node_name(str(given or host), host, f"{host}: node name", rule)
+        default = short_hostname() if host == LOCAL else host
+        if gate == "k8s" and host == LOCAL:
+            default = default.lower()
+        names[host] = checked_node_name(
+            str(given) if given else None, default, f"{host}: node name", rule
+        )
     return names
 
 

@@ -19,6 +19,8 @@ class AcceptRequest:
     options: AcceptOptions
     state_dir: Path
     json_path: str | None = None
+    junit_path: str | None = None
+    prom_path: str | None = None
     collective: bool = False
     parallel: int = 32
 

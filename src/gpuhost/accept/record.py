@@ -142,7 +142,7 @@ def outliers(
 
 
 def history_file(state_dir: Path, host: str) -> Path:
-    return state_dir / "acceptance" / f"{lock_file_name(host)}.jsonl"
+    return state_dir / "acceptance" / f"{lock_file_name(host).removesuffix('.lock')}.jsonl"
 
 
 def keep(state_dir: Path, record: Mapping[str, Any]) -> dict[str, Any]:

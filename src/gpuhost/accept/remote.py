@@ -45,7 +45,7 @@ class Remote:
 
     def argv(self, command: str) -> list[str]:
         if self.local:
-            return ["sh", "-c", command]
+            return ["sh", "-c", f"exec {command}"]  # the agent itself is the child: stop reaches it
         return [
             "ssh", "-F", str(self.config), "-o", "ControlMaster=auto", "-o",
             "ControlPersist=120", "-o", "BatchMode=yes", self.host.name, command,

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gpuhost.accept import gate, pairwise
+from gpuhost.accept import gate, pairwise, reports
 from gpuhost.accept.judge import (
     COULD_NOT_RUN,
     FAIL,
@@ -141,9 +141,14 @@ def report_lines(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _outputs(request: AcceptRequest) -> dict[str, str]:
+    given = {"json": request.json_path, "junit": request.junit_path, "prom": request.prom_path}
+    return {option: path for option, path in given.items() if path}
+
+
 def _setup(request: AcceptRequest) -> tuple[list[HostRun], dict[str, str], str | None]:
-    if request.json_path:
-        check_output_path(request.json_path, "--json")
+    for option, path in _outputs(request).items():
+        check_output_path(path, f"--{option}")
     hosts = load_hosts(request.inventory, request.limit)
     names: dict[str, str] = {}
     if request.options.gate:
@@ -202,6 +207,10 @@ def _finish(
         record["history"] = keep(request.state_dir, record)
     for line in report_lines(records):
         echo(line)
+    for option, path in _outputs(request).items():
+        if option != "json":
+            writer = reports.junit if option == "junit" else reports.prometheus
+            write_output(path, writer(records), f"--{option}")
     if request.json_path:
         document = {
             "schema": 1,

@@ -35,6 +35,11 @@ CLOCK_EVENT_RULES = (
     ("clocks_event_reasons.sw_thermal_slowdown", "gpu.clocks.sw-thermal", "SW thermal slowdown"),
 )
 ACTIVE = "active"
+#: nvidia-smi's other names of the fields read here (--help-query-gpu lists both)
+ALIASES = {"clocks.sm": "clocks.current.sm", "clocks.max.sm": "clocks.max.sm"} | {
+    name: name.replace("clocks_event_reasons.", "clocks_throttle_reasons.")  # before driver 535
+    for name, _rule, _what in CLOCK_EVENT_RULES
+}
 
 
 @dataclass(frozen=True)
@@ -42,8 +47,11 @@ class Sample:
     t: float
     values: Mapping[str, str | None]
 
+    def get(self, name: str) -> str | None:
+        return self.values.get(name, self.values.get(ALIASES.get(name, name)))
+
     def number(self, name: str) -> float | None:
-        raw = self.values.get(name)
+        raw = self.get(name)
         try:
             return float(raw) if raw not in (None, "") else None
         except ValueError:
@@ -116,7 +124,11 @@ def parse_samples(samples: Sequence[Mapping[str, Any]], fields: str) -> list[Ser
     for sample in samples:
         if sample.get("rc") != 0 or not str(sample.get("csv") or "").strip():
             continue
-        rows = parse_query_csv(str(sample["csv"]), f"--query-gpu={fields} --format=csv,noheader")
+        text = str(sample["csv"])
+        # the agent asks noheader,nounits; a capture with nvidia-smi's header (and units) reads too
+        header = text.lstrip().startswith(fields.split(",")[0].strip() + ",")
+        fmt = "csv" if header else "csv,noheader"
+        rows = parse_query_csv(text, f"--query-gpu={fields} --format={fmt}")
         for row in rows:
             bus = str(row.get("pci.bus_id") or "?")
             index_of.setdefault(bus, int(row.get("index") or len(index_of)))
@@ -136,7 +148,7 @@ def clock_event_findings(series: Series) -> list[Finding]:
     findings = []
     seen_specific = False
     for name, rule, what in CLOCK_EVENT_RULES:
-        active = [s for s in series.samples if _is_active(s.values.get(name))]
+        active = [s for s in series.samples if _is_active(s.get(name))]
         if not active or (rule == "gpu.clocks.hw-slowdown" and seen_specific):
             continue
         seen_specific = seen_specific or rule in ("gpu.clocks.hw-thermal", "gpu.clocks.power-brake")

@@ -64,6 +64,8 @@ from gpuhost.cli._options import limit_option, state_option
     metavar="FILE|-",
     help='Write {"hosts": [record, ...]} (gpuhost schema acceptance).',
 )
+@click.option("--junit", "junit_path", metavar="FILE|-", help="JUnit XML: host x stage.")
+@click.option("--prom", "prom_path", metavar="FILE", help="Prometheus textfile of the verdicts.")
 @click.option(
     "--parallel",
     type=click.IntRange(1, 1024),
@@ -81,6 +83,8 @@ def command(
     dcgm_level: int,
     gate: str | None,
     json_path: str | None,
+    junit_path: str | None,
+    prom_path: str | None,
     parallel: int,
     limit: tuple[str, ...],
     state_dir: Path,
@@ -93,7 +97,7 @@ def command(
       gpuhost accept @local --duration 60s --skip ib --skip collective
     """
     options = accept_options(duration, skip, floors, dcgm_level, gate)
-    request = AcceptRequest(
-        inventory, ",".join(limit) or None, options, state_dir, json_path, parallel=parallel
-    )
+    limits = ",".join(limit) or None
+    request = AcceptRequest(inventory, limits, options, state_dir, json_path, junit_path, prom_path,
+                            parallel=parallel)  # fmt: skip
     return run_accept(request, click.echo)

@@ -107,6 +107,25 @@ def _cuda_values(version: str) -> dict[str, str]:
     return {"cuda_major": parts[0], "cuda_dash": "-".join(parts[:2])}
 
 
+def for_branch(entry: dict[str, Any], branch: str) -> dict[str, Any]:
+    """An OS entry of the package data as it applies to driver ``branch``: its ``from_branch``
+    variant with the highest branch not above ``branch`` replaces the keys it names (NVIDIA's
+    Ubuntu packages lose the branch suffix from 590), else the entry as it is."""
+    variants = entry.get("from_branch") or {}
+    try:
+        eligible = [int(b) for b in variants if int(b) <= int(branch)]
+    except ValueError as exc:
+        raise ConfigError(
+            f"{PACKAGE_SETS}: from_branch keys and the driver branch are numbers, found "
+            f"{sorted(map(str, variants))} and {branch!r}"
+        ) from exc
+    if not eligible:
+        return entry
+    chosen = max(eligible)
+    variant = next(v for b, v in variants.items() if int(b) == chosen)
+    return {**entry, **variant}
+
+
 def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
     """The package names for ``spec`` on ``os_key``; ConfigError when the data has none."""
     sources = package_sets()["sources"]
@@ -116,6 +135,7 @@ def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
             f"{PACKAGE_SETS}: no package names for source {spec.source} on {os_key}; "
             f"accepted: {', '.join(supported_os(spec.source)) or 'none'}"
         )
+    entry = for_branch(entry, spec.driver_branch)
     values = {
         "branch": spec.driver_branch,
         "version": spec.driver_version,

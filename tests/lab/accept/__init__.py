@@ -17,9 +17,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ON_HOST = "/usr/lib/gpuhost-lab-accept"
 PYTHON = "/usr/local/bin/gpuhost-lab-python3"
-TOOLS = {"dcgmi": "/usr/bin/dcgmi", "nvbandwidth": "/usr/local/bin/nvbandwidth",
-         "all_reduce_perf": "/usr/local/bin/all_reduce_perf",
-         "ib_write_bw": "/usr/local/bin/ib_write_bw"}
+TOOLS = {
+    "dcgmi": "/usr/bin/dcgmi",
+    "nvbandwidth": "/usr/local/bin/nvbandwidth",
+    "all_reduce_perf": "/usr/local/bin/all_reduce_perf",
+    "ib_write_bw": "/usr/local/bin/ib_write_bw",
+}
 PYTHON_WRAPPER = f'#!/bin/sh\nPYTHONPATH={ON_HOST}/python exec /usr/bin/python3 "$@"\n'
 
 
@@ -33,16 +36,20 @@ def install(root: Path) -> None:
     if lib.exists():
         shutil.rmtree(lib)
     shutil.copytree(HERE / "captures", lib / "captures")
-    shutil.copytree(HERE / "host" / "python", lib / "python",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        HERE / "host" / "python", lib / "python", ignore=shutil.ignore_patterns("__pycache__")
+    )
     code = (HERE / "host" / "standin.py").read_text()
     for path in TOOLS.values():
         target = _under(root, path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.unlink(missing_ok=True)  # never write through a link another test left
-        target.write_text(code.replace(
-            "HERE = Path(__file__).resolve().parent",
-            f'HERE = Path(os.environ.get("GPUEMU_ROOT", "") + "{ON_HOST}")'))
+        target.write_text(
+            code.replace(
+                "HERE = Path(__file__).resolve().parent",
+                f'HERE = Path(os.environ.get("GPUEMU_ROOT", "") + "{ON_HOST}")',
+            )
+        )
         target.chmod(0o755)
     wrapper = _under(root, PYTHON)
     wrapper.unlink(missing_ok=True)

@@ -22,6 +22,7 @@ ROOT = os.environ.get("GPUEMU_ROOT", "")  # as the emulator's: offline tests use
 MODEL = f"{ROOT}/etc/gpuhost-lab-gpu/model.json"
 STATE = f"{ROOT}/run/gpuhost-lab-gpu/state.json"
 LOAD_DIR = f"{ROOT}/run/gpuhost-lab-gpu/load"
+FAULTS = f"{ROOT}/etc/gpuhost-lab/accept-faults.json"  # {"sdc_gpu": N}: tests/lab/accept
 float16, bfloat16, float32 = "float16", "bfloat16", "float32"
 _now: dict[str, Any] = {"device": 0, "seed": 0, "drawn": 0, "events_read": 0.0, "slowed": False}
 
@@ -87,7 +88,19 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         rate /= 2
     _busy(index)
     time.sleep(2.0 * a.n**3 / (rate * 1e12))
-    return Tensor(a.value * 31 + b.value, a.n, a.device)
+    _now["calls"] = _now.get("calls", 0) + 1
+    wrong = _now["calls"] % 97 == 0 and _sdc_gpu() == index  # now and then, not every time
+    return Tensor(a.value * 31 + b.value + (1 if wrong else 0), a.n, a.device)
+
+
+def _sdc_gpu() -> int | None:
+    if "sdc" not in _now:
+        try:
+            with open(FAULTS) as f:
+                _now["sdc"] = json.load(f).get("sdc_gpu")
+        except (OSError, ValueError):
+            _now["sdc"] = None
+    return _now["sdc"] if isinstance(_now["sdc"], int) else None
 
 
 def equal(x: Tensor, y: Tensor) -> bool:
@@ -99,8 +112,11 @@ def _gpus() -> list[str]:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
     except OSError:
         return []
-    return [line for line in out.stdout.splitlines() if line.startswith("GPU ")] \
-        if out.returncode == 0 else []
+    return (
+        [line for line in out.stdout.splitlines() if line.startswith("GPU ")]
+        if out.returncode == 0
+        else []
+    )
 
 
 class cuda:  # noqa: N801 - torch.cuda
