@@ -13,6 +13,7 @@ from gpuhost.parsers.signing import (
     parse_dkms_release,
     parse_signing_output,
 )
+from gpuhost.pkgmgr import APT
 from gpuhost.probe.script import module_signing_code
 
 
@@ -59,7 +60,7 @@ class DkmsVersion(FactBase[DkmsRelease]):
     def command(self) -> str:
         return (
             "command -v dkms >/dev/null 2>&1 && echo \"installed=$(dkms --version 2>/dev/null)\"; "
-            "command -v apt-cache >/dev/null 2>&1 && LC_ALL=C apt-cache policy dkms 2>/dev/null "
+            f"command -v apt-cache >/dev/null 2>&1 && {APT.policy_command(['dkms'])} 2>/dev/null "
             "| sed -n 's/^ *Candidate: */candidate=/p'; true"
         )
 
