@@ -42,7 +42,12 @@ def install_driver_dnf(spec: DesiredState, plan: PackagePlan, switch: bool = Fal
         key_sha256=str(data.get("gpuhost_cuda_repo_key_sha256") or ""),
         proxies=proxy_urls(data),
     )
-    dnf_pin.dkms_offered(name="DKMS offered (EPEL)", package=plan.dkms_package, crb=plan.crb)
+    dnf_pin.dkms_offered(
+        name="DKMS offered (EPEL)",
+        package=plan.dkms_package,
+        crb=plan.crb,
+        epel_release=plan.epel_release,
+    )
     if plan.module is not None:
         dnf_pin.module_stream(
             name=f"Module stream {plan.module[0]}:{plan.module[1]}",
