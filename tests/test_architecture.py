@@ -14,7 +14,9 @@ CLI = PACKAGE / "cli"
 # The CLI's size bound: options, help and messages only (logic lives below cli/, which the other
 # tests here check). Raised from 2,000 for this round's commands (bundle, the fabric and
 # collective tiers, health options): about 100 lines each for their click declarations.
-CLI_MAX_LINES = 2400
+# Raised to 2,600 for `gpuhost accept` (its stages, floors and gate options) and the GPU
+# catalog's and GPU Operator's options of `matrix` and `data update`.
+CLI_MAX_LINES = 2600
 
 
 def _modules() -> Iterator[tuple[Path, ast.Module]]:

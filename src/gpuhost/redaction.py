@@ -88,8 +88,24 @@ def remember_secrets(values: Iterable[object]) -> None:
 
 
 def remember_data_secrets(data: Mapping[str, object]) -> None:
-    """Hide the values of ``data``'s keys that name a secret (a host's inventory data)."""
+    """Hide the values of ``data``'s keys that name a secret (a host's inventory data), and
+    the password of every URL among its values (``gpuhost_proxy``, a bundle's ``url``, at any
+    depth)."""
     remember_secrets(v for k, v in data.items() if isinstance(k, str) and SECRET_KEY_RE.search(k))
+    for text in _strings(data, depth=0):
+        if "://" in text and "@" in text:
+            remember_url_secrets(text)
+
+
+def _strings(value: object, depth: int) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif depth < 8 and isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item, depth + 1)
+    elif depth < 8 and isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item, depth + 1)
 
 
 def redact_url(text: str) -> str:

@@ -46,7 +46,7 @@ def test_the_sources_oses_come_from_the_package_sets() -> None:
         ("[ubuntu-22.04]", "debian-nonfree", "profiles.site.os[0]", "'ubuntu-22.04'"),
         ("[debian-12, ubuntu-24.04]", "debian-nonfree", "profiles.site.os[1]", "'ubuntu-24.04'"),
         ("[debian-12]", "ubuntu-archive", "profiles.site.os[0]", "'debian-12'"),
-        ("[rhel-9]", "nvidia-cuda-repo", "profiles.site.os[0]", "'rhel-9'"),
+        ("[rhel-9]", "debian-nonfree", "profiles.site.os[0]", "'rhel-9'"),
     ],
 )
 def test_an_os_without_a_package_set_for_the_source_is_refused(

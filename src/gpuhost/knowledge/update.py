@@ -5,9 +5,9 @@ Sources (every URL read through one :class:`gpuhost.knowledge.pypi.Index`, so re
 replay a whole update):
 
 - NVIDIA's CSAF bulletins (github.com/NVIDIA/product-security): each year's ``README.md`` lists
-  the bulletins; those for the GPU display driver or the container toolkit that the advisories
-  lack are read (``<year>/<id>/<id>.json``) and turned into rows as ``matrix advisories-sync``
-  does;
+  the bulletins; those for the GPU display driver, the container toolkit or the CUDA Toolkit
+  that the advisories lack are read (``<year>/<id>/<id>.json``) and turned into rows as
+  ``matrix advisories-sync`` does;
 - NVIDIA's CUDA redistrib manifests (``redistrib_X.Y.Z.json``, listed by the redist folder's
   index page): a release newer than the matrix knows becomes a CUDA row or update, its minimum
   driver the ``nvidia_driver`` version the manifest carries (a manifest without one is skipped
@@ -62,7 +62,7 @@ CSAF_BASE = "https://raw.githubusercontent.com/NVIDIA/product-security/main"
 CUDA_REDIST = "https://developer.download.nvidia.com/compute/cuda/redist/"
 _README_ROW_RE = re.compile(r"^\|\s*\[(\d+)\]\([^)]*\)\s*\|\s*([^|]+?)\s*\|")
 _MANIFEST_RE = re.compile(r"redistrib_(\d+\.\d+\.\d+)\.json")
-_WANTED_TITLES = ("Display Driver", "Container Toolkit")
+_WANTED_TITLES = ("Display Driver", "Container Toolkit", "CUDA Toolkit")
 CUDA_REDIST_SOURCE = {
     "url": CUDA_REDIST,
     "title": "NVIDIA CUDA redistrib manifests (redistrib_X.Y.Z.json: release date and the "

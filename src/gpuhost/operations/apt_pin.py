@@ -35,6 +35,11 @@ from gpuhost.pkgmgr import APT, DNF
 from gpuhost.versions import extends_version, upstream_of_package_version
 
 PREFERENCES_PATH = "/etc/apt/preferences.d/gpuhost-nvidia"
+SUPERSEDED = (
+    "the archive serves only the newest version of a package in each pocket, so a superseded "
+    "one cannot come from it: keep it with an offline bundle made while it was served, "
+    "gpuhost bundle, docs/offline.md; check the sources and "
+)
 
 
 def version_glob(upstream_version: str) -> str:
@@ -293,6 +298,7 @@ def installed(
     version: str | None = None,
     no_recommends: bool = True,
     exact: dict[str, str] | None = None,
+    newest_only: bool = False,
 ) -> Generator:
     """Install ``packages`` at the version apt's pins select; with ``version`` given, name the
     exact candidate (``pkg=535.261.03-1``) once the pins make it the candidate. A package held at
@@ -304,6 +310,9 @@ def installed(
     + no_recommends: pass ``--no-install-recommends``
     + exact: {package: exact Debian version} installed in the same command (companions the
       driver pulls in); the host fails, naming the version, when apt cannot get it
+    + newest_only: the source keeps only the newest version of a package per pocket (Ubuntu's
+      archive): a version it no longer offers is named with the offline bundle as the way to
+      keep it
 
     **Example:**
 
@@ -334,8 +343,9 @@ def installed(
     if unavailable:
         raise OperationError(
             f"version {version} is not offered by the configured repositories for "
-            f"{', '.join(unavailable)}; nothing was installed for them (check the sources and "
-            f"{PREFERENCES_PATH}, or pick a profile whose version is available)"
+            f"{', '.join(unavailable)}; nothing was installed for them ("
+            + (SUPERSEDED if newest_only else "check the sources and ")
+            + f"{PREFERENCES_PATH}, or pick a profile whose version is available)"
         )
     missing = _exact_wanted(exact, policy, wanted, moving)
     if missing:

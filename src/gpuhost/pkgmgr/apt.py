@@ -151,6 +151,11 @@ class Apt(PackageManager):
             "| sed -n 's/^Package: linux-headers-/available=/p'"
         )
 
+    def show_command(self, names_shell: str) -> str:
+        """``apt-cache show`` of the packages ``names_shell`` (shell words): every version apt
+        knows of each, newest first; an unknown name is left out (``parsers.apt_records``)."""
+        return f"LC_ALL=C {self._cache()} show {names_shell} 2>/dev/null; true"
+
     def known_command(self, name_shell: str) -> str:
         """Exit 0 when the repositories offer the package ``name_shell`` (shell word)."""
         return f"{self._cache()} show {name_shell} >/dev/null 2>&1"

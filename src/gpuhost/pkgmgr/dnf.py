@@ -23,6 +23,7 @@ _EVR = "%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}"
 # dnf's options for every change: no questions, no weak dependencies unless asked
 _NO_WEAK = "--setopt=install_weak_deps=False"
 _NO_LOCKS = "--disableplugin=versionlock"
+_NO_REPOS = "'--disablerepo=*'"  # quoted: the shell must not expand the *
 
 
 def split_epoch(version: str) -> tuple[str | None, str]:
@@ -84,19 +85,24 @@ class Dnf(PackageManager):
     # -- changes -----------------------------------------------------------------------------
 
     def install(self, specs: Sequence[str], *, recommends: bool = False,
-                downgrades: bool = False, change_held: bool = False) -> str:
+                downgrades: bool = False, change_held: bool = False,
+                erasing: bool = False) -> str:
         """``dnf install`` (a lower exact version than the installed one is a downgrade in
         dnf 4's install). ``change_held``: the versionlock plugin is off for this command, so a
-        locked package may move; the lock file itself is not touched."""
+        locked package may move; the lock file itself is not touched. ``erasing``: packages in
+        the way are removed (``--allowerasing``: the other kernel module flavour, only when a
+        flavour switch was asked for)."""
         extra = ([] if recommends else [_NO_WEAK]) + ([_NO_LOCKS] if change_held else [])
+        extra += ["--allowerasing"] if erasing else []
         return f"{self._dnf('-y', *extra)} install " + " ".join(specs)
 
     def install_files(self, paths: Sequence[str]) -> str:
         """``dnf install`` of local files (an older file is a downgrade; locks off, repositories
-        off: the files are all it needs)."""
+        off: the files are all it needs; ``--allowerasing``: a package in their way, e.g. the
+        other kernel module flavour a stream switch installed, is removed)."""
         return (
-            f"{self._dnf('-y', _NO_WEAK, _NO_LOCKS, '--disablerepo=*')} install "
-            + quoted(paths)
+            f"{self._dnf('-y', _NO_WEAK, _NO_LOCKS, _NO_REPOS, '--allowerasing')} "
+            "install " + quoted(paths)
         )
 
     def remove(self, names: Sequence[str], *, change_held: bool = False) -> str:
@@ -192,6 +198,15 @@ class Dnf(PackageManager):
             f"LC_ALL=C {self._dnf('-q', _NO_LOCKS)} repoquery --qf "
             f"'%{{name}}\\t%{{evr}}' {quoted(names)}"
         )
+
+    def epel_hint(self, crb: str = "") -> str:
+        """What a user runs to get EPEL (and the repository its packages need) enabled."""
+        enable = f"; dnf config-manager --set-enabled {crb}" if crb else ""
+        return f"dnf install epel-release{enable}"
+
+    def import_key(self, path: str) -> str:
+        """Import a repository signing key into rpm's keyring (what dnf checks packages with)."""
+        return f"{self._rpm()} --import {quoted([path])}"
 
     def module_enable(self, module: str, stream: str) -> str:
         return self._dnf("-y", "module", "enable", f"{module}:{stream}")

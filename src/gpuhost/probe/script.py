@@ -121,7 +121,9 @@ def module_signing_code(key: str | None = None, cert: str | None = None) -> str:
             "c=$(grep -hE '^[[:space:]]*(export[[:space:]]+)?mok_certificate=' "
             f"{_DKMS_CONF} 2>/dev/null | tail -n 1 | cut -d= -f2- | tr -d '\\042\\047' "
             "| sed 's/[[:space:]]*[#;].*//'); "
-            '[ -n "$c" ] || c=/var/lib/dkms/mok.pub; '
+            # DKMS's own default: Ubuntu's MOK (shim-signed) on Ubuntu, else DKMS's key
+            '[ -n "$c" ] || { grep -qs "^ID=ubuntu$" /etc/os-release '
+            "&& c=/var/lib/shim-signed/mok/MOK.der || c=/var/lib/dkms/mok.pub; }; "
         )
     else:
         pick = f"c={shlex.quote(cert)}; "

@@ -59,8 +59,14 @@ HARDEN_KEY = "gpuhost_harden"
 UPGRADE_FIXES_RULES = ("security.",)
 # Files a rollback puts back exactly as the snapshot had them; files in these folders that the
 # snapshot did not have and whose name says gpuhost wrote them are removed.
-RESTORED_CATEGORIES = ("apt_preferences", "apt_sources", "modprobe", "gpuhost", "units")
-REMOVABLE_NEW_FILES = ("/etc/apt/preferences.d/gpuhost", "/etc/modprobe.d/gpuhost", "/etc/gpuhost/")
+RESTORED_CATEGORIES = (
+    "apt_preferences", "apt_sources", "modprobe", "gpuhost", "units",
+    "dnf_repos", "dnf_modules", "dnf_locks",
+)
+REMOVABLE_NEW_FILES = (
+    "/etc/apt/preferences.d/gpuhost", "/etc/modprobe.d/gpuhost", "/etc/gpuhost/",
+    "/etc/yum.repos.d/gpuhost-", "/etc/dnf/modules.d/nvidia-driver.module",
+)
 # Before changing packages: wait (up to 10 min) until the package manager no longer runs (a
 # controller killed mid-install leaves one behind on the host), then finish what it left
 # half-done where it can (the seam's settle_command, as provision's apt_pin.dpkg_settled).
@@ -318,7 +324,7 @@ class HostSteps:
             settle = self.manager(host).settle_command(tolerant=True)
             self._check(host, settle, "waiting for the interrupted install", 900)
         state = self.read_state(host)
-        held = [p for p in state.holds if is_stack_package(p)]
+        held = [p for p in state.held_names if is_stack_package(p)]
         self._unhold(host, held)
         self.provision(host, self.settings.target)
         # done only when the host shows it: every driver package at the target's version, held

@@ -29,7 +29,6 @@ from pyinfra import host
 from pyinfra.api import FileUploadCommand, StringCommand, deploy, operation
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import Sha256File
-from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import systemd
 
 from gpuhost import pkgmgr
@@ -42,6 +41,7 @@ from gpuhost.facts.apt_pins import (
     InstalledPackageStates,
     RpmPackageStates,
 )
+from gpuhost.facts.dnf import RpmVersions
 from gpuhost.operations import apt_pin
 from gpuhost.operations._facts import fact
 from gpuhost.parsers.packages import parse_versionlock_entry
@@ -177,7 +177,10 @@ def cached_installed(
     """Every package of ``versions`` at its exact version, installed from the snapshot's package
     cache (downgrades and held packages allowed; the admin's config files kept)."""
     manager = pkgmgr.for_family(family) or pkgmgr.APT
-    installed = fact(DebPackages) if manager.family == "apt" else fact(RpmPackages)
+    if manager.family == "apt":
+        installed = fact(DebPackages)
+    else:  # {name: [epoch:version-release]}: the snapshot's form
+        installed = {n: [v] for n, v in fact(RpmVersions, packages=sorted(versions)).items()}
     differ = {
         name: cached[name]
         for name, version in versions.items()
