@@ -33,6 +33,8 @@ def install_driver_dnf(spec: DesiredState, plan: PackagePlan, switch: bool = Fal
             "provide the same nvidia-kmod and dnf would pick either",
         )
     data = _data()
+    # first: without DKMS offered nothing is changed (its refusal says "nothing was installed")
+    dnf_pin.dkms_offered(name="DKMS offered (EPEL)", package=plan.dkms_package, crb=plan.crb)
     dnf_pin.kernel_devel(name="kernel-devel for the running kernel")
     kernel.nouveau_blacklisted(name="Blacklist nouveau (initramfs rebuilt on change)")
     dnf_pin.repository(
@@ -42,7 +44,6 @@ def install_driver_dnf(spec: DesiredState, plan: PackagePlan, switch: bool = Fal
         key_sha256=str(data.get("gpuhost_cuda_repo_key_sha256") or ""),
         proxies=proxy_urls(data),
     )
-    dnf_pin.dkms_offered(name="DKMS offered (EPEL)", package=plan.dkms_package, crb=plan.crb)
     if plan.module is not None:
         dnf_pin.module_stream(
             name=f"Module stream {plan.module[0]}:{plan.module[1]}",

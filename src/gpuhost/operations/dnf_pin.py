@@ -256,7 +256,9 @@ def locked(packages: list[str], pin: str, epoch: str | None = None,
     + epoch: their epoch
     + companions: names locked at the version installed now
     """
-    installed_now = fact(RpmVersions, packages=sorted(companions or []))
+    # no companions: none asked of rpm (RpmVersions of no names reads the whole rpmdb, which
+    # locked every installed package, bash and rocky-release included)
+    installed_now = fact(RpmVersions, packages=sorted(companions)) if companions else {}
     wanted = lock_lines(packages, pin, epoch, installed_now)
     names = {parse_versionlock_entry(line)[0] for line in wanted}
     current = fact(DnfVersionLocks)
