@@ -23,10 +23,10 @@ from gpuhost.findings import (
 from gpuhost.findings import (
     verdict as verdict_of,
 )
+from gpuhost.gpus.node_classes import node_override
 from gpuhost.parsers.profile_marker import MARKER_PATH
 
 PROFILE_KEY = "gpuhost_profile"
-EXPECT_KEY = "gpuhost_expect"
 
 
 @dataclass(frozen=True)
@@ -145,10 +145,10 @@ def audit_host(
 
 def node_expectation(facts: HostFacts, host_data: Mapping[str, Any]) -> NodeExpectation | None:
     """What the node should have: its first GPU's node class with the inventory's
-    ``gpuhost_expect`` over it (checked by the inventory contract)."""
+    override (``gpuhost_node``, older ``gpuhost_expect``) over it (checked by the inventory
+    contract)."""
     gpus = facts.driver.smi.gpus if facts.driver.smi.ok else []
-    override = host_data.get(EXPECT_KEY)
-    return expectation_for(gpus[0].name if gpus else None, override or None, len(gpus))
+    return expectation_for(gpus[0].name if gpus else None, node_override(host_data), len(gpus))
 
 
 def _host_error(
