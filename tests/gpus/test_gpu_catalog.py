@@ -155,3 +155,40 @@ def test_the_matrix_takes_a_pci_id_and_a_gpu_only_the_catalog_knows():
     laptop = gpu_info(matrix, "NVIDIA RTX A5000 Laptop GPU")
     assert (laptop.compute_capability, laptop.architecture) == ("8.6", "Ampere")
     assert gpu_info(matrix, "10de:0197") is None
+
+
+def test_the_audit_identifies_a_gpu_by_the_pci_id_nvidia_smi_reports() -> None:
+    """nvidia-smi named this GTX 1660 Ti "Graphics Device" (telegraf capture); its XML's
+    pci_device_id 218410DE is a TU116 in the PCI database, Turing (cc 7.5)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "audit"))
+    from probe_text import capture, host_with
+
+    from gpuhost.audit.host import AuditSettings, audit_host
+    from gpuhost.facts.build import host_facts_from_text
+
+    text = host_with(nvidia_smi=capture("nvidia-smi-xml/telegraf__gtx-1660-ti.xml"))
+    facts = host_facts_from_text(text)
+    (gpu,) = facts.driver.smi.gpus
+    assert (gpu.name, gpu.pci_device_id) == ("Graphics Device", "10de:2184")
+    report = audit_host("h", facts, {}, AuditSettings(matrix=load_matrix(), profiles={}))
+    assert "matrix.gpu.unknown" not in {f.rule for f in report.findings}
+    info = gpu_info(load_matrix(), "Graphics Device (PCI 10de:2184)")
+    assert (info.compute_capability, info.architecture, info.pci_id) == (
+        "7.5",
+        "Turing",
+        "10de:2184",
+    )
+
+
+def test_nvidia_smi_text_reports_the_device_id_too() -> None:
+    from pathlib import Path
+
+    from gpuhost.parsers.nvidia_smi import parse_output
+
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "captures" / "nvidia-smi-q-text"
+    report = parse_output((path / "thamada-gls__GH200__550.127.05.txt").read_text())
+    assert [g.pci_device_id for g in report.gpus] == ["10de:2342"]
+    assert identify(report.gpus[0].pci_device_id).compute_capability == "9.0"

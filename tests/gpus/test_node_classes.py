@@ -104,3 +104,9 @@ def test_a_damaged_class_is_one_line(change: dict[str, object], said: str) -> No
     data = {**BASE, "classes": [{**BASE["classes"][0], **change}]}  # type: ignore[dict-item]
     with pytest.raises(ConfigError, match=said.replace("[", r"\[").replace("]", r"\]")):
         parse_classes(data)
+
+
+def test_the_pci_id_finds_the_class_where_the_name_does_not() -> None:
+    assert class_of("Graphics Device (PCI 10de:2330)").name == "hgx-h100-8gpu"
+    assert class_of("NVIDIA H100 80GB HBM3 (PCI 10de:2330)").name == "hgx-h100-8gpu"
+    assert class_of("Graphics Device (PCI 10de:2331)") is None

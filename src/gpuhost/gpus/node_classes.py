@@ -20,7 +20,7 @@ import yaml
 from gpuhost.datadir import data_path
 from gpuhost.datafiles import load_yaml, yaml_problem
 from gpuhost.errors import ConfigError
-from gpuhost.gpus.catalog import pci_id_of
+from gpuhost.gpus.catalog import name_part, pci_id_in, pci_id_of
 from gpuhost.gpus.names import same_sku
 
 CLASSES_FILE = "node_classes.yaml"
@@ -63,11 +63,12 @@ class NodeClass:
     collective: CollectiveRef | None = None
 
     def has(self, gpu: str) -> bool:
-        """Whether ``gpu`` (a name or a PCI ID) is one of this class's SKUs."""
-        pci_id = pci_id_of(gpu)
-        if pci_id is not None:
-            return pci_id in self.pci_ids
-        return any(same_sku(gpu, name) for name in self.gpu_names)
+        """Whether ``gpu`` (a name, a PCI ID, or a name with its PCI ID: catalog.labelled) is one
+        of this class's SKUs."""
+        pci_id = pci_id_in(gpu)
+        if pci_id is not None and pci_id in self.pci_ids:
+            return True
+        return not pci_id_of(gpu) and any(same_sku(name_part(gpu), n) for n in self.gpu_names)
 
 
 def _source(sources: Mapping[str, Any], key: Any, where: str) -> Mapping[str, Any]:
