@@ -26,6 +26,7 @@ from gpuhost.faults.judge import (
     xid_findings,
 )
 from gpuhost.faults.node_class import expectation_for
+from gpuhost.gpus.catalog import labelled
 from gpuhost.gpus.node_classes import node_override
 from gpuhost.operations.clocks import UNIT_NAME as CLOCKS_UNIT
 from gpuhost.parsers.smi_misc import parse_nvlink_errors, parse_nvlink_status
@@ -155,7 +156,9 @@ def test_node_class_and_nvlink(facts: HostFacts, inventory_data: dict[str, Any])
     and no override: NVLink only."""
     report = need_gpus(facts)
     expect = expectation_for(
-        report.gpus[0].name, node_override(inventory_data), len(report.gpus)
+        labelled(report.gpus[0].name or "", report.gpus[0].pci_device_id),
+        node_override(inventory_data),
+        len(report.gpus),
     )
     found = expectation_findings(report, expect) if expect is not None else []
     try:
