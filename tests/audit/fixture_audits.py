@@ -68,7 +68,7 @@ def _without_new_keys(old: Any, new: Any) -> Any:
     if isinstance(old, dict) and isinstance(new, dict):
         return {k: _without_new_keys(old[k], v) for k, v in new.items() if k in old}
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [_without_new_keys(o, n) for o, n in zip(old, new)]
+        return [_without_new_keys(o, n) for o, n in zip(old, new, strict=True)]
     return new
 
 

@@ -12,9 +12,10 @@ from gpuhost import datadir
 from gpuhost.cli import main
 from gpuhost.gpus.catalog import identify, load_catalog
 
-from .test_data_update import _clear, data_dir, served
+from .served import clear_loaded as _clear
+from .test_data_update import served
 
-__all__ = ["data_dir", "served"]  # the fixtures, shared with the other update tests
+__all__ = ["served"]  # the fixture, shared with the other update tests (data_dir: conftest.py)
 
 NEW_ID = "2f00"
 # A pci.ids in the database's own format: a newer edition naming a GH100 device the shipped

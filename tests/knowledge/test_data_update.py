@@ -20,23 +20,16 @@ from gpuhost.audit.host import AuditSettings, audit_host
 from gpuhost.cli import main
 from gpuhost.errors import PackageIndexError
 from gpuhost.facts.build import host_facts_from_text
-from gpuhost.gpus.catalog import load_catalog
 from gpuhost.knowledge import wheelzip
 from gpuhost.knowledge.pypi import DirectoryIndex
-from gpuhost.matrix import advisories, load, load_matrix
+from gpuhost.matrix import load_matrix
 from tests.matrix.test_sync import _online
 
 from .served import NEW_BULLETIN, NEW_CUDNN, NEW_TORCH, NEW_WHEEL, build, serve, wheel_bytes
+from .served import clear_loaded as _clear
 
 CAPTURE = Path(__file__).resolve().parents[1] / "audit" / "data"
 TODAY = datetime.date.today().isoformat()
-
-
-def _clear() -> None:
-    """Forget the data this process loaded (every gpuhost command is its own process)."""
-    load._load_default.cache_clear()
-    advisories._default.cache_clear()
-    load_catalog.cache_clear()
 
 
 @pytest.fixture
@@ -44,15 +37,6 @@ def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     root = build(tmp_path / "served")
     with serve(root) as base:
         yield root, base
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = tmp_path / "data"
-    monkeypatch.setenv(datadir.ENV, str(folder))
-    _clear()
-    yield folder
-    _clear()
 
 
 def _update(base: str, folder: Path) -> int:
@@ -229,12 +213,12 @@ def test_a_damaged_overlay_in_use_is_one_line(
     YAMLError / ValueError traceback)."""
     _, base = served
     data_dir.mkdir()
-    (data_dir / "meta.json").write_text('{"date": "2099-01-01"}', encoding="utf-8")
+    (data_dir / "meta.json").write_text(json.dumps({"date": TODAY}), encoding="utf-8")
     (data_dir / name).write_text(text, encoding="utf-8")
     before = {p.name: p.read_bytes() for p in data_dir.iterdir()}
     assert _update(base, data_dir) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith("gpuhost: error: data update failed, keeping the data of 2099-01-01")
+    assert line.startswith(f"gpuhost: error: data update failed, keeping the data of {TODAY}")
     assert str(data_dir / name) in line and named in line
     assert {p.name: p.read_bytes() for p in data_dir.iterdir()} == before
 

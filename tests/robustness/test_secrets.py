@@ -142,3 +142,23 @@ def test_provider_retries_must_be_a_whole_number(tmp_path, monkeypatch, value):
     text += f"retries: {value}\n"
     with pytest.raises(ConfigError, match="retries: found .*, expected a whole number"):
         load_provider_config(_provider(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"gpuhost_bundle": {"url": f"http://alice:{SECRET}@bundles:99999/b", "key_sha256": "0"}},
+        {"gpuhost_proxy": f"ftp://bob:{SECRET}@proxy:3128"},
+        {"gpuhost_proxy": {"http": f"http://carol:{SECRET}@proxy:3128", "https": 7}},
+    ],
+)
+def test_a_refused_url_with_a_password_is_echoed_without_it(tmp_path, capsys, data):
+    """A bundle URL or proxy with credentials, refused by the inventory check, was echoed back
+    whole; its password is now *** in the line (the user stays: it tells which account)."""
+    inv = tmp_path / "inv.py"
+    inv.write_text(f"gpu = [('n1', {{'ssh_hostname': '127.0.0.1', **{data!r}}})]\n")
+
+    assert main(["inventory", "check", str(inv)]) == 2
+
+    err = capsys.readouterr().err
+    assert SECRET not in err and "gpuhost_" in err

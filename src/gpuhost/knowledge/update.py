@@ -5,9 +5,9 @@ Sources (every URL read through one :class:`gpuhost.knowledge.pypi.Index`, so re
 replay a whole update):
 
 - NVIDIA's CSAF bulletins (github.com/NVIDIA/product-security): each year's ``README.md`` lists
-  the bulletins; those for the GPU display driver or the container toolkit that the advisories
-  lack are read (``<year>/<id>/<id>.json``) and turned into rows as ``matrix advisories-sync``
-  does;
+  the bulletins; those for the GPU display driver, the container toolkit or the CUDA Toolkit
+  that the advisories lack are read (``<year>/<id>/<id>.json``) and turned into rows as
+  ``matrix advisories-sync`` does;
 - NVIDIA's CUDA redistrib manifests (``redistrib_X.Y.Z.json``, listed by the redist folder's
   index page): a release newer than the matrix knows becomes a CUDA row or update, its minimum
   driver the ``nvidia_driver`` version the manifest carries (a manifest without one is skipped
@@ -46,16 +46,23 @@ from gpuhost.knowledge.cudnn_redist import CUDNN_REDIST, CUDNN_REDIST_SOURCE, cu
 from gpuhost.knowledge.maintain import wheel_ranges
 from gpuhost.knowledge.pypi import Index, make_index
 from gpuhost.knowledge.sync import render_wheels, sync
-from gpuhost.matrix.advisories import default_advisories_path, load_advisories, read_raw
+from gpuhost.matrix.advisories import (
+    default_advisories_path,
+    load_advisories,
+    read_raw,
+    row_problems,
+)
 from gpuhost.matrix.load import default_matrix_path, load_matrix
 from gpuhost.matrix.wheeldata import default_wheels_path, load_wheels
+from gpuhost.redaction import redact_url
+from gpuhost.statedir import unsafe_folder
 from gpuhost.versions import parse_version
 
 CSAF_BASE = "https://raw.githubusercontent.com/NVIDIA/product-security/main"
 CUDA_REDIST = "https://developer.download.nvidia.com/compute/cuda/redist/"
 _README_ROW_RE = re.compile(r"^\|\s*\[(\d+)\]\([^)]*\)\s*\|\s*([^|]+?)\s*\|")
 _MANIFEST_RE = re.compile(r"redistrib_(\d+\.\d+\.\d+)\.json")
-_WANTED_TITLES = ("Display Driver", "Container Toolkit")
+_WANTED_TITLES = ("Display Driver", "Container Toolkit", "CUDA Toolkit")
 CUDA_REDIST_SOURCE = {
     "url": CUDA_REDIST,
     "title": "NVIDIA CUDA redistrib manifests (redistrib_X.Y.Z.json: release date and the "
@@ -97,7 +104,7 @@ def collect(
             if (project, r["version"]) not in old
         ]
     out.texts["wheels.yaml"] = render_wheels(ranges, result.data)
-    out.origin = (
+    out.origin = redact_url(
         f"PyPI {index.base}, CSAF {csaf_base}, CUDA redist {cuda_redist}, "
         f"cuDNN redist {cudnn_redist}"
     )
@@ -146,6 +153,13 @@ def _advisories(index: Index, base: str, today: datetime.date, lines: list[str])
                 raise PackageIndexError(f"{url}: no 'document' object; expected a CSAF bulletin")
             row = readable_row(doc, url)
             if row is None:
+                continue
+            problems = row_problems(row, today)
+            if problems:  # nothing of it is used: not its id in a path, nor its date
+                lines.append(f"bulletin {m.group(1)}: not added ({'; '.join(problems)})")
+                continue
+            if row["id"] in known:
+                lines.append(f"bulletin {m.group(1)}: not added (its id {row['id']} is known)")
                 continue
             rows.append(row)
             known.add(row["id"])
@@ -247,6 +261,12 @@ def update(
     ``from_dir``) and install into ``folder``; one line per fact, then the data now in use.
     DataUpdateError naming the data kept when anything fails (nothing is changed then)."""
     before = datadir.data_info()
+    unsafe = unsafe_folder(folder)
+    if unsafe:  # an update there would not be used (datadir.overlay_problem)
+        raise DataUpdateError(
+            f"data update: data directory {folder}: {unsafe[0]} is {unsafe[1]}; refusing to "
+            f"write the update there (fix: chmod go-w it, or give --data-dir a folder of yours)"
+        )
     try:
         index = make_index(from_dir, index_url)
         found = collect(
@@ -278,8 +298,8 @@ def install(found: Collected, folder: Path, today: datetime.date | None = None) 
     except OSError as exc:
         raise GpuhostError(f"{folder}: cannot write the data directory ({exc.strerror})") from exc
     try:
-        for name, text in found.texts.items():
-            (work / name).write_text(text, encoding="utf-8")
+        for name, text in found.texts.items():  # a mirror's password is never stored
+            (work / name).write_text(redact_url(text), encoding="utf-8")
         load_matrix(str(work / "matrix.yaml"))  # reads wheels.yaml beside it too
         load_advisories(str(work / "advisories.yaml"))
         load_wheels(str(work / "wheels.yaml"))
@@ -290,7 +310,11 @@ def install(found: Collected, folder: Path, today: datetime.date | None = None) 
         (folder / datadir.META).unlink(missing_ok=True)
         for name in found.texts:
             (work / name).replace(folder / name)
-        meta = {"date": today.isoformat(), "origin": found.origin, "added": found.lines}
+        meta = {
+            "date": today.isoformat(),
+            "origin": redact_url(found.origin),
+            "added": [redact_url(line) for line in found.lines],
+        }
         safeio.write_atomic(folder / datadir.META, (json.dumps(meta, indent=1) + "\n").encode())
     except OSError as exc:
         raise GpuhostError(f"{folder}: cannot write the data ({exc.strerror})") from exc
