@@ -11,7 +11,7 @@ import pytest
 from gpuhost.gpus.catalog import identify, load_catalog, pci_id_of
 from gpuhost.gpus.names import mobile_key, normalise_name
 from gpuhost.matrix import load_matrix
-from gpuhost.matrix.gpus import gpu_info
+from gpuhost.matrix.gpus import gpu_info, unknown_gpu_hint
 
 CATALOG = load_catalog()
 TABLE_GPUS = [(row["name"], row["compute_capability"]) for row in CATALOG.gpus]
@@ -127,6 +127,9 @@ def test_a_name_sold_on_chips_of_unsourced_compute_capability_is_not_guessed():
     # GeForce GT 730 is a GK107, a GK208B and a GF108 in the database: not one answer.
     assert identify("GeForce GT 730") is None
     assert identify("Graphics Device") is None
+    said = unknown_gpu_hint(load_matrix(), "GeForce GT 730")
+    assert said.startswith("the PCI database has more than one GPU of that name (10de:0f02 GF108")
+    assert "10de:1287 GK208B (cc 3.5)" in said and said.endswith("as lspci -n prints it)")
 
 
 @pytest.mark.parametrize(

@@ -207,6 +207,34 @@ def _one(found: list[Sku]) -> Sku | None:
     return replace(known[0], pci_id=None, chip=None, name=known[0].name + (more if others else ""))
 
 
+def _found(table: Catalog, text: str) -> list[Sku]:
+    """Every GPU a name matches: its table rows, else the database's devices of that name."""
+    key = normalise_name(text.rstrip().rstrip(".\u2026"))
+    if not key:
+        return []
+    found = _matches(table, normalise_name, key) or _matches(table, mobile_key, mobile_key(text))
+    if not found and text.rstrip().endswith(("...", "\u2026")):
+        found = _truncated(table, sku_key(text.rstrip().rstrip(".\u2026")))
+    return found
+
+
+def ambiguity(text: str) -> str | None:
+    """For a name :func:`identify` does not answer although the database knows it (sold on chips
+    of different or unsourced compute capability): what to say, naming the devices."""
+    if pci_id_in(text) or identify(text) is not None:
+        return None
+    found = _found(load_catalog(), text)
+    if not found:
+        return None
+    shown = ", ".join(
+        f"{s.pci_id} {s.chip} (cc {s.compute_capability or 'not sourced'})" for s in found[:4]
+    )
+    return (
+        f"the PCI database has more than one GPU of that name ({shown}): give its PCI ID "
+        "(10de:XXXX, as lspci -n prints it)"
+    )
+
+
 def identify(text: str, catalog: Catalog | None = None) -> Sku | None:
     """The GPU ``text`` names (see the module docstring); None when neither the PCI database nor
     the tables know the name, or its matches disagree on the compute capability."""
@@ -214,13 +242,7 @@ def identify(text: str, catalog: Catalog | None = None) -> Sku | None:
     pci_id = pci_id_in(text)
     if pci_id is not None:
         return _by_id(table, pci_id)
-    key = normalise_name(text.rstrip().rstrip(".\u2026"))
-    if not key:
-        return None
-    found = _matches(table, normalise_name, key) or _matches(table, mobile_key, mobile_key(text))
-    if not found and text.rstrip().endswith(("...", "\u2026")):
-        found = _truncated(table, sku_key(text.rstrip().rstrip(".\u2026")))
-    return _one(found)
+    return _one(_found(table, text))
 
 
 def _truncated(catalog: Catalog, prefix: str) -> list[Sku]:

@@ -7,7 +7,7 @@ keys the matrix lists, so one data row covers every memory size and form factor 
 
 from __future__ import annotations
 
-from gpuhost.gpus.catalog import Sku, identify, name_part, pci_id_in, pci_id_of
+from gpuhost.gpus.catalog import Sku, ambiguity, identify, name_part, pci_id_in, pci_id_of
 from gpuhost.gpus.names import normalise_name
 from gpuhost.matrix.model import Gpu, GpuInfo, Matrix
 
@@ -93,6 +93,9 @@ def unknown_gpu_hint(matrix: Matrix, name: str) -> str:
     if pci_id_of(name):
         sku = identify(name)
         return sku.unknown_line if sku else f"unknown GPU {name}"
+    several = ambiguity(name)
+    if several:
+        return several
     every = [n for gpu in matrix.gpus for n in gpu.names]
     near = difflib.get_close_matches(normalise_name(name) or name.upper(), every, n=3, cutoff=0.6)
     examples = ", ".join(g.names[0] for g in matrix.gpus[-12:])
