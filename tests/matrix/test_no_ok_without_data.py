@@ -129,3 +129,33 @@ def test_the_audit_matrix_rule_keeps_the_unknowns(matrix: Matrix) -> None:
     assert severities["matrix.cudnn.unknown"] == "warning"
     assert severities["matrix.framework.unknown"] == "warning"
     assert "matrix.framework.ok" not in severities
+
+
+@pytest.mark.parametrize(
+    ("driver", "rule", "severity"),
+    [
+        ("575.57.08", "cuda.driver-floor", "error"),  # below the 13.x floor 580.65.06
+        ("580.95.05", "cuda.driver-minor-compat", "warning"),  # at or above it
+    ],
+)
+def test_a_cuda_minor_newer_than_the_data_is_judged_by_its_major_floor(
+    matrix: Matrix, driver: str, rule: str, severity: str
+) -> None:
+    """CUDA 13.4 (its Linux driver is no longer bundled, so the data has no exact minimum): the
+    driver is judged by NVIDIA's CUDA 13.x minor-version-compatibility floor, and the finding
+    says the exact floor is not in the data."""
+    found = {f.rule: f for f in check_stack(matrix, cuda="13.4", driver=driver, as_of=AS_OF)}
+    assert found[rule].severity == severity
+    assert "580.65.06" in found[rule].message
+    assert "the exact minimum driver of CUDA 13.4 is not in the matrix data" in found[rule].message
+    assert "cuda.driver" not in found  # never "meets CUDA 13.4"
+
+
+@pytest.mark.parametrize("cudnn", ["9.21.0", "9.24.0", "9.24.1"])
+def test_cudnn_after_917_is_known_from_its_redistrib_manifest(matrix: Matrix, cudnn: str) -> None:
+    """cuDNN 9.21 to 9.24.1: rows from NVIDIA's redistrib manifests (derived: driver floors per
+    CUDA major, compute capabilities as 9.17.0, the last support-matrix row)."""
+    found = {f.rule for f in check_stack(matrix, gpus=["H100"], cuda="13.0", cudnn=cudnn)}
+    assert "cudnn.unknown" not in found and not found & {"cudnn.cuda-range", "cudnn.arch"}
+    row = next(r for r in matrix.cudnn if r.version == cudnn)
+    assert row.confidence == "derived" and f"redistrib_{cudnn}.json" in matrix.url(row.source)
