@@ -159,3 +159,18 @@ def test_cudnn_after_917_is_known_from_its_redistrib_manifest(matrix: Matrix, cu
     assert "cudnn.unknown" not in found and not found & {"cudnn.cuda-range", "cudnn.arch"}
     row = next(r for r in matrix.cudnn if r.version == cudnn)
     assert row.confidence == "derived" and f"redistrib_{cudnn}.json" in matrix.url(row.source)
+
+
+@pytest.mark.parametrize("gpu", ["NVIDIA H100 80GB HBM3", "NVIDIA Mystery GPU 9000"])
+def test_profile_verify_on_a_gpu_the_data_lacks_is_not_ok(matrix: Matrix, gpu: str) -> None:
+    """``matrix profile verify`` runs the same rules (and the kernel-module ones): a built-in
+    profile is ok on an H100 and not ok on a GPU the data lacks, which it names."""
+    from gpuhost.matrix.profiles import load_profiles, verify_profile
+
+    profile = load_profiles()["nvidia-repo-580-cuda13.0"]
+    found = _compat(verify_profile(matrix, profile, [gpu], as_of=AS_OF))
+    if "Mystery" in gpu:
+        assert verdict(found) == "warning"
+        assert any(f.rule == "gpu.unknown" and gpu in f.message for f in found)
+    else:
+        assert verdict(found) == "ok", [f.message for f in found if f.severity != "info"]
