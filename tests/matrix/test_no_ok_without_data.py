@@ -8,6 +8,7 @@ finding claims a fit that needs the missing fact."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -174,3 +175,19 @@ def test_profile_verify_on_a_gpu_the_data_lacks_is_not_ok(matrix: Matrix, gpu: s
         assert any(f.rule == "gpu.unknown" and gpu in f.message for f in found)
     else:
         assert verdict(found) == "ok", [f.message for f in found if f.severity != "info"]
+
+
+def test_matrix_show_names_what_a_tensorflow_wheel_is_built_for(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gpuhost.cli import main
+
+    assert main(["matrix", "show", "--framework", "tensorflow==2.17.0", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["archs"] == ["6.0", "7.0", "8.0", "8.9", "9.0+PTX"]
+    assert any(
+        url.endswith("tensorflow-2.17.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl")
+        for url in answer["sources"]
+    )
+    assert main(["matrix", "show", "--framework", "tensorflow==2.17.0"]) == 0
+    assert "built for       6.0, 7.0, 8.0, 8.9, 9.0+PTX" in capsys.readouterr().out
