@@ -3,10 +3,11 @@
 
 The data directory is ``$GPUHOST_DATA_DIR`` when set, else ``/var/lib/gpuhost/data`` for root,
 else ``$XDG_DATA_HOME/gpuhost`` (``~/.local/share/gpuhost``). An update writes whole data files
-there (``matrix.yaml``, ``advisories.yaml``, ``wheels.yaml``, each validated by the same loader
-as the shipped one) and ``meta.json`` last: ``{"date", "origin", "sources"}``. The overlay is used
-only while its date is not older than the shipped data's (a newer gpuhost release wins), and
-:func:`data_path` is the one place that decides, for every loader.
+there (``matrix.yaml``, ``advisories.yaml``, ``wheels.yaml``, ``gpu_catalog.yaml``, each
+validated by the same loader as the shipped one) and ``meta.json`` last: ``{"date", "origin",
+"sources"}``. The overlay is used only while its date is not older than the shipped data's (a
+newer gpuhost release wins), and :func:`data_path` is the one place that decides, for every
+loader.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ ENV = "GPUHOST_DATA_DIR"
 MAX_AGE_ENV = "GPUHOST_DATA_MAX_AGE_DAYS"
 DEFAULT_MAX_AGE_DAYS = 120
 ROOT_DIR = Path("/var/lib/gpuhost/data")
-FILES = ("matrix.yaml", "advisories.yaml", "wheels.yaml")
+FILES = ("matrix.yaml", "advisories.yaml", "wheels.yaml", "gpu_catalog.yaml")
 META = "meta.json"
 _UPDATED_RE = re.compile(r'^updated:\s*"?(\d{4}-\d{2}-\d{2})"?\s*$', re.MULTILINE)
 MAX_META_BYTES = 1024 * 1024

@@ -144,3 +144,14 @@ class DesiredState:
             cdi=bool(marker.cdi),
             companions=marker.companions,
         )
+
+
+@dataclass(frozen=True)
+class PrecompiledModules:
+    """Module packages built for each kernel (their version is the kernel's), and the kernel
+    metapackages that must move with them; templates with ``{kernel}`` (a kernel release,
+    ``uname -r``) and ``{kernel_flavour}`` (``generic``)."""
+
+    flavour: str  # the metapackage following linux-image-<kernel flavour>
+    kernel: list[str]  # the packages of one kernel release
+    kernel_metapackages: list[str]

@@ -18,7 +18,7 @@ from pathlib import Path
 from gpuhost.errors import ConfigError
 from gpuhost.safeio import owner_problem
 
-SUBFOLDERS = ("snapshots", "runs", "logs", "locks", "health")
+SUBFOLDERS = ("snapshots", "runs", "logs", "locks", "health", "acceptance")
 
 
 def folder_problem(folder: Path, above: bool = False) -> str | None:

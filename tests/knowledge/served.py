@@ -62,10 +62,12 @@ class RangeHandler(SimpleHTTPRequestHandler):
 
 def clear_loaded() -> None:
     """Forget the data this process loaded (every gpuhost command is its own process)."""
+    from gpuhost.gpus.catalog import load_catalog
     from gpuhost.matrix import advisories, load
 
     load._load_default.cache_clear()
     advisories._default.cache_clear()
+    load_catalog.cache_clear()
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import aptrepo, nvidia_ubuntu
+from . import aptrepo, nvidia_ubuntu, ubuntu_archive
 from .image import DEBIAN_SOURCES
 from .shapes import Shape
 from .system import run
@@ -95,9 +95,11 @@ def _host_files(version_id: str) -> Callable[[dict[str, Any]], dict[str, str | b
     return files
 
 
-#: codename -> {suite: stand-ins}: the stand-in archive's packages (empty pockets here; the
-#: Ubuntu-archive profiles' stand-ins fill them)
-ARCHIVE_STAND_INS: dict[str, Callable[[str], dict[str, list[aptrepo.StandIn]]]] = {}
+#: codename -> {suite: stand-ins}: the stand-in archive's packages (the -server driver, kernels
+#: and Canonical's precompiled modules of the ubuntu-archive profiles: tests/lab/ubuntu_archive.py)
+ARCHIVE_STAND_INS: dict[str, Callable[[str], dict[str, list[aptrepo.StandIn]]]] = {
+    codename: ubuntu_archive.stand_ins for codename, _, _ in RELEASES.values()
+}
 
 
 def build_archive(root: Path, arch: str, sign: Callable[[Path], None]) -> None:

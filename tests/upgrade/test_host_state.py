@@ -10,7 +10,8 @@ from gpuhost.deploys.spec import package_sets, supported_os
 from gpuhost.upgrade.host_state import HostState, is_stack_package
 from gpuhost.upgrade.validate import Expectation, package_problems
 
-VALUES = {"branch": "550", "cuda_major": "12", "cuda_dash": "12-4", "cudnn_major": "9"}
+VALUES = {"branch": "550", "cuda_major": "12", "cuda_dash": "12-4", "cudnn_major": "9",
+          "version": "550.54.15"}
 KEYS = (
     "install",
     "coupled",

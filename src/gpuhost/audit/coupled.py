@@ -13,10 +13,17 @@ from typing import Any
 from gpuhost.datafiles import PACKAGE_SETS, package_sets
 from gpuhost.errors import ConfigError
 
+#: what a placeholder of the data stands for in an installed package's name; any other
+#: placeholder ({branch}, {cuda_major}, {cuda_dash}, ...) is digits, with one dash at most
+PLACEHOLDER_RES = {"{version}": r"\d+(?:\.\d+)+"}
+
 
 def _template_regex(template: str) -> str:
     parts = re.split(r"(\{[a-z_]+\})", template)
-    return "".join(r"\d+(?:-\d+)?" if p.startswith("{") else re.escape(p) for p in parts)
+    return "".join(
+        PLACEHOLDER_RES.get(p, r"\d+(?:-\d+)?") if p.startswith("{") else re.escape(p)
+        for p in parts
+    )
 
 
 # the package_sets.yaml keys that hold package names (templates), besides "coupled"

@@ -10,7 +10,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gpuhost.audit.rules.installed import loaded_driver_version, userspace_driver_version
+from gpuhost.audit.rules.installed import (
+    installed_cuda_versions,
+    loaded_driver_version,
+    userspace_driver_version,
+)
 from gpuhost.errors import GpuhostError
 from gpuhost.facts.host_facts import HostFacts
 from gpuhost.findings import WARNING, Finding, RuleResult, rule_doc, split_fix
@@ -35,19 +39,6 @@ def stack_inputs(facts: HostFacts) -> dict[str, Any]:
     }
 
 
-def _cuda_versions(facts: HostFacts) -> list[str | None]:
-    versions: list[str | None] = []
-    default = facts.cuda.default_version
-    if default:
-        versions.append(default)
-    for toolkit in facts.cuda.toolkits:
-        if toolkit.version and toolkit.version not in versions:
-            versions.append(toolkit.version)
-    if not versions and facts.cuda.nvcc_version:
-        versions.append(facts.cuda.nvcc_version)
-    return versions or [None]
-
-
 def matrix_results(facts: HostFacts, matrix: Any) -> tuple[RuleResult, ...]:
     """One RuleResult ("matrix") with every matrix finding for this host."""
     from gpuhost.matrix import check_stack
@@ -58,7 +49,8 @@ def matrix_results(facts: HostFacts, matrix: Any) -> tuple[RuleResult, ...]:
         return (RuleResult(RULE, skipped="no GPU, driver, CUDA, cuDNN or framework to judge"),)
     findings: list[Finding] = []
     seen: set[tuple[str, str]] = set()
-    for index, cuda in enumerate(_cuda_versions(facts)):
+    cudas: list[str | None] = list(installed_cuda_versions(facts)) or [None]
+    for index, cuda in enumerate(cudas):
         # The first call judges the whole stack; the others only add each extra toolkit.
         args = dict(inputs) if index == 0 else {"gpus": inputs["gpus"], "driver": inputs["driver"]}
         try:

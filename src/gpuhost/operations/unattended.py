@@ -28,27 +28,40 @@ def _literal(name: str) -> str:
     return re.sub(r"([.+])", r"[\1]", name)
 
 
-def render_blacklist(packages: Sequence[str]) -> str:
-    """The apt.conf drop-in for ``packages`` (sorted, deduplicated); ValueError for a name that
-    is not a Debian package name."""
+NVIDIA_HEADER = (
+    "// Written by gpuhost: NVIDIA packages pinned by the provision profile are never\n"
+    "// upgraded by unattended-upgrades (gpuhost upgrade moves them, with a snapshot).\n"
+)
+
+
+def render_blacklist(packages: Sequence[str], header: str = NVIDIA_HEADER) -> str:
+    """The apt.conf drop-in for ``packages`` (sorted, deduplicated) under ``header`` (comment
+    lines); ValueError for a name that is not a Debian package name."""
     names = sorted(set(packages))
     bad = [n for n in names if not _NAME_RE.match(n)]
     if bad:
         raise ValueError(f"not Debian package names: {', '.join(bad)}")
     entries = "".join(f'    "^{_literal(n)}$";\n' for n in names)
-    return (
-        "// Written by gpuhost: NVIDIA packages pinned by the provision profile are never\n"
-        "// upgraded by unattended-upgrades (gpuhost upgrade moves them, with a snapshot).\n"
-        "Unattended-Upgrade::Package-Blacklist {\n" + entries + "};\n"
-    )
+    return header + "Unattended-Upgrade::Package-Blacklist {\n" + entries + "};\n"
 
 
 @operation()
-def excluded(packages: list[str]) -> Generator:
+def excluded(
+    packages: list[str],
+    path: str = BLACKLIST_FILE,
+    what: str = "NVIDIA packages",
+    header: str = NVIDIA_HEADER,
+) -> Generator:
     """Write the blacklist drop-in when its content differs (written even before
-    unattended-upgrades is installed, so installing it later changes nothing)."""
-    commands = list(put_text(BLACKLIST_FILE, render_blacklist(packages)))
+    unattended-upgrades is installed, so installing it later changes nothing).
+
+    + packages: exact package names
+    + path: the drop-in (one per kind of package: precompiled.kernel_excluded writes its own)
+    + what: how the no-change note names them
+    + header: the drop-in's comment lines
+    """
+    commands = list(put_text(path, render_blacklist(packages, header)))
     if not commands:
-        host.noop("NVIDIA packages already excluded from unattended-upgrades")
+        host.noop(f"{what} already excluded from unattended-upgrades")
         return
     yield from commands

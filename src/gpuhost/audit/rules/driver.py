@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from gpuhost.audit.rules.context import AuditContext, ok_result, one_finding, skip_result
 from gpuhost.audit.rules.installed import coupled_packages, userspace_driver_version
+from gpuhost.audit.rules.precompiled import check_precompiled_next_boot
 from gpuhost.facts.host_facts import HostFacts
 from gpuhost.findings import ERROR, WARNING, RuleResult
 
@@ -241,8 +242,8 @@ def check_next_boot_kernel(ctx: AuditContext) -> RuleResult:
     rule = "kernel.next-boot-module"
     facts = ctx.facts
     builds = [e for e in facts.dkms if e.module.startswith("nvidia")]
-    if not builds:
-        return skip_result(rule, "the NVIDIA module is not built by DKMS on this host")
+    if not builds:  # Ubuntu's archive: precompiled module packages per kernel
+        return check_precompiled_next_boot(ctx)
     next_boot = facts.kernel.next_boot
     if next_boot is None:
         return skip_result(

@@ -1,0 +1,254 @@
+"""The kernel and its precompiled NVIDIA modules move together: real apt (this machine's apt 2.6,
+``apt-get -s``, nothing installed) against the lab's stand-in of Ubuntu's archive
+(tests/lab/ubuntu_archive.py: release, -security and -updates pockets; -updates offers a kernel
+whose module package needs a newer driver than the profile pins), with gpuhost's own
+preferences file and holds for ubuntu-archive-580-server, and a dpkg status of a host that
+provision left on the release pocket's kernel.
+
+platforms.md section 4 found the hole with a hand-made index: with the driver pinned and held,
+``apt-get dist-upgrade`` installs the new kernel and keeps its module package back. These tests
+show it on the stand-in archive, then that gpuhost's holds keep the kernel, that the pairing
+gpuhost computes from ``apt-cache show`` installs the next boot's module at the version the
+pinned driver satisfies, and that moving to a newer driver takes the new kernel and its module
+in one apt command.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from lab import ubuntu_archive as ua
+
+from gpuhost.deploys.spec import package_plan
+from gpuhost.desired import DesiredState
+from gpuhost.operations.apt_pin import render_preferences
+from gpuhost.operations.precompiled import (
+    kernel_metapackages,
+    module_metapackage,
+    newest_kernel,
+    pair_kernel,
+)
+from gpuhost.parsers.apt_records import parse_apt_show
+
+pytestmark = pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("apt-get", "apt-ftparchive", "dpkg-deb", "gpg")),
+    reason="needs apt-get, apt-ftparchive, dpkg-deb and gpg (Debian/Ubuntu packages apt, "
+    "apt-utils, dpkg, gpg)",
+)
+
+OS_VERSION = "24.04"
+PROFILE_DRIVER = ua.SECURITY_DRIVER  # ubuntu-archive-580-server's 580.178.04
+K100, K101 = ua.kernel_releases(OS_VERSION)
+FLAVOUR_META = "linux-modules-nvidia-580-server-open-generic"
+
+
+def _spec(driver: str) -> DesiredState:
+    return DesiredState(
+        profile="ubuntu-archive-580-server", source="ubuntu-archive", os=("ubuntu-24.04",),
+        driver_version=driver, driver_branch="580", kernel_module="open",
+        cuda_versions=("13.0",), cuda_default="13.0",
+    )
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> ua.Archive:
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    return ua.build(tmp_path_factory.mktemp("ubuntu-archive"), arch, OS_VERSION)
+
+
+class AptRoot:
+    """apt with its own configuration, lists and dpkg status (``-o Dir=``), no lock."""
+
+    def __init__(self, path: Path, archive: ua.Archive) -> None:
+        self.path = path
+        for sub in ("etc/apt/preferences.d", "etc/apt/sources.list.d", "etc/apt/apt.conf.d",
+                    "var/lib/dpkg", "var/lib/apt/lists/partial", "var/cache/apt/archives/partial"):
+            (path / sub).mkdir(parents=True, exist_ok=True)
+        (path / "etc/apt/sources.list.d/ubuntu.sources").write_text(ua.sources_text(
+            f"file:{archive.root}", archive.codename, str(archive.key_path)))
+        self.records = self._index(archive)
+
+    def _index(self, archive: ua.Archive) -> dict[tuple[str, str], str]:
+        out = {}
+        for packages in sorted(archive.root.glob("ubuntu/dists/*/restricted/binary-*/Packages")):
+            for stanza in packages.read_text().split("\n\n"):
+                fields = dict(
+                    line.split(": ", 1) for line in stanza.splitlines() if ": " in line
+                    and not line.startswith(" ")
+                )
+                if "Package" in fields:
+                    out[(fields["Package"], fields["Version"])] = stanza.strip()
+        return out
+
+    def install_state(self, installed: dict[str, str], held: set[str], prefs: str) -> None:
+        """The dpkg status of ``installed`` (name -> version), ``held`` on hold; gpuhost's
+        preferences file; then apt-get update."""
+        stanzas = []
+        for name, version in sorted(installed.items()):
+            stanza = self.records[(name, version)]
+            state = "hold" if name in held else "install"
+            kept = [line for line in stanza.splitlines()
+                    if line.split(":", 1)[0] in ("Package", "Version", "Architecture", "Depends",
+                                                 "Provides", "Maintainer", "Description")]
+            kept.insert(1, f"Status: {state} ok installed")
+            stanzas.append("\n".join(kept))
+        (self.path / "var/lib/dpkg/status").write_text("\n\n".join(stanzas) + "\n")
+        (self.path / "etc/apt/preferences.d/gpuhost-nvidia").write_text(prefs)
+        self.run("apt-get", "update", "-q")
+
+    def run(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        cmd = [tool, "-o", f"Dir={self.path}", "-o",
+               f"Dir::State::status={self.path}/var/lib/dpkg/status",
+               "-o", "Debug::NoLocking=1", *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={"LC_ALL": "C",
+                              "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=120)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)}: rc {proc.returncode}\n{proc.stdout}\n"
+                                 f"{proc.stderr}")
+        return proc
+
+
+def _revision(upstream: str) -> str:
+    return f"{upstream}-0ubuntu0.{OS_VERSION}.1"
+
+
+def _host(driver: str, modules_version: str, kernel_meta: str = "6.8.0.100.100") -> dict:
+    """A host provision left at ``driver`` on kernel 6.8.0-100 with its open modules."""
+    v = _revision(driver)
+    out = {name: v for name in (
+        "nvidia-kernel-common-580-server", f"nvidia-firmware-580-server-{driver}",
+        "libnvidia-compute-580-server", "libnvidia-cfg1-580-server",
+        "nvidia-compute-utils-580-server", "nvidia-utils-580-server",
+        "nvidia-headless-no-dkms-580-server-open")}
+    out.update({
+        f"linux-image-{K100}": "6.8.0-100.100", f"linux-headers-{K100}": "6.8.0-100.100",
+        "linux-image-generic": kernel_meta, "linux-headers-generic": kernel_meta,
+        "linux-generic": kernel_meta,
+        f"linux-modules-nvidia-580-server-open-{K100}": modules_version,
+        FLAVOUR_META: modules_version,
+    })
+    return out
+
+
+def _gpuhost_state(driver: str) -> tuple[str, set[str], list[str]]:
+    """gpuhost's preferences file, the driver holds and the kernel holds for ``driver``."""
+    plan = package_plan(_spec(driver), "ubuntu-24.04")
+    assert plan.precompiled is not None
+    prefs = render_preferences(plan.pins, plan.blocked, plan.blocked_patterns)
+    kernel = [module_metapackage(plan.precompiled, "generic"),
+              *kernel_metapackages(plan.precompiled, "generic")]
+    return prefs, set(plan.coupled), kernel
+
+
+def _installs(output: str) -> list[str]:
+    return [line.split()[1] for line in output.splitlines() if line.startswith("Inst ")]
+
+
+def test_driver_holds_alone_give_a_new_kernel_without_its_module(
+    archive: ua.Archive, tmp_path: Path
+) -> None:
+    """The hole (platforms.md section 4), on the stand-in archive: the driver pinned and held,
+    the kernel free; dist-upgrade takes 6.8.0-101 and keeps back the module metapackage whose
+    new version needs driver 580.199.02."""
+    apt = AptRoot(tmp_path, archive)
+    prefs, held, _ = _gpuhost_state(PROFILE_DRIVER)
+    apt.install_state(_host(PROFILE_DRIVER, "6.8.0-100.100+1"), held, prefs)
+    out = apt.run("apt-get", "-s", "dist-upgrade").stdout
+    installs = _installs(out)
+    assert f"linux-image-{K101}" in installs, out
+    assert not any(name.startswith("linux-modules-nvidia") for name in installs), out
+    assert FLAVOUR_META in out.split("kept back:")[1], out
+
+
+def test_gpuhost_holds_keep_the_kernel_with_its_module(archive: ua.Archive, tmp_path: Path) -> None:
+    """With the kernel and module metapackages held too (what provision now does), neither
+    upgrade nor dist-upgrade installs a kernel: the next boot keeps 6.8.0-100 and its module."""
+    apt = AptRoot(tmp_path, archive)
+    prefs, held, kernel = _gpuhost_state(PROFILE_DRIVER)
+    apt.install_state(_host(PROFILE_DRIVER, "6.8.0-100.100+1"), held | set(kernel), prefs)
+    for command in ("upgrade", "dist-upgrade"):
+        out = apt.run("apt-get", "-s", command).stdout
+        assert not any(name.startswith("linux-") for name in _installs(out)), out
+
+
+def test_pairing_takes_the_module_build_the_pinned_driver_satisfies(
+    archive: ua.Archive, tmp_path: Path
+) -> None:
+    """From apt-cache show (every pocket's version): the profile's driver gets the -security
+    rebuild of 6.8.0-100's module; the release pocket's driver the release build; apt installs
+    the choice with gpuhost's pins in place."""
+    apt = AptRoot(tmp_path, archive)
+    prefs, held, kernel = _gpuhost_state(PROFILE_DRIVER)
+    host = _host(PROFILE_DRIVER, "6.8.0-100.100+1")
+    del host[f"linux-modules-nvidia-580-server-open-{K100}"], host[FLAVOUR_META]
+    apt.install_state(host, held, prefs)
+    plan = package_plan(_spec(PROFILE_DRIVER), "ubuntu-24.04").precompiled
+    assert plan is not None
+    names = [FLAVOUR_META, f"linux-modules-nvidia-580-server-open-{K100}"]
+    records = parse_apt_show(apt.run("apt-cache", "show", *names).stdout)
+    pairing = pair_kernel(plan, K100, FLAVOUR_META, PROFILE_DRIVER, records)
+    assert pairing.problem is None
+    assert pairing.install == [f"linux-modules-nvidia-580-server-open-{K100}=6.8.0-100.100+1",
+                               f"{FLAVOUR_META}=6.8.0-100.100+1"]
+    older = pair_kernel(plan, K100, FLAVOUR_META, ua.POCKETS[""][0], records)
+    assert older.install[0].endswith("=6.8.0-100.100")
+    out = apt.run("apt-get", "-s", "install", *pairing.install).stdout
+    assert set(_installs(out)) == {name.partition("=")[0] for name in pairing.install}, out
+
+
+def test_a_kernel_the_driver_cannot_pair_is_not_taken(archive: ua.Archive, tmp_path: Path) -> None:
+    """Moving the kernel with the profile's driver: the newest kernel (6.8.0-101, -updates) needs
+    580.199.02, so gpuhost's pairing refuses it (one line naming the driver it needs), as apt
+    refuses the same install."""
+    apt = AptRoot(tmp_path, archive)
+    prefs, held, _ = _gpuhost_state(PROFILE_DRIVER)
+    apt.install_state(_host(PROFILE_DRIVER, "6.8.0-100.100+1"), held, prefs)
+    plan = package_plan(_spec(PROFILE_DRIVER), "ubuntu-24.04").precompiled
+    assert plan is not None
+    records = parse_apt_show(apt.run("apt-cache", "show", "linux-image-generic").stdout)
+    assert newest_kernel(records, "linux-image-generic") == K101
+    names = [FLAVOUR_META, f"linux-modules-nvidia-580-server-open-{K101}"]
+    more = parse_apt_show(apt.run("apt-cache", "show", *names).stdout)
+    refused = pair_kernel(plan, K101, FLAVOUR_META, PROFILE_DRIVER, more)
+    assert refused.problem == (
+        f"no NVIDIA module package for kernel {K101} with driver {PROFILE_DRIVER}: "
+        f"linux-modules-nvidia-580-server-open-{K101}: it needs driver {ua.UPDATES_DRIVER} "
+        "or newer"
+    )
+    out = apt.run("apt-get", "-s", "install", "linux-generic", FLAVOUR_META, check=False)
+    assert out.returncode != 0
+    assert f"nvidia-kernel-common-580-server (>= {ua.UPDATES_DRIVER})" in out.stdout
+
+
+def test_a_newer_driver_moves_kernel_and_module_in_one_command(
+    archive: ua.Archive, tmp_path: Path
+) -> None:
+    """gpuhost upgrade to the -updates driver: once the driver is at 580.199.02 (its own apt
+    command, pins rewritten), the kernel metapackages and the pairing of 6.8.0-101 go in one
+    apt command, which installs the new kernel with its module."""
+    apt = AptRoot(tmp_path, archive)
+    prefs, held, kernel = _gpuhost_state(ua.UPDATES_DRIVER)
+    host = _host(PROFILE_DRIVER, "6.8.0-100.100+1")
+    for name, version in list(host.items()):
+        if version == _revision(PROFILE_DRIVER):
+            del host[name]
+    upd = _revision(ua.UPDATES_DRIVER)
+    host.update({n.replace(PROFILE_DRIVER, ua.UPDATES_DRIVER): upd for n in _host(
+        PROFILE_DRIVER, "6.8.0-100.100+1") if n.startswith(("nvidia-", "libnvidia-"))})
+    apt.install_state(host, held | set(kernel), prefs)
+    plan = package_plan(_spec(ua.UPDATES_DRIVER), "ubuntu-24.04").precompiled
+    assert plan is not None
+    names = [FLAVOUR_META, f"linux-modules-nvidia-580-server-open-{K101}"]
+    records = parse_apt_show(apt.run("apt-cache", "show", *names).stdout)
+    moved = pair_kernel(plan, K101, FLAVOUR_META, ua.UPDATES_DRIVER, records)
+    assert moved.problem is None
+    metas = ["linux-generic", "linux-image-generic", "linux-headers-generic"]
+    out = apt.run("apt-get", "-s", "install", "--allow-change-held-packages", *metas,
+                  *moved.install).stdout
+    installs = _installs(out)
+    assert {f"linux-image-{K101}", f"linux-modules-nvidia-580-server-open-{K101}",
+            FLAVOUR_META, "linux-generic"} <= set(installs), out

@@ -1,0 +1,193 @@
+"""operations/precompiled.py: the commands that pair the next boot's kernel with the NVIDIA module
+packages of the pinned driver and hold the kernel with them (facts as objects: the
+kernels and apt records are dataclasses, so these cases are Python rather than JSON fixtures).
+
+Records follow the lab's stand-in of Ubuntu's archive (tests/lab/ubuntu_archive.py), which
+test_precompiled_apt.py checks against real apt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from provision_harness import run_case
+from pyinfra.api import OperationError
+
+from gpuhost.deploys.spec import package_plan
+from gpuhost.desired import DesiredState
+from gpuhost.facts.host_facts import KernelInfo
+from gpuhost.operations import precompiled
+from gpuhost.parsers.apt_records import AptRecord, Relation
+
+DRIVER, NEWER = "580.178.04", "580.199.02"
+K100, K101 = "6.8.0-100-generic", "6.8.0-101-generic"
+RUNNING = "6.18.44-fc-v657"  # a kernel the archive has no modules for (the lab's)
+META = "linux-modules-nvidia-580-server-open-generic"
+APT = (
+    'DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Options::="--force-confdef" '
+    '-o Dpkg::Options::="--force-confold" install --no-install-recommends --allow-downgrades '
+)
+KERNEL_METAS = ["linux-generic", "linux-headers-generic", "linux-image-generic"]
+HOLD = "apt-mark hold " + " ".join(sorted([*KERNEL_METAS, META]))
+
+
+def _plan(driver: str = DRIVER) -> Any:
+    spec = DesiredState(
+        profile="ubuntu-archive-580-server", source="ubuntu-archive", os=("ubuntu-24.04",),
+        driver_version=driver, driver_branch="580", kernel_module="open",
+        cuda_versions=("13.0",), cuda_default="13.0",
+    )
+    return package_plan(spec, "ubuntu-24.04").precompiled
+
+
+def _module(kernel: str, version: str, driver: str) -> dict[str, list[AptRecord]]:
+    abi = f"linux-modules-nvidia-580-server-open-{kernel}"
+    need = Relation("nvidia-kernel-common-580-server", ">=", driver)
+    return {
+        abi: [AptRecord(abi, version, [[Relation(f"linux-image-{kernel}")], [need]])],
+        META: [AptRecord(META, version, [[Relation(abi, "=", version)], [need]])],
+    }
+
+
+def _records(*parts: dict[str, list[AptRecord]]) -> dict[str, list[AptRecord]]:
+    out: dict[str, list[AptRecord]] = {}
+    for part in parts:
+        for name, records in part.items():
+            out.setdefault(name, []).extend(records)
+    for records in out.values():  # apt lists newest first
+        records.sort(key=lambda r: r.version, reverse=True)
+    return out
+
+
+RELEASE = _module(K100, "6.8.0-100.100", "580.95.05")
+SECURITY = _module(K100, "6.8.0-100.100+1", DRIVER)
+UPDATES = _module(K101, "6.8.0-101.101", NEWER)
+IMAGE = {
+    "linux-image-generic": [
+        AptRecord("linux-image-generic", "6.8.0.101.101", [[Relation(f"linux-image-{K101}")]]),
+        AptRecord("linux-image-generic", "6.8.0.100.100", [[Relation(f"linux-image-{K100}")]]),
+    ],
+    **{name: [AptRecord(name, "6.8.0.101.101"), AptRecord(name, "6.8.0.100.100")]
+       for name in ("linux-generic", "linux-headers-generic")},
+}
+
+
+def _facts(installed: dict[str, list[str]], holds: list[str], records: dict[str, str | Any],
+           next_boot: str = K100) -> dict[str, Any]:
+    kernels = KernelInfo(running=RUNNING, next_boot=next_boot, boot=[next_boot])
+    return {
+        "gpuhost.facts.kernel.Kernels": {"": kernels},
+        "deb.DebPackages": {"": installed},
+        "gpuhost.facts.apt_pins.AptHolds": {"": holds},
+        "gpuhost.facts.precompiled.PackageRecords": records,
+    }
+
+
+def _first_records(kernel: str = K100) -> str:
+    """The fact key of the first records read: the metapackages and both kernels' modules."""
+    names = {META, *KERNEL_METAS, f"linux-modules-nvidia-580-server-open-{kernel}",
+             f"linux-modules-nvidia-580-server-open-{RUNNING}"}
+    return "packages=" + ",".join(sorted(names))
+
+
+BASE = {name: ["6.8.0.100.100"] for name in KERNEL_METAS}
+
+
+def test_provision_installs_the_next_boot_kernels_module_the_driver_satisfies() -> None:
+    """The -security rebuild of 6.8.0-100's module (needs 580.178.04), not the -updates
+    metapackage (6.8.0-101, needs 580.199.02): then the kernel and module metapackages held."""
+    records = _records(RELEASE, SECURITY, UPDATES, IMAGE)
+    facts = _facts(BASE, [], {_first_records(): records})
+    commands, _ = run_case(precompiled.modules_paired, {
+        "args": {"plan": _plan(), "driver_version": DRIVER}, "facts": facts})
+    assert commands == [
+        APT + f"linux-modules-nvidia-580-server-open-{K100}=6.8.0-100.100+1 "
+        f"{META}=6.8.0-100.100+1",
+        HOLD,
+    ]
+
+
+def test_paired_and_held_is_no_change() -> None:
+    installed = {**BASE, META: ["6.8.0-100.100+1"],
+                 f"linux-modules-nvidia-580-server-open-{K100}": ["6.8.0-100.100+1"]}
+    facts = _facts(installed, [*KERNEL_METAS, META], {
+        _first_records(): _records(RELEASE, SECURITY, UPDATES)})
+    commands, noops = run_case(precompiled.modules_paired, {
+        "args": {"plan": _plan(), "driver_version": DRIVER}, "facts": facts})
+    assert commands == []
+    assert noops == [f"NVIDIA modules paired with kernel {K100}"]
+
+
+def test_a_next_boot_kernel_without_a_module_for_the_driver_fails_in_one_line() -> None:
+    """Someone installed 6.8.0-101 by hand (it is the next boot's): its only module package
+    needs 580.199.02; the host fails naming the kernel, the package and the driver it needs."""
+    facts = _facts(BASE, [], {_first_records(K101): _records(UPDATES)}, next_boot=K101)
+    with pytest.raises(OperationError) as info:
+        run_case(precompiled.modules_paired, {
+            "args": {"plan": _plan(), "driver_version": DRIVER}, "facts": facts})
+    assert str(info.value) == (
+        f"no NVIDIA module package for kernel {K101} with driver {DRIVER}: "
+        f"linux-modules-nvidia-580-server-open-{K101}: it needs driver {NEWER} or newer; the "
+        "next boot would have no NVIDIA module: boot a kernel whose module package this driver "
+        "satisfies, or provision a profile with a newer driver"
+    )
+
+
+def test_upgrade_moves_the_kernel_with_its_module_in_one_command() -> None:
+    """gpuhost upgrade (move_kernel) at driver 580.199.02: the kernel metapackages and the
+    pairing of 6.8.0-101 in one apt command (held ones released for it and held again)."""
+    installed = {**BASE, META: ["6.8.0-100.100+1"]}
+    second = "packages=" + ",".join(sorted([META, f"linux-modules-nvidia-580-server-open-{K101}"]))
+    records = _records(RELEASE, SECURITY, UPDATES, IMAGE)
+    facts = _facts(installed, [*KERNEL_METAS, META], {_first_records(): records,
+                                                       second: records})
+    commands, _ = run_case(precompiled.modules_paired, {
+        "args": {"plan": _plan(NEWER), "driver_version": NEWER, "move_kernel": True},
+        "facts": facts})
+    held = " ".join(sorted([*KERNEL_METAS, META]))
+    assert commands == [
+        f"apt-mark unhold {held} && {{ {APT}"
+        + " ".join(f"{m}=6.8.0.101.101" for m in ("linux-generic", "linux-image-generic",
+                                                  "linux-headers-generic")) + " "
+        f"linux-modules-nvidia-580-server-open-{K101}=6.8.0-101.101 {META}=6.8.0-101.101; "
+        f"rc=$?; apt-mark hold {held}; exit $rc; }}",
+        HOLD,
+    ]
+
+
+def test_upgrade_keeps_a_kernel_the_driver_cannot_pair() -> None:
+    """move_kernel at the profile's driver: 6.8.0-101 needs 580.199.02, so the kernel stays and
+    nothing changes (the note says why)."""
+    installed = {**BASE, META: ["6.8.0-100.100+1"],
+                 f"linux-modules-nvidia-580-server-open-{K100}": ["6.8.0-100.100+1"]}
+    second = "packages=" + ",".join(sorted([META, f"linux-modules-nvidia-580-server-open-{K101}"]))
+    records = _records(RELEASE, SECURITY, UPDATES, IMAGE)
+    facts = _facts(installed, [*KERNEL_METAS, META], {_first_records(): records,
+                                                       second: records})
+    commands, noops = run_case(precompiled.modules_paired, {
+        "args": {"plan": _plan(), "driver_version": DRIVER, "move_kernel": True},
+        "facts": facts})
+    assert commands == []
+    assert noops == [f"NVIDIA modules paired with kernel {K100}; kernel {K101} is not taken: "
+                     f"no NVIDIA module package for kernel {K101} with driver {DRIVER}: "
+                     f"linux-modules-nvidia-580-server-open-{K101}: it needs driver {NEWER} "
+                     "or newer"]
+
+
+@pytest.mark.parametrize(("release", "flavour"), [
+    ("6.8.0-101-generic", "generic"), ("5.15.0-1050-aws", "aws"),
+    ("6.8.0-1015-nvidia-64k", "nvidia-64k"), ("6.18.44-fc-v657", None), ("", None)])
+def test_kernel_flavour(release: str, flavour: str | None) -> None:
+    assert precompiled.kernel_flavour(release) == flavour
+
+
+def test_unattended_upgrades_leave_the_kernel_metapackages() -> None:
+    facts = {"gpuhost.facts.kernel.Kernels": {"": KernelInfo(running=RUNNING, next_boot=K100)},
+             "files.FileContents": {"path=" + precompiled.KERNEL_BLACKLIST_FILE: None}}
+    commands, _ = run_case(precompiled.kernel_excluded, {"args": {"plan": _plan()},
+                                                         "facts": facts})
+    upload = next(c for c in commands if isinstance(c, dict))
+    assert upload["upload"] == precompiled.KERNEL_BLACKLIST_FILE
+    assert '    "^linux-image-generic$";' in upload["lines"]
+    assert f'    "^{META}$";' in upload["lines"]
+    assert '    "^linux-image-virtual-hwe-24[.]04$";' in upload["lines"]
