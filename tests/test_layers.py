@@ -33,8 +33,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "escape",
         "locks",
         "output",
+        "oskey",
     ),
-    ("parsers", "matrix", "smoke", "findings", "schemas"),
+    ("parsers", "gpus", "matrix", "smoke", "findings", "schemas", "pkgmgr"),
     (
         "probe",
         "desired",
@@ -53,7 +54,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("facts", "inventory"),
     ("operations", "audit"),
     ("deploys", "fleet", "deploy_runner", "reboot", "audit_run"),
-    ("checks_support", "checks", "collective"),
+    ("checks_support", "checks", "collective", "accept"),
     ("upgrade", "bundle_make"),
     ("cli", "__main__"),
 )

@@ -123,3 +123,69 @@ def test_cuda_repo_ubuntu_pins_the_branch_libraries(os_key: str) -> None:
     assert {"nvidia-dkms-580-open", "libnvidia-gl-580", "nvidia-kernel-common-580"} <= pinned
     assert plan.persistenced == "nvidia-compute-utils-580"
     assert plan.apt_components == []
+
+
+def _apt_match(pattern: str, name: str) -> bool:
+    return re.search(pattern[1:-1], name) is not None
+
+
+VARIANTS = [
+    (source, os_key, branch)
+    for source, os_key in ENTRIES
+    for branch in (_entry(source, os_key).get("from_branch") or {})
+]
+
+
+@pytest.mark.parametrize(("source", "os_key", "branch"), VARIANTS)
+def test_branch_variants_keep_the_entry_invariants(source: str, os_key: str, branch: int) -> None:
+    """A from_branch variant obeys what every entry obeys: coupled, companions and blocked
+    disjoint, companions coupled nowhere, blocked patterns apt regexes that block no name the
+    variant installs or pins."""
+    variant = _entry(source, os_key)["from_branch"][branch]
+    coupled = set(variant["coupled"])
+    assert not coupled & set(variant["companions"])
+    assert not coupled & set(variant["blocked"])
+    for name in variant["companions"]:
+        assert not is_coupled(name), name
+    plan = package_plan(_spec(source, "open", branch=str(branch)), os_key)
+    kept = set(plan.driver_install) | set(plan.pins[f"{branch}.54.15"]) | set(plan.companions)
+    for pattern in plan.blocked_patterns:
+        re.compile(pattern[1:-1])
+        assert not [name for name in kept if _apt_match(pattern, name)], pattern
+
+
+@pytest.mark.parametrize("os_key", ["ubuntu-22.04", "ubuntu-24.04"])
+@pytest.mark.parametrize("branch", ["590", "610"])
+def test_cuda_repo_ubuntu_from_590_uses_the_unsuffixed_names(os_key: str, branch: str) -> None:
+    """From 590 NVIDIA's Ubuntu packages carry no branch (the driver installation guide's rename
+    table): the same compute set without the suffix, pinned to the exact version, every
+    suffixed name of the older branches and NVIDIA's pinning packages blocked."""
+    plan = package_plan(_spec("nvidia-cuda-repo", "open", branch=branch), os_key)
+    assert plan.driver_install == [
+        "libnvidia-compute", "nvidia-utils", "nvidia-compute-utils", "libnvidia-cfg1",
+        "nvidia-dkms-open",
+    ]
+    assert set(plan.driver_install) <= set(plan.pins[f"{branch}.54.15"])
+    assert plan.persistenced == "nvidia-compute-utils"
+    assert "nvidia-kernel-common" in plan.companions
+    assert {"cuda", "cuda-drivers", "nvidia-open"} <= set(plan.blocked)
+    for name in ("libnvidia-compute-580", "nvidia-utils-580", "nvidia-dkms-580-open",
+                 "cuda-drivers-580", "nvidia-driver-pinning-590",
+                 "nvidia-driver-pinning-590.48.01", "nvidia-kernel-common-580"):
+        assert any(_apt_match(p, name) for p in plan.blocked_patterns), name
+
+
+@pytest.mark.parametrize("os_key", ["ubuntu-22.04", "ubuntu-24.04"])
+def test_cuda_repo_ubuntu_580_keeps_the_unsuffixed_590_names_out(os_key: str) -> None:
+    plan = package_plan(_spec("nvidia-cuda-repo", "open", branch="580"), os_key)
+    assert "nvidia-dkms-580-open" in plan.driver_install
+    assert {"libnvidia-compute", "nvidia-utils", "nvidia-dkms-open"} <= set(plan.blocked)
+
+
+def test_a_branch_below_every_variant_gets_the_entry_itself() -> None:
+    from gpuhost.deploys.spec import for_branch
+
+    entry = {"install": ["a-{branch}"], "from_branch": {590: {"install": ["a"]}}}
+    assert for_branch(entry, "580")["install"] == ["a-{branch}"]
+    assert for_branch(entry, "590")["install"] == ["a"]
+    assert for_branch(entry, "610")["install"] == ["a"]

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from gpuhost import oskey
 from gpuhost.bundle import aptrepo
 from gpuhost.bundle.aptrepo import POOL, file_hashes
 from gpuhost.bundle.manifest import (
@@ -42,20 +43,20 @@ from gpuhost.facts.probe_parsers import parse_os_release
 from gpuhost.inventory.loader import InventoryHost, select
 from gpuhost.operations.apt_pin import render_preferences
 from gpuhost.operations.nvidia_repo import fetch_verified, keyring_path
+from gpuhost.pkgmgr import APT, Apt
 from gpuhost.probe.script import OS_RELEASE_CODE
 from gpuhost.upgrade.connect import PyinfraRemote
 
-_OS_RE = re.compile(r"^([a-z]+)-?([0-9][0-9.]*)$")
 _PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 RESOLVE_TIMEOUT_S = 900
 
 
-def os_key(text: str) -> str:
-    """``debian12`` or ``debian-12`` -> ``debian-12`` (the OS key of profiles and data)."""
-    match = _OS_RE.fullmatch(text.strip().lower())
-    if not match:
+def _wanted_os(text: str) -> str:
+    """``--os``: ``debian12`` or ``debian-12`` -> ``debian-12`` (``gpuhost.oskey``)."""
+    key = oskey.from_text(text)
+    if key is None:
         raise ConfigError(f"--os {text!r}: expected an OS key such as debian-12")
-    return f"{match[1]}-{match[2]}"
+    return key
 
 
 @dataclass(frozen=True)
@@ -107,15 +108,10 @@ def plan_request(entry: InventoryHost, profile: str, os_found: str, profiles_fil
     return Request(packages, required, prefs, cuda)
 
 
-def _apt_options(folder: str) -> str:
-    return " ".join(
-        f"-o {option}" for option in (
-            f"Dir::Etc::SourceParts={folder}/parts", f"Dir::Etc::PreferencesParts={folder}/prefs",
-            f"Dir::State::Lists={folder}/lists", f"Dir::Cache::archives={folder}/archives",
-            "Dir::Cache::pkgcache=", "Dir::Cache::srcpkgcache=", "Debug::NoLocking=1",
-            "APT::Sandbox::User=root",
-        )
-    )
+def _apt(folder: str) -> Apt:
+    """apt with the private configuration in ``folder`` (the reference host's own apt setup
+    is left as it is)."""
+    return APT.configured(*Apt.private_options(folder))  # type: ignore[return-value]
 
 
 def resolve_command(folder: str, request: Request) -> str:
@@ -140,13 +136,12 @@ def resolve_command(folder: str, request: Request) -> str:
             f"echo {q(f'deb [signed-by={keyfile}] {url.rstrip(chr(47))}/ /')} "
             '> "$d/parts/gpuhost-cuda.list"',
         ]
-    apt = f"apt-get {_apt_options(folder)}"
+    apt = _apt(folder)
     lines += [
-        f"{apt} update -qq >/dev/null",
+        f"{apt.refresh()} -qq >/dev/null",
         'h="linux-headers-$(uname -r)"; k=""',
-        f'if apt-cache {_apt_options(folder)} show "$h" >/dev/null 2>&1; then k="$h"; fi',
-        f"{apt} install --print-uris -qq -y --no-install-recommends "
-        + " ".join(q(p) for p in request.packages) + " $k",
+        f'if {apt.known_command(chr(34) + "$h" + chr(34))}; then k="$h"; fi',
+        apt.print_uris([*(q(p) for p in request.packages), "$k"]),
     ]
     return "\n".join(lines)
 
@@ -175,11 +170,10 @@ def _check_covered(host: str, downloads: list[Download], required: dict[str, str
 
 
 def fetch(remote: PyinfraRemote, folder: str, downloads: list[Download], pool: Path) -> None:
-    """``apt-get download`` on the host, each file copied into ``pool`` and checked against
+    """apt's download on the host, each file copied into ``pool`` and checked against
     the size and hash apt listed (MD5Sum or SHA256, whichever apt printed)."""
-    args = " ".join(shlex.quote(f"{d.package}={d.version}") for d in downloads)
-    _run(remote, f'cd {shlex.quote(folder)}/debs && apt-get {_apt_options(folder)} -qq '
-                 f"download {args}", "apt-get download")
+    specs = [APT.exact(d.package, d.version) for d in downloads]
+    _run(remote, _apt(folder).download(specs, f"{folder}/debs"), "apt's download")
     for item in downloads:
         local = pool / item.filename
         remote.get_file(f"{folder}/debs/{item.filename}", local)
@@ -220,7 +214,7 @@ def make_bundle(profile: str, inventory: str, host: str, out: Path, want_os: str
             f"--from-host {host}: not a host of {inventory} (hosts: {', '.join(selection.names)})"
         )
     entry = entries[0]
-    wanted = os_key(want_os) if want_os is not None else None
+    wanted = _wanted_os(want_os) if want_os is not None else None
     _check_output(out)
     _check_profile(profile, profiles_file or entry.data.get("gpuhost_profiles_file"))
     if key is not None:  # the signing key is found before the package set is downloaded

@@ -3,10 +3,11 @@
 
 The data directory is ``$GPUHOST_DATA_DIR`` when set, else ``/var/lib/gpuhost/data`` for root,
 else ``$XDG_DATA_HOME/gpuhost`` (``~/.local/share/gpuhost``). An update writes whole data files
-there (``matrix.yaml``, ``advisories.yaml``, ``wheels.yaml``, each validated by the same loader
-as the shipped one) and ``meta.json`` last: ``{"date", "origin", "sources"}``. The overlay is used
-only while its date is not older than the shipped data's (a newer gpuhost release wins), and
-:func:`data_path` is the one place that decides, for every loader.
+there (``matrix.yaml``, ``advisories.yaml``, ``wheels.yaml``, ``gpu_catalog.yaml``, each
+validated by the same loader as the shipped one) and ``meta.json`` last: ``{"date", "origin",
+"sources"}``. The overlay is used only while its date is not older than the shipped data's (a
+newer gpuhost release wins), and :func:`data_path` is the one place that decides, for every
+loader.
 """
 
 from __future__ import annotations
@@ -15,18 +16,25 @@ import datetime
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from gpuhost.errors import ConfigError
+from gpuhost.redaction import redact_url
+from gpuhost.safeio import owner_problem, read_regular
+from gpuhost.statedir import unsafe_folder
+
 ENV = "GPUHOST_DATA_DIR"
 MAX_AGE_ENV = "GPUHOST_DATA_MAX_AGE_DAYS"
 DEFAULT_MAX_AGE_DAYS = 120
 ROOT_DIR = Path("/var/lib/gpuhost/data")
-FILES = ("matrix.yaml", "advisories.yaml", "wheels.yaml")
+FILES = ("matrix.yaml", "advisories.yaml", "wheels.yaml", "gpu_catalog.yaml")
 META = "meta.json"
 _UPDATED_RE = re.compile(r'^updated:\s*"?(\d{4}-\d{2}-\d{2})"?\s*$', re.MULTILINE)
+MAX_META_BYTES = 1024 * 1024
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -64,14 +72,72 @@ def shipped_date() -> str | None:
 
 
 def read_meta(folder: Path) -> dict[str, Any] | None:
-    """``meta.json`` of an overlay folder; None when absent or not a valid one."""
+    """``meta.json`` of an overlay folder; None when absent or not a valid one (read through
+    ``safeio.read_regular``: a FIFO, a device such as /dev/zero or a link there, or a file of
+    more than ``MAX_META_BYTES`` is never read)."""
     try:
-        meta = json.loads((folder / META).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raw = read_regular(
+            folder / META, "the data's meta.json", follow=False, limit=MAX_META_BYTES
+        )
+        meta = json.loads(raw.decode("utf-8"))
+    except (ConfigError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     if not isinstance(meta, dict) or not _is_date(meta.get("date")):
         return None
     return meta
+
+
+def overlay_problem(today: datetime.date | None = None) -> str | None:
+    """One line when the data directory holds an update that is not used, and why: the folder
+    (or one above it) or one of its files could be changed by someone other than this user or
+    root (the state folder's StrictModes rule, ``statedir.unsafe_folder``: anyone could hide
+    bulletins from every audit), a file is not a regular one (a FIFO, a device, a link),
+    ``meta.json`` is not valid, or it is dated after today (it would outrank every later
+    release's data and never look old). None when there is no update or it is fine."""
+    folder = data_dir()
+    if not os.path.lexists(folder / META):
+        return None
+    where = f"data directory {folder}"
+    found = unsafe_folder(folder)
+    if found:
+        unsafe, problem = found
+        at = "" if unsafe == folder else f"{unsafe} "
+        return (
+            f"warning: {where}: {at}is {problem}; its update is not used, the shipped data is "
+            f"(fix: chown {os.geteuid()} and chmod go-w it, or set ${ENV} to a folder of yours)"
+        )
+    for name in (META, *FILES):
+        bad = _file_problem(folder / name)
+        if bad:
+            return (
+                f"warning: {where}: {name} {bad}; its update is not used, the shipped data is"
+            )
+    meta = read_meta(folder)
+    if meta is None:
+        return (
+            f"warning: {where}: {META} is not JSON with a YYYY-MM-DD date; its update is not "
+            "used, the shipped data is (fix: run gpuhost data update)"
+        )
+    today = today or datetime.date.today()
+    if datetime.date.fromisoformat(meta["date"]) > today + datetime.timedelta(days=1):
+        return (
+            f"warning: {where}: {META} is dated {meta['date']}, after today ({today}); its "
+            "update is not used, the shipped data is (fix: run gpuhost data update)"
+        )
+    return None
+
+
+def _file_problem(path: Path) -> str | None:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror})"
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file (a link, FIFO or device)"
+    problem = owner_problem(info)
+    return f"is {problem}" if problem else None
 
 
 def _is_date(value: Any) -> bool:
@@ -90,7 +156,7 @@ def active_overlay() -> Path | None:
     """The data directory when it holds an overlay at least as new as the shipped data."""
     folder = data_dir()
     meta = read_meta(folder)
-    if meta is None:
+    if meta is None or overlay_problem() is not None:
         return None
     shipped = shipped_date()
     return folder if shipped is None or str(meta["date"]) >= shipped else None
@@ -110,8 +176,8 @@ def data_info() -> dict[str, Any]:
     if folder is not None:
         meta = read_meta(folder) or {}
         origin = f"update of {meta.get('date')} in {folder}"
-        if meta.get("origin"):
-            origin = f"{origin} ({meta['origin']})"
+        if meta.get("origin"):  # an update before passwords were left out may hold one
+            origin = redact_url(f"{origin} ({meta['origin']})")
         return {"date": meta.get("date"), "origin": origin}
     return {"date": shipped_date(), "origin": "shipped with gpuhost"}
 
@@ -151,9 +217,16 @@ def status_lines(folder: Path, as_json: bool) -> list[str]:
     info = data_info()
     files = {name: data_path(name) for name in FILES}
     stale = staleness()
+    unused = overlay_problem()
     if as_json:
-        doc = {"data": info, "data_dir": str(folder), "files": files, "stale": stale}
+        doc = {
+            "data": info,
+            "data_dir": str(folder),
+            "files": files,
+            "stale": stale,
+            "update_not_used": unused,
+        }
         return [json.dumps(doc, indent=2)]
     lines = [f"data: {described(info)}", f"data directory: {folder}"]
     lines.extend(f"  {name}: {path}" for name, path in files.items())
-    return [*lines, stale] if stale else lines
+    return [*lines, *filter(None, [unused, stale])]

@@ -11,18 +11,29 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
+from gpuhost import pkgmgr
 from gpuhost.errors import HostError, ParseError
 from gpuhost.parsers.profile_marker import MARKER_PATH, parse_profile_marker
 from gpuhost.versions import upstream_of_package_version
 
 BOOT_TOKEN_COMMAND = "cat /proc/sys/kernel/random/boot_id; cut -d' ' -f22 /proc/1/stat"
 REBOOT_COMMAND = "nohup sh -c 'sleep 1; systemctl reboot' >/dev/null 2>&1 &"
-# the loaded module's version, the kernel module package's version, then the provision marker
+# The packages whose version is the installed kernel module's, by package manager: Debian's and
+# NVIDIA's deb names, NVIDIA's RPM kmod packages (kmod-nvidia-latest-dkms, kmod-nvidia-open-dkms)
+KERNEL_MODULE_PACKAGES = {
+    "apt": ["nvidia-kernel-dkms", "nvidia-open-kernel-dkms", "nvidia-dkms-*",
+            "nvidia-kernel-source-*"],
+    "dnf": ["kmod-nvidia-*"],
+}
+# the loaded module's version, the kernel module package's version (the host's package manager,
+# by its os-release), then the provision marker
 DRIVER_STATE_COMMAND = (
     "cat /sys/module/nvidia/version 2>/dev/null || echo -; "
-    "dpkg-query -W -f='${Version}\\n' nvidia-kernel-dkms nvidia-open-kernel-dkms "
-    "'nvidia-dkms-*' 'nvidia-kernel-source-*' 2>/dev/null | grep . | head -n1 | grep . || echo -; "
-    f"cat {MARKER_PATH} 2>/dev/null"
+    + pkgmgr.by_os_shell({
+        family: pkgmgr.for_family(family).versions_command(names)  # type: ignore[union-attr]
+        for family, names in KERNEL_MODULE_PACKAGES.items()
+    })
+    + f" | grep . | head -n1 | grep . || echo -; cat {MARKER_PATH} 2>/dev/null"
 )
 
 

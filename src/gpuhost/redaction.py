@@ -14,6 +14,12 @@ everything written to stdout and stderr the second (:func:`redact_known`,
   A stream written in pieces (a value printed in two writes) is redacted with
   :func:`redact_written`: the end of a write that could begin a secret is held back until the
   next write (or the stream's end) tells; a write that ends a line is never held.
+
+A third rule for every text, registered or not: the password of a URL's user information
+(``https://user:pw@mirror/``, a ``--index``, a bundle URL, ``gpuhost_proxy``) is shown as ``***``
+(:func:`redact_url`), in lines, log records and the data files gpuhost writes; the password of
+a URL gpuhost is given is registered too (:func:`remember_url_secrets`), so it is hidden where it
+shows without its URL.
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ _PAIR_RE = re.compile(
     rf"""(?P<key>['"]?{_KEY}['"]?\s*[:=]\s*|['"]{_KEY}['"]\s*,\s*){_VALUE}""",
     re.IGNORECASE,
 )
+
+# scheme://user:password@ (the user kept: it tells which account; the password never shown)
+_URL_USERINFO_RE = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*):[^\s/?#]*@")
 
 _lock = threading.Lock()
 _known: set[str] = set()
@@ -79,8 +88,42 @@ def remember_secrets(values: Iterable[object]) -> None:
 
 
 def remember_data_secrets(data: Mapping[str, object]) -> None:
-    """Hide the values of ``data``'s keys that name a secret (a host's inventory data)."""
+    """Hide the values of ``data``'s keys that name a secret (a host's inventory data), and
+    the password of every URL among its values (``gpuhost_proxy``, a bundle's ``url``, at any
+    depth)."""
     remember_secrets(v for k, v in data.items() if isinstance(k, str) and SECRET_KEY_RE.search(k))
+    for text in _strings(data, depth=0):
+        if "://" in text and "@" in text:
+            remember_url_secrets(text)
+
+
+def _strings(value: object, depth: int) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif depth < 8 and isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item, depth + 1)
+    elif depth < 8 and isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item, depth + 1)
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of every URL in it as ``***`` (``https://u:***@host/``)."""
+    return _URL_USERINFO_RE.sub(r"\g<head>:***@", text)
+
+
+def remember_url_secrets(url: str) -> None:
+    """Hide the password of ``url``'s user information (as written and percent-decoded)
+    wherever it appears from now on."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return
+    if password:
+        remember_secrets({password, unquote(password)})
 
 
 def forget_secrets() -> None:
@@ -98,7 +141,7 @@ def redact_known(text: str) -> str:
     gpuhost's own lines name a secret's key, e.g. "ssh_password: found a list", never its
     value)."""
     pattern = _pattern
-    return pattern.sub("***", text) if pattern is not None else text
+    return redact_url(pattern.sub("***", text) if pattern is not None else text)
 
 
 def redact_written(text: str) -> tuple[str, str]:
@@ -109,7 +152,7 @@ def redact_written(text: str) -> tuple[str, str]:
     line ends (no beginning held holds a newline)."""
     pattern, beginnings, longest = _pattern, _beginnings, _longest
     if pattern is None:
-        return text, ""
+        return redact_url(text), ""
     found_to = 0
     for match in pattern.finditer(text):
         found_to = match.end()
@@ -119,7 +162,7 @@ def redact_written(text: str) -> tuple[str, str]:
             held = size
             break
     cut = len(text) - held
-    return pattern.sub("***", text[:cut]), text[cut:]
+    return redact_url(pattern.sub("***", text[:cut])), text[cut:]
 
 
 def redact_secrets(text: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from gpuhost.errors import ConfigError
 from gpuhost.safeio import owner_problem
 
-SUBFOLDERS = ("snapshots", "runs", "logs", "locks", "health")
+SUBFOLDERS = ("snapshots", "runs", "logs", "locks", "health", "acceptance")
 
 
 def folder_problem(folder: Path, above: bool = False) -> str | None:
@@ -59,18 +59,29 @@ def _ancestors(path: Path) -> list[Path]:
     return seen
 
 
+def unsafe_folder(top: Path, inside: tuple[str, ...] = ()) -> tuple[Path, str] | None:
+    """The first folder of ``top``'s that someone other than this user or root could change,
+    with why: every folder above ``top`` (a sticky bit enough), ``top`` and the folders
+    ``inside`` it that exist; None when all are safe (the StrictModes rule of the module doc,
+    also the data folder's: ``datadir``)."""
+    for folder in _ancestors(top):
+        problem = folder_problem(folder, above=True)
+        if problem:
+            return folder, problem
+    for folder in (top, *(top / name for name in inside)):
+        problem = folder_problem(folder)
+        if problem:
+            return folder, problem
+    return None
+
+
 def check_state_dir(state_dir: Path) -> None:
     """Refuse an unsafe state folder (see the module doc): the folder and the standard folders
     in it where they exist, and every folder above it. A missing folder is fine (it is created
     0700 when first written)."""
-    for folder in _ancestors(state_dir):
-        problem = folder_problem(folder, above=True)
-        if problem:
-            raise _refuse(state_dir, folder, problem)
-    for folder in (state_dir, *(state_dir / name for name in SUBFOLDERS)):
-        problem = folder_problem(folder)
-        if problem:
-            raise _refuse(state_dir, folder, problem)
+    found = unsafe_folder(state_dir, SUBFOLDERS)
+    if found:
+        raise _refuse(state_dir, *found)
 
 
 def checked_folder(folder: Path, create: bool = False) -> Path:

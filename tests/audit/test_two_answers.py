@@ -111,7 +111,14 @@ def test_html_shows_the_exposure_apart():
 
 
 def test_audit_takes_fail_on(capsys):
-    # this machine: no NVIDIA driver, so nothing for the bulletins to affect
-    assert main(["audit", "--fail-on", "security"]) == 0
-    assert "security: no known advisory" in capsys.readouterr().out
+    # this machine: no NVIDIA driver; a CUDA toolkit only where one is installed (the
+    # CUDA Toolkit bulletins judge it), so the exposure is read first, then --fail-on follows it
+    assert main(["audit", "--json", "-"]) == 0
+    (host,) = json.loads(capsys.readouterr().out)["hosts"]
+    assert {f["rule"] for f in host["security"]["findings"]} <= {"security.cuda-toolkit"}
+    affected = host["security"]["verdict"] == "error"
+    assert not affected or host["facts"]["cuda"]["toolkits"]
+    assert main(["audit", "--fail-on", "security"]) == (1 if affected else 0)
+    if not host["security"]["findings"]:
+        assert "security: no known advisory" in capsys.readouterr().out
     assert main(["audit", "--fail-on", "everything"]) == 2

@@ -20,9 +20,10 @@ import re
 import shutil
 import threading
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from socketserver import BaseRequestHandler
 
 RECORDED_PYPI = Path(__file__).resolve().parents[1] / "fixtures" / "pypi" / "pypi.org"
 TEMPLATE_METADATA = next(RECORDED_PYPI.rglob("torch-2.14.0-cp312-*x86_64.whl.metadata"))
@@ -59,12 +60,28 @@ class RangeHandler(SimpleHTTPRequestHandler):
         self.wfile.write(data[start : end + 1])
 
 
+def clear_loaded() -> None:
+    """Forget the data this process loaded (every gpuhost command is its own process)."""
+    from gpuhost.gpus.catalog import load_catalog
+    from gpuhost.matrix import advisories, load
+
+    load._load_default.cache_clear()
+    advisories._default.cache_clear()
+    load_catalog.cache_clear()
+
+
 @contextlib.contextmanager
 def serve(root: Path) -> Iterator[str]:
     """``http://127.0.0.1:PORT`` serving ``root`` until the block ends."""
-    server = ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(RangeHandler, directory=str(root))
-    )
+    with serve_handler(functools.partial(RangeHandler, directory=str(root))) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def serve_handler(handler: Callable[..., BaseRequestHandler]) -> Iterator[str]:
+    """``http://127.0.0.1:PORT`` answered by ``handler`` until the block ends."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

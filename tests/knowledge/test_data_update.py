@@ -22,19 +22,14 @@ from gpuhost.errors import PackageIndexError
 from gpuhost.facts.build import host_facts_from_text
 from gpuhost.knowledge import wheelzip
 from gpuhost.knowledge.pypi import DirectoryIndex
-from gpuhost.matrix import advisories, load, load_matrix
+from gpuhost.matrix import load_matrix
 from tests.matrix.test_sync import _online
 
 from .served import NEW_BULLETIN, NEW_CUDNN, NEW_TORCH, NEW_WHEEL, build, serve, wheel_bytes
+from .served import clear_loaded as _clear
 
 CAPTURE = Path(__file__).resolve().parents[1] / "audit" / "data"
 TODAY = datetime.date.today().isoformat()
-
-
-def _clear() -> None:
-    """Forget the data this process loaded (every gpuhost command is its own process)."""
-    load._load_default.cache_clear()
-    advisories._default.cache_clear()
 
 
 @pytest.fixture
@@ -42,15 +37,6 @@ def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     root = build(tmp_path / "served")
     with serve(root) as base:
         yield root, base
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = tmp_path / "data"
-    monkeypatch.setenv(datadir.ENV, str(folder))
-    _clear()
-    yield folder
-    _clear()
 
 
 def _update(base: str, folder: Path) -> int:
@@ -68,6 +54,9 @@ def _update(base: str, folder: Path) -> int:
             f"{base}/redist/",
             "--cudnn-redist",
             f"{base}/cudnn-redist/",
+            "--pci-ids",
+            # no PCI ID database: the catalog's update is tests/knowledge/test_catalog_update.py
+            str(folder.parent / "no-pci.ids"),
         ]
     )
 
@@ -129,12 +118,12 @@ def test_update_adds_a_cudnn_release_from_its_manifest(
     _clear()
     (row,) = [r for r in load_matrix().cudnn if r.version == NEW_CUDNN]
     assert (row.source, row.confidence) == ("cudnn-redist", "derived")
-    shipped = [r for r in load_matrix().cudnn if r.version == "9.17.0"][0]
+    shipped = [r for r in load_matrix().cudnn if r.version != NEW_CUDNN][-1]  # the newest known
     cuda12, cuda13 = row.packages
     assert cuda12.min_driver == "525.60.13" and cuda13.min_driver == "580.65.06"
     assert cuda13.cuda[-1] == "13.9" and "11.8" not in cuda12.cuda + cuda13.cuda
     assert cuda13.compute_capabilities == shipped.packages[-1].compute_capabilities
-    assert f"{NEW_CUDNN}.7 (2026-11-21)" in row.note and "9.17.0" in row.note
+    assert f"{NEW_CUDNN}.7 (2026-11-21)" in row.note and f"as cuDNN {shipped.version}" in row.note
     main(check)
     after = json.loads(capsys.readouterr().out)
     unknown = [f["message"] for f in before["findings"] if NEW_CUDNN in f["message"]]
@@ -224,12 +213,12 @@ def test_a_damaged_overlay_in_use_is_one_line(
     YAMLError / ValueError traceback)."""
     _, base = served
     data_dir.mkdir()
-    (data_dir / "meta.json").write_text('{"date": "2099-01-01"}', encoding="utf-8")
+    (data_dir / "meta.json").write_text(json.dumps({"date": TODAY}), encoding="utf-8")
     (data_dir / name).write_text(text, encoding="utf-8")
     before = {p.name: p.read_bytes() for p in data_dir.iterdir()}
     assert _update(base, data_dir) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith("gpuhost: error: data update failed, keeping the data of 2099-01-01")
+    assert line.startswith(f"gpuhost: error: data update failed, keeping the data of {TODAY}")
     assert str(data_dir / name) in line and named in line
     assert {p.name: p.read_bytes() for p in data_dir.iterdir()} == before
 

@@ -267,9 +267,12 @@ def _nvidia_ctk(v: str) -> str:
         # names the driver's library files (its default output, stdout, is not used by gpuhost)
         '  cdi) [ "$2" = generate ] || exit 0; out=/dev/stdout\n'
         '    for a in "$@"; do case "$a" in --output=*) out="${a#--output=}" ;; esac; done\n'
-        # libcuda1: NVIDIA's debian12 name; libnvidia-compute[-<branch>]: its Ubuntu names
+        # libcuda1: NVIDIA's debian12 name; libnvidia-compute[-<branch>]: its Ubuntu names;
+        # nvidia-driver-cuda-libs: its RPM name (tests/lab/rpmrepo.py)
         "    v=$(cat /usr/share/gpuhost-lab/libcuda1.version "
-        "/usr/share/gpuhost-lab/libnvidia-compute*.version 2>/dev/null | head -n 1); v=${v%-*}\n"
+        "/usr/share/gpuhost-lab/libnvidia-compute*.version "
+        "/usr/share/gpuhost-lab/nvidia-driver-cuda-libs.version 2>/dev/null | head -n 1); "
+        "v=${v%-*}\n"
         '    [ -n "$v" ] || { echo "nvidia-ctk: failed to generate CDI spec: no driver '
         '(gpuhost lab stand-in)" >&2; exit 1; }\n'
         '    mkdir -p "$(dirname "$out")"\n'

@@ -5,7 +5,7 @@
                                --gpu: emulated GPUs (once: every host; N times: one per host),
                                --profile: inventory data gpuhost_profile of every host,
                                --os: what every host looks like (tests/lab/shapes.py):
-                               debian-12 (default), ubuntu-22.04, ubuntu-24.04
+                               debian-12 (default), ubuntu-22.04, ubuntu-24.04, rocky-9
   lab [--name NAME] gpu hI inject KNOB [gpu=N] | arm KNOB [gpu=N] | clear | state | gpu-reset
                                emulated GPU faults: xid=N, ecc-uncorrectable, retired-pages,
                                remap-pending, gpu-lost, driver-mismatch, persistence-off,
@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ssh:    ssh -F {lab.sd / 'ssh_config'} h1")
             print(f"pyinfra: pyinfra -y {lab.sd / 'inventory.py'} <deploy.py>")
             print(f"proxy {state['proxy_url']}  repo {state['repo_url']}")
+            for key, record in state.get("shapes", {}).items():
+                print(f"{key}: repo {record['repo_url']}  key {record['key_path']}")
             return 0
         if args.cmd == "down":
             preflight()
@@ -142,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
                 "LAB_PROXY_URL": current["proxy_url"],
                 "LAB_REPO_URL": current["repo_url"],
                 "LAB_REPO_KEY": current["repo_key_path"],
+                # a shape with repositories of its own (rocky-9: NVIDIA's rhel9 stand-in, RPM key)
+                **{f"LAB_{k.upper().replace('-', '_').replace('.', '_')}_REPO_URL": r["repo_url"]
+                   for k, r in current.get("shapes", {}).items()},
+                **{f"LAB_{k.upper().replace('-', '_').replace('.', '_')}_REPO_KEY": r["key_path"]
+                   for k, r in current.get("shapes", {}).items()},
             }.items():
                 print(f"export {key}={shlex.quote(str(value))}")
             return 0

@@ -216,6 +216,7 @@ class LabManager:
                 state = self._infra_up()
             running = {h["index"] for h in state["hosts"] if self._host_alive(h)}
             shape = {i: self._shape(state, i, gpu, profile, os_key) for i in range(1, count + 1)}
+            shapes.prepare({s["os"] for s in shape.values()}, state, self.sd / "repo")
             running -= {h["index"] for h in state["hosts"]
                         if h["index"] in shape and _host_shape(h) != shape[h["index"]]}
             for h in [h for h in state["hosts"] if h["index"] > count]:
@@ -378,8 +379,9 @@ class LabManager:
         for d in (upper, work, root):
             shutil.rmtree(d, ignore_errors=True)
             d.mkdir()
+        lower = shapes.get(h.get("os")).root(base)
         run(["mount", "-t", "overlay", "overlay", "-o",
-             f"lowerdir={base},upperdir={upper},workdir={work}", str(root)])
+             f"lowerdir={lower},upperdir={upper},workdir={work}", str(root)])
         self._write_host_files(state, h, root)
         ns, veth = h["netns"], h["veth"]
         if ns in netns_list():
@@ -592,6 +594,7 @@ class LabManager:
                     h["gpu"] = list(gpu) if gpu else None
                     h["profile"] = profile
                     h["os"] = shapes.get(os_key).key
+            shapes.prepare({shapes.get(os_key).key}, state, self.sd / "repo")
             self._save(state)
             return self.reset(index)[0]
 

@@ -47,6 +47,20 @@ class Shape:
     #: further repositories of the shape (e.g. a stand-in OS archive), built with the others:
     #: (served root, dpkg architecture, sign) -> nothing
     extra_repos: Callable[[Path, str, Sign], None] | None = None
+    #: the lower directory its hosts boot: base image root -> a cached variant of it (None: the
+    #: base image itself; shape_rhel adds dnf and rpm to it)
+    image: Callable[[Path], Path] | None = None
+    #: False: NVIDIA's repository for this OS is not an apt one (build_repos leaves it out) and
+    #: ``prepare`` builds the shape's repositories when its first host is created
+    apt: bool = True
+    #: (lab state, served root) -> what lab.json keeps of them in state["shapes"][key]; its
+    #: ``repo_url`` becomes the OS's state["repo_urls"] entry, its ``key_path`` the key
+    #: inventories name (toolfiles)
+    prepare: Callable[[dict[str, Any], Path], dict[str, Any]] | None = None
+
+    def root(self, base: Path) -> Path:
+        """The lower directory of this shape's hosts, given the base image's."""
+        return base if self.image is None else self.image(base)
 
     def apply(self, root: Path, state: dict[str, Any]) -> None:
         """Write this shape's files into a host's root (its overlay, before it boots)."""
@@ -97,6 +111,8 @@ def build_repos(root: Path, arch: str) -> dict[str, Path]:
     done_extra: list[object] = []
     with aptrepo.signing(root) as sign:
         for shape in registry().values():
+            if not shape.apt:
+                continue
             repo = (root / "compute/cuda/repos" / shape.repo_dir
                     / aptrepo.REPO_ARCH_DIR.get(arch, arch))
             if not repo.exists():
@@ -106,3 +122,18 @@ def build_repos(root: Path, arch: str) -> dict[str, Path]:
                 shape.extra_repos(root, arch, sign)
                 done_extra.append(shape.extra_repos)
     return built
+
+
+def prepare(keys: set[str], state: dict[str, Any], served: Path) -> bool:
+    """Build the repositories of the shapes ``keys`` that build theirs on first use and this
+    lab has not built yet (kept in ``state["shapes"]``); True when ``state`` changed."""
+    done = state.setdefault("shapes", {})
+    changed = False
+    for key in sorted(keys):
+        shape = get(key)
+        if shape.prepare is None or key in done:
+            continue
+        done[key] = record = shape.prepare(state, served)
+        state.setdefault("repo_urls", {})[key] = record["repo_url"]
+        changed = True
+    return changed

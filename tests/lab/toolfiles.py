@@ -76,7 +76,7 @@ def _host_data(h: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if h.get("profile"):
         data["gpuhost_profile"] = h["profile"]
-        key = Path(state["repo_key_path"])
+        key = Path(repo_key(state, h))
         data["gpuhost_cuda_repo_url"] = repo_url(state, h)
         data["gpuhost_cuda_repo_key"] = str(key)
         if key.is_file():
@@ -84,6 +84,7 @@ def _host_data(h: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     if h.get("os"):
         data["lab_os"] = h["os"]
         data["lab_repo_url"] = repo_url(state, h)
+        data["lab_repo_key_path"] = repo_key(state, h)
     if h.get("gpu"):
         from .gpu import host_model
 
@@ -98,3 +99,10 @@ def repo_url(state: dict[str, Any], h: dict[str, Any]) -> str:
     """The stand-in NVIDIA repository for the host's OS shape (debian12's for a Debian host or a
     lab state from before OS shapes)."""
     return str(state.get("repo_urls", {}).get(h.get("os") or "", state["repo_url"]))
+
+
+def repo_key(state: dict[str, Any], h: dict[str, Any]) -> str:
+    """The key (on this machine) of that repository: a shape with repositories of its own signs
+    them with its own key (rocky-9: the lab's RPM key), the others with the lab's apt key."""
+    return str(state.get("shapes", {}).get(h.get("os") or "", {}).get(
+        "key_path", state["repo_key_path"]))

@@ -43,10 +43,10 @@ def test_shipped_advisories_are_the_recorded_bulletins() -> None:
 
 def test_container_toolkit_bulletins_as_nvidia_publishes_them() -> None:
     """The three facts H13a's profile test relies on, now read from NVIDIA's own CSAF."""
-    assert _row("5582")["fixed"] == {"toolkit": "1.16.2"}  # CVE-2024-0132, CVSS 9.0
+    assert _row("5582")["fixed"] == {"toolkit": "1.16.2", "gpu-operator": "24.6.2"}  # CVE-2024-0132
     assert {c["id"]: c["cvss"] for c in _row("5582")["cves"]}["CVE-2024-0132"] == 9.0
-    assert _row("5616")["fixed"] == {"toolkit": "1.17.4"}  # CVE-2025-23359
-    assert _row("5659")["fixed"] == {"toolkit": "1.17.8"}  # CVE-2025-23266 / 23267
+    assert _row("5616")["fixed"] == {"toolkit": "1.17.4", "gpu-operator": "24.9.2"}  # 23359
+    assert _row("5659")["fixed"] == {"toolkit": "1.17.8", "gpu-operator": "25.3.2"}  # 23266/7
     assert _row("5659")["highest_cvss"] == 9.0 and _row("5659")["date"] == "2025-07-15"
 
 

@@ -33,8 +33,9 @@ def test_check_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
         assert set(f) == keys
         assert f["action"] is None  # the one Finding type; only GPU faults carry an action
     assert "cuda.arch-unsupported" in {f["rule"] for f in data["findings"]}
-    # no driver or container toolkit given: nothing to judge against the bulletins
-    assert data["security"] == {"verdict": "ok", "checked": [], "advisories": []}
+    # CUDA 13.0 is judged against the CUDA Toolkit bulletins: January 2026 (5755) fixes 13.1
+    assert data["security"]["checked"] == ["CUDA Toolkit 13.0"]
+    assert {a["rule"] for a in data["security"]["advisories"]} == {"security.cuda-toolkit"}
 
 
 H100_535 = ("matrix", "check", "--gpu", "H100", "--driver", "535.161.07", "--cuda", "12.2")
@@ -50,8 +51,11 @@ def test_a_working_stack_with_an_affected_driver_is_two_answers(
     assert code == 0 and data["verdict"] in ("ok", "warning")
     assert not [f for f in data["findings"] if f["rule"].startswith("security.")]
     assert data["security"]["verdict"] == "error"
-    assert data["security"]["checked"] == ["driver 535.161.07"]
-    assert {a["rule"] for a in data["security"]["advisories"]} == {"security.driver"}
+    assert data["security"]["checked"] == ["driver 535.161.07", "CUDA Toolkit 12.2"]
+    assert {a["rule"] for a in data["security"]["advisories"]} == {
+        "security.driver",
+        "security.cuda-toolkit",
+    }
     assert _run(capsys, *H100_535, "--json", "--fail-on", "security", *AS_OF)[0] == 1
     assert _run(capsys, *H100_535, "--fail-on", "compatibility", *AS_OF)[0] == 0
     code, out, _ = _run(capsys, *H100_535, *AS_OF)
@@ -185,13 +189,20 @@ def test_bad_as_of(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "--as-of" in err
 
 
-@pytest.mark.parametrize("os_id", ["windows", "rhel-9", "debian12"])
+@pytest.mark.parametrize("os_id", ["windows", "sles-15", "debian12"])
 def test_resolve_os_gpuhost_cannot_provision_is_bad_input(capsys, os_id: str) -> None:
     """Any --os was accepted and answered 'install from a profile for it', though no profile or
-    install path exists for it (RHEL has none)."""
+    install path exists for it (SUSE has none)."""
     code, out, err = _run(capsys, "matrix", "resolve", "--gpu", "T4", "--os", os_id, *AS_OF)
     assert code == 2 and out == "" and err.count("\n") == 1
     assert f"--os {os_id!r}: not an OS gpuhost can provision" in err and "debian-12" in err
+
+
+@pytest.mark.parametrize("os_id", ["rocky-9", "rhel-9", "almalinux-9", "ubuntu-24.04"])
+def test_resolve_os_names_the_profiles_of_an_os_gpuhost_provisions(capsys, os_id: str) -> None:
+    code, out, err = _run(capsys, "matrix", "resolve", "--gpu", "T4", "--os", os_id, *AS_OF)
+    assert code == 0 and err == ""
+    assert f"os {os_id}: provision it from a profile for {os_id}" in out
 
 
 @pytest.mark.parametrize("value", ["", " ", "\t"])

@@ -48,9 +48,7 @@ def test_names_find_their_row(matrix: Matrix, name: str, cc: str, model: str) ->
 @pytest.mark.parametrize(
     "name",
     [
-        "NVIDIA RTX PRO 6000D",  # not on the cuda-gpus page
-        "NVIDIA GeForce RTX 2050 Laptop GPU",  # no desktop twin; not sourced
-        "NVIDIA GeForce RTX 4070 SUPER",  # SUPER cards: not on the page read
+        "NVIDIA RTX PRO 6000D",  # not on the cuda-gpus page (its PCI ID 10de:2bb2 is known)
         "Orin (nvgpu)",  # what Jetson's nvidia-smi prints: no source read names it
     ],
 )
@@ -58,6 +56,21 @@ def test_unsourced_names_stay_unknown(matrix: Matrix, name: str) -> None:
     assert gpu_info(matrix, name) is None
     rules = {f.rule for f in check_stack(matrix, gpus=[name])}
     assert "gpu.unknown" in rules
+
+
+@pytest.mark.parametrize(
+    ("name", "chip_id"),
+    [
+        # not on NVIDIA's tables, but the PCI database names them on a chip the tables' GPUs
+        # share (GA107: RTX 3050 and A2; AD104: RTX 4070 Ti and L4): the GPU catalog
+        ("NVIDIA GeForce RTX 2050 Laptop GPU", ("8.6", "Ampere")),
+        ("NVIDIA GeForce RTX 4070 SUPER", ("8.9", "Ada")),
+    ],
+)
+def test_names_known_by_their_chip(matrix: Matrix, name: str, chip_id: tuple[str, str]) -> None:
+    info = gpu_info(matrix, name)
+    assert info is not None and (info.compute_capability, info.architecture) == chip_id
+    assert info.confidence == "derived"
 
 
 def test_laptop_rows_do_not_swallow_desktop_names(matrix: Matrix) -> None:

@@ -46,7 +46,7 @@ def test_the_sources_oses_come_from_the_package_sets() -> None:
         ("[ubuntu-22.04]", "debian-nonfree", "profiles.site.os[0]", "'ubuntu-22.04'"),
         ("[debian-12, ubuntu-24.04]", "debian-nonfree", "profiles.site.os[1]", "'ubuntu-24.04'"),
         ("[debian-12]", "ubuntu-archive", "profiles.site.os[0]", "'debian-12'"),
-        ("[rhel-9]", "nvidia-cuda-repo", "profiles.site.os[0]", "'rhel-9'"),
+        ("[rhel-9]", "debian-nonfree", "profiles.site.os[0]", "'rhel-9'"),
     ],
 )
 def test_an_os_without_a_package_set_for_the_source_is_refused(
@@ -87,3 +87,25 @@ def test_matrix_profile_verify_refuses_it_in_one_line(
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1, err
     assert "profiles.site.os[0]: 'ubuntu-22.04'" in lines[0] and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("os_list", "found"),
+    [
+        ("[rocky-9.4]", "'rocky-9.4' is not an OS key (did you mean rocky-9?)"),
+        ("[debian12]", "'debian12' is not an OS key (did you mean debian-12?)"),
+        ("[centos-7]", "'centos-7' is not an OS key;"),
+    ],
+)
+def test_an_unknown_os_key_is_one_line_naming_the_keys(
+    tmp_path: Path, os_list: str, found: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _file(tmp_path, os_list, "debian-nonfree")
+    with pytest.raises(ConfigError) as info:
+        load_profiles(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: invalid profiles: profiles.site.os[0]: {found}"), message
+    assert "Ubuntu by release (ubuntu-24.04)" in message and "\n" not in message
+    assert main(["matrix", "profile", "verify", "site", "--profiles", path]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and found in err[0], err

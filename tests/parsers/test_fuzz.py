@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from gpuhost.errors import ParseError
 from gpuhost.parsers import (
+    benchmarks,
     cdi,
     container,
     cuda,
@@ -28,6 +29,7 @@ from gpuhost.parsers import nvidia_smi as smi
 from gpuhost.parsers.aer import parse_aer_counters
 from gpuhost.parsers.listening import parse_ss_listening
 from gpuhost.parsers.profile_marker import parse_profile_marker
+from gpuhost.parsers.smi_identity import parse_identity
 from gpuhost.parsers.xid import xid_events
 from gpuhost.slurm import parse_show_node
 
@@ -75,6 +77,9 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "parse_signing_output": signing.parse_signing_output,
     "parse_cdi_spec": lambda t: cdi.parse_cdi_spec(t, "/etc/cdi/nvidia.yaml"),
     "parse_cdi_specs": cdi.parse_cdi_specs,
+    "parse_identity": parse_identity,
+    "parse_nvbandwidth": benchmarks.parse_nvbandwidth,
+    "parse_perftest_bw": benchmarks.parse_perftest_bw,
 }
 
 OWN = Path(__file__).resolve().parents[1] / "fixtures" / "parsers"
@@ -85,6 +90,8 @@ def _samples() -> list[str]:
     files = sorted(p for p in OWN.glob("*") if p.is_file())
     # the module signing and CDI captures (their SOURCES.md notes are text samples too)
     files += sorted(p for d in ("secureboot", "cdi") for p in (OWN.parent / d).glob("*"))
+    # the acceptance run's tool outputs (nvbandwidth, ib_write_bw, dcgmi, nccl-tests)
+    files += sorted((OWN.parents[1] / "lab" / "accept" / "captures").glob("*"))
     # one capture per folder keeps the run short while covering every format
     files += [
         sorted(p for p in d.iterdir() if p.is_file())[0] for d in CAPTURES.iterdir() if d.is_dir()

@@ -18,7 +18,7 @@ import pytest
 from gpuhost.facts.apt_pins import DpkgState, dpkg_state_command, parse_dpkg_state
 from gpuhost.operations.apt_pin import settle_command, wait_for_package_tools
 from gpuhost.parsers.packages import parse_dpkg_audit, parse_pgrep_processes
-from gpuhost.upgrade.hoststeps import SETTLE_DPKG_COMMAND
+from gpuhost.pkgmgr import APT, DNF
 
 # pgrep -x matches at most 15 characters of a process name
 NAME = f"gpuhost-t{os.getpid() % 1_000_000:06d}"
@@ -76,8 +76,11 @@ def test_gives_up_after_the_timeout_naming_the_process(fake_apt: Path) -> None:
 def test_provision_and_upgrade_share_the_wait() -> None:
     wait = wait_for_package_tools()
     assert settle_command().startswith(wait + "; ")
-    assert SETTLE_DPKG_COMMAND.startswith(wait + "; ")
+    # the upgrade's and the rollback's wait: the seam's, for the host's package manager
+    assert APT.settle_command(tolerant=True).startswith(wait + "; ")
     assert "after 600s" in wait
+    assert "'dnf|dnf-3|yum|rpm|dnf-automatic|microdnf'" in DNF.wait_command()
+    assert "dnf/rpm still running after 600s (rpm's lock is taken)" in DNF.wait_command()
 
 
 def test_running_tools_fact_parses_pgrep_output() -> None:

@@ -206,9 +206,8 @@ def test_a_driver_change_removes_the_old_versions_firmware_package() -> None:
                  f"nvidia-firmware-580-server-{NEWER}": ["y"], "nvidia-utils-580-server": ["y"]}
     commands, _ = run_case(precompiled.stale_versions_removed, {
         "args": {"versioned": plan.versioned}, "facts": {"deb.DebPackages": {"": installed}}})
-    assert commands == [APT.replace("install --no-install-recommends --allow-downgrades ",
-                                    "remove --allow-change-held-packages ")
-                        + f"nvidia-firmware-580-server-{DRIVER}"]
+    assert commands == ["DEBIAN_FRONTEND=noninteractive apt-get remove -y -q "
+                        f"--allow-change-held-packages nvidia-firmware-580-server-{DRIVER}"]
     del installed[f"nvidia-firmware-580-server-{DRIVER}"]
     commands, noops = run_case(precompiled.stale_versions_removed, {
         "args": {"versioned": plan.versioned}, "facts": {"deb.DebPackages": {"": installed}}})

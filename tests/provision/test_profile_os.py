@@ -18,9 +18,10 @@ from gpuhost.matrix.profiles import load_profiles
 provision_module = importlib.import_module("gpuhost.deploys.provision")
 
 BUILTIN = load_profiles()
-#: the OSes gpuhost can install on: apt-based (the deploys write apt preferences and holds);
-#: there is no dnf/RPM install path
+#: the OSes gpuhost can install on: apt-based (apt preferences and holds) and the RHEL family
+#: (dnf module streams and versionlocks, deploys/nvidia_dnf.py)
 APT_OSES = {"debian-12", "ubuntu-22.04", "ubuntu-24.04"}
+DNF_OSES = {f"{os_id}-{major}" for os_id in ("rhel", "rocky", "almalinux") for major in (8, 9, 10)}
 UBUNTU = [(name, os_key) for name, p in sorted(BUILTIN.items()) for os_key in p.os
           if os_key.startswith("ubuntu-") and p.source == "nvidia-cuda-repo"]
 ARCHIVE = [(name, os_key) for name, p in sorted(BUILTIN.items()) for os_key in p.os
@@ -33,7 +34,9 @@ def test_profile_lists_only_oses_with_an_install_path(name: str) -> None:
     assert profile.os, f"{name}: lists no OS"
     no_names = [o for o in profile.os if o not in supported_os(profile.source)]
     assert not no_names, f"{name}: {no_names} have no package names for {profile.source}"
-    assert set(profile.os) <= APT_OSES, f"{name}: {set(profile.os) - APT_OSES} has no install path"
+    installable = APT_OSES | DNF_OSES
+    missing = set(profile.os) - installable
+    assert not missing, f"{name}: {missing} has no install path"
 
 
 class _Data(dict):
@@ -99,7 +102,48 @@ def test_ubuntu_archive_profile_resolves_to_server_packages_and_precompiled_modu
     assert hwe in plan.precompiled.kernel_metapackages
 
 
-def test_rpm_hosts_are_refused_before_any_change() -> None:
-    fake = _fake_host("rocky", "9.4", {"gpuhost_profile": "nvidia-repo-580-cuda12.9", **REPO_DATA})
-    with ctx_host.use(fake), pytest.raises(DeployError, match=r"OS: rocky-9.4 is not supported"):
+def test_a_profile_for_an_os_the_host_is_not_is_refused_before_any_change() -> None:
+    fake = _fake_host("rocky", "9.4", {"gpuhost_profile": "debian12-nonfree-535-security"})
+    with ctx_host.use(fake), pytest.raises(
+        DeployError, match=r"OS: rocky-9 is not supported by profile debian12-nonfree-535-securi"
+    ):
         provision_module.resolve_host()
+
+
+@pytest.mark.parametrize(("os_id", "version"), [("rocky", "9.4"), ("rhel", "9.6"),
+                                                ("almalinux", "9.5")])
+def test_a_rhel_family_host_resolves_to_the_dnf_plan(os_id: str, version: str) -> None:
+    fake = _fake_host(os_id, version, {"gpuhost_profile": "nvidia-repo-580-cuda13.0", **REPO_DATA})
+    with ctx_host.use(fake):
+        spec, plan = provision_module.resolve_host()
+    assert plan.family == "dnf" and plan.epoch == "3" and plan.repo_folder == "rhel9"
+    # the open flavour named explicitly, its stream, the other flavour known (never flipped)
+    assert spec.kernel_module == "open" and "kmod-nvidia-open-dkms" in plan.driver_install
+    assert plan.module == ("nvidia-driver", "580-open")
+    assert plan.kernel_module_other == ["kmod-nvidia-latest-dkms"]
+    # every coupled name of NVIDIA's RPMs is locked together (finding 5: a partial lock breaks
+    # every dnf upgrade), the companions too
+    assert {"nvidia-driver-cuda", "libnvidia-ml", "nvidia-kmod-common"} <= set(plan.locked)
+    assert "nvidia-persistenced" in plan.locked
+    assert plan.cuda_toolkits == {"13.0": ["cuda-toolkit-13-0"], "12.9": ["cuda-toolkit-12-9"]}
+    assert plan.cudnn == ["libcudnn9-cuda-13"]
+
+
+def test_fabric_manager_rpm_name_by_branch() -> None:
+    from gpuhost.deploys.spec import package_plan
+    from gpuhost.desired import DesiredState
+
+    def plan(branch: str):  # type: ignore[no-untyped-def]
+        spec = DesiredState(profile="t", source="nvidia-cuda-repo", os=("rocky-9",),
+                            driver_version=f"{branch}.95.05", driver_branch=branch,
+                            kernel_module="proprietary", fabric_manager=True)
+        return package_plan(spec, "rocky-9")
+
+    assert plan("580").fabric_manager == ["nvidia-fabricmanager"]
+    assert plan("570").fabric_manager == ["nvidia-fabric-manager"]
+    assert plan("570").module == ("nvidia-driver", "570-dkms")
+    assert package_plan(
+        DesiredState(profile="t", source="nvidia-cuda-repo", os=("rhel-10",),
+                     driver_version="580.95.05", driver_branch="580", kernel_module="open"),
+        "rhel-10",
+    ).module is None  # RHEL 10: no modules, versionlock alone

@@ -64,7 +64,8 @@ def _run(
     spec = SimpleNamespace(
         to_marker=dict, profile="p2", driver_version="550.54.15", kernel_module="proprietary"
     )
-    plan = SimpleNamespace(precompiled=None)  # DKMS: Secure Boot signing is provision's
+    # DKMS (Secure Boot signing is provision's); apt: the package manager of the first steps
+    plan = SimpleNamespace(precompiled=None, family="apt")
     monkeypatch.setattr(provision_module, "resolve_host", lambda profiles: (spec, plan))
     monkeypatch.setattr(provision_module, "current_driver", current_driver)
     monkeypatch.setattr(provision_module, "checked_plan", lambda name, data: signing)

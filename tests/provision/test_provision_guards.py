@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from old_profiles import OLD_PROFILES
 
+from gpuhost import oskey
 from gpuhost.deploys import guards
 from gpuhost.deploys.spec import package_plan
 from gpuhost.errors import DeployError
@@ -32,7 +33,7 @@ def test_unsupported_os_names_the_accepted_ones(profiles) -> None:
 
 def test_os_key_from_pyinfra_distribution_fact() -> None:
     fact = {"name": "Debian", "major": 12, "release_meta": {"ID": "debian", "VERSION_ID": "12"}}
-    assert guards.os_key(fact) == "debian-12"
+    assert oskey.from_distro(fact) == "debian-12"
 
 
 def test_debian_plan_pins_the_whole_coupled_set(profiles) -> None:

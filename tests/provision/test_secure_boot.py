@@ -17,7 +17,7 @@ from pyinfra.context import ctx_host
 from signing_support import certificate
 
 from gpuhost.deploys import secure_boot
-from gpuhost.errors import DeployError
+from gpuhost.errors import DeployError, ParseError
 from gpuhost.facts.host_facts import SecureBoot
 from gpuhost.operations import signing as ops
 from gpuhost.parsers import signing
@@ -277,3 +277,101 @@ def test_upgrade_preflight_judges_signing_as_provision_does(tmp_path: Path) -> N
     hosts["h1"] = InventoryHost("h1", {}, ())
     steps.hosts = hosts
     assert steps.signing_problem("h1") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "major"),
+    [
+        ("installed=dkms-2.8.7\ncandidate=2.8.7-2ubuntu2.2", 2),  # Ubuntu 22.04
+        ("candidate=3.0.11-1ubuntu13", 3),  # Ubuntu 24.04, not installed yet
+        ("installed=dkms-3.0.10\ncandidate=3.0.10-8+deb12u1", 3),  # Debian 12
+        ("candidate=(none)", None),
+        ("", None),
+    ],
+)
+def test_the_dkms_release_comes_from_dkms_or_apt(text: str, major: int | None) -> None:
+    assert signing.parse_dkms_release(text).major == major
+
+
+def test_a_dkms_version_line_that_is_not_one_is_a_parse_error() -> None:
+    with pytest.raises(ParseError, match="expected 'dkms-VERSION'"):
+        signing.parse_dkms_release("installed=bash: dkms: command not found")
+
+
+@pytest.mark.parametrize(
+    ("key", "release", "how"),
+    [
+        (KEY, signing.DkmsRelease(installed="2.8.7"), "dkms2"),
+        (signing.UBUNTU_MOK_KEY, signing.DkmsRelease(candidate="2.8.7-2ubuntu2.2"), "ubuntu-mok"),
+        (KEY, signing.DkmsRelease(candidate="3.0.11-1ubuntu13"), "dkms3"),
+        (KEY, signing.DkmsRelease(), "dkms3"),
+    ],
+)
+def test_the_signing_settings_follow_the_hosts_dkms_release(key, release, how) -> None:
+    assert secure_boot.dkms_settings(key, release) == how
+
+
+def test_dkms2_sign_tool_is_written_and_named_once() -> None:
+    tool = signing.sign_tool_text(KEY, CERT)
+    conf = signing.DKMS2_FRAMEWORK
+    facts = {"files.FileContents": {
+        f"path={signing.DKMS2_SIGN_TOOL}": None,
+        f"path={conf}": ["## Script to sign modules", '# sign_tool="/etc/dkms/sign_helper.sh"'],
+    }}
+    commands, _ = _run(ops.dkms2_sign_tool, facts, key=KEY, cert=CERT)
+    assert commands == [
+        "install -d -m 755 /etc/dkms",
+        {"upload": signing.DKMS2_SIGN_TOOL, "content": tool},
+        f"chmod 755 {signing.DKMS2_SIGN_TOOL}",
+        f"touch {conf} && sed -i '/^[[:space:]]*sign_tool=/d' {conf} && "
+        f"echo 'sign_tool=\"{signing.DKMS2_SIGN_TOOL}\"' >> {conf}",
+    ]
+    done = {"files.FileContents": {f"path={signing.DKMS2_SIGN_TOOL}": tool.splitlines(),
+                                   f"path={conf}": [signing.sign_tool_line()]}}
+    commands, noops = _run(ops.dkms2_sign_tool, done, key=KEY, cert=CERT)
+    assert commands == [] and noops == [f"{conf} runs {signing.DKMS2_SIGN_TOOL} ({KEY})"]
+
+
+def test_the_sign_tool_signs_as_dkms_2_calls_it(tmp_path: Path) -> None:
+    """DKMS 2.8.7 (dkms-project/dkms v2.8.7: ``. $dkms_frameworkconf``, then ``run_sign_tool``
+    runs ``"$sign_tool" "$kernelver" <module>`` for each module it builds): the framework file's
+    line, sourced by bash, names the tool, and the tool hands the key, certificate and module to
+    kmodsign (a stand-in recording its arguments here)."""
+    conf = tmp_path / "framework.conf"
+    conf.write_text('## DKMS framework\n# sign_tool="/etc/dkms/sign_helper.sh"\n'
+                    + signing.sign_tool_line() + "\n")
+    named = subprocess.run(["bash", "-c", f". {conf}; echo \"$sign_tool\""], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    assert named == signing.DKMS2_SIGN_TOOL
+    tool = tmp_path / "gpuhost-sign-tool"
+    tool.write_text(signing.sign_tool_text("/keys/my key.priv", "/keys/my.der"))
+    tool.chmod(0o755)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    record = tmp_path / "args"
+    _stub_script(tools, "kmodsign", f'printf "%s|" "$@" > {record}\n')
+    env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
+    subprocess.run([str(tool), "5.15.0-91-generic", "/var/lib/dkms/nvidia/580/build/nvidia.ko"],
+                   env=env, check=True)
+    assert record.read_text() == (
+        "sha512|/keys/my key.priv|/keys/my.der|/var/lib/dkms/nvidia/580/build/nvidia.ko|"
+    )
+
+
+def _stub_script(folder: Path, name: str, body: str) -> None:
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+
+
+def test_without_a_key_ubuntu_hosts_expect_ubuntus_mok_certificate(tmp_path: Path) -> None:
+    """DKMS's default key: Ubuntu's shim-signed MOK on Ubuntu (dkms 2.8.7 sign_build, dkms
+    3.0.11's "ubuntu*" default), DKMS's own elsewhere; the fact's shell picks by os-release."""
+    code = module_signing_code(None, None)
+    for release, cert in (("ID=ubuntu\n", signing.UBUNTU_MOK_CERT),
+                          ("ID=debian\n", signing.DKMS_DEFAULT_CERT)):
+        os_release = tmp_path / "os-release"
+        os_release.write_text(release)
+        out = subprocess.run(["sh", "-c", code.replace("/etc/os-release", str(os_release))],
+                             capture_output=True, text=True, check=True).stdout
+        assert signing.parse_signing_output(out).cert_path == cert

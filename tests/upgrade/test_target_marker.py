@@ -102,6 +102,7 @@ def _preflight(qa_file: str, marker: dict, tmp_path: Path) -> tuple[dict, Script
     target = resolve_target("qa-t4", load_profiles(qa_file))
     steps = HostSteps(hosts, StepSettings(target=target.name, snapshots=tmp_path / "snapshots"))
     remote = _Remote("h1").on("dpkg --audit", ok()).on("validate.d", ok())
+    remote.on("/etc/os-release", ok("ID=debian\nVERSION_ID=\"12\"\n"))
     remote.on("/sys/firmware/efi", ok("efi=no\n"))  # no Secure Boot: no signing to judge
     steps._remotes["h1"] = remote  # type: ignore[assignment]
     steps.read_state = lambda host: _state(marker)  # type: ignore[method-assign]

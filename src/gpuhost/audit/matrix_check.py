@@ -10,7 +10,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gpuhost.audit.rules.installed import loaded_driver_version, userspace_driver_version
+from gpuhost.audit.rules.installed import (
+    installed_cuda_versions,
+    loaded_driver_version,
+    userspace_driver_version,
+)
 from gpuhost.errors import GpuhostError
 from gpuhost.facts.host_facts import HostFacts
 from gpuhost.findings import WARNING, Finding, RuleResult, rule_doc, split_fix
@@ -18,7 +22,20 @@ from gpuhost.findings import WARNING, Finding, RuleResult, rule_doc, split_fix
 RULE = "matrix"
 
 
-def stack_inputs(facts: HostFacts) -> dict[str, Any]:
+def _gpus(facts: HostFacts, matrix: Any) -> list[str]:
+    """Each GPU by nvidia-smi's name; with the PCI ID it reported where the name alone is not
+    known (a name the table view cut short, "Graphics Device"): the ID then decides."""
+    from gpuhost.gpus.catalog import labelled
+    from gpuhost.matrix.gpus import gpu_info
+
+    return [
+        g.name if gpu_info(matrix, g.name) is not None else labelled(g.name, g.pci_device_id)
+        for g in facts.driver.smi.gpus
+        if g.name
+    ]
+
+
+def stack_inputs(facts: HostFacts, matrix: Any) -> dict[str, Any]:
     """The values check_stack judges, read from the host (None where the host has none)."""
     frameworks = []
     for fw in facts.frameworks:
@@ -27,7 +44,7 @@ def stack_inputs(facts: HostFacts) -> dict[str, Any]:
         if fw.tensorflow_version:
             frameworks.append(f"tensorflow=={fw.tensorflow_version}")
     return {
-        "gpus": [g.name for g in facts.driver.smi.gpus if g.name],
+        "gpus": _gpus(facts, matrix),
         "driver": loaded_driver_version(facts) or userspace_driver_version(facts),
         "cudnn": facts.cudnn.version,
         "frameworks": sorted(set(frameworks)),
@@ -35,30 +52,18 @@ def stack_inputs(facts: HostFacts) -> dict[str, Any]:
     }
 
 
-def _cuda_versions(facts: HostFacts) -> list[str | None]:
-    versions: list[str | None] = []
-    default = facts.cuda.default_version
-    if default:
-        versions.append(default)
-    for toolkit in facts.cuda.toolkits:
-        if toolkit.version and toolkit.version not in versions:
-            versions.append(toolkit.version)
-    if not versions and facts.cuda.nvcc_version:
-        versions.append(facts.cuda.nvcc_version)
-    return versions or [None]
-
-
 def matrix_results(facts: HostFacts, matrix: Any) -> tuple[RuleResult, ...]:
     """One RuleResult ("matrix") with every matrix finding for this host."""
     from gpuhost.matrix import check_stack
     from gpuhost.matrix.check import judged_set
 
-    inputs = stack_inputs(facts)
+    inputs = stack_inputs(facts, matrix)
     if not any(inputs.values()) and not facts.cuda.toolkits and not facts.cuda.nvcc_version:
         return (RuleResult(RULE, skipped="no GPU, driver, CUDA, cuDNN or framework to judge"),)
     findings: list[Finding] = []
     seen: set[tuple[str, str]] = set()
-    for index, cuda in enumerate(_cuda_versions(facts)):
+    cudas: list[str | None] = list(installed_cuda_versions(facts)) or [None]
+    for index, cuda in enumerate(cudas):
         # The first call judges the whole stack; the others only add each extra toolkit.
         args = dict(inputs) if index == 0 else {"gpus": inputs["gpus"], "driver": inputs["driver"]}
         try:

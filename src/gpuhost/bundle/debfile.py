@@ -11,6 +11,7 @@ import tarfile
 from pathlib import Path
 
 from gpuhost.errors import ConfigError
+from gpuhost.pkgmgr import APT
 
 AR_MAGIC = b"!<arch>\n"
 _HEADER = 60
@@ -75,12 +76,10 @@ def control_text(path: Path) -> str:
 
 
 def _control_with_dpkg(path: Path, member: str) -> str:
-    if shutil.which("dpkg-deb") is None:
-        raise ConfigError(f"{path}: {member} needs dpkg-deb to be read, and it is not installed")
-    proc = subprocess.run(
-        ["dpkg-deb", "--info", str(path), "control"],
-        capture_output=True, text=True, check=False,
-    )
+    argv = APT.control_argv(str(path))
+    if shutil.which(argv[0]) is None:
+        raise ConfigError(f"{path}: {member} needs {argv[0]} to be read, and it is not installed")
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise ConfigError(f"{path}: dpkg-deb could not read it ({proc.stderr.strip()[:200]})")
+        raise ConfigError(f"{path}: {argv[0]} could not read it ({proc.stderr.strip()[:200]})")
     return proc.stdout

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gpuhost import pkgmgr
 from gpuhost.checks_support import expected as expected_mod
 from gpuhost.checks_support import gpu as gpu_mod
 from gpuhost.checks_support import packages as packages_mod
@@ -19,8 +20,8 @@ from gpuhost.checks_support.expected import Expected
 from gpuhost.deploys.spec import PackagePlan
 from gpuhost.desired import DesiredState
 from gpuhost.errors import ParseError
+from gpuhost.facts.probe_parsers import parse_os_release
 from gpuhost.parsers import (
-    parse_apt_mark_showhold,
     parse_dpkg_query,
     parse_output,
     parse_proc_version,
@@ -28,6 +29,7 @@ from gpuhost.parsers import (
 from gpuhost.parsers.driver import KernelModule
 from gpuhost.parsers.nvidia_smi import SmiReport
 from gpuhost.parsers.packages import Package
+from gpuhost.pkgmgr import PackageManager
 
 
 class HostFacts:
@@ -77,13 +79,22 @@ class HostFacts:
         return expected_mod.parse_marker(self.run(expected_mod.MARKER_COMMAND))
 
     @functools.cached_property
+    def manager(self) -> PackageManager | None:
+        """The host's package manager, by its /etc/os-release (None: an OS of no known one)."""
+        return pkgmgr.for_family(parse_os_release(self.os_release).family)
+
+    @functools.cached_property
     def holds(self) -> set[str]:
-        return parse_apt_mark_showhold(self.run(packages_mod.HOLDS_COMMAND + " 2>/dev/null"))
+        manager = self.manager or pkgmgr.APT
+        return packages_mod.parse_holds(
+            self.run(manager.holds_command() + " 2>/dev/null"), manager
+        )
 
     def packages(self, names: list[str]) -> list[Package]:
         if not names:
             return []
-        return parse_dpkg_query(self.run(packages_mod.dpkg_command(names)))
+        manager = self.manager or pkgmgr.APT
+        return parse_dpkg_query(self.run(packages_mod.dpkg_command(names, manager)))
 
 
 announced: dict[str, str] = {}

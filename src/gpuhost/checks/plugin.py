@@ -35,6 +35,7 @@ from gpuhost.checks_support import expected as expected_mod
 from gpuhost.checks_support.inventory import CheckHost, load_hosts, ssh_config
 from gpuhost.connection import openssh_cause
 from gpuhost.errors import GpuhostError
+from gpuhost.facts.probe_parsers import parse_os_release
 
 TIERS = ("static", "functional", "stress")
 # Tiers of their own: ``--tier fabric`` runs only the checks marked so, the tiers above never do.
@@ -263,7 +264,7 @@ def _facts_of(testinfra_host: Any) -> HostFacts:
 def _expected_of(facts: HostFacts, data: dict[str, Any]) -> expected_mod.Expected:
     if facts.name not in _expected:
         _expected[facts.name] = expected_mod.resolve(
-            facts.name, data, facts.marker, expected_mod.os_key(facts.os_release)
+            facts.name, data, facts.marker, parse_os_release(facts.os_release).key
         )
     return _expected[facts.name]
 

@@ -34,7 +34,7 @@ def _component_problems(
         for p in pk.installed(packages).values():
             if p.name in names and not extends_version(pk.upstream(p.version), version):
                 problems.append(f"{p.name} {p.version} is not {label} {version}")
-    if facts.has("apt-mark"):
+    if facts.manager is not None:
         problems += [f"{n} is not held" for n in pk.not_held(packages, facts.holds, names)]
     return problems
 

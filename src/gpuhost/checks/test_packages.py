@@ -45,13 +45,20 @@ def test_coupled_packages_at_profile_version(facts: HostFacts, expected: Expecte
 
 
 def test_coupled_packages_held(facts: HostFacts, expected: Expected) -> None:
-    """Every installed driver package (coupled and companions) is held: apt cannot move one."""
+    """Every installed driver package (coupled and companions) is held (apt) or version-locked
+    (dnf): the package manager cannot move one."""
     spec, plan = need_spec(expected)
-    if not facts.has("apt-mark"):
-        pytest.skip(f"{facts.name}: no apt-mark (not a Debian/Ubuntu host); holds are apt's")
+    manager = facts.manager
+    if manager is None:
+        pytest.skip(
+            f"{facts.name}: /etc/os-release names no OS gpuhost knows a package manager for; "
+            "holds and locks are apt's and dnf's"
+        )
     names = plan.coupled + plan.companions + plan.fabric_manager
     packages = _some_installed(facts, names, spec.profile)
+    loose = pk.not_held(packages, facts.holds, names)
     fail_with(
-        pk.not_held(packages, facts.holds, names),
-        f"{facts.name}: driver packages not held (fix: apt-mark hold, or gpuhost provision)",
+        loose,
+        f"{facts.name}: driver packages not {manager.lock_word} "
+        f"(fix: {manager.hold_hint(loose or ['NAME'])}, or gpuhost provision)",
     )

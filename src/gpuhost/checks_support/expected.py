@@ -11,7 +11,6 @@ from gpuhost.deploys.guards import PROFILE_KEY, check_profile, load_profile_tabl
 from gpuhost.deploys.spec import PackagePlan, package_plan
 from gpuhost.desired import DesiredState
 from gpuhost.errors import GpuhostError, ParseError
-from gpuhost.facts.probe_parsers import parse_os_release
 from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker
 from gpuhost.probe.script import MARKER_CODE, OS_RELEASE_CODE
 
@@ -58,11 +57,6 @@ def parse_marker(text: str) -> Marker:
     if recorded is None:
         return Marker(False)
     return Marker(True, recorded.profile, recorded)
-
-
-def os_key(os_release: str) -> str | None:
-    """``/etc/os-release`` → ``debian-12`` / ``ubuntu-22.04`` (the deploys' OS keys)."""
-    return parse_os_release(os_release).key
 
 
 def resolve(host: str, data: dict[str, Any], marker: Marker, os_id: str | None) -> Expected:

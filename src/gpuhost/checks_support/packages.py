@@ -1,23 +1,32 @@
-"""Installed packages against the profile: versions and holds (Debian/Ubuntu: dpkg + apt-mark)."""
+"""Installed packages against the profile: versions and holds/locks (the host's package manager,
+by its OS: apt holds on Debian/Ubuntu, dnf versionlocks on RHEL/Rocky/Alma)."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable
 
 from gpuhost.errors import VersionError
-from gpuhost.parsers.packages import Package
-from gpuhost.probe.script import APT_HOLDS_CODE
+from gpuhost.parsers.packages import (
+    Package,
+    parse_apt_mark_showhold,
+    parse_versionlock,
+)
+from gpuhost.pkgmgr import APT, PackageManager
 from gpuhost.versions import upstream_of_package_version
 
-DPKG_FORMAT = "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"
-HOLDS_COMMAND = APT_HOLDS_CODE  # the audit probe's and provision's command
+HOLDS_COMMAND = APT.holds_command()  # the audit probe's and provision's command
 
 
-def dpkg_command(names: Iterable[str]) -> str:
-    """Status of the named packages; names dpkg never heard of are left out (stderr dropped)."""
-    quoted = " ".join(shlex.quote(n) for n in sorted(set(names)))
-    return f"LC_ALL=C dpkg-query -W -f='{DPKG_FORMAT}' {quoted} 2>/dev/null; true"
+def dpkg_command(names: Iterable[str], manager: PackageManager = APT) -> str:
+    """Status of the named packages; names the package manager never heard of are left out."""
+    return manager.installed_command(sorted(set(names)))
+
+
+def parse_holds(text: str, manager: PackageManager) -> set[str]:
+    """The held (apt) or version-locked (dnf) package names from ``holds_command``'s output."""
+    if manager.family == "apt":
+        return parse_apt_mark_showhold(text)
+    return set(parse_versionlock(text))
 
 
 def installed(packages: Iterable[Package]) -> dict[str, Package]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import click
 
-from gpuhost.datadir import staleness
+from gpuhost.datadir import overlay_problem, staleness
 
 
 def echo_lines(lines: Iterable[str], err: bool = False) -> None:
@@ -25,4 +25,4 @@ def warn_lines(lines: Iterable[str]) -> None:
 
 
 def warn_if_stale() -> None:
-    warn_lines(filter(None, [staleness()]))
+    warn_lines(filter(None, [overlay_problem(), staleness()]))

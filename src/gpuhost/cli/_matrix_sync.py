@@ -105,7 +105,8 @@ def sync_cmd(
 def advisories_sync_cmd(
     from_dir: str, check: bool, write: bool, record_dir: str | None, advisories_file: str | None
 ) -> int:
-    """Derive the security advisories (Linux driver, container toolkit) from NVIDIA's CSAF.
+    """Derive the security advisories (Linux driver, container toolkit with the GPU Operator, CUDA
+    Toolkit) from NVIDIA's CSAF.
 
     \b
     Example:

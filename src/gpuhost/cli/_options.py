@@ -14,6 +14,7 @@ import click
 from gpuhost.findings import FAIL_ON
 from gpuhost.fleet import DEFAULT_CONNECT_TIMEOUT_S
 from gpuhost.locks import acquire, host_locks
+from gpuhost.redaction import redact_url, remember_url_secrets
 from gpuhost.statedir import check_state_dir, default_state_dir
 
 if TYPE_CHECKING:
@@ -74,8 +75,9 @@ class _HttpUrl(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = str(value)
+        remember_url_secrets(text)  # its password is never printed, not even in this refusal
         if not self._RE.fullmatch(text) or not text.isprintable():
-            self.fail(f"{text!r:.120} is not an http(s) URL", param, ctx)
+            self.fail(f"{redact_url(text)!r:.120} is not an http(s) URL", param, ctx)
         return text
 
 

@@ -10,7 +10,9 @@ from gpuhost import datadir
 from gpuhost.cli._echo import echo_lines
 from gpuhost.cli._matrix_sync import from_dir_option, index_option
 from gpuhost.cli._options import HTTP_URL
+from gpuhost.knowledge.catalog_update import PUBLISHED_PCI_IDS
 from gpuhost.knowledge.cudnn_redist import CUDNN_REDIST
+from gpuhost.knowledge.gpu_catalog import HOST_PCI_IDS
 from gpuhost.knowledge.update import CSAF_BASE, CUDA_REDIST, update
 
 _DATA_DIR = click.option(
@@ -78,6 +80,15 @@ def status_cmd(data_dir: str | None, as_json: bool) -> int:
     metavar="URL",
     help="NVIDIA's cuDNN redistrib manifests folder.",
 )
+@click.option(
+    "--pci-ids",
+    "pci_ids",
+    default="",
+    metavar="FILE|URL",
+    help="The PCI ID database the GPU catalog is regenerated from when it is newer than the "
+    f"catalog's (default: this machine's {' or '.join(HOST_PCI_IDS)}; the published one: "
+    f"{PUBLISHED_PCI_IDS}).",
+)
 def update_cmd(
     data_dir: str | None,
     from_dir: str | None,
@@ -85,6 +96,7 @@ def update_cmd(
     csaf_url: str,
     redist_url: str,
     cudnn_url: str,
+    pci_ids: str,
 ) -> int:
     """Read NVIDIA's and PyPI's sources and write the data overlay (atomically, validated).
 
@@ -95,5 +107,5 @@ def update_cmd(
       gpuhost data update
     """
     folder = datadir.use_data_dir(data_dir)
-    echo_lines(update(folder, from_dir, index_url, csaf_url, redist_url, cudnn_url))
+    echo_lines(update(folder, from_dir, index_url, csaf_url, redist_url, cudnn_url, pci_ids))
     return 0

@@ -92,6 +92,12 @@ def command() -> None:
     metavar="V",
     help="Installed nvidia-container-toolkit version (judged against NVIDIA's advisories).",
 )
+@click.option(
+    "--gpu-operator",
+    "gpu_operator",
+    metavar="V",
+    help="NVIDIA GPU Operator release, e.g. 25.3.1 (judged against NVIDIA's advisories only).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @fail_on_option("an incompatible stack")
 @_as_of_option
@@ -103,18 +109,21 @@ def check_cmd(
     frameworks: tuple[str, ...],
     fabric_manager: str | None,
     container_toolkit: str | None,
+    gpu_operator: str | None,
     as_json: bool,
     fail_on: str,
     as_of: str | None,
 ) -> int:
     """Judge a concrete stack: two answers, its compatibility (the verdict; exit 1 when
-    incompatible) and, apart, its security exposure (NVIDIA bulletins affecting the driver or
-    container toolkit; in the exit status only with --fail-on security).
+    incompatible) and, apart, its security exposure (NVIDIA bulletins affecting the driver,
+    container toolkit, CUDA Toolkit or GPU Operator; in the exit status only with
+    --fail-on security).
 
     \b
     Example:
       gpuhost matrix check --gpu V100 --cuda 13.0 --json
       gpuhost matrix check --gpu H100 --driver 535.161.07 --cuda 12.2 --fail-on security
+      gpuhost matrix check --gpu-operator 25.3.1
     """
     findings = check_stack(
         load_matrix(),
@@ -127,7 +136,13 @@ def check_cmd(
         container_toolkit=container_toolkit,
         as_of=as_of_date(as_of),
     )
-    security = exposure(load_advisories(), driver=driver, container_toolkit=container_toolkit)
+    security = exposure(
+        load_advisories(),
+        driver=driver,
+        container_toolkit=container_toolkit,
+        cuda=cuda,
+        gpu_operator=gpu_operator,
+    )
     return _print_answers(findings, security, as_json, fail_on)
 
 
@@ -235,6 +250,32 @@ def render_cmd(output: str) -> int:
       gpuhost matrix render -o docs/matrix.md
     """
     write_output(output, render_markdown(load_matrix()), "--output")
+    if output != "-":
+        click.echo(f"wrote {output}")
+    return 0
+
+
+@command.command("catalog")
+@click.argument("pci_ids", type=click.Path(dir_okay=False))
+@click.option("--origin", default="", help="Where the pci.ids came from, in words.")
+@click.option(
+    "--output",
+    "-o",
+    default="src/gpuhost/data/gpu_catalog.yaml",
+    show_default=True,
+    help="Where to write the catalog (- for standard output; the default is the checkout's).",
+)
+def catalog_cmd(pci_ids: str, origin: str, output: str) -> int:
+    """Maintainers: generate the GPU catalog from a PCI ID database and NVIDIA's CUDA GPU
+    tables (data/cuda_gpu_tables.yaml) with the matrix's GPU rows (docs/knowledge.md).
+
+    \b
+    Example:
+      gpuhost matrix catalog /usr/share/misc/pci.ids --origin "Debian pci.ids 0.0~2026.10.24-1"
+    """
+    from gpuhost.knowledge.gpu_catalog import shipped_generate
+
+    write_output(output, shipped_generate(pci_ids, origin), "--output")
     if output != "-":
         click.echo(f"wrote {output}")
     return 0

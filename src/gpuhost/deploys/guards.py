@@ -9,7 +9,6 @@ from typing import Any
 from gpuhost.deploys.spec import supported_os
 from gpuhost.desired import DesiredState
 from gpuhost.errors import DeployError, GpuhostError
-from gpuhost.facts.host_facts import OsInfo
 from gpuhost.matrix.profiles import Profile, load_profiles, verify_profile
 from gpuhost.parsers.profile_marker import ProfileMarker
 
@@ -59,14 +58,6 @@ def _profile_errors(profile: Profile, gpus: list[str]) -> list[str]:
     except GpuhostError as exc:
         return [str(exc)]
     return [f.message for f in findings if f.severity == "error"]
-
-
-def os_key(distro: dict[str, Any]) -> str:
-    """pyinfra's LinuxDistribution fact → ``debian-12`` / ``ubuntu-22.04`` / ``rocky-9``."""
-    meta = distro.get("release_meta") or {}
-    ident = str(meta.get("ID") or distro.get("name") or "unknown")
-    version = str(meta.get("VERSION_ID") or distro.get("major") or "") or None
-    return OsInfo(id=ident, version_id=version).key or "unknown"
 
 
 def check_os(host: str, spec: DesiredState, found: str) -> None:

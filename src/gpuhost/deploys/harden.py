@@ -24,8 +24,6 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.facts.deb import DebPackages
-from pyinfra.operations import apt
 
 from gpuhost.errors import ConfigError, DeployError
 from gpuhost.facts.firewall import RULESET_PATH
@@ -48,8 +46,7 @@ from gpuhost.firewall_roles import (
     uncovered_listeners,
     unknown_roles_problem,
 )
-from gpuhost.operations import firewall, sshd
-from gpuhost.operations._facts import fact
+from gpuhost.operations import firewall, packages, sshd
 from gpuhost.operations.firewall import RATE_RE, render_ruleset
 from gpuhost.operations.sshd import load_policy, render_dropin
 from gpuhost.parsers.listening import Listener
@@ -508,13 +505,8 @@ def _firewall_operations(settings: HardenSettings) -> None:
         return
     content = _ruleset(settings)
     planned_rulesets[host.name] = content
-    installed = "nftables" in fact(DebPackages)
-    apt.packages(
-        name="nftables installed",
-        packages=["nftables"],
-        update=not installed,
-        no_recommends=True,
-    )
+    # the host's package manager (apt or dnf, by its OS); metadata refreshed only to install
+    packages.present(name="nftables installed", packages=["nftables"], refresh=True)
     firewall.ruleset(
         name="nftables table inet gpuhost (atomic, auto-revert, confirmed)",
         content=content,

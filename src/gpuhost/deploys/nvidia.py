@@ -8,6 +8,8 @@ from pyinfra.api import deploy
 from pyinfra.operations import apt
 
 from gpuhost.bundle.setting import bundle_setting, proxy_urls
+from gpuhost.deploys import nvidia_dnf
+from gpuhost.deploys.nvidia_dnf import install_driver_dnf
 from gpuhost.deploys.spec import PackagePlan
 from gpuhost.desired import DesiredState
 from gpuhost.operations import (
@@ -29,7 +31,12 @@ APT_CACHE_S = 3600
 def install_driver(spec: DesiredState, plan: PackagePlan, move_kernel: bool = False) -> None:
     """Kernel prerequisites, package source, pins, the driver at the exact version, holds; with
     precompiled modules (Ubuntu's archive) the kernel paired with them (``move_kernel``: moved
-    to the newest kernel the driver pairs, what ``gpuhost upgrade`` asks)."""
+    to the newest kernel the driver pairs, what ``gpuhost upgrade`` asks). A RHEL-family host
+    (``plan.family`` dnf): ``nvidia_dnf.install_driver_dnf``, where what ``gpuhost upgrade``
+    asks (``move_kernel``) lets the module stream switch."""
+    if plan.family == "dnf":
+        install_driver_dnf(spec=spec, plan=plan, switch=move_kernel)
+        return
     if plan.precompiled is None:  # DKMS builds against them; precompiled modules need none
         kernel.headers(name="Kernel headers for the running and next-boot kernels")
     kernel.nouveau_blacklisted(name="Blacklist nouveau (initramfs rebuilt on change)")
@@ -75,20 +82,7 @@ def install_driver(spec: DesiredState, plan: PackagePlan, move_kernel: bool = Fa
         exact=companions,
         newest_only=plan.newest_only,
     )
-    if plan.precompiled is not None:
-        precompiled.modules_paired(
-            name="NVIDIA modules for the next boot's kernel, kernel held with them",
-            plan=plan.precompiled,
-            driver_version=spec.driver_version,
-            move_kernel=move_kernel,
-        )
-        precompiled.kernel_excluded(
-            name="Kernel metapackages excluded from unattended-upgrades", plan=plan.precompiled
-        )
-    if plan.versioned:
-        precompiled.stale_versions_removed(
-            name="Packages named after another driver version removed", versioned=plan.versioned
-        )
+    _precompiled_modules(spec, plan, move_kernel)
     if spec.persistence and plan.persistenced:
         apt_pin.installed(name="NVIDIA persistence daemon", packages=[plan.persistenced])
     holds = plan.coupled + plan.companions + [n for n in plan.exact if n not in plan.companions]
@@ -104,7 +98,31 @@ def install_driver(spec: DesiredState, plan: PackagePlan, move_kernel: bool = Fa
     )
 
 
-def _component(packages: list[str], version: str | None, label: str) -> None:
+def _precompiled_modules(spec: DesiredState, plan: PackagePlan, move_kernel: bool) -> None:
+    """Ubuntu's archive: the kernel paired with its modules, and what a driver change leaves
+    under another version's name removed (operations/precompiled.py)."""
+    if plan.precompiled is not None:
+        precompiled.modules_paired(
+            name="NVIDIA modules for the next boot's kernel, kernel held with them",
+            plan=plan.precompiled,
+            driver_version=spec.driver_version,
+            move_kernel=move_kernel,
+        )
+        precompiled.kernel_excluded(
+            name="Kernel metapackages excluded from unattended-upgrades", plan=plan.precompiled
+        )
+    if plan.versioned:
+        precompiled.stale_versions_removed(
+            name="Packages named after another driver version removed", versioned=plan.versioned
+        )
+
+
+def _component(
+    packages: list[str], version: str | None, label: str, plan: PackagePlan, kind: str = ""
+) -> None:
+    if plan.family == "dnf":
+        nvidia_dnf.component(packages, version, label, kind)
+        return
     if not packages:
         return
     apt_pin.installed(name=label, packages=packages, version=version)
@@ -119,7 +137,7 @@ def install_cuda(spec: DesiredState, plan: PackagePlan) -> None:
     if host.data.get("gpuhost_install_cuda") is False:
         return
     for version, packages in plan.cuda_toolkits.items():
-        _component(packages, version, f"CUDA toolkit {version}")
+        _component(packages, version, f"CUDA toolkit {version}", plan, "cuda")
     if spec.source == "nvidia-cuda-repo" and spec.cuda_default:
         env.cuda_default(
             name=f"/usr/local/cuda -> CUDA {spec.cuda_default}",
@@ -129,7 +147,7 @@ def install_cuda(spec: DesiredState, plan: PackagePlan) -> None:
 
 @deploy("Install cuDNN")
 def install_cudnn(spec: DesiredState, plan: PackagePlan) -> None:
-    _component(plan.cudnn, spec.cudnn, f"cuDNN {spec.cudnn}")
+    _component(plan.cudnn, spec.cudnn, f"cuDNN {spec.cudnn}", plan, "cudnn")
 
 
 @deploy("Install NVIDIA container toolkit")
@@ -141,6 +159,7 @@ def install_container_toolkit(spec: DesiredState, plan: PackagePlan) -> None:
         plan.container_toolkit,
         spec.container_toolkit,
         f"NVIDIA container toolkit {spec.container_toolkit}",
+        plan,
     )
     container_runtime.docker(name="nvidia runtime in Docker's daemon.json (merged)")
     container_runtime.containerd(name="nvidia runtime in containerd (when present)")

@@ -15,8 +15,10 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import FileContents
+from pyinfra.facts.rpm import RpmPackages
 from pyinfra.facts.server import LinuxDistribution
 
+from gpuhost import oskey
 from gpuhost.bundle.setting import bundle_setting, proxy_urls
 from gpuhost.deploys import guards, offline
 from gpuhost.deploys.gpu import (
@@ -41,6 +43,7 @@ from gpuhost.inventory.profiles import install_data_problem
 from gpuhost.operations import apt_proxy, marker
 from gpuhost.operations._facts import fact
 from gpuhost.operations.apt_pin import dpkg_settled
+from gpuhost.operations.dnf_pin import dnf_settled
 from gpuhost.parsers.profile_marker import MARKER_PATH, ProfileMarker, parse_profile_marker
 from gpuhost.pyinfra_adapter import real_host
 from gpuhost.versions import upstream_of_package_version
@@ -58,7 +61,7 @@ def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[DesiredState, 
         profiles = guards.load_profile_table(data.get("gpuhost_profiles_file"))
     spec = guards.check_profile(name, data, profiles)
     distro: Any = host.get_fact(LinuxDistribution)
-    found = guards.os_key(distro)
+    found = oskey.from_distro(distro)
     guards.check_os(name, spec, found)
     problem = install_data_problem(profiles[spec.profile], data)
     if problem:
@@ -68,6 +71,12 @@ def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[DesiredState, 
     except ConfigError as exc:
         raise DeployError(name, str(exc)) from exc
     setting = bundle_setting(data)
+    if setting is not None and plan.family != "apt":
+        raise DeployError(
+            name,
+            f"gpuhost_bundle: offline bundles are apt repositories; {found} installs with dnf "
+            "and has no bundle path yet (docs/offline.md); remove gpuhost_bundle for this host",
+        )
     if setting is not None:  # before any operation: a bundle lacking a package is refused here
         offline.check_bundle(name, setting, spec, plan, data, found)
     return spec, plan
@@ -82,7 +91,7 @@ def current_driver(plan: PackagePlan) -> tuple[ProfileMarker | None, dict[str, s
         marker = parse_profile_marker("\n".join(text)) if text else None
     except ParseError as exc:
         raise DeployError(host.name, f"{MARKER_PATH}: {exc}") from exc
-    packages = fact(DebPackages)
+    packages = fact(DebPackages) if plan.family == "apt" else fact(RpmPackages)
     installed = {}
     for name in plan.coupled:
         versions = sorted(packages.get(name) or [])
@@ -118,8 +127,11 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     # before the first package operation (harden installs nftables): apt/dpkg left running (a
     # run stopped by Ctrl-C) is waited for, what it left half-done finished; a host harden
     # refuses is taken out of the run before anything executes
-    dpkg_settled(name="Wait for apt/dpkg, finish installs an earlier run left half-done")
-    apt_proxy.configured(name="apt proxy (gpuhost_proxy)", proxies=proxy_urls(_host_data()))
+    if plan.family == "dnf":
+        dnf_settled(name="Wait for dnf/rpm, clean up what an earlier run left half-done")
+    else:
+        dpkg_settled(name="Wait for apt/dpkg, finish installs an earlier run left half-done")
+        apt_proxy.configured(name="apt proxy (gpuhost_proxy)", proxies=proxy_urls(_host_data()))
     bundle = bundle_setting(_host_data())
     if bundle is not None:
         offline.use_bundle(bundle)

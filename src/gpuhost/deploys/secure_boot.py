@@ -18,12 +18,12 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import apt
 
 from gpuhost.errors import DeployError
 from gpuhost.facts.host_facts import SecureBoot
 from gpuhost.facts.kernel import SecureBootState
-from gpuhost.facts.signing import ModuleSigning
+from gpuhost.facts.signing import DkmsVersion, ModuleSigning
+from gpuhost.operations import packages
 from gpuhost.operations import signing as signing_ops
 from gpuhost.operations._facts import fact
 from gpuhost.parsers import signing
@@ -139,16 +139,39 @@ def checked_plan(name: str, data: dict[str, Any]) -> SigningPlan | None:
     return plan
 
 
+def dkms_settings(key: str, release: signing.DkmsRelease) -> str:
+    """Where this host's DKMS takes a signing key from: "dkms3" (framework.conf.d's
+    ``mok_signing_key``/``mok_certificate``; also when the release is not known, as before),
+    "dkms2" (``sign_tool`` in framework.conf: DKMS 2.8, Ubuntu 22.04), or "ubuntu-mok" (DKMS 2
+    with Ubuntu's own key, which its sign_build signs with already: nothing to write)."""
+    if release.major is None or release.major >= 3:
+        return "dkms3"
+    return "ubuntu-mok" if key == signing.UBUNTU_MOK_KEY else "dkms2"
+
+
 @deploy("Module signing for Secure Boot")
 def configure_signing(plan: SigningPlan) -> None:
-    """Before the driver: DKMS's drop-in naming the key (when one is given) and mokutil on a
-    Secure Boot host, so the module DKMS builds during the install is signed."""
+    """Before the driver: DKMS told which key to sign with (when one is given), in the way the
+    host's DKMS release reads it, and mokutil on a Secure Boot host, so the module DKMS builds
+    during the install is signed."""
     if plan.key is not None:
-        signing_ops.dkms_signing(
-            name=f"DKMS signs modules with {plan.key}", key=plan.key, cert=plan.cert
-        )
+        release = host.get_fact(DkmsVersion)
+        how = dkms_settings(plan.key, release)
+        if how == "dkms3":
+            signing_ops.dkms_signing(
+                name=f"DKMS signs modules with {plan.key}", key=plan.key, cert=plan.cert
+            )
+        elif how == "dkms2":
+            # DKMS 2 reads its own framework.conf only: DKMS first, so the file is the package's
+            packages.present(
+                name="DKMS (its framework.conf names the sign tool)", packages=["dkms"]
+            )
+            signing_ops.dkms2_sign_tool(
+                name=f"DKMS {release.installed or release.candidate} signs modules with "
+                f"{plan.key}", key=plan.key, cert=plan.cert,
+            )
     if plan.secure_boot:
-        apt.packages(name="mokutil (MOK enrollment)", packages=["mokutil"], no_recommends=True)
+        packages.present(name="mokutil (MOK enrollment)", packages=["mokutil"])
 
 
 @deploy("Module signature checked for Secure Boot")

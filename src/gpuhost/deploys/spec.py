@@ -41,6 +41,23 @@ class PackagePlan:
     #: version (nvidia-firmware-580-server-580.178.04 -> nvidia-firmware-580-server-): another
     #: version's package is another name, left behind by a driver change unless removed
     versioned: dict[str, str] = field(default_factory=dict)
+    #: dnf (RHEL family) only: the driver packages' epoch, the module stream ("nvidia-driver",
+    #: "580-open"; None on RHEL 10, no modules), the package DKMS comes from, NVIDIA's repository
+    #: folder (rhel9) and the repository EPEL's packages need (crb, powertools)
+    family: str = "apt"  # the OS's package manager (gpuhost.oskey): apt or dnf
+    epoch: str | None = None
+    module: tuple[str, str] | None = None
+    kernel_module_other: list[str] = field(default_factory=list)  # the other flavour's packages
+    dkms_package: str = ""
+    repo_folder: str = ""
+    crb: str = ""
+    epel_release: str = ""  # the OS's package enabling EPEL (Rocky, Alma); "" on RHEL
+
+    @property
+    def locked(self) -> list[str]:
+        """Every name a dnf host version-locks: the whole coupled set (a partial lock makes
+        every ``dnf upgrade`` fail under RHEL's best=True), companions and components."""
+        return self.never_upgraded
 
     @property
     def never_upgraded(self) -> list[str]:
@@ -94,6 +111,25 @@ def _cuda_values(version: str) -> dict[str, str]:
     return {"cuda_major": parts[0], "cuda_dash": "-".join(parts[:2])}
 
 
+def for_branch(entry: dict[str, Any], branch: str) -> dict[str, Any]:
+    """An OS entry of the package data as it applies to driver ``branch``: its ``from_branch``
+    variant with the highest branch not above ``branch`` replaces the keys it names (NVIDIA's
+    Ubuntu packages lose the branch suffix from 590), else the entry as it is."""
+    variants = entry.get("from_branch") or {}
+    try:
+        eligible = [int(b) for b in variants if int(b) <= int(branch)]
+    except ValueError as exc:
+        raise ConfigError(
+            f"{PACKAGE_SETS}: from_branch keys and the driver branch are numbers, found "
+            f"{sorted(map(str, variants))} and {branch!r}"
+        ) from exc
+    if not eligible:
+        return entry
+    chosen = max(eligible)
+    variant = next(v for b, v in variants.items() if int(b) == chosen)
+    return {**entry, **variant}
+
+
 def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
     """The package names for ``spec`` on ``os_key``; ConfigError when the data has none."""
     sources = package_sets()["sources"]
@@ -103,6 +139,7 @@ def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
             f"{PACKAGE_SETS}: no package names for source {spec.source} on {os_key}; "
             f"accepted: {', '.join(supported_os(spec.source)) or 'none'}"
         )
+    entry = for_branch(entry, spec.driver_branch)
     values = {
         "branch": spec.driver_branch,
         "version": spec.driver_version,
@@ -137,7 +174,7 @@ def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
     cuda_toolkit = [name for names_ in toolkits.values() for name in names_]
     cudnn = names("cudnn") if spec.cudnn else []
     container = names("container_toolkit") if spec.container_toolkit else []
-    fabric = names("fabric_manager") if spec.fabric_manager else []
+    fabric = _fabric_manager(entry, spec, values)
     if spec.fabric_manager:
         pins[spec.driver_version] = coupled + fabric
     for version, toolkit in toolkits.items():
@@ -169,10 +206,31 @@ def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
         pins=pins,
         apt_components=[str(c) for c in entry.get("apt_components") or []],
         exact=exact,
-        precompiled=_precompiled(entry, spec.kernel_module, values),
-        newest_only=entry.get("newest_only") is True,
-        versioned=_versioned(entry, values),
+        **_archive_fields(entry, spec, values),
+        **_dnf_fields(entry, spec, values),
     )
+
+
+def _fabric_manager(entry: dict[str, Any], spec: DesiredState, values: dict[str, str]) -> list[str]:
+    """Fabric manager's package names for the profile's branch: ``fabric_manager``, or the
+    names ``fabric_manager_below`` gives for a branch below one (NVIDIA's RPMs: 580)."""
+    if not spec.fabric_manager:
+        return []
+    for below, older in sorted((entry.get("fabric_manager_below") or {}).items()):
+        if int(spec.driver_branch) < int(below):
+            return _fill([str(n) for n in older], values)
+    return _fill(list(entry.get("fabric_manager") or []), values)
+
+
+def _archive_fields(
+    entry: dict[str, Any], spec: DesiredState, values: dict[str, str]
+) -> dict[str, Any]:
+    """What Ubuntu's archive adds: precompiled modules, one version per pocket, versioned names."""
+    return {
+        "precompiled": _precompiled(entry, spec.kernel_module, values),
+        "newest_only": entry.get("newest_only") is True,
+        "versioned": _versioned(entry, values),
+    }
 
 
 def _versioned(entry: dict[str, Any], values: dict[str, str]) -> dict[str, str]:
@@ -197,3 +255,28 @@ def _precompiled(
         kernel=_fill([str(n) for n in flavour.get("kernel") or []], values),
         kernel_metapackages=_fill([str(n) for n in entry.get("kernel_metapackages") or []], values),
     )
+
+
+def _dnf_fields(entry: dict, spec: DesiredState, values: dict[str, str]) -> dict:
+    """The plan's dnf-only fields from a RHEL-family entry (empty for apt entries)."""
+    if "epoch" not in entry:
+        return {}
+    module = entry.get("module")
+    stream = None
+    if module:
+        # an undecided flavour ("auto" without GPUs) leaves the stream empty: the deploy refuses
+        flavour = str(module.get(spec.kernel_module) or "")
+        stream = (str(module["name"]), _fill([flavour], values)[0] if flavour else "")
+    repository = entry.get("repository") or {}
+    flavours = entry.get("kernel_module") or {}
+    other = [n for f, names in flavours.items() if f != spec.kernel_module for n in names or []]
+    return {
+        "family": "dnf",
+        "kernel_module_other": _fill([str(n) for n in other], values),
+        "epoch": str(entry["epoch"]),
+        "module": stream,
+        "dkms_package": str(entry.get("dkms_package") or ""),
+        "repo_folder": str(repository.get("folder") or ""),
+        "crb": str(repository.get("crb") or ""),
+        "epel_release": str(repository.get("epel_release") or ""),
+    }

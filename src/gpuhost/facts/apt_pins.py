@@ -1,4 +1,5 @@
-"""Facts about apt pinning and holds: what ``apt-mark`` holds and what apt would install."""
+"""Facts about package pins, holds and locks: what apt holds and would install, what dnf's
+versionlock file locks; their commands are the package-manager seam's (``gpuhost.pkgmgr``)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,19 @@ from typing import TypedDict
 from pyinfra.api import FactBase
 from typing_extensions import override
 
-from gpuhost.parsers.marked import SECTION, split_sections
+from gpuhost.parsers.marked import split_sections
 from gpuhost.parsers.packages import (
     parse_apt_mark_showhold,
     parse_apt_policy,
     parse_apt_space,
     parse_df_available,
+    parse_dnf_check,
     parse_dpkg_audit,
     parse_dpkg_query,
     parse_pgrep_processes,
 )
-from gpuhost.probe.script import APT_HOLDS_CODE
+from gpuhost.pkgmgr import APT, DNF
+from gpuhost.pkgmgr.base import PGREP_LIVE
 
 
 class _PackageLockList(FactBase[list[str]]):
@@ -43,7 +46,7 @@ class AptHolds(_PackageLockList):
 
     @override
     def command(self) -> str:
-        return APT_HOLDS_CODE
+        return APT.holds_command()
 
     @override
     def process(self, output: list[str]) -> list[str]:
@@ -70,7 +73,7 @@ class AptPolicy(FactBase[dict[str, dict[str, str | None]]]):
 
     @override
     def command(self, packages: list[str]) -> str:
-        return "LC_ALL=C apt-cache policy " + " ".join(sorted(packages))
+        return APT.policy_command(packages)
 
     @override
     def process(self, output: list[str]) -> dict[str, dict[str, str | None]]:
@@ -82,19 +85,8 @@ class AptPolicy(FactBase[dict[str, dict[str, str | None]]]):
 
 # Process names (``pgrep -x``) of the tools that take dpkg's and apt's locks: a ``gpuhost``
 # run stopped by Ctrl-C, apt's daily timer or an admin leaves one running on the host.
-PACKAGE_TOOLS = "apt-get|apt|aptitude|dpkg|unattended-upgr"
-# Process states that can hold a lock (running, sleeping, in I/O, stopped); a zombie cannot.
-PGREP_LIVE = "-r R,S,D,T,t"
-# unattended-upgrades' shutdown helper has the same process name ("unattended-upgr", 15
-# characters) but runs the whole boot on every host with the package (Ubuntu installs it by
-# default: unattended-upgrades.service) and takes dpkg's lock only at shutdown: never waited for.
-NOT_WAITED = "unattended-upgrade-shutdown"
-
-
-def running_tools_command(tools: str = PACKAGE_TOOLS) -> str:
-    """``pgrep -a`` of the live ``tools`` processes, the shutdown helper left out (prints
-    ``PID command line`` lines; nothing when none runs)."""
-    return f"pgrep -a {PGREP_LIVE} -x '{tools}' 2>/dev/null | grep -v '{NOT_WAITED}'"
+PACKAGE_TOOLS = APT.tools
+__all__ = ["PGREP_LIVE", "PACKAGE_TOOLS"]
 
 
 class DpkgStateDict(TypedDict):
@@ -105,21 +97,17 @@ class DpkgStateDict(TypedDict):
 def dpkg_state_command(tools: str = PACKAGE_TOOLS) -> str:
     """apt/dpkg processes (``tools``) running now, then what ``dpkg --audit`` reports: one
     command."""
-    return (
-        f"echo '{SECTION}running'; command -v pgrep >/dev/null 2>&1 && "
-        f"{running_tools_command(tools)}; "
-        f"echo '{SECTION}unfinished'; command -v dpkg >/dev/null 2>&1 && "
-        "LC_ALL=C dpkg --audit 2>/dev/null; true"
-    )
+    return APT.state_command(tools)
 
 
-def parse_dpkg_state(lines: list[str]) -> DpkgStateDict:
+def parse_dpkg_state(lines: list[str], family: str = "apt") -> DpkgStateDict:
     """:func:`dpkg_state_command`'s output (pure): its two sections through the pgrep and
-    ``dpkg --audit`` parsers."""
+    ``dpkg --audit`` (dnf: ``dnf check --duplicates``) parsers."""
     sections = split_sections(lines)
+    unfinished = parse_dpkg_audit if family == "apt" else parse_dnf_check
     return {
         "running": parse_pgrep_processes(sections.get("running", [])),
-        "unfinished": parse_dpkg_audit(sections.get("unfinished", [])),
+        "unfinished": unfinished(sections.get("unfinished", [])),
     }
 
 
@@ -148,6 +136,19 @@ class DpkgState(FactBase[DpkgStateDict]):
         return parse_dpkg_state(output)
 
 
+class DnfState(DpkgState):
+    """:class:`DpkgState` of a dnf host: dnf/rpm processes (``Dnf.tools``) and the duplicated
+    packages ``dnf check --duplicates`` reports (an interrupted transaction)."""
+
+    @override
+    def command(self) -> str:
+        return DNF.state_command()
+
+    @override
+    def process(self, output: list[str]) -> DpkgStateDict:
+        return parse_dpkg_state(output, "dnf")
+
+
 SPACE_PATHS = ("/var/cache/apt/archives", "/usr")
 DF_MARK = "##GPUHOST-DF"
 
@@ -173,11 +174,8 @@ class AptInstallSpace(FactBase[dict[str, object]]):
 
     @override
     def command(self, packages: list[str]) -> str:
-        names = " ".join(f"'{p}'" for p in packages)
         return (
-            "LC_ALL=C apt-get install --assume-no --no-install-recommends --allow-downgrades "
-            f"--allow-change-held-packages -o Debug::NoLocking=1 {names} 2>&1 | "
-            f"grep -E '^(Need to get|After this operation)'; echo '{DF_MARK}'; "
+            f"{APT.space_command(packages)}; echo '{DF_MARK}'; "
             f"df -P -B1 {' '.join(SPACE_PATHS)} 2>/dev/null || true"
         )
 
@@ -194,25 +192,26 @@ class AptInstallSpace(FactBase[dict[str, object]]):
 
 
 class DnfVersionLocks(_PackageLockList):
-    """Entries of ``dnf versionlock list`` (``name-epoch:version-release.*``)."""
+    """The lines of dnf's versionlock file (``name-[epoch:]version-release.*`` as dnf writes
+    them, ``name-[epoch:]version-*`` as gpuhost does), comments left out, sorted. Read from the
+    file, never from ``dnf versionlock list``: that needs every repository's metadata and, with
+    one unreachable, fails and read as "no locks" (``gpuhost.pkgmgr.dnf``)."""
 
-    tool = "dnf"
+    tool = "cat"
 
     @override
     def command(self) -> str:
-        return "LC_ALL=C dnf -q versionlock list 2>/dev/null || true"
+        return DNF.holds_command()
 
     @override
     def process(self, output: list[str]) -> list[str]:
         return sorted(
-            line.strip()
-            for line in output
-            if line.strip() and not line.startswith(("Last metadata", "Updating"))
+            line.strip() for line in output if line.strip() and not line.strip().startswith("#")
         )
 
 
 #: dpkg-query's tab-separated package, version and status (``parse_dpkg_query``'s format)
-DPKG_QUERY_STATUS = "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'"
+DPKG_QUERY_STATUS = APT.installed_command()
 
 
 class InstalledPackageStates(FactBase[dict[str, str]]):
@@ -237,3 +236,16 @@ class InstalledPackageStates(FactBase[dict[str, str]]):
     def process(self, output: list[str]) -> dict[str, str]:
         packages = parse_dpkg_query("\n".join(output))
         return {p.name: p.status for p in packages if p.installed}
+
+
+class RpmPackageStates(InstalledPackageStates):
+    """:class:`InstalledPackageStates` of an rpm host (every installed package reads ``ii``:
+    rpm's database holds installed packages only)."""
+
+    @override
+    def requires_command(self) -> str:
+        return "rpm"
+
+    @override
+    def command(self) -> str:
+        return DNF.installed_command()

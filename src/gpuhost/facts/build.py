@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import TypeVar
 
+from gpuhost import pkgmgr
 from gpuhost.errors import ParseError, VersionError
 from gpuhost.fabric.model import FabricFacts, FabricTexts, read_fabric
 from gpuhost.facts import probe_parsers as pp
@@ -23,6 +24,7 @@ from gpuhost.facts.host_facts import (
     FrameworkFacts,
     GpuFaultFacts,
     HostFacts,
+    OsInfo,
     PackageFacts,
     ServiceState,
     SshdFacts,
@@ -118,11 +120,16 @@ def _driver(reader: _Reader) -> DriverFacts:
     )
 
 
-def _packages(reader: _Reader) -> PackageFacts:
-    dpkg = reader.section("dpkg")
-    rpm = reader.section("rpm")
+def _packages(reader: _Reader, os_info: OsInfo) -> PackageFacts:
+    """The installed packages and holds/locks of the host's package manager, chosen by its OS
+    (``OsInfo.family``), never by which tool exists: a RHEL host may have dpkg-query, a Debian
+    host rpm. An OS of no known family: no package facts (unknown, not empty)."""
+    manager = pkgmgr.for_family(os_info.family)
     no_packages: list[Package] = []
-    if dpkg is not None and not dpkg.missing_tool:
+    section = reader.section(manager.database) if manager else None
+    if manager is None or section is None or section.missing_tool:
+        return PackageFacts()
+    if manager.database == "dpkg":
         listed = reader.parse("dpkg", packages.parse_dpkg_query, no_packages)
         installed = [p for p in listed if p.installed]
         no_holds: set[str] = set()
@@ -132,11 +139,9 @@ def _packages(reader: _Reader) -> PackageFacts:
         no_policy: list[AptPolicy] = []
         policies = reader.parse("apt-policy", packages.parse_apt_policy, no_policy) if known else []
         return PackageFacts("dpkg", installed, held, policies, known)
-    if rpm is not None and not rpm.missing_tool:
-        listed = reader.parse("rpm", packages.parse_rpm_qa, no_packages)
-        rpm_held = packages.parse_versionlock(reader.text("dnf-versionlock"))
-        return PackageFacts("rpm", listed, rpm_held, [], False)
-    return PackageFacts()
+    listed = reader.parse("rpm", packages.parse_rpm_qa, no_packages)
+    rpm_held = packages.parse_versionlock(reader.text("dnf-versionlock"))
+    return PackageFacts("rpm", listed, rpm_held, [], False)
 
 
 def _cuda(reader: _Reader) -> CudaFacts:
@@ -146,7 +151,9 @@ def _cuda(reader: _Reader) -> CudaFacts:
     return CudaFacts(toolkits, default, nvcc_path, version)
 
 
-def _cudnn(reader: _Reader, installed: PackageFacts) -> CudnnFacts:
+def _cudnn(
+    reader: _Reader, installed: PackageFacts, toolkits: CudaFacts | None = None
+) -> CudnnFacts:
     packages: dict[str, str] = {}
     for package in installed.packages:
         if package.name.startswith(("libcudnn", "cudnn")) and package.version:
@@ -164,11 +171,22 @@ def _cudnn(reader: _Reader, installed: PackageFacts) -> CudnnFacts:
     library = pp.cudnn_from_library(libraries)
     if library:
         return CudnnFacts(library, "library", packages)
-    for package in installed.packages:
+    # several cuDNN packages (libcudnn9-cuda-12 and -13 side by side): the default CUDA's first;
+    # rpm lists packages in its database's order, dpkg by name
+    major = _cuda_major(toolkits)
+    ordered = sorted(installed.packages,
+                     key=lambda p: not (major and p.name.endswith(f"-cuda-{major}")))
+    for package in ordered:
         if package.name in packages:
             version = packages[package.name]
             return CudnnFacts(version, f"package {package.name} {package.version}", packages)
     return CudnnFacts()
+
+
+def _cuda_major(cuda: CudaFacts | None) -> str:
+    """The default CUDA's major version ("13" for /usr/local/cuda -> cuda-13.0), "" unknown."""
+    version = cuda.default_version if cuda is not None else None
+    return version.split(".", 1)[0] if version else ""
 
 
 def _container(reader: _Reader) -> ContainerFacts:
@@ -257,7 +275,9 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
     hostname, probe_version, uid = _meta(reader)
     dkms_section = reader.section("dkms")
     dkms_installed = dkms_section is not None and not dkms_section.missing_tool
-    installed = _packages(reader)
+    os_info = pp.parse_os_release(reader.text("os-release"))
+    cuda_facts = _cuda(reader)
+    installed = _packages(reader, os_info)
     services = reader.parse("services", pp.parse_services, dict[str, ServiceState]())
     fabric = reader.section("fabricmanager")
     sshd = reader.section("sshd")
@@ -275,7 +295,7 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
         hostname=hostname,
         probe_version=probe_version,
         uid=uid,
-        os=pp.parse_os_release(reader.text("os-release")),
+        os=os_info,
         kernel=pp.parse_kernels(reader.text("uname"), reader.text("kernels")),
         secure_boot=pp.parse_secure_boot(reader.text("secure-boot")),
         module_signing=reader.parse("module-signing", parse_signing_output, SigningFacts()),
@@ -284,8 +304,8 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
         dkms_installed=dkms_installed,
         driver=_driver(reader),
         packages=installed,
-        cuda=_cuda(reader),
-        cudnn=_cudnn(reader, installed),
+        cuda=cuda_facts,
+        cudnn=_cudnn(reader, installed, cuda_facts),
         container=_container(reader),
         fabric_manager=FabricManagerFacts(
             version=pp.parse_fabricmanager_version(reader.text("fabricmanager")),

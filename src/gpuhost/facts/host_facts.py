@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuhost import oskey
 from gpuhost.fabric.model import FabricFacts
 from gpuhost.parsers.aer import AerCounters
 from gpuhost.parsers.cdi import CdiSpec
@@ -33,11 +34,13 @@ class OsInfo:
     @property
     def key(self) -> str | None:
         """The OS key of the package data and profiles: ``debian-12``, ``ubuntu-22.04``,
-        ``rocky-9``; None without an ID. The one place the key is made (audit, checks, deploys)."""
-        if not self.id:
-            return None
-        ident = self.id.lower()
-        return f"{ident}-{self.version_id}" if self.version_id else ident
+        ``rocky-9`` (``gpuhost.oskey``, the one place keys are made); None without an ID."""
+        return oskey.os_key(self.id, self.version_id)
+
+    @property
+    def family(self) -> str | None:
+        """``apt`` or ``dnf``: the host's package manager, by its OS (``gpuhost.oskey``)."""
+        return oskey.family(self.id, self.id_like)
 
 
 @dataclass(frozen=True)

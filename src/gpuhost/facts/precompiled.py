@@ -7,10 +7,11 @@ from pyinfra.api import FactBase
 from typing_extensions import override
 
 from gpuhost.parsers.apt_records import AptRecord, parse_apt_show
+from gpuhost.pkgmgr import APT
 
 # apt-cache show prints every version apt knows of each name (newest first); a name it does not
 # know is an error on stderr (exit 100) while the others still print
-APT_SHOW_CODE = "LC_ALL=C apt-cache show {names} 2>/dev/null; true"
+APT_SHOW_CODE = APT.show_command("{names}")
 
 
 class PackageRecords(FactBase[dict[str, list[AptRecord]]]):

@@ -3,6 +3,7 @@ docs/fabric.md); part of ``contract.KEYS``."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from pydantic import StrictBool, StrictStr
@@ -12,6 +13,7 @@ from gpuhost.node_tool import SLURM_NODE
 
 _USED_BY = "check --tier collective"
 SlurmNodeName = Annotated[StrictStr, matches(SLURM_NODE[0])]
+IbDeviceName = Annotated[StrictStr, matches(re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"))]
 
 COLLECTIVE_KEYS: tuple[Key, ...] = (
     key(
@@ -48,5 +50,13 @@ COLLECTIVE_KEYS: tuple[Key, ...] = (
         None,
         "The host's Slurm node name (default: its inventory name).",
         _USED_BY,
+    ),
+    key(
+        "gpuhost_ib_device",
+        IbDeviceName,
+        "an RDMA device name, e.g. mlx5_0",
+        None,
+        "The HCA gpuhost accept's pairwise ib_write_bw uses (default: perftest's first).",
+        "accept",
     ),
 )

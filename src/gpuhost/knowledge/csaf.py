@@ -3,9 +3,13 @@ the rows of ``data/advisories.yaml`` (pure functions).
 
 Only what a Linux GPU server runs is kept: the GPU display driver for Linux (data-center
 "Tesla", "NVIDIA RTX, Quadro, NVS" and GeForce products of each ``Linux(R<branch>)``; vGPU
-guest/host drivers are left out) and the NVIDIA Container Toolkit. Per bulletin: id, title,
-date, URL, the CVEs that affect those products with their CVSS base score and, per CVE, the
-driver branches it affects; per branch (or for the toolkit) the first fixed version.
+guest/host drivers are left out), the NVIDIA Container Toolkit with the GPU Operator releases
+its bulletins name, and the CUDA Toolkit on Linux (a product whose platform names Linux: a
+Windows-only CVE is left out). Per bulletin: id, title, date, URL, the CVEs that affect those
+products with their CVSS base score and, per CVE, the driver branches it affects (driver), its
+first fixed CUDA Toolkit (``fixed``, CUDA) or whether it affects the GPU Operator
+(``gpu_operator``); per branch (or for the container toolkit, ``gpu-operator`` and ``cuda``) the
+first fixed version.
 """
 
 from __future__ import annotations
@@ -23,16 +27,37 @@ _LINUX_BRANCH_RE = re.compile(r"^Linux\s*\(R(\d+)\)$")
 _VERSION_RE = re.compile(r"v?(\d+(?:\.\d+)+)")
 _DRIVER_FAMILIES = ("Tesla", "NVIDIA RTX, Quadro, NVS", "RTX, Quadro, NVS", "GeForce")
 TOOLKIT = "NVIDIA Container Toolkit"
+OPERATOR = "NVIDIA GPU Operator"
+# "11.6 Update 2", "CUDA Toolkit v12.4U1", "CUDA Toolkit 13.1" -> (11, 6, 2), (12, 4, 1), (13, 1)
+_CUDA_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:\s*(?:U|Update\s*)(\d+))?", re.I)
 
 
 def component_of(doc: dict[str, Any]) -> str | None:
-    """``driver`` / ``container-toolkit`` from the bulletin title; None for other products."""
+    """``driver`` / ``container-toolkit`` / ``cuda-toolkit`` from the bulletin title; None for
+    other products."""
     title = str(doc.get("document", {}).get("title", ""))
     if "Container Toolkit" in title:
         return "container-toolkit"
     if "Display Driver" in title:
         return "driver"
+    if "CUDA Toolkit" in title:
+        return "cuda-toolkit"
     return None
+
+
+def _is_cuda(info: tuple[str, str, str]) -> bool:
+    """A CUDA Toolkit product for Linux ("Windows, Linux", "Linux and Windows", "Linux")."""
+    return "CUDA Toolkit" in info[1] and "Linux" in info[0]
+
+
+def cuda_version(text: str) -> str | None:
+    """The CUDA release a product text names: "11.6 Update 2" -> "11.6.2", "v12.4U1" ->
+    "12.4.1", "CUDA Toolkit 13.1" -> "13.1.0" (an update is the third number up to 13.3)."""
+    m = _CUDA_RE.search(text)
+    if m is None:
+        return None
+    major, minor, patch, update = m.groups()
+    return f"{major}.{minor}.{update or patch or 0}"
 
 
 def _products(doc: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
@@ -104,14 +129,17 @@ def bulletin_row(doc: dict[str, Any]) -> dict[str, Any] | None:
                     continue
                 _keep(fixed, str(branch), _DRIVER_FAMILIES.index(info[1]), version)
             cves.append({"id": vuln["cve"], "cvss": _score(vuln), "branches": branches})
-        else:
-            if not any(info[1] == TOOLKIT for info in affected):
+        elif component == "cuda-toolkit":
+            if not any(_is_cuda(info) for info in affected):
                 continue
-            for info in fixes:
-                version = _version(info[2])
-                if info[1] == TOOLKIT and version:
-                    _keep(fixed, "toolkit", 0, version)
-            cves.append({"id": vuln["cve"], "cvss": _score(vuln)})
+            first = _lowest(cuda_version(info[2]) for info in fixes if _is_cuda(info))
+            if first is not None:
+                _keep_newest(fixed, "cuda", first)
+            cves.append({"id": vuln["cve"], "cvss": _score(vuln), "fixed": first})
+        else:
+            cve = _toolkit_cve(vuln, affected, fixes, fixed)
+            if cve is not None:
+                cves.append(cve)
     if not cves:
         return None
     scores = [c["cvss"] for c in cves if c["cvss"] is not None]
@@ -128,6 +156,48 @@ def bulletin_row(doc: dict[str, Any]) -> dict[str, Any] | None:
         "cves": sorted(cves, key=lambda c: c["id"]),
         "confidence": "primary",
     }
+
+
+def _toolkit_cve(
+    vuln: dict[str, Any],
+    affected: list[tuple[str, str, str]],
+    fixes: list[tuple[str, str, str]],
+    fixed: dict[str, tuple[int, str]],
+) -> dict[str, Any] | None:
+    """A container-toolkit bulletin's CVE (None when it affects neither the toolkit nor the GPU
+    Operator), recording each one's fixed version in ``fixed``."""
+    toolkit = any(info[1] == TOOLKIT for info in affected)
+    operator = any(info[1] == OPERATOR for info in affected)
+    if not toolkit and not operator:
+        return None
+    for info in fixes:
+        version = _version(info[2])
+        if info[1] == TOOLKIT and version and toolkit:
+            _keep(fixed, "toolkit", 0, version)
+        elif info[1] == OPERATOR and version and operator:
+            _keep_newest(fixed, "gpu-operator", version)
+    cve: dict[str, Any] = {"id": vuln["cve"], "cvss": _score(vuln)}
+    if not toolkit:
+        cve["toolkit"] = False  # the GPU Operator's own CVE
+    if operator:
+        cve["gpu_operator"] = True
+    return cve
+
+
+def _lowest(versions: Any) -> str | None:
+    found = [v for v in versions if v is not None]
+    return min(found, key=_numbers) if found else None
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
+
+
+def _keep_newest(fixed: dict[str, tuple[int, str]], key: str, version: str) -> None:
+    """The newest of a bulletin's fixed versions (every CVE of it is fixed from there on)."""
+    old = fixed.get(key)
+    if old is None or _numbers(version) > _numbers(old[1]):
+        fixed[key] = (0, version)
 
 
 def _branch_key(branch: str) -> tuple[int, str]:
@@ -157,7 +227,7 @@ def trim(doc: dict[str, Any]) -> dict[str, Any]:
     keep = {
         pid
         for pid, info in products.items()
-        if _driver_product(info) is not None or info[1] == TOOLKIT
+        if _driver_product(info) is not None or info[1] in (TOOLKIT, OPERATOR) or _is_cuda(info)
     }
 
     def walk(branches: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -230,8 +300,11 @@ HEADER = """\
 # `gpuhost matrix advisories-sync --from <checkout of github.com/NVIDIA/product-security>`
 # from NVIDIA's CSAF 2.0 documents (one per bulletin). Do not edit rows by hand.
 # Per bulletin: `fixed` = first fixed version per Linux driver branch (data-center "Tesla"
-# product, else RTX/Quadro or GeForce) or for the container toolkit; `cves` with their CVSS base
-# score and (driver) the branches each affects. vGPU guest/host drivers are left out.
+# product, else RTX/Quadro or GeForce), for the container toolkit and the GPU Operator
+# (`gpu-operator`), or the newest fixed CUDA Toolkit (`cuda`); `cves` with their CVSS base
+# score and (driver) the branches each affects, (CUDA) its first fixed toolkit on Linux, or
+# whether it affects the GPU Operator. vGPU guest/host drivers and Windows-only products are
+# left out.
 # `error_at_cvss`: a host affected by a CVE at or above it is an error (below: a warning).
 """
 

@@ -16,8 +16,9 @@ from gpuhost.knowledge.csaf import read_bulletins, readable_row, render_advisori
 from gpuhost.knowledge.pypi import Index
 from gpuhost.knowledge.sync import SyncResult, drift, matrix_drift, record, render_wheels, sync
 from gpuhost.matrix import load_matrix
-from gpuhost.matrix.advisories import read_raw
+from gpuhost.matrix.advisories import read_raw, row_problems
 from gpuhost.matrix.wheeldata import read_wheels_file
+from gpuhost.redaction import redact_url
 
 
 @dataclass
@@ -102,11 +103,16 @@ def compare_advisories(root: Path, path: str, record_dir: Path | None = None) ->
 
 def bulletin_rows(root: Path, record_dir: Path | None = None) -> list[dict[str, Any]]:
     """The advisories rows of every driver / container-toolkit bulletin under ``root``."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for file, doc in read_bulletins(root):
         row = readable_row(doc, str(file))
         if row is None:
             continue
+        problems = row_problems(row)
+        if any(r["id"] == row["id"] for r in rows):
+            problems.append(f"id {row['id']} is another bulletin's too")
+        if problems:  # before its id or date names a file under record_dir
+            raise ConfigError(f"{file}: {'; '.join(problems)}")
         rows.append(row)
         if record_dir is not None:
             target = record_dir / row["date"][:4] / row["id"] / f"{row['id']}.json"
@@ -118,6 +124,6 @@ def bulletin_rows(root: Path, record_dir: Path | None = None) -> list[dict[str, 
 def write_text(path: str, text: str) -> None:
     """Rewrite a data file; ConfigError naming it when it cannot be written."""
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        Path(path).write_text(redact_url(text), encoding="utf-8")  # no mirror's password
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write ({exc.strerror})") from exc

@@ -5,15 +5,17 @@ Sources (every URL read through one :class:`gpuhost.knowledge.pypi.Index`, so re
 replay a whole update):
 
 - NVIDIA's CSAF bulletins (github.com/NVIDIA/product-security): each year's ``README.md`` lists
-  the bulletins; those for the GPU display driver or the container toolkit that the advisories
-  lack are read (``<year>/<id>/<id>.json``) and turned into rows as ``matrix advisories-sync``
-  does;
+  the bulletins; those for the GPU display driver, the container toolkit or the CUDA Toolkit
+  that the advisories lack are read (``<year>/<id>/<id>.json``) and turned into rows as
+  ``matrix advisories-sync`` does;
 - NVIDIA's CUDA redistrib manifests (``redistrib_X.Y.Z.json``, listed by the redist folder's
   index page): a release newer than the matrix knows becomes a CUDA row or update, its minimum
   driver the ``nvidia_driver`` version the manifest carries (a manifest without one is skipped
   and said);
 - NVIDIA's cuDNN redistrib manifests (the same shape, in cuDNN's redist folder): a release newer
   than the matrix knows becomes a cuDNN row (:mod:`gpuhost.knowledge.cudnn_redist`);
+- the PCI ID database (this machine's ``pci.ids`` or ``--pci-ids``): the GPU catalog, when it
+  is newer than the one in use (:mod:`gpuhost.knowledge.catalog_update`);
 - PyPI's JSON API and each wheel's core metadata (PEP 658, else a byte-range read of the wheel):
   the torch / TensorFlow releases of wheels.yaml's range (:func:`gpuhost.knowledge.sync.sync`).
 
@@ -37,21 +39,30 @@ import yaml
 from gpuhost import datadir, safeio
 from gpuhost.datafiles import load_yaml
 from gpuhost.errors import DataUpdateError, GpuhostError, PackageIndexError
+from gpuhost.gpus.catalog import CATALOG_FILE, parse_catalog
+from gpuhost.knowledge.catalog_update import refresh
 from gpuhost.knowledge.csaf import readable_row, render_advisories
 from gpuhost.knowledge.cudnn_redist import CUDNN_REDIST, CUDNN_REDIST_SOURCE, cudnn_row
 from gpuhost.knowledge.maintain import wheel_ranges
 from gpuhost.knowledge.pypi import Index, make_index
 from gpuhost.knowledge.sync import render_wheels, sync
-from gpuhost.matrix.advisories import default_advisories_path, load_advisories, read_raw
+from gpuhost.matrix.advisories import (
+    default_advisories_path,
+    load_advisories,
+    read_raw,
+    row_problems,
+)
 from gpuhost.matrix.load import default_matrix_path, load_matrix
 from gpuhost.matrix.wheeldata import default_wheels_path, load_wheels
+from gpuhost.redaction import redact_url
+from gpuhost.statedir import unsafe_folder
 from gpuhost.versions import parse_version
 
 CSAF_BASE = "https://raw.githubusercontent.com/NVIDIA/product-security/main"
 CUDA_REDIST = "https://developer.download.nvidia.com/compute/cuda/redist/"
 _README_ROW_RE = re.compile(r"^\|\s*\[(\d+)\]\([^)]*\)\s*\|\s*([^|]+?)\s*\|")
 _MANIFEST_RE = re.compile(r"redistrib_(\d+\.\d+\.\d+)\.json")
-_WANTED_TITLES = ("Display Driver", "Container Toolkit")
+_WANTED_TITLES = ("Display Driver", "Container Toolkit", "CUDA Toolkit")
 CUDA_REDIST_SOURCE = {
     "url": CUDA_REDIST,
     "title": "NVIDIA CUDA redistrib manifests (redistrib_X.Y.Z.json: release date and the "
@@ -93,7 +104,7 @@ def collect(
             if (project, r["version"]) not in old
         ]
     out.texts["wheels.yaml"] = render_wheels(ranges, result.data)
-    out.origin = (
+    out.origin = redact_url(
         f"PyPI {index.base}, CSAF {csaf_base}, CUDA redist {cuda_redist}, "
         f"cuDNN redist {cudnn_redist}"
     )
@@ -142,6 +153,13 @@ def _advisories(index: Index, base: str, today: datetime.date, lines: list[str])
                 raise PackageIndexError(f"{url}: no 'document' object; expected a CSAF bulletin")
             row = readable_row(doc, url)
             if row is None:
+                continue
+            problems = row_problems(row, today)
+            if problems:  # nothing of it is used: not its id in a path, nor its date
+                lines.append(f"bulletin {m.group(1)}: not added ({'; '.join(problems)})")
+                continue
+            if row["id"] in known:
+                lines.append(f"bulletin {m.group(1)}: not added (its id {row['id']} is known)")
                 continue
             rows.append(row)
             known.add(row["id"])
@@ -237,16 +255,27 @@ def update(
     csaf_base: str,
     cuda_redist: str,
     cudnn_redist: str = CUDNN_REDIST,
+    pci_ids: str = "",
 ) -> list[str]:
     """``gpuhost data update``: collect (PyPI from ``index_url``, or answers recorded under
     ``from_dir``) and install into ``folder``; one line per fact, then the data now in use.
     DataUpdateError naming the data kept when anything fails (nothing is changed then)."""
     before = datadir.data_info()
+    unsafe = unsafe_folder(folder)
+    if unsafe:  # an update there would not be used (datadir.overlay_problem)
+        raise DataUpdateError(
+            f"data update: data directory {folder}: {unsafe[0]} is {unsafe[1]}; refusing to "
+            f"write the update there (fix: chmod go-w it, or give --data-dir a folder of yours)"
+        )
     try:
         index = make_index(from_dir, index_url)
         found = collect(
             index, csaf_base=csaf_base, cuda_redist=cuda_redist, cudnn_redist=cudnn_redist
         )
+        catalog, catalog_line = refresh(pci_ids, index, found.texts["matrix.yaml"])
+        if catalog is not None:
+            found.texts[CATALOG_FILE] = catalog
+            found.lines.append(catalog_line)
         install(found, folder)
     except GpuhostError as exc:
         raise DataUpdateError(
@@ -254,7 +283,8 @@ def update(
         ) from exc
     after = datadir.data_info()
     summary = f"data: {datadir.described(after)}; {len(found.lines)} facts added"
-    return [*found.lines, summary]
+    kept = [] if catalog is not None else [catalog_line]
+    return [*found.lines, *kept, summary]
 
 
 def install(found: Collected, folder: Path, today: datetime.date | None = None) -> Path:
@@ -268,17 +298,23 @@ def install(found: Collected, folder: Path, today: datetime.date | None = None) 
     except OSError as exc:
         raise GpuhostError(f"{folder}: cannot write the data directory ({exc.strerror})") from exc
     try:
-        for name, text in found.texts.items():
-            (work / name).write_text(text, encoding="utf-8")
+        for name, text in found.texts.items():  # a mirror's password is never stored
+            (work / name).write_text(redact_url(text), encoding="utf-8")
         load_matrix(str(work / "matrix.yaml"))  # reads wheels.yaml beside it too
         load_advisories(str(work / "advisories.yaml"))
         load_wheels(str(work / "wheels.yaml"))
+        if CATALOG_FILE in found.texts:
+            parse_catalog(load_yaml(found.texts[CATALOG_FILE]), str(work / CATALOG_FILE))
         # retire the old overlay first: while the files are moved (or if this process dies
         # meanwhile) readers get the shipped data, never a mix of old and new files
         (folder / datadir.META).unlink(missing_ok=True)
         for name in found.texts:
             (work / name).replace(folder / name)
-        meta = {"date": today.isoformat(), "origin": found.origin, "added": found.lines}
+        meta = {
+            "date": today.isoformat(),
+            "origin": redact_url(found.origin),
+            "added": [redact_url(line) for line in found.lines],
+        }
         safeio.write_atomic(folder / datadir.META, (json.dumps(meta, indent=1) + "\n").encode())
     except OSError as exc:
         raise GpuhostError(f"{folder}: cannot write the data ({exc.strerror})") from exc

@@ -1,13 +1,19 @@
 """NVIDIA security advisories as data (``data/advisories.yaml``, written by
-``gpuhost matrix advisories-sync`` from NVIDIA's CSAF bulletins) and the judgement of a driver or
-container toolkit version against them.
+``gpuhost matrix advisories-sync`` from NVIDIA's CSAF bulletins) and the judgement of a driver,
+container toolkit, CUDA Toolkit or GPU Operator version against them.
 
 Rules (ids shared by ``matrix check``, ``profile verify`` and ``gpuhost audit``):
 
 - ``security.driver``: the driver is older than the first fixed version a bulletin names for the
   driver's own branch (error at CVSS >= ``error_at_cvss``, else warning); or the branch is older
   than the branches a bulletin fixes and gets no fix at all (warning);
-- ``security.container-toolkit``: the container toolkit is older than a bulletin's fixed version.
+- ``security.container-toolkit``: the container toolkit is older than a bulletin's fixed version;
+- ``security.cuda-toolkit``: the CUDA Toolkit is older than the first fixed release a CUDA
+  Toolkit bulletin names for a CVE affecting it on Linux (``matrix check --cuda``, the audit on
+  every installed toolkit);
+- ``security.gpu-operator``: the GPU Operator is older than the fixed release a container
+  toolkit bulletin names for it (``matrix check --gpu-operator`` only: nothing on a node
+  reliably shows the Operator's release; see docs/knowledge.md).
 
 These findings are the security exposure, an answer of its own: :func:`exposure` gives it with its
 own verdict, and no compatibility verdict counts it (``gpuhost.findings.is_security``).
@@ -15,7 +21,10 @@ own verdict, and no compatibility verdict counts it (``gpuhost.findings.is_secur
 
 from __future__ import annotations
 
+import datetime
 import functools
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +33,14 @@ from gpuhost.errors import MatrixError, VersionError
 from gpuhost.findings import ERROR, WARNING, Finding
 from gpuhost.findings import verdict as verdict_of
 from gpuhost.matrix.yamlfile import read_mapping
-from gpuhost.versions import driver_branch, parse_version
+from gpuhost.versions import Version, driver_branch, parse_version
 
-COMPONENTS = ("driver", "container-toolkit")
+COMPONENTS = ("driver", "container-toolkit", "cuda-toolkit")
+#: a bulletin id: one word gpuhost may put into a URL or a file name (NVIDIA's are digits)
+BULLETIN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+CVE_ID_RE = re.compile(r"CVE-\d{4}-\d{4,9}")
+_HTTP_URL_RE = re.compile(r"https://[A-Za-z0-9.-]+(?::\d{1,5})?/[!-~]*")
+_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 @dataclass(frozen=True)
@@ -34,6 +48,9 @@ class Cve:
     id: str
     cvss: float | None  # CVSS base score; None = the bulletin gives none
     branches: tuple[int, ...] = ()  # driver branches it affects (driver bulletins)
+    fixed: str | None = None  # its first fixed CUDA Toolkit (CUDA bulletins; None: none named)
+    toolkit: bool = True  # affects the container toolkit (container-toolkit bulletins)
+    gpu_operator: bool = False  # affects the GPU Operator (container-toolkit bulletins)
 
 
 @dataclass(frozen=True)
@@ -47,7 +64,9 @@ class Advisory:
     url: str
     csaf: str
     highest_cvss: float | None
-    fixed: dict[str, str]  # driver: "535" -> "535.274.02"; toolkit: "toolkit" -> "1.17.8"
+    # driver: "535" -> "535.274.02"; "toolkit" -> "1.17.8"; "gpu-operator" -> "25.3.2";
+    # "cuda" -> "13.1.0" (the newest of the bulletin's fixed CUDA releases)
+    fixed: dict[str, str]
     cves: tuple[Cve, ...]
     confidence: str
 
@@ -92,12 +111,18 @@ def _load(path: str) -> Advisories:
         threshold = 7.0
     rows = []
     raw_rows = data.get("advisories", [])
+    seen: dict[str, int] = {}
     for i, r in enumerate(raw_rows if isinstance(raw_rows, list) else []):
         where = f"advisories[{i}]"
         try:
-            rows.append(_row(r, where))
-        except (KeyError, TypeError, ValueError, VersionError) as exc:
+            row = _row(r, where)
+        except (KeyError, TypeError, ValueError, VersionError, AttributeError) as exc:
             problems.append(f"{where}: {exc}")
+            continue
+        if row.id in seen:
+            problems.append(f"{where}: id {row.id!r} is already advisories[{seen[row.id]}]")
+        seen.setdefault(row.id, i)
+        rows.append(row)
     if not isinstance(raw_rows, list):
         problems.append("advisories: expected a list")
     if problems:
@@ -105,7 +130,63 @@ def _load(path: str) -> Advisories:
     return Advisories(path, float(threshold), tuple(rows))
 
 
+def row_problems(r: Any, today: datetime.date | None = None) -> list[str]:
+    """What makes a bulletin row unfit to install or judge with (field: found, expected),
+    before any of its fields is put into a path, a URL or a report: its id (one word: no '/',
+    no '..'), its date (a calendar date, not after tomorrow), its URLs (https), its CVE ids
+    and scores. The caller checks duplicates; :func:`_row` the versions and component."""
+    if not isinstance(r, dict):
+        return [f"found {type(r).__name__}, expected a mapping"]
+    problems = []
+    bid = r.get("id")
+    if not isinstance(bid, str) or not BULLETIN_ID_RE.fullmatch(bid):
+        problems.append(f"id: found {bid!r:.80}, expected one word of letters, digits, - or _")
+    date = r.get("date")
+    if not _is_past_date(date, today):
+        problems.append(f"date: found {date!r:.40}, expected a YYYY-MM-DD date not in the future")
+    for key in ("url", "csaf"):
+        url = r.get(key)
+        if not isinstance(url, str) or not _HTTP_URL_RE.fullmatch(url) or ".." in url:
+            problems.append(f"{key}: found {url!r:.120}, expected an https URL")
+    cves = r.get("cves")
+    if not isinstance(cves, list) or not cves:
+        return [*problems, f"cves: found {cves!r:.80}, expected a list of CVEs"]
+    for i, cve in enumerate(cves):
+        cve_id = cve.get("id") if isinstance(cve, dict) else None
+        if not isinstance(cve_id, str) or not CVE_ID_RE.fullmatch(cve_id):
+            problems.append(f"cves[{i}].id: found {cve_id!r:.60}, expected CVE-YYYY-NNNN")
+        score = cve.get("cvss") if isinstance(cve, dict) else None
+        if score is not None and not _is_score(score):
+            problems.append(f"cves[{i}].cvss: found {score!r:.40}, expected a number 0 to 10")
+    high = r.get("highest_cvss")
+    if high is not None and not _is_score(high):
+        problems.append(f"highest_cvss: found {high!r:.40}, expected a number 0 to 10")
+    return problems
+
+
+def _is_past_date(value: Any, today: datetime.date | None) -> bool:
+    if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
+        return False
+    try:
+        day = datetime.date.fromisoformat(value)
+    except ValueError:
+        return False
+    return day <= (today or datetime.date.today()) + datetime.timedelta(days=1)
+
+
+def _is_score(value: Any) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 <= value <= 10
+    )
+
+
 def _row(r: dict[str, Any], where: str) -> Advisory:
+    problems = row_problems(r)
+    if problems:
+        raise ValueError("; ".join(problems))
     if r["component"] not in COMPONENTS:
         raise ValueError(f"component {r['component']!r} is not one of {', '.join(COMPONENTS)}")
     for key in ("url", "csaf", "confidence"):
@@ -114,14 +195,7 @@ def _row(r: dict[str, Any], where: str) -> Advisory:
     fixed = {str(k): str(v) for k, v in (r.get("fixed") or {}).items()}
     for k, v in fixed.items():
         parse_version(v, field=f"{where}.fixed.{k}")
-    cves = tuple(
-        Cve(
-            str(c["id"]),
-            None if c.get("cvss") is None else float(c["cvss"]),
-            tuple(int(b) for b in c.get("branches", [])),
-        )
-        for c in r["cves"]
-    )
+    cves = tuple(_cve(c, f"{where}.cves[{j}]") for j, c in enumerate(r["cves"]))
     high = r.get("highest_cvss")
     return Advisory(
         id=str(r["id"]),
@@ -134,6 +208,24 @@ def _row(r: dict[str, Any], where: str) -> Advisory:
         fixed=fixed,
         cves=cves,
         confidence=str(r["confidence"]),
+    )
+
+
+def _cve(c: dict[str, Any], where: str) -> Cve:
+    fixed = c.get("fixed")
+    if fixed is not None:
+        parse_version(str(fixed), field=f"{where}.fixed")
+    flags = {k: c.get(k, default) for k, default in (("toolkit", True), ("gpu_operator", False))}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}.{key}: expected true or false, found {value!r}")
+    return Cve(
+        str(c["id"]),
+        None if c.get("cvss") is None else float(c["cvss"]),
+        tuple(int(b) for b in c.get("branches", [])),
+        None if fixed is None else str(fixed),
+        flags["toolkit"],
+        flags["gpu_operator"],
     )
 
 
@@ -206,8 +298,45 @@ def toolkit_hits(advs: Advisories, version: str) -> list[Hit]:
     for adv in advs.rows:
         fixed = adv.fixed.get("toolkit")
         if adv.component == "container-toolkit" and fixed and v < parse_version(fixed, field="f"):
-            hits.append(Hit(adv, adv.cves, fixed))
+            hits.append(Hit(adv, tuple(c for c in adv.cves if c.toolkit), fixed))
     return hits
+
+
+def cuda_hits(advs: Advisories, version: str) -> list[Hit]:
+    """CUDA Toolkit bulletins with a CVE whose first fixed release on Linux is newer than
+    ``version`` (a CVE naming no fixed release affects every version)."""
+    v = parse_version(version, field="--cuda")
+    hits = []
+    for adv in advs.rows:
+        if adv.component != "cuda-toolkit":
+            continue
+        cves = tuple(c for c in adv.cves if c.fixed is None or v < _v(c.fixed))
+        if cves:
+            named = [c.fixed for c in cves if c.fixed is not None]
+            fixed = max(named, key=_v) if len(named) == len(cves) else None
+            hits.append(Hit(adv, cves, fixed))
+    return hits
+
+
+def operator_version(version: str) -> Version:
+    """A GPU Operator release as its tags and bulletins spell it ("v25.3.2" or "25.3.2")."""
+    text = version[1:] if version.startswith("v") and len(version) > 1 else version
+    return parse_version(text, field="--gpu-operator")
+
+
+def operator_hits(advs: Advisories, version: str) -> list[Hit]:
+    """Container toolkit bulletins whose fixed GPU Operator release is newer than ``version``."""
+    v = operator_version(version)
+    hits = []
+    for adv in advs.rows:
+        fixed = adv.fixed.get("gpu-operator")
+        if adv.component == "container-toolkit" and fixed and v < _v(fixed):
+            hits.append(Hit(adv, tuple(c for c in adv.cves if c.gpu_operator), fixed))
+    return hits
+
+
+def _v(version: str) -> Version:
+    return parse_version(version, field="fixed")
 
 
 def _worst(hits: list[Hit]) -> float | None:
@@ -254,25 +383,50 @@ class Exposure:
 
 
 def exposure(
-    advs: Advisories, *, driver: str | None = None, container_toolkit: str | None = None
+    advs: Advisories,
+    *,
+    driver: str | None = None,
+    container_toolkit: str | None = None,
+    cuda: str | None = None,
+    gpu_operator: str | None = None,
 ) -> Exposure:
-    """The security exposure of a driver and/or container toolkit version."""
-    checked = [f"driver {driver}"] if driver is not None else []
-    if container_toolkit is not None:
-        checked.append(f"nvidia-container-toolkit {container_toolkit}")
-    found = security_findings(advs, driver=driver, container_toolkit=container_toolkit)
+    """The security exposure of a driver, container toolkit, CUDA Toolkit and/or GPU Operator."""
+    named = (
+        ("driver", driver),
+        ("nvidia-container-toolkit", container_toolkit),
+        ("CUDA Toolkit", cuda),
+        ("GPU Operator", gpu_operator),
+    )
+    checked = [f"{what} {version}" for what, version in named if version is not None]
+    found = security_findings(
+        advs,
+        driver=driver,
+        container_toolkit=container_toolkit,
+        cuda=cuda,
+        gpu_operator=gpu_operator,
+    )
     return Exposure(tuple(checked), tuple(found))
 
 
 def security_findings(
-    advs: Advisories, *, driver: str | None = None, container_toolkit: str | None = None
+    advs: Advisories,
+    *,
+    driver: str | None = None,
+    container_toolkit: str | None = None,
+    cuda: str | None = None,
+    gpu_operator: str | None = None,
 ) -> list[Finding]:
-    """``security.driver`` / ``security.container-toolkit`` findings for the given versions."""
+    """``security.driver`` / ``security.container-toolkit`` / ``security.cuda-toolkit`` /
+    ``security.gpu-operator`` findings for the given versions."""
     out: list[Finding] = []
     if driver is not None:
         out += _driver(advs, driver)
     if container_toolkit is not None:
         out += _toolkit(advs, container_toolkit)
+    if cuda is not None:
+        out += _cuda(advs, cuda)
+    if gpu_operator is not None:
+        out += _operator(advs, gpu_operator)
     return out
 
 
@@ -321,6 +475,15 @@ def _driver(advs: Advisories, driver: str) -> list[Finding]:
     return out
 
 
+def _affected(subject: str, hits: list[Hit], score: float | None) -> str:
+    """"<subject> is affected by NVIDIA security bulletin(s) <ids>: <CVEs> (highest CVSS x)"."""
+    return (
+        f"{subject} is affected by NVIDIA security bulletin(s) "
+        f"{_bulletins([h.advisory for h in hits])}: {_cve_text(hits)} (highest CVSS "
+        f"{score if score is not None else 'not given'})"
+    )
+
+
 def _toolkit(advs: Advisories, version: str) -> list[Finding]:
     hits = toolkit_hits(advs, version)
     if not hits:
@@ -331,13 +494,66 @@ def _toolkit(advs: Advisories, version: str) -> list[Finding]:
         Finding(
             "security.container-toolkit",
             _severity(advs, score),
-            f"NVIDIA Container Toolkit {version} is affected by NVIDIA security bulletin(s) "
-            f"{_bulletins([h.advisory for h in hits])}: {_cve_text(hits)} (highest CVSS "
-            f"{score if score is not None else 'not given'}); fixed in {need}; fix: upgrade "
-            f"nvidia-container-toolkit to >= {need}",
+            _affected(f"NVIDIA Container Toolkit {version}", hits, score)
+            + f"; fixed in {need}; fix: upgrade nvidia-container-toolkit to >= {need}",
             source=hits[-1].advisory.url,
             found=f"nvidia-container-toolkit {version}",
             expected=f"nvidia-container-toolkit >= {need} (NVIDIA security bulletins)",
             fix=f"upgrade nvidia-container-toolkit to >= {need}",
+        )
+    ]
+
+
+def _cuda(advs: Advisories, version: str) -> list[Finding]:
+    hits = cuda_hits(advs, version)
+    if not hits:
+        return []
+    score = _worst(hits)
+    need = max((h.fixed for h in hits if h.fixed), key=_v, default=None)
+    fix = f"upgrade the CUDA Toolkit to >= {need}" if need else "see the bulletins"
+    release = parse_version(version, field="--cuda").release
+    same_minor = any(
+        c.fixed is not None and _v(c.fixed).release[:2] == release for h in hits for c in h.cves
+    )
+    read_as = (
+        f" (read as its GA release {version}.0: a fix is in a {version} update; give the "
+        f"update installed, e.g. {version}.1)"
+        if len(release) == 2 and same_minor
+        else ""
+    )
+    return [
+        Finding(
+            "security.cuda-toolkit",
+            _severity(advs, score),
+            _affected(f"CUDA Toolkit {version}{read_as}", hits, score)
+            + (f"; fixed in {need}" if need else "; a CVE names no fixed release")
+            + f"; fix: {fix}",
+            source=hits[-1].advisory.url,
+            found=f"CUDA Toolkit {version}",
+            expected=f"CUDA Toolkit >= {need} (NVIDIA security bulletins)"
+            if need
+            else "a CUDA Toolkit no NVIDIA bulletin names as affected",
+            fix=fix,
+        )
+    ]
+
+
+def _operator(advs: Advisories, version: str) -> list[Finding]:
+    hits = operator_hits(advs, version)
+    if not hits:
+        return []
+    score = _worst(hits)
+    need = max((h.fixed for h in hits if h.fixed), key=_v)
+    return [
+        Finding(
+            "security.gpu-operator",
+            _severity(advs, score),
+            _affected(f"NVIDIA GPU Operator {version}", hits, score)
+            + f"; fixed in {need}; fix: upgrade the GPU Operator to >= {need} (helm upgrade ... "
+            f"nvidia/gpu-operator --version v{need})",
+            source=hits[-1].advisory.url,
+            found=f"GPU Operator {version}",
+            expected=f"GPU Operator >= {need} (NVIDIA security bulletins)",
+            fix=f"upgrade the GPU Operator to >= {need}",
         )
     ]

@@ -7,61 +7,11 @@ keys the matrix lists, so one data row covers every memory size and form factor 
 
 from __future__ import annotations
 
-import re
-
+from gpuhost.gpus.catalog import Sku, ambiguity, identify, name_part, pci_id_in, pci_id_of
+from gpuhost.gpus.names import normalise_name
 from gpuhost.matrix.model import Gpu, GpuInfo, Matrix
 
-_VENDOR_WORDS = {"NVIDIA", "TESLA", "GEFORCE"}
-# Words that name a memory size, memory type or form factor, not a different chip.
-_VARIANT_WORDS = {
-    "PCIE",
-    "SXM",
-    "SXM2",
-    "SXM3",
-    "SXM4",
-    "SXM5",
-    "SXM6",
-    "NVL",
-    "HBM2",
-    "HBM2E",
-    "HBM3",
-    "HBM3E",
-    "SFF",
-    "GENERATION",
-    "EDITION",
-    "SERVER",
-    "WORKSTATION",
-    "MAX",
-    "Q",
-    "WITH",
-    "DESIGN",
-}
-_MEMORY_RE = re.compile(r"^\d+(GB|G|GIB|MB)$")
-_COUNT_RE = re.compile(r"^\s*\d+\s*[xX]\s+")
-_GLUED_RE = re.compile(r"^(RTX|GTX|GT)(\d{3,4})$")
-
-
-def normalise_name(name: str) -> str:
-    """Reduce a GPU name to its matrix key: "NVIDIA A100-SXM4-80GB" -> "A100".
-
-    Returns "" when nothing is left (an empty or vendor-only name).
-    """
-    text = re.sub(r"\([^)]*\)", " ", name)  # "(MIG enabled)", "(PCI 10de:2b85)"
-    text = _COUNT_RE.sub("", text)  # "8x NVIDIA H100" as written in inventories
-    tokens: list[str] = []
-    for raw in re.split(r"[\s\-_/,]+", text.upper()):
-        if not raw:
-            continue
-        glued = _GLUED_RE.match(raw)
-        parts = [glued.group(1), glued.group(2)] if glued else [raw]
-        for tok in parts:
-            if tok in _VENDOR_WORDS and not tokens:
-                continue
-            if tok in _VARIANT_WORDS or _MEMORY_RE.match(tok):
-                continue
-            tokens.append(tok)
-    return " ".join(tokens)
-
+__all__ = ["gpu_info", "normalise_name", "unknown_gpu_hint"]
 
 def _candidates(matrix: Matrix, key: str, truncated: bool) -> list[Gpu]:
     """The GPU row a key selects: the exact name, or for a name nvidia-smi's table cut short
@@ -74,39 +24,65 @@ def _candidates(matrix: Matrix, key: str, truncated: bool) -> list[Gpu]:
     return found[:1] if len({g.compute_capability for g in found}) == 1 else []
 
 
-def gpu_info(matrix: Matrix, name: str) -> GpuInfo | None:
-    """What the matrix knows about GPU ``name`` (user short name or nvidia-smi name).
+def _matrix_row(matrix: Matrix, name: str) -> Gpu | None:
+    truncated = name.rstrip().endswith(("...", "\u2026"))
+    key = normalise_name(name.rstrip().rstrip(".\u2026"))
+    found = _candidates(matrix, key, truncated) if key else []
+    return found[0] if found else None
 
-    A name nvidia-smi's table truncated ("NVIDIA A100-SXM...", "NVIDIA GeForce RTX 30...")
-    matches when every model it can be shares one compute capability. Returns None when the
-    name matches no model in the matrix (callers report "unknown GPU").
+
+def gpu_info(matrix: Matrix, name: str) -> GpuInfo | None:
+    """What gpuhost knows about GPU ``name``: a user's short name, nvidia-smi's name, or a PCI ID
+    (``10de:2330``, ``0x233010DE``).
+
+    The matrix's GPU rows answer first (a name nvidia-smi's table truncated, "NVIDIA
+    A100-SXM...", matches when every model it can be shares one compute capability); the GPU
+    catalog (:mod:`gpuhost.gpus.catalog`: the PCI ID database and NVIDIA's CUDA GPU tables)
+    answers the rest. Returns None when neither knows the compute capability (callers report
+    "unknown GPU"; for a PCI ID :func:`unknown_gpu_hint` says what the database calls it).
     """
     if not isinstance(name, str):
         return None
-    truncated = name.rstrip().endswith(("...", "\u2026"))
-    key = normalise_name(name.rstrip().rstrip(".\u2026"))
-    if not key:
+    sku = identify(name)
+    row = _matrix_row(matrix, name_part(name)) if not pci_id_of(name) else None
+    if row is None and sku is not None and pci_id_in(name):
+        row = _matrix_row(matrix, sku.name)
+    if row is not None:
+        return _info(matrix, name, row.model, row.compute_capability, row.kernel_modules,
+                     matrix.url(row.source), row.confidence, sku)
+    if sku is None or sku.compute_capability is None:
         return None
-    for gpu in _candidates(matrix, key, truncated):
-        arch = matrix.architecture_of(gpu.compute_capability)
-        if arch is None:  # pragma: no cover - the validator forbids this
-            return None
-        upper = name.upper()
-        fabric: bool | None = False if "PCIE" in upper else None
-        return GpuInfo(
-            name=name,
-            model=gpu.model,
-            compute_capability=gpu.compute_capability,
-            architecture=arch.name,
-            clock_policy=arch.clock_policy,
-            locked_memory_clocks=arch.locked_memory_clocks,
-            kernel_modules=gpu.kernel_modules or arch.kernel_modules,
-            fabric_manager=fabric,
-            last_driver_branch=arch.last_driver_branch,
-            source=matrix.url(gpu.source),
-            confidence=gpu.confidence,
-        )
-    return None
+    return _info(matrix, name, sku.name, sku.compute_capability, (), sku.url or sku.source,
+                 sku.confidence, sku)
+
+
+def _info(
+    matrix: Matrix,
+    name: str,
+    model: str,
+    cc: str,
+    kernel_modules: tuple[str, ...],
+    source: str,
+    confidence: str,
+    sku: Sku | None,
+) -> GpuInfo | None:
+    arch = matrix.architecture_of(cc)
+    if arch is None:  # a catalog chip of an architecture the matrix does not list
+        return None
+    return GpuInfo(
+        name=name,
+        model=model,
+        compute_capability=cc,
+        architecture=arch.name,
+        clock_policy=arch.clock_policy,
+        locked_memory_clocks=arch.locked_memory_clocks,
+        kernel_modules=kernel_modules or arch.kernel_modules,
+        fabric_manager=False if "PCIE" in f"{name} {sku.name if sku else ''}".upper() else None,
+        last_driver_branch=arch.last_driver_branch,
+        source=source,
+        confidence=confidence,
+        pci_id=sku.pci_id if sku else None,
+    )
 
 
 def unknown_gpu_hint(matrix: Matrix, name: str) -> str:
@@ -114,6 +90,12 @@ def unknown_gpu_hint(matrix: Matrix, name: str) -> str:
     newest models it lists ("did you mean A100? known names include ...")."""
     import difflib
 
+    if pci_id_of(name):
+        sku = identify(name)
+        return sku.unknown_line if sku else f"unknown GPU {name}"
+    several = ambiguity(name)
+    if several:
+        return several
     every = [n for gpu in matrix.gpus for n in gpu.names]
     near = difflib.get_close_matches(normalise_name(name) or name.upper(), every, n=3, cutoff=0.6)
     examples = ", ".join(g.names[0] for g in matrix.gpus[-12:])

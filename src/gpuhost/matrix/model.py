@@ -138,6 +138,7 @@ class GpuInfo:
     last_driver_branch: int | None
     source: str  # URL
     confidence: str
+    pci_id: str | None = None  # "10de:2330" when the GPU was named by it or the catalog knows one
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 import yaml
 
-from gpuhost.datafiles import load_yaml, supported_os, yaml_problem
+from gpuhost import oskey
+from gpuhost.datafiles import installable_os, load_yaml, supported_os, yaml_problem
 from gpuhost.errors import ConfigError, UnknownNameError, VersionError
 from gpuhost.findings import Finding
 from gpuhost.matrix.check import check_stack
@@ -238,10 +239,21 @@ def _os_and_source(r: _Reader, raw: dict[str, Any]) -> tuple[list[str], str]:
         r.bad("os", "expected a non-empty list of OS ids such as debian-12")
         os_ids = []
     source = r.choice("source", raw.get("source"), SOURCES)
+    unknown = set(oskey.unknown_keys(os_ids, installable_os()))
+    for i, os_id in enumerate(os_ids):
+        if os_id in unknown:
+            better = oskey.from_text(os_id)
+            hint = f" (did you mean {better}?)" if better and better != os_id else ""
+            r.bad(
+                f"os[{i}]",
+                f"{os_id!r} is not an OS key{hint}; expected RHEL/Rocky/AlmaLinux by major "
+                "version (rhel-9, rocky-9, almalinux-9), Ubuntu by release (ubuntu-24.04) or "
+                "Debian by major version (debian-12)",
+            )
     if raw.get("source") in SOURCES:  # an OS the source has no package names for cannot install
         known = supported_os(source)
         for i, os_id in enumerate(os_ids):
-            if os_id not in known:
+            if os_id not in known and os_id not in unknown:
                 r.bad(
                     f"os[{i}]",
                     f"{os_id!r}: source {source} has no package set for this OS "

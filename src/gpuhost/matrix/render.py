@@ -40,11 +40,12 @@ def _wheels(m: Matrix) -> list[str]:
 
 def _advisories(advs: Advisories) -> list[str]:
     lines = [
-        "## NVIDIA security bulletins (Linux driver, container toolkit)",
+        "## NVIDIA security bulletins (Linux driver, container toolkit, GPU Operator, CUDA)",
         "",
         "From `src/gpuhost/data/advisories.yaml` (`gpuhost matrix advisories-sync`, NVIDIA's CSAF "
         f"documents). A version below the fixed one is affected; error at CVSS >= "
-        f"{advs.error_at_cvss}.",
+        f"{advs.error_at_cvss}. CUDA Toolkit: the newest fixed release of the bulletin (each CVE "
+        "has its own, Linux products only).",
         "",
     ]
     rows = [
@@ -52,13 +53,20 @@ def _advisories(advs: Advisories) -> list[str]:
             f"[{a.id}]({a.url})",
             a.date,
             a.component,
-            ", ".join(f"R{k} {v}" if k.isdigit() else v for k, v in a.fixed.items()),
+            ", ".join(_fixed_label(k, v) for k, v in a.fixed.items()),
             str(a.highest_cvss) if a.highest_cvss is not None else "not given",
             ", ".join(c.id for c in a.cves),
         ]
         for a in reversed(advs.rows)
     ]
     return lines + _table(["bulletin", "date", "component", "fixed in", "CVSS", "CVEs"], rows)
+
+
+def _fixed_label(key: str, version: str) -> str:
+    """``R580 580.95.05``, ``1.17.8`` (the toolkit), ``GPU Operator 25.3.2``, ``CUDA 13.1.0``."""
+    if key.isdigit():
+        return f"R{key} {version}"
+    return {"gpu-operator": "GPU Operator ", "cuda": "CUDA "}.get(key, "") + version
 
 
 def _num(value: float | None) -> str:
@@ -231,7 +239,21 @@ def _architectures(m: Matrix) -> list[str]:
 
 
 def _gpu_models(m: Matrix) -> list[str]:
-    return ["## GPU models", ""] + _table(
+    from gpuhost.gpus.catalog import load_catalog
+
+    catalog = load_catalog()
+    intro = [
+        "## GPU models",
+        "",
+        "These rows answer first. Any other GPU is looked up in the GPU catalog",
+        f"(`gpu_catalog.yaml`, generated from the PCI ID database {catalog.version} and NVIDIA's",
+        f"CUDA GPU tables: {len(catalog.devices)} NVIDIA GPU device IDs, {len(catalog.chips)}",
+        f"chips with a sourced compute capability, {len(catalog.gpus)} table GPUs by name; every",
+        "SKU of a chip inherits the chip's compute capability). `--gpu` takes a name or a PCI ID",
+        "(`10de:2330`); docs/knowledge.md, \"The GPU catalog\".",
+        "",
+    ]
+    return intro + _table(
         ["model", "names", "compute capability", "source", "confidence"],
         [
             [g.model, ", ".join(g.names), g.compute_capability, g.source, g.confidence]

@@ -9,6 +9,7 @@ from typing import Any
 
 from gpuhost.errors import ConfigError
 from gpuhost.findings import Finding, fails, verdict
+from gpuhost.gpus.catalog import pci_id_of
 from gpuhost.matrix.advisories import Exposure
 from gpuhost.matrix.gpus import gpu_info, unknown_gpu_hint
 from gpuhost.matrix.lookup import arch_cuda_range, cc_covered, cudnn_packages, package_runs_on
@@ -107,6 +108,8 @@ def summary_lines(m: Matrix) -> list[str]:
 def gpu_lines(m: Matrix, gpu: str) -> list[str]:
     """What the matrix knows about one GPU; ConfigError when it lists no such GPU."""
     info = gpu_info(m, gpu)
+    if info is None and pci_id_of(gpu):
+        raise ConfigError(f'--gpu "{gpu}": {unknown_gpu_hint(m, gpu)}')
     if info is None:
         raise ConfigError(
             f'--gpu "{gpu}": not a GPU the compatibility matrix lists; {unknown_gpu_hint(m, gpu)}'
@@ -131,6 +134,7 @@ def gpu_lines(m: Matrix, gpu: str) -> list[str]:
     ]
     return [
         f"{info.name}: {info.model}",
+        f"  PCI ID              {info.pci_id or 'not known from the name (give --gpu 10de:XXXX)'}",
         f"  compute capability  {cc} ({info.architecture}; source {info.source}, "
         f"{info.confidence})",
         f"  CUDA                {arch_cuda_range(arch, cc)}",
@@ -170,6 +174,9 @@ def framework_lines(answer: dict[str, Any], as_json: bool) -> list[str]:
     if "tested" in answer:
         t = answer["tested"]
         lines.append(f"  tested with     CUDA {t['cuda']}, cuDNN {t['cudnn']} ({t['version']})")
+    if "archs" in answer:
+        built = ", ".join(answer["archs"]) if answer["archs"] else "unknown (not in the matrix)"
+        lines.append(f"  built for       {built}")
     lines.extend(f"  source          {url}" for url in answer["sources"])
     return lines
 

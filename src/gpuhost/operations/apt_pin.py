@@ -17,7 +17,6 @@ from collections.abc import Generator, Iterable, Mapping
 
 from pyinfra import host
 from pyinfra.api import OperationError, operation
-from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.facts.deb import DebPackages
 
 from gpuhost.facts.apt_pins import (
@@ -28,11 +27,11 @@ from gpuhost.facts.apt_pins import (
     AptPolicy,
     DnfVersionLocks,
     DpkgState,
-    running_tools_command,
 )
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
 from gpuhost.parsers.packages import parse_versionlock_entry
+from gpuhost.pkgmgr import APT, DNF
 from gpuhost.versions import extends_version, upstream_of_package_version
 
 PREFERENCES_PATH = "/etc/apt/preferences.d/gpuhost-nvidia"
@@ -150,12 +149,13 @@ def held(packages: list[str]) -> Generator:
     if not missing:
         host.noop("NVIDIA packages already held")
         return
-    yield "apt-mark hold " + " ".join(missing)
+    yield APT.hold(missing)
 
 
 @operation()
 def versionlocked(packages: list[str], version: str) -> Generator:
-    """``dnf versionlock add`` ``name-version*`` for each package not locked yet (RPM hosts).
+    """A versionlock line ``name-version-*`` for each package not locked yet (RPM hosts; the
+    lock file written as ``dnf versionlock add --raw`` would, ``gpuhost.pkgmgr.dnf``).
 
     + packages: package names
     + version: upstream version every package is locked at
@@ -171,7 +171,22 @@ def versionlocked(packages: list[str], version: str) -> Generator:
     if not missing:
         host.noop("NVIDIA packages already version-locked")
         return
-    yield "dnf -y versionlock add " + " ".join(f"'{name}-{version}*'" for name in missing)
+    yield DNF.hold([DNF.lock_pattern(name, version) for name in missing])
+
+
+@operation()
+def lock_lines(lines: list[str]) -> Generator:
+    """dnf's versionlock file holds each of ``lines`` (lock lines as a snapshot recorded them;
+    lines already there are left as they are).
+
+    + lines: lock lines (``name-[epoch:]version-release.*``)
+    """
+    have = set(fact(DnfVersionLocks))
+    missing = [line for line in lines if line.strip() and line.strip() not in have]
+    if not missing:
+        host.noop("every lock line present")
+        return
+    yield DNF.hold(missing)
 
 
 def _executing() -> bool:
@@ -181,9 +196,7 @@ def _executing() -> bool:
 
 
 PACKAGE_TOOLS_WAIT_S = 600  # then the host fails, naming what still runs
-CONFIGURE_PENDING = (
-    "DEBIAN_FRONTEND=noninteractive dpkg --configure -a --force-confdef --force-confold"
-)
+CONFIGURE_PENDING = APT.finish_command()
 
 
 def wait_for_package_tools(
@@ -194,23 +207,12 @@ def wait_for_package_tools(
     stderr naming what still runs (``pgrep -a``: PID and command line). Used by provision
     (``dpkg_settled``) and by the upgrade's install and rollback steps. ``tools``: the
     ``pgrep -x`` pattern (tests use a name of their own)."""
-    tries = max(1, timeout_s // poll_s)
-    # pgrep warns on stderr about a pattern longer than a process name; the regex still matches
-    running = running_tools_command(tools)
-    return (
-        f'i=0; while [ -n "$({running})" ]; do i=$((i+1)); if [ $i -gt {tries} ]; then '
-        f'echo "apt/dpkg still running after {timeout_s}s (dpkg\'s lock is taken): '
-        f"$({running} | head -n 3 | tr '\\n' ';')\" >&2; "
-        f"exit 1; fi; sleep {poll_s}; done"
-    )
+    return APT.wait_command(timeout_s, poll_s, tools)
 
 
 def settle_command(timeout_s: int = PACKAGE_TOOLS_WAIT_S) -> str:
     """Wait for apt/dpkg left running, then finish what dpkg left half-done, if anything."""
-    return (
-        f"{wait_for_package_tools(timeout_s)}; "
-        f'[ -z "$(LC_ALL=C dpkg --audit 2>/dev/null)" ] || {CONFIGURE_PENDING}'
-    )
+    return APT.settle_command(timeout_s)
 
 
 @operation()
@@ -271,7 +273,7 @@ def space_problem(space: dict[str, object]) -> str | None:
     return (
         f"not enough disk space for this install (download {_gb(download)} into "
         f"/var/cache/apt/archives, {_gb(max(added, 0))} unpacked): {'; '.join(short)}; nothing "
-        "was installed; free space (e.g. apt-get clean, gpuhost snapshot prune) and run again"
+        f"was installed; free space (e.g. {APT.clean()}, gpuhost snapshot prune) and run again"
     )
 
 
@@ -287,8 +289,7 @@ def hold_kept(held: list[str], install: str) -> str:
     """``install`` run with ``held`` released for it and held again afterwards, whether it
     succeeded or not (its exit status is the command's): a held package moves to the version the
     profile names only in this command, and never stays unheld after a failed install."""
-    names = " ".join(held)
-    return f"apt-mark unhold {names} && {{ {install}; rc=$?; apt-mark hold {names}; exit $rc; }}"
+    return APT.hold_kept(held, install)
 
 
 @operation()
@@ -333,7 +334,7 @@ def installed(
             moving.append(name)
         candidate = info["candidate"]
         if version is not None and candidate and extends_version(_upstream(candidate), version):
-            wanted.append(f"{name}={candidate}")
+            wanted.append(APT.exact(name, candidate))
         elif version is not None and _executing():
             # the pins are written by now: apt cannot get this version from any source
             unavailable.append(f"{name} (candidate {candidate or 'none'})")
@@ -362,10 +363,9 @@ def installed(
     problem = space_problem(fact(AptInstallSpace, packages=wanted))
     if problem:
         raise OperationError(problem)
-    args = "install --no-install-recommends" if no_recommends else "install"
-    if version is not None or exact:
-        args += " --allow-downgrades"
-    install = noninteractive_apt(args) + " " + " ".join(wanted)
+    install = APT.install(
+        wanted, recommends=not no_recommends, downgrades=version is not None or bool(exact)
+    )
     held_now = set(fact(AptHolds)) if moving else set()
     held = sorted(name for name in moving if name in held_now)
     yield hold_kept(held, install) if held else install
@@ -388,7 +388,7 @@ def _exact_wanted(
         if info["installed"] is not None:
             moving.append(name)
         if info["candidate"] == want or not _executing():
-            wanted.append(f"{name}={want}")
+            wanted.append(APT.exact(name, want))
         else:
             missing.append(f"{name} {want} (candidate {info['candidate'] or 'none'})")
     return missing

@@ -26,6 +26,8 @@ from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operat
 from pyinfra.facts.files import FileContents, FindFiles
 from pyinfra.facts.server import LinuxDistribution
 
+from gpuhost.pkgmgr import APT
+
 SOURCES_LIST = "/etc/apt/sources.list"
 SOURCES_DIR = "/etc/apt/sources.list.d"
 _FIELD_RE = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):(.*)$")
@@ -135,7 +137,7 @@ def _source_files() -> dict[str, str]:
     return files
 
 
-APT_UPDATE = "apt-get update"
+APT_UPDATE = APT.refresh()
 
 
 @operation()

@@ -6,11 +6,11 @@ from collections.abc import Generator
 
 from pyinfra import host
 from pyinfra.api import operation
-from pyinfra.facts.apt import noninteractive_apt
 
 from gpuhost.facts.host_facts import KernelInfo
 from gpuhost.facts.kernel import Kernels
 from gpuhost.operations._files import put_text
+from gpuhost.pkgmgr import APT
 
 NOUVEAU_BLACKLIST = "/etc/modprobe.d/gpuhost-blacklist-nouveau.conf"
 NOUVEAU_CONTENT = (
@@ -44,7 +44,7 @@ def headers() -> Generator:
     if not install:
         host.noop(f"kernel headers present{note}")
         return
-    yield noninteractive_apt("install --no-install-recommends") + " " + " ".join(sorted(install))
+    yield APT.install(sorted(install))
 
 
 @operation()

@@ -18,6 +18,7 @@ from pyinfra.api import FileUploadCommand, OperationError, operation
 from pyinfra.facts.files import Sha256File
 
 from gpuhost.operations._files import put_text
+from gpuhost.pkgmgr import APT
 
 KEYRING_DIR = "/usr/share/keyrings"
 SOURCES_PATH = "/etc/apt/sources.list.d/gpuhost-cuda.list"
@@ -61,7 +62,7 @@ def render_source(url: str, keyring: str) -> str:
     )
 
 
-APT_UPDATE = "apt-get update"
+APT_UPDATE = APT.refresh()
 
 
 @operation()

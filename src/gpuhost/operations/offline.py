@@ -24,6 +24,7 @@ from pyinfra.facts.files import FileContents, Sha256File
 from gpuhost.facts.bundle import BundleFiles
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
+from gpuhost.pkgmgr import APT
 
 ROOT = "/var/lib/gpuhost-bundle"
 REPO_DIR = f"{ROOT}/repo"
@@ -121,7 +122,7 @@ def only_source(
         return
     yield f"install -d -m 755 {PARTS_DIR} {LISTS_DIR}/partial"
     yield from commands
-    yield "apt-get update"
+    yield APT.refresh()
 
 
 @operation()

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 from pyinfra import host
 from pyinfra.api import OperationError, operation
-from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.facts.deb import DebPackages
 
 from gpuhost.desired import PrecompiledModules
@@ -47,6 +46,7 @@ from gpuhost.operations import unattended
 from gpuhost.operations._facts import fact
 from gpuhost.operations.apt_pin import hold_kept
 from gpuhost.parsers.apt_records import AptRecord
+from gpuhost.pkgmgr import APT
 from gpuhost.versions import parse_version, upstream_of_package_version
 
 #: Ubuntu's (and Debian's) kernel release: version, ABI, flavour (``6.8.0-101-generic``)
@@ -213,15 +213,14 @@ def modules_paired(
     keep = sorted(set(metas + [meta]) - holds)
     if not todo:
         if keep and meta in installed:
-            yield "apt-mark hold " + " ".join(keep)
+            yield APT.hold(keep)
         else:
             host.noop(f"NVIDIA modules paired with kernel {target}{note}")
         return
     release = sorted({item.partition("=")[0] for item in todo} & holds)
-    args = "install --no-install-recommends --allow-downgrades"
-    install = noninteractive_apt(args) + " " + " ".join(todo)
+    install = APT.install(todo, downgrades=True)
     yield hold_kept(release, install) if release else install
-    yield "apt-mark hold " + " ".join(sorted(set(metas + [meta])))
+    yield APT.hold(sorted(set(metas + [meta])))
 
 
 def _wanted(
@@ -308,4 +307,4 @@ def stale_versions_removed(versioned: dict[str, str]) -> Generator:
     if not stale:
         host.noop("no package of another driver version's name")
         return
-    yield (noninteractive_apt("remove --allow-change-held-packages") + " " + " ".join(stale))
+    yield APT.remove(stale, change_held=True)

@@ -8,6 +8,7 @@ from collections.abc import Generator
 
 from pyinfra import host
 from pyinfra.api import HiddenValue, OperationError, StringCommand, operation
+from pyinfra.facts.files import FileContents
 
 from gpuhost.facts.signing import ModuleSigning
 from gpuhost.operations._facts import fact
@@ -29,6 +30,32 @@ def dkms_signing(key: str, cert: str) -> Generator:
     commands = list(put_text(DKMS_DROPIN, signing.framework_conf_text(key, cert)))
     if not commands:
         host.noop(f"{DKMS_DROPIN} names {key}")
+    yield from commands
+
+
+@operation()
+def dkms2_sign_tool(key: str, cert: str) -> Generator:
+    """DKMS 2 (Ubuntu 22.04's 2.8.7) reads no ``mok_*`` names and no framework.conf.d: its one
+    signing hook is ``sign_tool`` in /etc/dkms/framework.conf, a program run for every module
+    it builds. This writes that program (``/etc/dkms/gpuhost-sign-tool``, signing with ``key`` and
+    ``cert``) and names it there (the ``sign_tool=`` line replaced, else added); nothing when
+    both are in place.
+
+    + key: path of the private key on the host (or a ``pkcs11:`` URI)
+    + cert: path of its DER certificate on the host
+    """
+    commands = list(put_text(signing.DKMS2_SIGN_TOOL, signing.sign_tool_text(key, cert), "755"))
+    current = fact(FileContents, path=signing.DKMS2_FRAMEWORK) or []
+    line = signing.sign_tool_line()
+    setting = [raw.strip() for raw in current if raw.strip().startswith("sign_tool=")]
+    if setting != [line]:
+        conf = shlex.quote(signing.DKMS2_FRAMEWORK)
+        commands.append(StringCommand(
+            f"touch {conf} && sed -i '/^[[:space:]]*sign_tool=/d' {conf} && "
+            f"echo {shlex.quote(line)} >> {conf}"
+        ))
+    if not commands:
+        host.noop(f"{signing.DKMS2_FRAMEWORK} runs {signing.DKMS2_SIGN_TOOL} ({key})")
     yield from commands
 
 

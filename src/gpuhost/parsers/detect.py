@@ -8,6 +8,7 @@ state, plus kind-specific details. This is what ``gpuhost parse FILE`` shows.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from gpuhost.parsers.nvidia_smi import (
 from gpuhost.parsers.smi_model import SmiReport
 from gpuhost.parsers.smi_table import looks_like_table
 from gpuhost.parsers.smi_text import looks_like_query_text
+from gpuhost.parsers.xid import XID_RE, xid_events
 
 KINDS = (
     "nvidia-smi-xml",
@@ -93,6 +95,9 @@ def detect_kind(text: str) -> str:
     stripped = text.lstrip()
     if XML_RE.match(stripped):
         return "nvidia-smi-xml"
+    if KERNEL_LOG_RE.search(text) and XID_RE.search(text):
+        # before the error outputs: a kernel log with an Xid 79 says "fallen off the bus" too
+        return "kernel-log"
     if classify_error(text) is not None:
         return "nvidia-smi-error"
     if PROC_RE.search(text):
@@ -243,7 +248,10 @@ READERS: dict[str, Callable[[str], dict[str, Any]]] = {
     "nvidia-smi-help-query": lambda t: {},
     "nvidia-smi-usage-error": lambda t: {"message": first_line(t, limit=200)},
     "proc-driver-version": _proc,
-    "kernel-log": lambda t: {"nvrm_messages": driver.parse_nvrm_log(t)},
+    "kernel-log": lambda t: {
+        "nvrm_messages": driver.parse_nvrm_log(t),
+        "xid_events": [dataclasses.asdict(e) for e in xid_events(t)],
+    },
     "nvcc-version": _nvcc,
     "cudnn-header": lambda t: {"cudnn_version": cuda.parse_cudnn_header(t)},
     "dpkg": lambda t: {"packages": [p.to_dict() for p in packages.parse_dpkg_query(t)]},

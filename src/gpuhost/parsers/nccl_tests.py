@@ -97,6 +97,9 @@ class NcclTestsRun:
     program: str | None = None
     nccl_version: str | None = None
     counts_wrong: bool = field(default=True)  # False: an old release's 'error' column
+    #: result tables in the output (a header with rows, a size table begun again, an 'Avg bus
+    #: bandwidth' line): one for a run; more when tests or processes mixed their output
+    tables: int = 1
 
     @property
     def peak_busbw(self) -> float | None:
@@ -130,6 +133,7 @@ class NcclTestsRun:
             "wrong": self.wrong if self.counts_wrong else None,
             "out_of_bounds": self.out_of_bounds,
             "failures": list(self.failures),
+            "tables": self.tables,
         }
 
 
@@ -206,6 +210,20 @@ class _State:
     bounds: int | None = None
     program: str | None = None
     version: str | None = None
+    tables: int = 0  # result tables begun (a header followed by a row, or a size repeated)
+    averages: int = 0  # 'Avg bus bandwidth' lines
+    fresh_header: bool = False  # a header line seen since the last row
+    sizes: set[tuple[int, str, str | None]] = field(default_factory=set)  # of this table
+
+
+def _add_row(row: NcclRow, state: _State) -> None:
+    key = (row.size, row.type, row.redop)
+    if state.fresh_header or key in state.sizes or not state.tables:
+        state.tables += 1
+        state.sizes = set()
+    state.fresh_header = False
+    state.sizes.add(key)
+    state.rows.append(row)
 
 
 def _read_line(raw: str, state: _State) -> None:
@@ -219,7 +237,7 @@ def _read_line(raw: str, state: _State) -> None:
         return
     for regex, apply in (
         (_RANK_RE, lambda m: state.ranks.append(RankDevice(int(m[1]), m[2], int(m[3]), m[4]))),
-        (_AVG_RE, lambda m: setattr(state, "avg", _number(m[1], line))),
+        (_AVG_RE, lambda m: _average(state, _number(m[1], line))),
         (_BOUNDS_RE, lambda m: setattr(state, "bounds", int(m[1]))),
         (_STARTING_RE, lambda m: setattr(state, "program", m[1])),
         (_NCCL_VERSION_RE, lambda m: setattr(state, "version", m[1])),
@@ -229,11 +247,18 @@ def _read_line(raw: str, state: _State) -> None:
             apply(match)
             return
     if line.startswith("#"):
-        state.columns = _columns(line) or state.columns
+        columns = _columns(line)
+        if columns:
+            state.columns, state.fresh_header = columns, True
         return
     tokens = line.split()
     if state.columns and len(tokens) >= 2 and tokens[0].isdigit() and tokens[1].isdigit():
-        state.rows.append(_row(tokens, state.columns, line))
+        _add_row(_row(tokens, state.columns, line), state)
+
+
+def _average(state: _State, value: float) -> None:
+    state.avg = value
+    state.averages += 1
 
 
 def parse_nccl_tests(text: str) -> NcclTestsRun:
@@ -255,4 +280,5 @@ def parse_nccl_tests(text: str) -> NcclTestsRun:
         program=state.program,
         nccl_version=state.version,
         counts_wrong=state.columns is None or "#wrong" in state.columns,
+        tables=max(state.tables, state.averages, 1),
     )

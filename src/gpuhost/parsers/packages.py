@@ -179,6 +179,17 @@ def parse_dpkg_audit(lines: list[str]) -> list[str]:
     return sorted(names)
 
 
+def parse_dnf_check(lines: list[str]) -> list[str]:
+    """Package names from ``dnf check --duplicates`` (``NEVRA is a duplicate with NEVRA``, one
+    problem a line; what a dnf transaction cut off midway leaves), sorted (pure)."""
+    names = set()
+    for line in lines:
+        token = line.strip().split(" ", 1)[0]
+        if " is a duplicate with " in line and token:
+            names.add(parse_versionlock_entry(token.rsplit(".", 1)[0] + ".*")[0])
+    return sorted(names)
+
+
 def parse_pgrep_processes(lines: list[str]) -> list[str]:
     """``pgrep -a`` output (``PID command line`` per line) as ``"PID command line"`` strings in
     PID order; lines that do not start with a PID are left out (pure)."""
@@ -301,3 +312,40 @@ def parse_versionlock(text: str) -> list[str]:
         if name not in names:
             names.append(name)
     return names
+
+
+def parse_name_versions(text: str) -> dict[str, list[str]]:
+    """``NAME<TAB>VERSION`` lines (dnf repoquery's ``%{name}\\t%{evr}``, rpm's query) →
+    {name: [version, ...]} in the order read; other lines are left out (pure)."""
+    found: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        name, sep, version = line.strip().partition("\t")
+        if sep and name and version and " " not in name:
+            found.setdefault(name, [])
+            if version.strip() not in found[name]:
+                found[name].append(version.strip())
+    return found
+
+
+def parse_dnf_module_file(text: str) -> dict[str, str]:
+    """``/etc/dnf/modules.d/<module>.module`` (``[module]`` then ``key=value`` lines) →
+    {"name", "stream", "profiles", "state"} as written; {} for an empty or missing file."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not line.lstrip().startswith(("#", ";", "[")):
+            values[key.strip()] = value.strip()
+    return values
+
+
+def parse_dnf_module_list(text: str, module: str) -> list[str]:
+    """The streams of ``module`` in ``dnf module list`` output (``Name Stream Profiles
+    Summary`` rows, ``[e]``/``[d]``/``[x]`` marks dropped), in order, each once (pure)."""
+    streams: list[str] = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0] == module:
+            stream = fields[1]
+            if stream not in streams:
+                streams.append(stream)
+    return streams

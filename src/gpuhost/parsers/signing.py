@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import shlex
 from dataclasses import dataclass
 
 from gpuhost.errors import ParseError
@@ -146,6 +147,77 @@ def parse_framework_conf(text: str) -> DkmsSigning:
         configured=bool(key or cert),
         sign_file=values.get("sign_file") or None,
     )
+
+
+#: Ubuntu's Secure Boot key, made by shim-signed's update-secureboot-policy --new-key: what DKMS
+#: signs with on Ubuntu when nothing else is set (dkms 2.8.7 sign_build with kmodsign; dkms
+#: 3.0.11 read_framework_conf defaults for "ubuntu*")
+UBUNTU_MOK_KEY = "/var/lib/shim-signed/mok/MOK.priv"
+UBUNTU_MOK_CERT = "/var/lib/shim-signed/mok/MOK.der"
+#: DKMS 2 (Ubuntu 22.04's 2.8.7) sources only this file (no framework.conf.d, no mok_* names)
+#: and runs its ``sign_tool`` for every module it builds
+DKMS2_FRAMEWORK = "/etc/dkms/framework.conf"
+DKMS2_SIGN_TOOL = "/etc/dkms/gpuhost-sign-tool"
+DKMS_VERSION_RE = re.compile(r"^dkms-(?P<version>\d+\.\d+(?:\.\d+)*)\s*$")
+
+
+@dataclass(frozen=True)
+class DkmsRelease(_ToDict):
+    """The host's DKMS: the installed release (``dkms --version``), else the version apt would
+    install (its candidate; DKMS comes with the driver's DKMS package)."""
+
+    installed: str | None = None
+    candidate: str | None = None
+
+    @property
+    def major(self) -> int | None:
+        """DKMS's major version (2 or 3), None when neither is known."""
+        version = self.installed or self.candidate
+        if not version:
+            return None
+        head = version.split(":", 1)[-1].split(".", 1)[0]
+        return int(head) if head.isdigit() else None
+
+
+def parse_dkms_release(text: str) -> DkmsRelease:
+    """``installed=dkms-2.8.7`` / ``candidate=2.8.7-2ubuntu2.2`` lines (facts.signing.DkmsVersion)
+    → DkmsRelease; ``(none)`` or nothing: not known. Other text is a ParseError."""
+    installed = candidate = None
+    for line in (raw.strip() for raw in text.splitlines()):
+        key, _, value = line.partition("=")
+        if key == "installed" and value:
+            match = DKMS_VERSION_RE.match(value)
+            if match is None:
+                raise ParseError(
+                    f"expected 'dkms-VERSION' from dkms --version, found: {value!r}"
+                )
+            installed = match["version"]
+        elif key == "candidate":
+            candidate = value if value and value != "(none)" else None
+        elif line:
+            raise ParseError(f"expected installed=/candidate= lines, found: {first_line(line)!r}")
+    return DkmsRelease(installed=installed, candidate=candidate)
+
+
+def sign_tool_text(key: str, cert: str) -> str:
+    """DKMS 2's ``sign_tool`` (called with the kernel version and the module file, as its
+    sample sign_helper.sh): Ubuntu's kmodsign where present, else the kernel's sign-file."""
+    k, c = shlex.quote(key), shlex.quote(cert)
+    return (
+        "#!/bin/sh\n"
+        "# Written by gpuhost (inventory gpuhost_module_signing_key/_cert): DKMS 2 runs this for\n"
+        "# every module it builds ($1 kernel version, $2 module file); set as sign_tool in\n"
+        f"# {DKMS2_FRAMEWORK}.\n"
+        "if command -v kmodsign >/dev/null 2>&1; then\n"
+        f'  exec kmodsign sha512 {k} {c} "$2"\n'
+        "fi\n"
+        f'exec /lib/modules/"$1"/build/scripts/sign-file sha512 {k} {c} "$2"\n'
+    )
+
+
+def sign_tool_line() -> str:
+    """The framework.conf line naming gpuhost's sign tool (DKMS 2)."""
+    return f'sign_tool="{DKMS2_SIGN_TOOL}"'
 
 
 def framework_conf_text(key: str, cert: str) -> str:

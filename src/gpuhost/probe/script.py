@@ -28,6 +28,7 @@ from gpuhost.parsers.fabric import RDMA_FILES, SYSFS_ROOT
 from gpuhost.parsers.profile_marker import MARKER_PATH
 from gpuhost.parsers.sshd import AUDIT_KEYWORDS
 from gpuhost.parsers.systemd import show_command
+from gpuhost.pkgmgr import APT, DNF
 from gpuhost.probe.framework_probe import PYTHON_PROBE
 
 PROBE_VERSION = 1
@@ -120,7 +121,9 @@ def module_signing_code(key: str | None = None, cert: str | None = None) -> str:
             "c=$(grep -hE '^[[:space:]]*(export[[:space:]]+)?mok_certificate=' "
             f"{_DKMS_CONF} 2>/dev/null | tail -n 1 | cut -d= -f2- | tr -d '\\042\\047' "
             "| sed 's/[[:space:]]*[#;].*//'); "
-            '[ -n "$c" ] || c=/var/lib/dkms/mok.pub; '
+            # DKMS's own default: Ubuntu's MOK (shim-signed) on Ubuntu, else DKMS's key
+            '[ -n "$c" ] || { grep -qs "^ID=ubuntu$" /etc/os-release '
+            "&& c=/var/lib/shim-signed/mok/MOK.der || c=/var/lib/dkms/mok.pub; }; "
         )
     else:
         pick = f"c={shlex.quote(cert)}; "
@@ -160,19 +163,14 @@ KERNELS_CODE = (
 # would cost up to a second on a host without apt's package cache file).
 HEADERS_AVAILABLE_CODE = (
     'ks="$(uname -r)"; for f in /boot/vmlinuz-*; do [ -e "$f" ] && ks="$ks ${f#/boot/vmlinuz-}"; '
-    "done; command -v apt-cache >/dev/null 2>&1 && LC_ALL=C apt-cache show --no-all-versions "
-    "$(for k in $ks; do echo linux-headers-$k; done) 2>/dev/null "
-    "| sed -n 's/^Package: linux-headers-/available=/p'; true"
+    f"done; {APT.available_command('$(for k in $ks; do echo linux-headers-$k; done)')}; true"
 )
 
 # The held packages: the same list as `apt-mark showhold` (dpkg selections set to "hold"; '*'
 # includes packages held but not installed), one name a line, without apt-mark's cache loading;
 # read by the audit probe, provision (facts.apt_pins.AptHolds) and the checks, parsed by
 # parsers.packages.parse_apt_mark_showhold.
-APT_HOLDS_CODE = (
-    "LC_ALL=C dpkg-query -W -f='${db:Status-Want} ${Package}\\n' '*' "
-    "| awk '$1 == \"hold\" {print $2}'"
-)
+APT_HOLDS_CODE = APT.holds_command()
 
 # nvidia-smi's full XML report, or its error message (rc 9 without a driver: kept, rc 0), or
 # SMI_NOT_FOUND: read by provision (facts.nvidia_smi.SmiQuery) and the checks; the probe's own
@@ -261,26 +259,20 @@ STATIC_SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "dpkg",
-        "_gh_need dpkg-query; dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' "
-        f"| grep -iE '{PACKAGE_FILTER}'; true",
+        f"_gh_need dpkg-query; {APT.installed_command()} | grep -iE '{PACKAGE_FILTER}'; true",
     ),
     Section(
         "rpm",
-        "_gh_need rpm; rpm -qa --qf '%{NAME}\\t%{VERSION}-%{RELEASE}\\n' "
-        f"| grep -iE '{PACKAGE_FILTER}'; true",
+        f"_gh_need rpm; {DNF.rpm_probe(PACKAGE_FILTER)}",
     ),
     Section("apt-holds", f"_gh_need dpkg-query; {APT_HOLDS_CODE}"),
     Section(
         "dnf-versionlock",
-        "cat /etc/dnf/plugins/versionlock.list /etc/yum/pluginconf.d/versionlock.list "
-        "2>/dev/null; true",
+        f"{DNF.holds_command()}; cat /etc/yum/pluginconf.d/versionlock.list 2>/dev/null; true",
     ),
     Section(
         "apt-policy",
-        "_gh_need apt-cache; _gh_need dpkg-query; "
-        "p=$(dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' 2>/dev/null "
-        f"| awk '$2 ~ /^[hi]i/ {{print $1}}' | grep -E '{DRIVER_PACKAGE_FILTER}'); "
-        '[ -z "$p" ] || apt-cache policy $p',
+        f"_gh_need apt-cache; _gh_need dpkg-query; {APT.policy_probe(DRIVER_PACKAGE_FILTER)}",
     ),
     Section(
         "cuda",

@@ -11,6 +11,7 @@ name                      document
 ``upgrade-journal``       one line of an upgrade journal (``runs/upgrade-*.jsonl``)
 ``bundle-manifest``       ``manifest.json`` of an offline bundle (``gpuhost bundle``)
 ``collective-result``     ``gpuhost check INVENTORY --tier collective --json FILE``
+``acceptance``            ``gpuhost accept INVENTORY --json FILE`` (one record per host)
 ========================  ==========================================================
 
 ``gpuhost schema NAME`` prints one (``standalone_text``: a schema that refers to another by its id
@@ -36,6 +37,7 @@ NAMES = (
     "upgrade-journal",
     "bundle-manifest",
     "collective-result",
+    "acceptance",
 )
 ID_PREFIX = "urn:gpuhost:schema:"
 

@@ -23,7 +23,9 @@ from typing import Any
 from gpuhost.audit.coupled import is_managed
 from gpuhost.errors import ParseError
 from gpuhost.parsers.marked import MARK, split_marked
-from gpuhost.probe.script import APT_HOLDS_CODE, UNAME_CODE
+from gpuhost.parsers.packages import parse_versionlock_entry
+from gpuhost.pkgmgr import APT, PackageManager
+from gpuhost.probe.script import UNAME_CODE
 
 # The GPU stack packages a snapshot records (and rollback restores): every package of the data
 # (gpuhost.audit.coupled.is_managed, from data/package_sets.yaml), plus what moves with a stack
@@ -82,6 +84,10 @@ SNAPSHOT_FILES = (
     "/etc/systemd/system/gpuhost*",
     "/etc/systemd/system/*.service.d/*gpuhost*",
     "/etc/systemd/system/nvidia-*.service.d/*",
+    # dnf hosts: NVIDIA's repository, the module stream and the version locks
+    "/etc/yum.repos.d/gpuhost-*.repo",
+    "/etc/dnf/modules.d/nvidia-driver.module",
+    "/etc/dnf/plugins/versionlock.list",
 )
 MAX_FILE_BYTES = 256 * 1024
 
@@ -99,6 +105,9 @@ FILE_CATEGORIES = (
     ("/etc/fabricmanager", "fabric_manager"),
     ("/etc/gpuhost/", "gpuhost"),
     ("/etc/systemd/system/", "units"),
+    ("/etc/yum.repos.d/", "dnf_repos"),
+    ("/etc/dnf/modules.d/", "dnf_modules"),
+    ("/etc/dnf/plugins/versionlock.list", "dnf_locks"),
 )
 
 
@@ -139,17 +148,17 @@ def mode_problem(mode: object) -> str | None:
     return None
 
 
-def state_command() -> str:
-    """The one shell command that prints everything a snapshot records."""
+def state_command(manager: PackageManager = APT) -> str:
+    """The one shell command that prints everything a snapshot records (the packages and
+    holds/locks of the host's package manager)."""
     globs = " ".join(SNAPSHOT_FILES)
     return "; ".join(
         [
             "export LC_ALL=C",
             f"echo '{MARK} packages'",
-            "dpkg-query -W -f='${Package}\\t${Version}\\t${Architecture}\\t${db:Status-Abbrev}\\n'"
-            " 2>/dev/null",
+            manager.snapshot_packages_command(),
             f"echo '{MARK} holds'",
-            f"{{ {APT_HOLDS_CODE}; }} 2>/dev/null",
+            f"{{ {manager.holds_command()}; }} 2>/dev/null",
             f"echo '{MARK} uname'",
             UNAME_CODE,
             f"echo '{MARK} cmdline'",
@@ -171,7 +180,13 @@ def state_command() -> str:
 class HostState:
     packages: dict[str, dict[str, str]] = field(default_factory=dict)  # coupled packages
     kernel_packages: dict[str, dict[str, str]] = field(default_factory=dict)
-    holds: list[str] = field(default_factory=list)
+    holds: list[str] = field(default_factory=list)  # apt: held names; dnf: the lock lines
+
+    @property
+    def held_names(self) -> list[str]:
+        """The names of ``holds``: an apt hold is a name, a dnf lock line (``name-[E:]V-R.*``,
+        ``name-[E:]V-*``) the name it locks."""
+        return sorted({held_name(line) for line in self.holds})
     kernel_release: str = ""
     cmdline: str = ""
     smi_output: str = ""
@@ -193,7 +208,9 @@ def parse_host_state(output: str) -> HostState:
         if name == "packages":
             _packages(state, lines)
         elif name == "holds":
-            state.holds = sorted(x.strip() for x in lines if x.strip())
+            state.holds = sorted(
+                x.strip() for x in lines if x.strip() and not x.strip().startswith("#")
+            )
         elif name == "uname":
             state.kernel_release = next((x.strip() for x in lines if x.strip()), "")
         elif name == "cmdline":
@@ -216,6 +233,14 @@ def parse_host_state(output: str) -> HostState:
 
 def _host_mode_problem(mode: str) -> str | None:
     return None if re.fullmatch(r"[0-7]{1,4}", mode) else "expected octal permission bits"
+
+
+def held_name(line: str) -> str:
+    """The package name of one holds line (pure): a dnf lock line's name, an apt name as it is
+    (apt names never hold ``*`` or ``:``; ``nvidia-kernel-common-580-server`` is a name)."""
+    if line.endswith("*") or ":" in line:
+        return parse_versionlock_entry(line)[0]
+    return line
 
 
 def _packages(state: HostState, lines: list[str]) -> None:

@@ -7,9 +7,9 @@ stop_users, validate); this module only sequences commands on one host.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -21,16 +21,17 @@ from typing import TYPE_CHECKING, Any
 from gpuhost.errors import ConfigError, GpuhostError, HostError
 from gpuhost.facts.probe_parsers import parse_secure_boot
 from gpuhost.inventory.loader import InventoryHost
-from gpuhost.operations.apt_pin import wait_for_package_tools
 from gpuhost.operations.cdi import generate_command, targets
 from gpuhost.parsers.cdi import list_specs_command, parse_cdi_specs
 from gpuhost.parsers.signing import SigningFacts, parse_signing_output
+from gpuhost.pkgmgr import PackageManager
 from gpuhost.probe.script import SECURE_BOOT_CODE, module_signing_code
 from gpuhost.reboot import reboot_and_wait
 from gpuhost.upgrade import package_cache
 from gpuhost.upgrade.connect import Canceller, PyinfraRemote, run_checks
 from gpuhost.upgrade.deploy_batch import DeployBatcher, DeployRequest
 from gpuhost.upgrade.drain import make_drainer
+from gpuhost.upgrade.host_os import host_manager
 from gpuhost.upgrade.host_state import HostState, is_stack_package, parse_host_state, state_command
 from gpuhost.upgrade.orchestrate import HostContext, HostIsCurrent, StepFailed, StepFn
 from gpuhost.upgrade.providers import make_provider
@@ -58,16 +59,17 @@ HARDEN_KEY = "gpuhost_harden"
 UPGRADE_FIXES_RULES = ("security.",)
 # Files a rollback puts back exactly as the snapshot had them; files in these folders that the
 # snapshot did not have and whose name says gpuhost wrote them are removed.
-RESTORED_CATEGORIES = ("apt_preferences", "apt_sources", "modprobe", "gpuhost", "units")
-REMOVABLE_NEW_FILES = ("/etc/apt/preferences.d/gpuhost", "/etc/modprobe.d/gpuhost", "/etc/gpuhost/")
-# Before changing packages: wait (up to 10 min) until no apt/dpkg runs (a controller killed
-# mid-install leaves one behind on the host), then finish what an interrupted dpkg left.
-# The wait is provision's (apt_pin.wait_for_package_tools, also run by dpkg_settled).
-SETTLE_DPKG_COMMAND = (
-    f"{wait_for_package_tools()}; "
-    '[ -z "$(dpkg --audit 2>/dev/null)" ] || DEBIAN_FRONTEND=noninteractive dpkg --configure -a '
-    "--force-confdef --force-confold >/dev/null 2>&1 || true"
+RESTORED_CATEGORIES = (
+    "apt_preferences", "apt_sources", "modprobe", "gpuhost", "units",
+    "dnf_repos", "dnf_modules", "dnf_locks",
 )
+REMOVABLE_NEW_FILES = (
+    "/etc/apt/preferences.d/gpuhost", "/etc/modprobe.d/gpuhost", "/etc/gpuhost/",
+    "/etc/yum.repos.d/gpuhost-", "/etc/dnf/modules.d/nvidia-driver.module",
+)
+# Before changing packages: wait (up to 10 min) until the package manager no longer runs (a
+# controller killed mid-install leaves one behind on the host), then finish what it left
+# half-done where it can (the seam's settle_command, as provision's apt_pin.dpkg_settled).
 
 
 def resolve_target(name: str, profiles: Mapping[str, Profile], where: str = "") -> Profile:
@@ -124,6 +126,7 @@ class HostSteps:
         self._lock = threading.Lock()
         self.canceller = Canceller()
         self._deploys: dict[Callable[[], Any], DeployBatcher] = {}
+        self._managers: dict[str, PackageManager] = {}
 
     def as_mapping(self) -> dict[str, StepFn]:
         return {
@@ -159,8 +162,18 @@ class HostSteps:
     def _data(self, host: str) -> dict[str, Any]:
         return dict(self.hosts[host].data)
 
+    def manager(self, host: str) -> PackageManager:
+        """The host's package manager, by its OS (``upgrade.host_os``, read once per host)."""
+        with self._lock:
+            known = self._managers.get(host)
+        if known is None:
+            known = host_manager(self.remote(host))
+            with self._lock:
+                self._managers[host] = known
+        return known
+
     def read_state(self, host: str) -> HostState:
-        result = self.remote(host).run(state_command(), timeout=300)
+        result = self.remote(host).run(state_command(self.manager(host)), timeout=300)
         return parse_host_state(result.stdout)
 
     def _check(self, host: str, command: str, what: str, timeout: float = 1800) -> str:
@@ -170,11 +183,9 @@ class HostSteps:
         return result.stdout
 
     def _unhold(self, host: str, packages: list[str]) -> None:
-        """Release holds (also of packages that are held but not installed, where
-        ``apt-mark unhold`` fails)."""
+        """Release holds/locks (also of packages held but not installed)."""
         if packages:
-            lines = "".join(f"{p} install\\n" for p in packages)
-            self._check(host, f"printf {shlex.quote(lines)} | dpkg --set-selections", "unhold")
+            self._check(host, self.manager(host).unhold(packages), "unhold")
 
     # -- forward steps -----------------------------------------------------------------------
 
@@ -184,9 +195,12 @@ class HostSteps:
             self.remote(host).connect()
         except GpuhostError as exc:
             raise StepFailed(f"unreachable: {exc}") from exc
-        broken = self.remote(host).run("LC_ALL=C dpkg --audit").stdout.strip()
+        manager = self.manager(host)
+        broken = self.remote(host).run(manager.unfinished_command()).stdout.strip()
         if broken:
-            raise StepFailed(f"dpkg database has half-installed packages: {broken[:200]}")
+            raise StepFailed(
+                f"the {manager.database} database has half-installed packages: {broken[:200]}"
+            )
         state = self.read_state(host)
         problems = validate_host(self.remote(host), self.expectation(host), state)
         if not problems:
@@ -273,7 +287,9 @@ class HostSteps:
         doc = build_snapshot(host, state, sid)
         label = f"gpuhost-{host}-{sid}"
         doc["provider"] = self.provider.snapshot(host, self._data(host), label, sid)
-        fill = self.remote(host).run(package_cache.fill_command(sid, doc["packages"]), timeout=1800)
+        fill = self.remote(host).run(
+            package_cache.fill_command(sid, doc["packages"], self.manager(host)), timeout=1800
+        )
         report = package_cache.parse_fill_output(sid, fill.stdout)
         doc["package_cache"] = report.as_dict()
         path = self.store.save(doc)
@@ -305,9 +321,10 @@ class HostSteps:
     def install(self, ctx: HostContext) -> dict[str, Any]:
         host = ctx.host
         if ctx.resumed_step == "install":
-            self._check(host, SETTLE_DPKG_COMMAND, "waiting for the interrupted install", 900)
+            settle = self.manager(host).settle_command(tolerant=True)
+            self._check(host, settle, "waiting for the interrupted install", 900)
         state = self.read_state(host)
-        held = [p for p in state.holds if is_stack_package(p)]
+        held = [p for p in state.held_names if is_stack_package(p)]
         self._unhold(host, held)
         self.provision(host, self.settings.target)
         # done only when the host shows it: every driver package at the target's version, held
@@ -441,6 +458,7 @@ class HostSteps:
                 host, f"cannot restore {', '.join(differs)}: not in the snapshot's package cache"
             )
         plan = restore_plan(doc, state.files, RESTORED_CATEGORIES, REMOVABLE_NEW_FILES)
+        plan = dataclasses.replace(plan, family=self.manager(host).family)
         entry = self.hosts[host]
         data = dict(entry.data)
         data[RESTORE_KEY] = plan

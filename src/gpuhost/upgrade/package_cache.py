@@ -1,12 +1,14 @@
 """The on-host cache of the package files of a snapshot's versions.
 
-``/var/cache/gpuhost/packages/<snapshot-id>/`` keeps one ``.deb`` per coupled package at the
-version the snapshot recorded: copied from apt's archive cache when it is still there, else from
-the offline bundle the host was provisioned from (its copy in ``/var/lib/gpuhost-bundle/repo``,
-docs/offline.md: an offline host has no repository to download from), else fetched with
-``apt-get download`` while the repository still offers it. A rollback installs from
-this folder, so it works after the repository dropped the old version. Each file is checked
-with ``dpkg-deb`` (package name and version must match); the folder's size is reported.
+``/var/cache/gpuhost/packages/<snapshot-id>/`` keeps one package file (``.deb``, ``.rpm``) per
+coupled package at the version the snapshot recorded: copied from the package manager's archive
+cache when it is still there (apt's), else from the offline bundle the host was provisioned from
+(its copy in ``/var/lib/gpuhost-bundle/repo``, docs/offline.md: an offline host has no repository
+to download from), else downloaded while the repository still offers it (the seam's
+``download``). A rollback installs from this folder, so it works after the repository dropped
+the old version. Each file's package name and version are read back (``file_identity_command``)
+and must match; the folder's size is reported. The commands are the host's package manager's
+(``gpuhost.pkgmgr``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhost.operations.offline import REPO_DIR
+from gpuhost.pkgmgr import APT, PackageManager
 
 CACHE_ROOT = "/var/cache/gpuhost/packages"
 BUNDLE_POOL = f"{REPO_DIR}/pool"  # a copied offline bundle's packages (apt's file: source)
@@ -29,10 +32,12 @@ def cache_dir(snapshot_id: str) -> str:
 
 def deb_filename(name: str, version: str, arch: str) -> str:
     """apt's archive file name: an epoch's ``:`` is written ``%3a``."""
-    return f"{name}_{version.replace(':', '%3a')}_{arch}.deb"
+    return APT.package_file(name, version, arch)
 
 
-def fill_command(snapshot_id: str, packages: Mapping[str, Mapping[str, str]]) -> str:
+def fill_command(
+    snapshot_id: str, packages: Mapping[str, Mapping[str, str]], manager: PackageManager = APT
+) -> str:
     """Shell command that fills the cache and prints one status line per package, then the
     size: ``OK <name> <file>`` / ``MISS <name> <reason>`` / ``SIZE <bytes>``."""
     folder = cache_dir(snapshot_id)
@@ -43,20 +48,21 @@ def fill_command(snapshot_id: str, packages: Mapping[str, Mapping[str, str]]) ->
     ]
     for name, record in sorted(packages.items()):
         version, arch = record["version"], record.get("arch", "amd64")
-        file = deb_filename(name, version, arch)
-        spec = f"{name}={version}" if arch == "all" else f"{name}:{arch}={version}"
+        file = manager.package_file(name, version, arch)
         q = shlex.quote
-        lines.append(
-            f"f={q(file)}; "
-            f'if [ ! -s "$f" ] && [ -s /var/cache/apt/archives/"$f" ]; then '
+        copies = "".join(
+            f'if [ ! -s "$f" ] && [ -s {folder_of}/"$f" ]; then '
             # a hard link costs no space or time (apt replaces files, never rewrites them)
-            f'a=/var/cache/apt/archives/"$f"; ln -f "$a" . 2>/dev/null || cp "$a" .; fi; '
-            f'if [ ! -s "$f" ] && [ -s {BUNDLE_POOL}/"$f" ]; then '
-            f'b={BUNDLE_POOL}/"$f"; ln -f "$b" . 2>/dev/null || cp "$b" .; fi; '
+            f'a={folder_of}/"$f"; ln -f "$a" . 2>/dev/null || cp "$a" .; fi; '
+            for folder_of in (*manager.archive_dirs, BUNDLE_POOL)
+        )
+        lines.append(
+            f"f={q(file)}; {copies}"
             f'if [ ! -s "$f" ]; then '
-            f"apt-get download -q {q(spec)} >/dev/null 2>.err || true; fi; "
-            f'if [ -s "$f" ] && [ "$(dpkg-deb -f "$f" Package Version 2>/dev/null | tr "\\n" " ")" '
-            f'= {q(f"Package: {name} Version: {version} ")} ]; then echo "OK {name} $f"; '
+            f"{manager.download([_download_spec(manager, name, version, arch)])} "
+            ">/dev/null 2>.err || true; fi; "
+            f'if [ -s "$f" ] && [ "$({manager.file_identity_command(chr(34) + "$f" + chr(34))})" '
+            f'= {q(f"{name} {version}")} ]; then echo "OK {name} $f"; '
             f'else rm -f "$f"; echo "MISS {name} $(tail -n1 .err 2>/dev/null)"; fi'
         )
     lines.append('rm -f .err; echo "SIZE $(du -sb . | cut -f1)"')
@@ -83,6 +89,13 @@ class CacheReport:
         }
 
 
+def _download_spec(manager: PackageManager, name: str, version: str, arch: str) -> str:
+    """apt: ``name:arch=version`` (``name=version`` for arch all); dnf: ``name-E:V-R.arch``."""
+    if manager.family == "apt":
+        return manager.exact(name if arch == "all" else f"{name}:{arch}", version)
+    return f"{manager.exact(name, version)}.{arch}"
+
+
 def parse_fill_output(snapshot_id: str, output: str) -> CacheReport:
     report = CacheReport(cache_dir(snapshot_id))
     for line in output.splitlines():
@@ -92,7 +105,7 @@ def parse_fill_output(snapshot_id: str, output: str) -> CacheReport:
             report.files[name] = file
         elif word == "MISS":
             name, _, reason = rest.partition(" ")
-            report.missing[name] = reason.strip() or "not in apt's cache, apt-get download failed"
+            report.missing[name] = reason.strip() or "not cached, and the download failed"
         elif word == "SIZE" and rest.strip().isdigit():
             report.size_bytes = int(rest.strip())
     return report
@@ -107,17 +120,13 @@ def human_size(size: int) -> str:
     return f"{size} B"
 
 
-def install_command(snapshot_id: str, files: Mapping[str, str]) -> str:
+def install_command(
+    snapshot_id: str, files: Mapping[str, str], manager: PackageManager = APT
+) -> str:
     """Install the cached files (downgrades allowed; held packages may change; keep the admin's
     config files). Local files only: the repository is not needed."""
     folder = cache_dir(snapshot_id)
-    paths = " ".join(shlex.quote(f"{folder}/{f}") for f in sorted(files.values()))
-    return (
-        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
-        "--allow-downgrades --allow-change-held-packages -o DPkg::Lock::Timeout=600 "
-        "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "
-        f"{paths}"
-    )
+    return manager.install_files([f"{folder}/{f}" for f in sorted(files.values())])
 
 
 # -- pruning -------------------------------------------------------------------------------------

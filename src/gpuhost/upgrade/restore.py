@@ -31,10 +31,21 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import Sha256File
 from pyinfra.operations import systemd
 
+from gpuhost import pkgmgr
 from gpuhost.errors import ConfigError
-from gpuhost.facts.apt_pins import AptHolds, DpkgState, InstalledPackageStates
+from gpuhost.facts.apt_pins import (
+    AptHolds,
+    DnfState,
+    DnfVersionLocks,
+    DpkgState,
+    InstalledPackageStates,
+    RpmPackageStates,
+)
+from gpuhost.facts.dnf import RpmVersions
 from gpuhost.operations import apt_pin
 from gpuhost.operations._facts import fact
+from gpuhost.parsers.packages import parse_versionlock_entry
+from gpuhost.pkgmgr import PackageManager
 from gpuhost.upgrade import package_cache
 from gpuhost.upgrade.host_state import (
     file_bytes,
@@ -59,6 +70,11 @@ class RestorePlan:
     files: dict[str, tuple[bytes, str]] = field(default_factory=dict)  # path -> (bytes, mode)
     remove_files: tuple[str, ...] = ()
     holds: tuple[str, ...] = ()
+    family: str = "apt"  # the host's package manager (gpuhost.oskey), from its OS
+
+    @property
+    def manager(self) -> PackageManager:
+        return pkgmgr.for_family(self.family) or pkgmgr.APT
 
 
 def restore_plan(
@@ -103,26 +119,35 @@ def restore_plan(
 
 
 @operation()
-def dpkg_waited() -> Generator:
-    """Like provision's ``apt_pin.dpkg_settled`` (the same fact, wait and ``dpkg --configure
-    -a``), except that a package dpkg cannot finish does not stop the rollback: it is what the
+def dpkg_waited(family: str = "apt") -> Generator:
+    """Like provision's ``apt_pin.dpkg_settled`` (the same fact, wait and finish), except that
+    a package the package manager cannot finish does not stop the rollback: it is what the
     failed upgrade left (a DKMS build that fails), and the snapshot's version replaces it next."""
-    state = fact(DpkgState)
+    manager = pkgmgr.for_family(family) or pkgmgr.APT
+    state = fact(DpkgState if manager.family == "apt" else DnfState)
     if not state["running"] and not state["unfinished"]:
-        host.noop("no apt/dpkg running, dpkg has no half-installed package")
+        host.noop(
+            f"no {manager.family}/{manager.database} running, "
+            f"{manager.database} has no half-installed package"
+        )
         return
-    yield f"{apt_pin.wait_for_package_tools()}; {apt_pin.CONFIGURE_PENDING} || true"
+    yield f"{manager.wait_command()}; {manager.finish_command()} || true"
 
 
 @operation()
-def stack_unheld(keep: list[str]) -> Generator:
-    """Release the holds of stack packages (held or held-not-installed) not in ``keep``."""
-    release = sorted(p for p in fact(AptHolds) if is_stack_package(p) and p not in keep)
+def stack_unheld(keep: list[str], family: str = "apt") -> Generator:
+    """Release the holds/locks of stack packages (held or held-not-installed) not in ``keep``."""
+    manager = pkgmgr.for_family(family) or pkgmgr.APT
+    holds = fact(AptHolds) if manager.family == "apt" else [
+        parse_versionlock_entry(line)[0] for line in fact(DnfVersionLocks)
+    ]
+    if manager.family != "apt":  # the snapshot's locks are lines of the lock file
+        keep = [parse_versionlock_entry(line)[0] for line in keep]
+    release = sorted({p for p in holds if is_stack_package(p) and p not in keep})
     if not release:
         host.noop("no stack package held beyond the snapshot's holds")
         return
-    lines = "".join(f"{p} install\\n" for p in release)
-    yield f"printf {shlex.quote(lines)} | dpkg --set-selections"
+    yield manager.unhold(release)
 
 
 @operation()
@@ -149,11 +174,15 @@ def file_removed(path: str) -> Generator:
 
 @operation()
 def cached_installed(
-    snapshot_id: str, versions: dict[str, str], cached: dict[str, str]
+    snapshot_id: str, versions: dict[str, str], cached: dict[str, str], family: str = "apt"
 ) -> Generator:
     """Every package of ``versions`` at its exact version, installed from the snapshot's package
     cache (downgrades and held packages allowed; the admin's config files kept)."""
-    installed = fact(DebPackages)
+    manager = pkgmgr.for_family(family) or pkgmgr.APT
+    if manager.family == "apt":
+        installed = fact(DebPackages)
+    else:  # {name: [epoch:version-release]}: the snapshot's form
+        installed = {n: [v] for n, v in fact(RpmVersions, packages=sorted(versions)).items()}
     differ = {
         name: cached[name]
         for name, version in versions.items()
@@ -162,14 +191,15 @@ def cached_installed(
     if not differ:
         host.noop(f"{len(versions)} packages at the snapshot's versions")
         return
-    yield package_cache.install_command(snapshot_id, differ)
+    yield package_cache.install_command(snapshot_id, differ, manager)
 
 
 @operation()
-def stack_packages_removed(keep: list[str]) -> Generator:
+def stack_packages_removed(keep: list[str], family: str = "apt") -> Generator:
     """Remove installed stack packages that are not in ``keep`` (what the upgrade added), the
     half-installed ones a failed install leaves (a DKMS build that failed: ``iF``) included."""
-    present = fact(InstalledPackageStates)
+    manager = pkgmgr.for_family(family) or pkgmgr.APT
+    present = fact(InstalledPackageStates if manager.family == "apt" else RpmPackageStates)
     # a snapshot that records the kernel (precompiled modules: host_state.pairs_kernel) gets the
     # kernels the upgrade added removed too: kept, the newest would boot without a module
     kernels = pairs_kernel(keep)
@@ -180,10 +210,7 @@ def stack_packages_removed(keep: list[str]) -> Generator:
     if not added:
         host.noop("no stack package beyond the snapshot's")
         return
-    yield (
-        "DEBIAN_FRONTEND=noninteractive apt-get remove -y -q --allow-change-held-packages "
-        + " ".join(map(shlex.quote, added))
-    )
+    yield manager.remove(added, change_held=True)
 
 
 @deploy("gpuhost rollback")
@@ -191,8 +218,12 @@ def restored() -> None:
     """Put the current host back on the ``RestorePlan`` in its data (see the module doc)."""
     plan: RestorePlan = host.data.get(RESTORE_KEY)
     keep = sorted(plan.versions)
-    dpkg_waited(name="Wait for apt/dpkg, try to finish what the upgrade left half-done")
-    stack_unheld(name="Release holds of stack packages", keep=list(plan.holds))
+    family = plan.family
+    dpkg_waited(
+        name="Wait for the package manager, try to finish what the upgrade left half-done",
+        family=family,
+    )
+    stack_unheld(name="Release holds of stack packages", keep=list(plan.holds), family=family)
     for path, (content, mode) in sorted(plan.files.items()):
         file_restored(name=f"Restore {path}", path=path, content=content, mode=mode)
     for path in plan.remove_files:
@@ -202,7 +233,13 @@ def restored() -> None:
         snapshot_id=plan.snapshot_id,
         versions=plan.versions,
         cached=plan.cached,
+        family=family,
     )
-    stack_packages_removed(name="Remove stack packages the upgrade added", keep=keep)
-    apt_pin.held(name="Hold the snapshot's holds", packages=list(plan.holds))
+    stack_packages_removed(
+        name="Remove stack packages the upgrade added", keep=keep, family=family
+    )
+    if family == "apt":
+        apt_pin.held(name="Hold the snapshot's holds", packages=list(plan.holds))
+    else:
+        apt_pin.lock_lines(name="Lock the snapshot's locks", lines=list(plan.holds))
     systemd.daemon_reload(name="Reload systemd units")

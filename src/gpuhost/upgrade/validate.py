@@ -78,7 +78,7 @@ def package_problems(expect: Expectation, state: HostState) -> list[str]:
             have = upstream_of_package_version(installed[name])
             if have != expect.driver_version:
                 problems.append(f"{name} is {installed[name]}, expected {expect.driver_version}")
-        unheld = [p for p in present if p not in state.holds]
+        unheld = [p for p in present if p not in state.held_names]
         if unheld:
             problems.append(f"not held: {', '.join(unheld)}")
     for name, version in sorted(expect.exact.items()):
@@ -86,7 +86,7 @@ def package_problems(expect: Expectation, state: HostState) -> list[str]:
             problems.append(f"{name} is {installed.get(name, 'not installed')}, expected {version}")
     for name in sorted(set(installed) - set(expect.exact)) if expect.exact else []:
         problems.append(f"{name} {installed[name]} is installed, the snapshot did not have it")
-    missing_holds = [h for h in expect.holds if h in installed and h not in state.holds]
+    missing_holds = [h for h in expect.holds if h in installed and h not in state.held_names]
     if missing_holds:
         problems.append(f"not held: {', '.join(missing_holds)}")
     if expect.marker is not None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from .. import accept as accept_equipment
 from ..config import LabConfigError
 
 HERE = Path(__file__).resolve().parent
@@ -67,6 +68,10 @@ def load_models() -> dict[str, dict[str, Any]]:
         if clocks["supported"] == "capture":
             clocks["supported"] = supported_clocks_from_xml(CAPTURES / data["capture"])
         data["clocks"] = clocks
+        if data.get("load_series"):
+            series = dict(data["load_series"])
+            series["rows"] = dmon_rows(CAPTURES / series["capture"])
+            data["load_series"] = series
         models[name] = data
     return models
 
@@ -86,6 +91,22 @@ def supported_clocks_from_xml(path: Path) -> list[dict[str, Any]]:
     if not out:
         raise LabConfigError(f"{path}: no <supported_clocks> in the first GPU")
     return out
+
+
+def dmon_rows(path: Path) -> list[list[int]]:
+    """[power W, GPU temperature C, SM clock MHz] per sample of an ``nvidia-smi dmon`` capture,
+    by its header's column names (pwr, gtemp, pclk)."""
+    header: list[str] = []
+    rows = []
+    for line in path.read_text().splitlines():
+        if line.startswith("# gpu"):
+            header = line.lstrip("# ").split()
+        elif header and line.strip() and not line.startswith("#"):
+            cells = dict(zip(header, line.split(), strict=False))
+            rows.append([int(cells["pwr"]), int(cells["gtemp"]), int(cells["pclk"])])
+    if not rows:
+        raise LabConfigError(f"{path}: no nvidia-smi dmon samples")
+    return rows
 
 
 def parse_spec(spec: str) -> tuple[str, int]:
@@ -130,6 +151,7 @@ def attach(root: Path, name: str, count: int,
     (etc / "model.json").write_text(json.dumps(host_model(name, count), indent=1) + "\n")
     (root / "etc/systemd/system" / UNIT).write_text(UNIT_TEXT)
     (root / "etc/apt/apt.conf.d/99gpuhost-lab-gpu").write_text(DPKG_HOOK)
+    accept_equipment.install(root)  # dcgmi, nvbandwidth, nccl-tests, ib_write_bw, torch stand-ins
     sbin = root / "usr/local/sbin/gpuemu"
     if not sbin.is_symlink():
         sbin.symlink_to(ON_HOST)

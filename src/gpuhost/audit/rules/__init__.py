@@ -57,7 +57,11 @@ from gpuhost.audit.rules.installed import (
 )
 from gpuhost.audit.rules.packages import check_driver_held, check_packages_unfinished
 from gpuhost.audit.rules.profile import check_profile
-from gpuhost.audit.rules.security import check_security_container_toolkit, check_security_driver
+from gpuhost.audit.rules.security import (
+    check_security_container_toolkit,
+    check_security_cuda_toolkit,
+    check_security_driver,
+)
 from gpuhost.audit.rules.signing import check_module_signature
 from gpuhost.audit.rules.ssh import SSHD_RULES, SshdRule, check_sshd
 from gpuhost.faults.catalog import with_action
@@ -104,6 +108,7 @@ __all__ = [
     "check_remapped_rows",
     "check_retired_pages",
     "check_security_container_toolkit",
+    "check_security_cuda_toolkit",
     "check_security_driver",
     "check_xid",
     "check_sshd",
@@ -151,6 +156,7 @@ RULES: dict[str, RuleCheck] = {
     "frameworks.probe": check_frameworks,
     "security.driver": check_security_driver,
     "security.container-toolkit": check_security_container_toolkit,
+    "security.cuda-toolkit": check_security_cuda_toolkit,
     "ssh": check_sshd,
 }
 
@@ -225,6 +231,7 @@ RULE_IDS: tuple[str, ...] = (
     "frameworks.probe",
     "security.driver",
     "security.container-toolkit",
+    "security.cuda-toolkit",
     "ssh.password-auth",
     "ssh.keyboard-interactive",
     "ssh.root-login",

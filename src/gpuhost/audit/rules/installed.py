@@ -47,3 +47,18 @@ def loaded_driver_version(facts: HostFacts) -> str | None:
     if module is not None:
         return module.version
     return facts.driver.smi.driver_version if facts.driver.smi.ok else None
+
+
+def installed_cuda_versions(facts: HostFacts) -> list[str]:
+    """Every CUDA toolkit version on the host: the default one first, then each installed
+    toolkit's, else what nvcc reports (none: an empty list)."""
+    versions: list[str] = []
+    default = facts.cuda.default_version
+    if default:
+        versions.append(default)
+    for toolkit in facts.cuda.toolkits:
+        if toolkit.version and toolkit.version not in versions:
+            versions.append(toolkit.version)
+    if not versions and facts.cuda.nvcc_version:
+        versions.append(facts.cuda.nvcc_version)
+    return versions

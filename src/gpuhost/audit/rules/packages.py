@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from gpuhost import pkgmgr
 from gpuhost.audit.rules.context import (
     AuditContext,
     ok_result,
@@ -12,6 +13,7 @@ from gpuhost.audit.rules.context import (
 )
 from gpuhost.audit.rules.installed import coupled_packages
 from gpuhost.findings import ERROR, WARNING, Finding, RuleResult
+from gpuhost.pkgmgr import APT
 
 NVIDIA_REPO_HINT = "developer.download.nvidia.com"
 PREFERENCES_PATH = "/etc/apt/preferences.d/gpuhost-nvidia"  # operations.apt_pin writes it
@@ -54,10 +56,10 @@ def check_driver_held(ctx: AuditContext) -> RuleResult:
             f"driver packages held or pinned",
             found=f"upgrade pending: {shown}{more}",
             expected="the driver packages held or pinned",
-            fix=f"apt-mark hold {' '.join(loose)} (or gpuhost provision, which pins the profile's "
+            fix=f"{APT.hold_hint(loose)} (or gpuhost provision, which pins the profile's "
             "version)",
         )
-    how = "apt-mark hold" if facts.packages.manager == "dpkg" else "dnf versionlock add"
+    manager = pkgmgr.for_database(facts.packages.manager) or APT
     return one_finding(
         rule,
         "driver.unheld",
@@ -68,7 +70,7 @@ def check_driver_held(ctx: AuditContext) -> RuleResult:
         f"jobs",
         found=f"neither held nor pinned: {', '.join(loose)}",
         expected="the driver packages held or pinned",
-        fix=f"{how} {' '.join(loose)} (or gpuhost provision)",
+        fix=f"{manager.hold_hint(loose)} (or gpuhost provision)",
     )
 
 
@@ -90,8 +92,8 @@ def _layer_findings(ctx: AuditContext, coupled: dict[str, str], held: set[str]) 
                 f"{' ...' if len(unheld) > 8 else ''}; gpuhost holds every coupled package "
                 "so that removing the pins alone cannot move the driver",
                 found=f"not held: {', '.join(unheld)}",
-                expected="every coupled driver package held (apt-mark hold)",
-                fix=f"gpuhost provision (or apt-mark hold {' '.join(unheld)})",
+                expected=f"every coupled driver package held ({APT.hold_hint([])})",
+                fix=f"gpuhost provision (or {APT.hold_hint(unheld)})",
             )
         )
     if facts.packages.policy_known:
@@ -143,5 +145,5 @@ def check_packages_unfinished(ctx: AuditContext) -> RuleResult:
         "triggers), so the driver may not load and apt refuses other installs",
         found=f"dpkg status: {shown}",
         expected="every NVIDIA package fully installed (status ii or hi)",
-        fix="gpuhost provision (it runs dpkg --configure -a first), or dpkg --configure -a",
+        fix=f"gpuhost provision (it finishes them first), or {APT.finish_command()}",
     )

@@ -17,6 +17,12 @@ Files: /etc/gpuhost-lab-gpu/model.json (the model, written by tests/lab at host 
 loaded driver), /var/lib/gpuhost-lab-gpu/persistent.json (what a real GPU keeps across reboots
 in its InfoROM: aggregate ECC, retired pages, remapped rows).  $GPUEMU_ROOT prefixes every path
 (offline tests run the emulator on this machine that way).
+
+Load: a GPU is busy while /run/gpuhost-lab-gpu/load/<index> (its content: when the load began)
+was touched in the last LOAD_FRESH_S seconds (tests/lab/accept's GEMM stand-in does that);
+its temperature, power, clocks and utilization then follow the model's ``load_series`` (one row per
+second of a real ``nvidia-smi dmon`` capture under gpu-burn, the last row held), and an active HW
+slowdown halves its clocks (NVML: HW slowdown cuts the clocks by half or more).
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ ROOT = os.environ.get("GPUEMU_ROOT", "")
 MODEL = f"{ROOT}/etc/gpuhost-lab-gpu/model.json"
 STATE = f"{ROOT}/run/gpuhost-lab-gpu/state.json"
 CALLS = f"{ROOT}/run/gpuhost-lab-gpu/calls.log"
+LOAD_DIR = f"{ROOT}/run/gpuhost-lab-gpu/load"
+LOAD_FRESH_S = 5.0
 PERSISTENT = f"{ROOT}/var/lib/gpuhost-lab-gpu/persistent.json"
 PERSISTENCED_PID = f"{ROOT}/var/run/nvidia-persistenced/nvidia-persistenced.pid"
 PROC_DRIVER = f"{ROOT}/proc/driver"
@@ -54,6 +62,10 @@ PERSISTENCED_PACKAGES = ("nvidia-persistenced", "nvidia-compute-utils-[0-9]*",
 OPEN_MODULE_PACKAGES = ("nvidia-kernel-open-dkms", "nvidia-open-kernel-dkms",
                         "nvidia-dkms-[0-9]*-open", "nvidia-dkms-open",
                         "linux-modules-nvidia-[0-9]*-open-*")
+# The same on a Rocky-shaped host (NVIDIA's RPM names, tests/lab/rpmrepo.py), asked of rpm when
+# dpkg has no driver package (the host's base system stays dpkg-managed)
+RPM_DRIVER_PACKAGES = ("nvidia-driver-cuda", "libnvidia-ml", "nvidia-driver")
+RPM_OPEN_MODULE_PACKAGES = ("kmod-nvidia-open-dkms",)
 SELF = "/usr/lib/gpuhost-lab-gpu/gpuemu.py"
 # Where Debian's packages put the binaries (their files are diverted away, see install_diversions)
 SMI_REAL_PATH = "/usr/lib/nvidia/current/nvidia-smi"
@@ -103,13 +115,24 @@ def installed_driver() -> str | None:
              *DRIVER_PACKAGES, *UBUNTU_SMI_PACKAGES], capture_output=True, text=True,
             check=False).stdout
     except OSError:
-        return None
+        out = ""
     for line in out.splitlines():
         parts = line.split()
         if len(parts) >= 3 and parts[2][1:2] == "i":  # "ii", "hi": installed (held or not)
             version = parts[1].split(":", 1)[-1]
             return version.rsplit("-", 1)[0] if "-" in version else version
-    return None
+    return next(iter(_rpm_versions(RPM_DRIVER_PACKAGES)), None)
+
+
+def _rpm_versions(packages: tuple[str, ...]) -> list[str]:
+    """VERSION of the installed ones of ``packages`` per rpm (none where rpm is absent)."""
+    try:
+        out = subprocess.run(["rpm", "-q", "--qf", "%{VERSION}\\n", *packages],
+                             capture_output=True, text=True, check=False).stdout
+    except OSError:
+        return []
+    # "package X is not installed" lines are not versions
+    return [line for line in out.splitlines() if line and " " not in line]
 
 
 def installed_flavor() -> str:
@@ -122,8 +145,10 @@ def installed_flavor() -> str:
             ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\\n", *OPEN_MODULE_PACKAGES],
             capture_output=True, text=True, check=False).stdout
     except OSError:
-        return "proprietary"
-    return "open" if any(line[1:2] == "i" for line in out.splitlines()) else "proprietary"
+        out = ""
+    if any(line[1:2] == "i" for line in out.splitlines()):
+        return "open"
+    return "open" if _rpm_versions(RPM_OPEN_MODULE_PACKAGES) else "proprietary"
 
 
 def fresh_state(loaded: str | None, count: int) -> dict[str, Any]:
@@ -213,6 +238,33 @@ class Gpu:
         if self.st["lmc"]:
             mem = self.st["lmc"][0]
         return gr, gr, mem
+
+    def load_seconds(self) -> float | None:
+        """Seconds since this GPU's load began; None: idle (no fresh load file)."""
+        path = f"{LOAD_DIR}/{self.index}"
+        try:
+            touched = os.stat(path).st_mtime
+            with open(path) as f:
+                began = float(f.read().strip() or touched)
+        except (OSError, ValueError):
+            return None
+        if time.time() - touched > LOAD_FRESH_S:
+            return None
+        return max(0.0, time.time() - began)
+
+    def telemetry(self) -> dict[str, Any]:
+        """temperature C, power W, graphics/SM clock MHz, utilization % now (idle or loaded)."""
+        gr, _sm, _mem = self.current_clocks()
+        idle = {"temp": self.m.get("idle_temp_c", 30), "power": self.m["power"]["idle_draw"],
+                "clock": gr, "util": 0}
+        rows = (self.m.get("load_series") or {}).get("rows") or []
+        busy = self.load_seconds()
+        if busy is None or not rows:
+            return idle
+        power, temp, clock = rows[min(int(busy), len(rows) - 1)]
+        if "hw_slowdown" in self.events():
+            clock = clock // 2
+        return {"temp": temp, "power": float(power), "clock": clock, "util": 100}
 
     def supported(self) -> dict[int, list[int]]:
         """{memory MHz: [graphics MHz, high to low]}."""
@@ -347,6 +399,7 @@ def _xml_gpu(m: dict[str, Any], g: Gpu, driver: str) -> list[str]:
         f"\t\t<uuid>{uuid(m, g.index)}</uuid>",
         f"\t\t<minor_number>{g.index}</minor_number>",
         f"\t\t<vbios_version>{m['vbios']}</vbios_version>",
+        f"\t\t<gsp_firmware_version>{driver}</gsp_firmware_version>",
         "\t\t<multigpu_board>No</multigpu_board>",
         f"\t\t<board_part_number>{m['board_part_number']}</board_part_number>",
         f"\t\t<gpu_module_id>{g.index + 1}</gpu_module_id>",
@@ -457,11 +510,11 @@ def _xml_gpu(m: dict[str, Any], g: Gpu, driver: str) -> list[str]:
         ]
     lines += [
         "\t\t<temperature>",
-        f"\t\t\t<gpu_temp>{m.get('idle_temp_c', 30)} C</gpu_temp>",
+        f"\t\t\t<gpu_temp>{g.telemetry()['temp']} C</gpu_temp>",
         "\t\t</temperature>",
         "\t\t<gpu_power_readings>",
         f"\t\t\t<power_state>{'P0' if g.persistence else 'P8'}</power_state>",
-        f"\t\t\t<power_draw>{p['idle_draw']:.2f} W</power_draw>",
+        f"\t\t\t<power_draw>{g.telemetry()['power']:.2f} W</power_draw>",
         f"\t\t\t<current_power_limit>{p['default']:.2f} W</current_power_limit>",
         f"\t\t\t<requested_power_limit>{p['default']:.2f} W</requested_power_limit>",
         f"\t\t\t<default_power_limit>{p['default']:.2f} W</default_power_limit>",
@@ -619,9 +672,10 @@ def text_report(m: dict[str, Any], gs: list[Gpu], driver: str) -> str:
 
 def _query_value(m: dict[str, Any], g: Gpu, field: str, driver: str, units: bool) -> str:
     gen_max, gen_cur, w_max, w_cur = g.pcie()
-    gr, sm, mem = g.current_clocks()
+    _gr, _sm, mem = g.current_clocks()
     app = g.app_clocks
     c, p = m["clocks"], m["power"]
+    now = g.telemetry()
 
     def mhz(v: Any) -> str:
         return "[N/A]" if v is None else (f"{v} MHz" if units else str(v))
@@ -635,13 +689,13 @@ def _query_value(m: dict[str, Any], g: Gpu, field: str, driver: str, units: bool
         "persistence_mode": _en(g.persistence), "pstate": "P0" if g.persistence else "P8",
         "memory.total": f"{m['memory_mib']} MiB" if units else str(m["memory_mib"]),
         "memory.used": "0 MiB" if units else "0",
-        "temperature.gpu": str(m.get("idle_temp_c", 30)),
-        "utilization.gpu": "0 %" if units else "0",
-        "power.draw": watts(p["idle_draw"]), "power.limit": watts(p["default"]),
+        "temperature.gpu": str(now["temp"]),
+        "utilization.gpu": f"{now['util']} %" if units else str(now["util"]),
+        "power.draw": watts(now["power"]), "power.limit": watts(p["default"]),
         "enforced.power.limit": watts(p["default"]),
         "power.default_limit": watts(p["default"]), "power.min_limit": watts(p["min"]),
         "power.max_limit": watts(p["max"]),
-        "clocks.gr": mhz(gr), "clocks.sm": mhz(sm), "clocks.mem": mhz(mem),
+        "clocks.gr": mhz(now["clock"]), "clocks.sm": mhz(now["clock"]), "clocks.mem": mhz(mem),
         "clocks.applications.graphics": mhz(app and app[0]),
         "clocks.applications.memory": mhz(app and app[1]),
         "clocks.max.graphics": mhz(c["max_graphics"]), "clocks.max.sm": mhz(c["max_sm"]),
@@ -650,11 +704,15 @@ def _query_value(m: dict[str, Any], g: Gpu, field: str, driver: str, units: bool
         "pcie.link.width.current": str(w_cur), "pcie.link.width.max": str(w_max),
         "ecc.mode.current": _en(m["ecc"]),
         "ecc.errors.uncorrected.volatile.total": str(g.st["ecc_vol_unc"]),
+        "ecc.errors.corrected.volatile.total": str(g.st["ecc_vol_corr"]),
         "ecc.errors.uncorrected.aggregate.total": str(g.per["ecc_agg_unc"]),
         "retired_pages.pending": ("Yes" if g.st["retired_pending"] else "No")
         if m["retired_pages"] else "[N/A]",
         "compute_cap": m["compute_cap"],
     }
+    active = _active_events(g)
+    for key, _label, _indent in CLOCK_EVENTS:  # clocks_event_reasons.* (535+ names)
+        values[f"clocks_event_reasons.{key}"] = "Active" if key in active else "Not Active"
     aliases = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id",
                "clocks.current.graphics": "clocks.gr", "clocks.current.sm": "clocks.sm",
                "clocks.current.memory": "clocks.mem", "clocks.applications.gr":

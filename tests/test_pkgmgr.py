@@ -1,0 +1,115 @@
+"""The package-manager seam (``gpuhost.pkgmgr``): one interface, apt/dpkg and dnf/rpm, chosen by
+the OS. The lock-file commands run here in a real shell against a lock file in a temporary
+folder (``Dnf.under``); what dnf itself makes of them: tests/test_pkgmgr_dnf.py."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpuhost import pkgmgr
+from gpuhost.parsers.packages import parse_versionlock, parse_versionlock_entry
+from gpuhost.pkgmgr import APT, DNF, PackageManager
+
+
+def _sh(command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=False)
+
+
+def test_every_manager_implements_the_whole_interface() -> None:
+    for manager in (APT, DNF):
+        assert isinstance(manager, PackageManager)
+        assert manager.family in ("apt", "dnf") and manager.database in ("dpkg", "rpm")
+        for name in ("install", "remove", "refresh", "download", "hold", "unhold",
+                     "holds_command", "installed_command", "settle_command"):
+            assert callable(getattr(manager, name))
+
+
+@pytest.mark.parametrize(
+    ("manager", "name", "version", "spec"),
+    [(APT, "nvidia-driver", "580.95.05-1", "nvidia-driver=580.95.05-1"),
+     (DNF, "nvidia-driver", "3:580.95.05", "nvidia-driver-3:580.95.05"),
+     (DNF, "nvidia-driver-cuda", "580.95.05-1.el9", "nvidia-driver-cuda-580.95.05-1.el9")],
+)
+def test_an_exact_version_in_each_managers_form(
+    manager: PackageManager, name: str, version: str, spec: str
+) -> None:
+    assert manager.exact(name, version) == spec
+
+
+def test_package_file_names() -> None:
+    assert APT.package_file("nvidia-smi", "1:535.261.03-1", "amd64") == (
+        "nvidia-smi_1%3a535.261.03-1_amd64.deb"
+    )
+    assert DNF.package_file("nvidia-driver", "3:580.95.05-1.el9", "x86_64") == (
+        "nvidia-driver-580.95.05-1.el9.x86_64.rpm"
+    )
+
+
+def test_dnf_locks_are_read_from_the_lock_file_never_from_dnf() -> None:
+    assert DNF.holds_command() == "cat /etc/dnf/plugins/versionlock.list 2>/dev/null; true"
+    assert "versionlock list" not in DNF.holds_command()
+
+
+def test_dnf_lock_lines_parse_back_to_name_and_version() -> None:
+    assert parse_versionlock_entry(DNF.lock_pattern("nvidia-driver", "580.95.05", "3")) == (
+        "nvidia-driver", "580.95.05")
+    assert parse_versionlock_entry(DNF.lock_pattern("libcudnn9-cuda-13", "9.10.2.*")) == (
+        "libcudnn9-cuda-13", "9.10.2.*")
+
+
+def test_hold_and_unhold_edit_the_lock_file_idempotently(tmp_path: Path) -> None:
+    dnf = DNF.under(str(tmp_path))
+    locks = [dnf.lock_pattern(n, "580.95.05", "3") for n in ("nvidia-driver", "libnvidia-ml")]
+    lock_file = tmp_path / "etc/dnf/plugins/versionlock.list"
+    for _ in range(2):  # twice: the second run adds nothing
+        assert _sh(dnf.hold(locks)).returncode == 0
+    assert lock_file.read_text().splitlines() == locks
+    lock_file.write_text("# Added lock on Fri Nov 28\nnvidia-driver-cuda-3:580.95.05-1.el9.*\n"
+                         + lock_file.read_text())
+    assert _sh(dnf.unhold(["nvidia-driver", "nvidia-driver-cuda"])).returncode == 0
+    assert lock_file.read_text() == (
+        "# Added lock on Fri Nov 28\nlibnvidia-ml-3:580.95.05-*\n"
+    )
+    assert parse_versionlock(_sh(dnf.holds_command()).stdout) == ["libnvidia-ml"]
+
+
+def test_unhold_without_a_lock_file_changes_nothing(tmp_path: Path) -> None:
+    assert _sh(DNF.under(str(tmp_path)).unhold(["nvidia-driver"])).returncode == 0
+    assert not (tmp_path / "etc").exists()
+
+
+def test_apt_keeps_provisions_commands() -> None:
+    assert APT.install(["a=1"], downgrades=True) == (
+        'DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Options::="--force-confdef" '
+        '-o Dpkg::Options::="--force-confold" install --no-install-recommends '
+        "--allow-downgrades a=1"
+    )
+    assert APT.hold_kept(["a"], "X") == (
+        "apt-mark unhold a && { X; rc=$?; apt-mark hold a; exit $rc; }"
+    )
+    assert APT.unhold(["a", "b"]) == "printf 'a install\\nb install\\n' | dpkg --set-selections"
+
+
+def test_dnf_changes_locked_packages_only_with_the_plugin_off() -> None:
+    assert "--disableplugin=versionlock" in DNF.install(["x"], change_held=True)
+    assert "--disableplugin=versionlock" not in DNF.install(["x"])
+    assert "--disableplugin=versionlock" in DNF.download(["x-1"], "/tmp/d")
+    assert DNF.hold_kept(["x"], "INSTALL") == "INSTALL"
+
+
+@pytest.mark.parametrize(
+    ("os_release", "expected"),
+    [("ID=debian\n", "apt"), ('ID="rocky"\n', "dnf"),
+     ('ID=linuxmint\nID_LIKE="ubuntu debian"\n', "apt"), ('ID=almalinux\n', "dnf"),
+     ("ID=plan9\n", "")],
+)
+def test_by_os_shell_picks_the_managers_command_on_the_host(
+    tmp_path: Path, os_release: str, expected: str
+) -> None:
+    release = tmp_path / "os-release"
+    release.write_text(os_release)
+    command = pkgmgr.by_os_shell({"apt": "echo apt", "dnf": "echo dnf"})
+    assert _sh(command.replace("/etc/os-release", str(release))).stdout.strip() == expected

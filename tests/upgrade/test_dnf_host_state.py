@@ -1,0 +1,69 @@
+"""A dnf host's snapshot and package cache (upgrade, rollback): the package manager's commands
+come from the seam, the holds are dnf's lock lines (validated by name, restored as lines)."""
+
+from __future__ import annotations
+
+from gpuhost.parsers.marked import MARK
+from gpuhost.pkgmgr import DNF
+from gpuhost.upgrade import package_cache
+from gpuhost.upgrade.host_state import held_name, parse_host_state, state_command
+
+LOCKS = [
+    "# Added lock on Sat Nov 28 2026",
+    "nvidia-driver-cuda-3:580.178.04-*",
+    "kmod-nvidia-open-dkms-3:580.178.04-1.el9.*",
+    "nvidia-persistenced-3:580.178.04-1.el9.*",
+    "libcudnn9-cuda-13-9.17.0.*-*",
+]
+
+
+def _output() -> str:
+    return "\n".join([
+        f"{MARK} packages",
+        "nvidia-driver-cuda\t3:580.178.04-1.el9\tx86_64\tii",
+        "kmod-nvidia-open-dkms\t3:580.178.04-1.el9\tnoarch\tii",
+        "bash\t5.1.8-9.el9\tx86_64\tii",
+        f"{MARK} holds",
+        *LOCKS,
+        f"{MARK} end",
+    ]) + "\n"
+
+
+def test_a_dnf_hosts_holds_are_its_lock_lines_read_as_names() -> None:
+    state = parse_host_state(_output())
+    assert state.holds == sorted(LOCKS[1:])  # the lines, for the rollback; comments left out
+    assert state.held_names == [
+        "kmod-nvidia-open-dkms", "libcudnn9-cuda-13", "nvidia-driver-cuda", "nvidia-persistenced"
+    ]
+    assert state.packages["nvidia-driver-cuda"]["version"] == "3:580.178.04-1.el9"
+
+
+def test_apt_hold_names_are_kept_as_they_are() -> None:
+    assert held_name("nvidia-kernel-common-580-server") == "nvidia-kernel-common-580-server"
+    assert held_name("nvidia-driver-3:580.95.05-1.el9.*") == "nvidia-driver"
+
+
+def test_the_snapshot_reads_rpm_and_the_lock_file_on_a_dnf_host() -> None:
+    command = state_command(DNF)
+    assert "rpm -qa --qf '%{NAME}\\t%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}" in command
+    assert "cat /etc/dnf/plugins/versionlock.list" in command
+    assert "dpkg" not in command
+
+
+def test_the_package_cache_of_a_dnf_host_uses_dnf_download_and_rpm() -> None:
+    fill = package_cache.fill_command(
+        "20261128T000000Z",
+        {"nvidia-driver-cuda": {"version": "3:580.178.04-1.el9", "arch": "x86_64"}},
+        DNF,
+    )
+    assert "f=nvidia-driver-cuda-580.178.04-1.el9.x86_64.rpm;" in fill
+    assert "/var/cache/apt" not in fill
+    assert ("dnf -q --disableplugin=versionlock download --destdir . "
+            "nvidia-driver-cuda-3:580.178.04-1.el9.x86_64") in fill
+    assert "= 'nvidia-driver-cuda 3:580.178.04-1.el9' ]" in fill
+    rpm = "nvidia-driver-cuda-580.178.04-1.el9.x86_64.rpm"
+    install = package_cache.install_command("20261128T000000Z", {"nvidia-driver-cuda": rpm}, DNF)
+    assert install.startswith(
+        "dnf -y --setopt=install_weak_deps=False --disableplugin=versionlock '--disablerepo=*' "
+        "--allowerasing install"
+    )
