@@ -33,14 +33,18 @@ def install_driver_dnf(spec: DesiredState, plan: PackagePlan, switch: bool = Fal
             "provide the same nvidia-kmod and dnf would pick either",
         )
     data = _data()
-    # first: without DKMS offered nothing is changed (its refusal says "nothing was installed")
-    dnf_pin.dkms_offered(name="DKMS offered (EPEL)", package=plan.dkms_package, crb=plan.crb)
     dnf_pin.repository(
         name="NVIDIA CUDA repository with a verified, imported key (metadata read on change)",
         url=str(data.get("gpuhost_cuda_repo_url") or ""),
         key_src=str(data.get("gpuhost_cuda_repo_key") or ""),
         key_sha256=str(data.get("gpuhost_cuda_repo_key_sha256") or ""),
         proxies=proxy_urls(data),
+    )
+    dnf_pin.dkms_offered(
+        name="DKMS offered (EPEL)",
+        package=plan.dkms_package,
+        crb=plan.crb,
+        epel_release=plan.epel_release,
     )
     if plan.module is not None:
         dnf_pin.module_stream(

@@ -164,6 +164,12 @@ def resumed_options(
     return resumed_params(recorded, options, explicit, str(pending), check)
 
 
+def inventory_lock(inventory: str) -> str:
+    """The lock one upgrade of ``inventory`` holds (the inventory file's real path): a second
+    upgrade of it, ``--resume`` or not, is refused while the first runs."""
+    return f"upgrade:{Path(inventory).resolve()}"
+
+
 def _pending(state_dir: Path, inventory: str) -> Path | None:
     return find_resumable(runs_dir(state_dir), str(Path(inventory).resolve()))
 
@@ -191,7 +197,8 @@ def plan_upgrade(
     profile = target_for_hosts(target, hosts)
     names = [h.name for h in hosts]
     if hold is not None:  # one writer per host: a second upgrade, rollback or snapshot is refused
-        hold(host_locks(names))
+        # and one upgrade per inventory: its journal (new or resumed) has one writer
+        hold([inventory_lock(request.inventory), *host_locks(names)])
     journal = _resumed(request, names) if request.resume else None
     if journal is not None:
         names = journal.header.hosts
