@@ -5,7 +5,7 @@
                                --gpu: emulated GPUs (once: every host; N times: one per host),
                                --profile: inventory data gpuhost_profile of every host,
                                --os: what every host looks like (tests/lab/shapes.py):
-                               debian-12 (default), ubuntu-22.04, ubuntu-24.04
+                               debian-12 (default), ubuntu-22.04, ubuntu-24.04, rocky-9
   lab [--name NAME] gpu hI inject KNOB [gpu=N] | arm KNOB [gpu=N] | clear | state | gpu-reset
                                emulated GPU faults: xid=N, ecc-uncorrectable, retired-pages,
                                remap-pending, gpu-lost, driver-mismatch, persistence-off,

@@ -44,10 +44,13 @@ from .aptrepo import (
 
 REVISION = "0ubuntu1"
 #: 570: an older branch (a name other branches' blocked patterns must keep out); 580: the R580
-#: LTSB releases of the debian12 stand-ins (580.178.04 is the built-in profiles' driver); 590:
-#: 590.44.01 and 590.48.01 (the version of nvidia-driver-pinning-590.48.01 in ubuntu2404/sbsa,
-#: platforms.md 2b), with the unsuffixed names
-BRANCHES = {"570": ["570.124.06"], "580": ["580.105.08", "580.159.03", "580.178.04"],
+#: LTSB releases of the debian12 stand-ins (580.178.04 is the built-in profiles' driver) and
+#: 580.199.02, A MADE-UP later R580 release: the OS's own apt-get dist-upgrade then has a newer
+#: driver of the profile's branch to take, which gpuhost's pins must refuse; 590: 590.44.01 and
+#: 590.48.01 (the version of nvidia-driver-pinning-590.48.01 in ubuntu2404/sbsa, platforms.md 2b),
+#: with the unsuffixed names
+BRANCHES = {"570": ["570.124.06"],
+            "580": ["580.105.08", "580.159.03", "580.178.04", "580.199.02"],
             "590": ["590.44.01", "590.48.01"]}
 #: the first branch whose Ubuntu packages carry no branch suffix
 UNSUFFIXED_FROM = 590

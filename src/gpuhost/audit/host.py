@@ -23,10 +23,11 @@ from gpuhost.findings import (
 from gpuhost.findings import (
     verdict as verdict_of,
 )
+from gpuhost.gpus.catalog import labelled
+from gpuhost.gpus.node_classes import node_override
 from gpuhost.parsers.profile_marker import MARKER_PATH
 
 PROFILE_KEY = "gpuhost_profile"
-EXPECT_KEY = "gpuhost_expect"
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ def _context(
     results: tuple[RuleResult, ...],
     fabric_previous: dict[str, dict[str, int]] | None = None,
 ) -> AuditContext:
-    gpu_names = [gpu.name or "" for gpu in facts.driver.smi.gpus] if facts.driver.smi.ok else []
+    gpus = facts.driver.smi.gpus if facts.driver.smi.ok else []
+    gpu_names = [labelled(gpu.name or "", gpu.pci_device_id) for gpu in gpus]
     return replace(
         _profile_context(facts, host_data, settings, results),
         fabric_expected=expectation(gpu_names, host_data),
@@ -145,10 +147,11 @@ def audit_host(
 
 def node_expectation(facts: HostFacts, host_data: Mapping[str, Any]) -> NodeExpectation | None:
     """What the node should have: its first GPU's node class with the inventory's
-    ``gpuhost_expect`` over it (checked by the inventory contract)."""
+    override (``gpuhost_node``, older ``gpuhost_expect``) over it (checked by the inventory
+    contract)."""
     gpus = facts.driver.smi.gpus if facts.driver.smi.ok else []
-    override = host_data.get(EXPECT_KEY)
-    return expectation_for(gpus[0].name if gpus else None, override or None, len(gpus))
+    first = labelled(gpus[0].name, gpus[0].pci_device_id) if gpus and gpus[0].name else None
+    return expectation_for(first, node_override(host_data), len(gpus))
 
 
 def _host_error(

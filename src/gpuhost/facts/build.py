@@ -151,7 +151,9 @@ def _cuda(reader: _Reader) -> CudaFacts:
     return CudaFacts(toolkits, default, nvcc_path, version)
 
 
-def _cudnn(reader: _Reader, installed: PackageFacts) -> CudnnFacts:
+def _cudnn(
+    reader: _Reader, installed: PackageFacts, toolkits: CudaFacts | None = None
+) -> CudnnFacts:
     packages: dict[str, str] = {}
     for package in installed.packages:
         if package.name.startswith(("libcudnn", "cudnn")) and package.version:
@@ -169,11 +171,22 @@ def _cudnn(reader: _Reader, installed: PackageFacts) -> CudnnFacts:
     library = pp.cudnn_from_library(libraries)
     if library:
         return CudnnFacts(library, "library", packages)
-    for package in installed.packages:
+    # several cuDNN packages (libcudnn9-cuda-12 and -13 side by side): the default CUDA's first;
+    # rpm lists packages in its database's order, dpkg by name
+    major = _cuda_major(toolkits)
+    ordered = sorted(installed.packages,
+                     key=lambda p: not (major and p.name.endswith(f"-cuda-{major}")))
+    for package in ordered:
         if package.name in packages:
             version = packages[package.name]
             return CudnnFacts(version, f"package {package.name} {package.version}", packages)
     return CudnnFacts()
+
+
+def _cuda_major(cuda: CudaFacts | None) -> str:
+    """The default CUDA's major version ("13" for /usr/local/cuda -> cuda-13.0), "" unknown."""
+    version = cuda.default_version if cuda is not None else None
+    return version.split(".", 1)[0] if version else ""
 
 
 def _container(reader: _Reader) -> ContainerFacts:
@@ -263,6 +276,7 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
     dkms_section = reader.section("dkms")
     dkms_installed = dkms_section is not None and not dkms_section.missing_tool
     os_info = pp.parse_os_release(reader.text("os-release"))
+    cuda_facts = _cuda(reader)
     installed = _packages(reader, os_info)
     services = reader.parse("services", pp.parse_services, dict[str, ServiceState]())
     fabric = reader.section("fabricmanager")
@@ -290,8 +304,8 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
         dkms_installed=dkms_installed,
         driver=_driver(reader),
         packages=installed,
-        cuda=_cuda(reader),
-        cudnn=_cudnn(reader, installed),
+        cuda=cuda_facts,
+        cudnn=_cudnn(reader, installed, cuda_facts),
         container=_container(reader),
         fabric_manager=FabricManagerFacts(
             version=pp.parse_fabricmanager_version(reader.text("fabricmanager")),

@@ -13,6 +13,7 @@ from gpuhost.parsers.signing import (
     parse_dkms_release,
     parse_signing_output,
 )
+from gpuhost.pkgmgr import APT
 from gpuhost.probe.script import module_signing_code
 
 
@@ -57,9 +58,10 @@ class DkmsVersion(FactBase[DkmsRelease]):
 
     @override
     def command(self) -> str:
+        # apt's candidate (the seam's policy command); dnf hosts have no DKMS 2 to tell apart
         return (
-            "command -v dkms >/dev/null 2>&1 && echo \"installed=$(dkms --version 2>/dev/null)\"; "
-            "command -v apt-cache >/dev/null 2>&1 && LC_ALL=C apt-cache policy dkms 2>/dev/null "
+            'command -v dkms >/dev/null 2>&1 && echo "installed=$(dkms --version 2>/dev/null)"; '
+            f"command -v apt-cache >/dev/null 2>&1 && {APT.policy_command(['dkms'])} 2>/dev/null "
             "| sed -n 's/^ *Candidate: */candidate=/p'; true"
         )
 

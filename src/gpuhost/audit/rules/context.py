@@ -43,7 +43,7 @@ class AuditContext:
     # RDMA error counters of the previous run (None: no baseline)
     fabric_expected: FabricExpectation | None = None
     fabric_previous: dict[str, dict[str, int]] | None = None
-    # what the node should have (its GPU model's node class, the inventory's gpuhost_expect)
+    # what the node should have (its GPU model's node class, the inventory's gpuhost_node)
     node: NodeExpectation | None = None
 
 
