@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from gpuhost import __version__
+from gpuhost.errors import ConfigError
 from gpuhost.findings import SECURITY_PREFIX, SEVERITIES, VERDICT_UNREACHABLE, fails, worst_verdict
 
 # The fields that make up a host's stack, in display order.
@@ -184,7 +185,10 @@ def _node_class(facts: Mapping[str, Any] | None) -> str | None:
     if not gpus or not gpus[0].get("name"):
         return None
     name = str(gpus[0]["name"])
-    found = class_of(labelled(name, gpus[0].get("pci_device_id")))
+    try:
+        found = class_of(labelled(name, gpus[0].get("pci_device_id")))
+    except ConfigError:  # the node classes are unreadable (said where they are judged): by name
+        return name
     return found.name if found else name
 
 
