@@ -164,3 +164,9 @@ def test_drift_between_hosts_of_one_class_is_in_the_summary() -> None:
 def test_one_firmware_everywhere_is_no_drift() -> None:
     hosts = [_audit(n, A100, firmware=FILES).to_dict() for n in ("h1", "h2")]
     assert summarize(hosts)["firmware_drift"] == []
+
+
+def test_a_host_without_dmi_tables_shows_its_bios_as_not_read() -> None:
+    # this is what a container shows: the probe ran, /sys/class/dmi/id does not exist
+    stack = stack_of(host_facts_from_text(host_with(firmware="")).to_dict())
+    assert (stack["bios"], stack["hca_firmware"]) == ("not read", "-")

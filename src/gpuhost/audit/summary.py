@@ -73,7 +73,7 @@ def _versions(items: Iterable[Any], key: str) -> str | None:
 def firmware_stack(facts: Mapping[str, Any]) -> dict[str, str | None]:
     """The firmware part of a stack: VBIOS from nvidia-smi's GPUs (also in reports written
     before gpuhost read firmware), GSP, HCA and BIOS from ``facts.firmware`` ("not read" where
-    the probe did not read them)."""
+    the probe did not read them, and a BIOS without DMI tables)."""
     firmware = facts.get("firmware")
     read = isinstance(firmware, Mapping) and bool(firmware.get("read"))
     gpus = _get(firmware, "gpus") if isinstance(firmware, Mapping) else None
@@ -87,7 +87,8 @@ def firmware_stack(facts: Mapping[str, Any]) -> dict[str, str | None]:
             if read and isinstance(hca, Mapping)
             else NOT_READ
         ),
-        "bios": (str(bios) if bios else None) if read else NOT_READ,
+        # every machine has a BIOS: none shown (no DMI tables, as in a container) is not read
+        "bios": str(bios) if read and bios else NOT_READ,
     }
 
 
