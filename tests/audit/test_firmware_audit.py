@@ -170,3 +170,21 @@ def test_a_host_without_dmi_tables_shows_its_bios_as_not_read() -> None:
     # this is what a container shows: the probe ran, /sys/class/dmi/id does not exist
     stack = stack_of(host_facts_from_text(host_with(firmware="")).to_dict())
     assert (stack["bios"], stack["hca_firmware"]) == ("not read", "-")
+
+
+def test_a_bad_firmware_pin_in_the_inventory_is_one_line_exit_2(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    inventory = tmp_path / "inventory.py"
+    inventory.write_text('gpu = [("h1", {"gpuhost_node": {"firmware": {"vbios": 96}}})]\n')
+    run = subprocess.run(
+        [sys.executable, "-m", "gpuhost", "inventory", "check", str(inventory)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 2
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert "host h1: gpuhost_node" in run.stderr
+    assert "firmware: vbios: expected a version or a list of versions, found 96" in run.stderr
