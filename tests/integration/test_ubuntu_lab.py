@@ -139,7 +139,11 @@ def test_the_os_dist_upgrade_keeps_the_pinned_set(ubuntu: Ubuntu) -> None:
 def test_upgrade_to_another_profile_and_rollback(ubuntu: Ubuntu) -> None:
     state_dir = ubuntu.workdir / "state"
     inventory = str(ubuntu.inventory(PROFILE))
+    # both built-in profiles' CUDA toolkits (12.9.1, 13.0.2) are named by NVIDIA's CUDA Toolkit
+    # bulletin 5755 (fixed in 13.1.0; data/advisories.yaml since 24af1ad): a known condition of
+    # the target profile, not of Ubuntu, that the validation audit would otherwise fail on
     proc = ubuntu.gpuhost("upgrade", inventory, "--to", OTHER, "--canary", "0", "--batch", "2",
+                          "--accept-audit", "security.cuda-toolkit",
                           "--state-dir", str(state_dir), timeout=1500)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     (journal,) = (state_dir / "runs").glob("*.jsonl")

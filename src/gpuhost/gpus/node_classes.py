@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from gpuhost.datadir import data_path
-from gpuhost.datafiles import load_yaml, yaml_problem
+from gpuhost.datafiles import load_yaml, read_file_text, yaml_problem
 from gpuhost.errors import ConfigError
 from gpuhost.gpus.catalog import name_part, pci_id_in, pci_id_of
 from gpuhost.gpus.names import same_sku
@@ -171,10 +171,7 @@ def parse_classes(data: Any) -> tuple[NodeClass, ...]:
 def load_classes() -> tuple[NodeClass, ...]:
     path = data_path(CLASSES_FILE)
     try:
-        with open(path, encoding="utf-8") as handle:
-            return parse_classes(load_yaml(handle.read()))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the node classes: {exc.strerror}") from exc
+        return parse_classes(load_yaml(read_file_text(path, "the node classes")))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: {yaml_problem(exc)}") from exc
 
