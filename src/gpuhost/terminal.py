@@ -162,6 +162,24 @@ class FleetProgress:
             self.stream.flush()
 
 
+def reopen_closed_streams() -> None:
+    """A standard stream the command was started without (``gpuhost ... >&-``, ``<&-``) is
+    /dev/null from here on: its file descriptor too, so no file gpuhost opens takes its number
+    (a child process would write its output into that file), and libraries that ask the
+    stream (pyinfra's ``sys.stdout.isatty()`` on import) find one. What goes there is dropped;
+    the command runs and exits with its status."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, mode, closefd=False, encoding="utf-8"))  # noqa: SIM115
+
+
 def tolerant_streams() -> None:
     """Text the terminal's encoding cannot show (a host named 'gpu-日本' under
     PYTHONIOENCODING=ascii or LANG=C, a lone surrogate from a byte name) is escaped, not a

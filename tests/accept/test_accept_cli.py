@@ -93,3 +93,35 @@ def test_this_machine_could_not_run_any_stage(tmp_path: Path) -> None:
     assert (
         'gpuhost_accept_stage_verdict{host="@local",stage="soak",verdict="could-not-run"}' in text
     )
+
+
+def test_an_unreachable_host_is_its_own_could_not_run_record(tmp_path: Path) -> None:
+    """Nothing listens on port 1 of this machine: the host's record says why, the run ends."""
+    inventory = tmp_path / "inv.py"
+    inventory.write_text(
+        'hosts = [("gpu1", {"ssh_hostname": "127.0.0.1", "ssh_port": 1, '
+        '"ssh_connect_timeout": 5})]\n'
+    )
+    out = tmp_path / "accept.json"
+    proc = _gpuhost("accept", str(inventory), "--duration", "10s", "--json", str(out),
+                    "--state-dir", str(tmp_path / "s"))  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (record,) = json.loads(out.read_text())["hosts"]
+    assert record["verdict"] == "could-not-run" and "refused" in record["error"], record["error"]
+    assert {s["verdict"] for s in record["stages"]} == {"could-not-run"}
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_host_another_gpuhost_command_holds_is_refused(tmp_path: Path) -> None:
+    from gpuhost.locks import acquire, host_locks
+
+    state = tmp_path / "s"
+    state.mkdir(mode=0o700)
+    lease = acquire(state, host_locks(["@local"]), "upgrade")
+    try:
+        proc = _gpuhost("accept", "@local", "--duration", "10s", "--state-dir", str(state))
+    finally:
+        lease.release()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"gpuhost: error: accept: @local is in use by pid {os.getpid()}")
+    assert len(proc.stderr.strip().splitlines()) == 1

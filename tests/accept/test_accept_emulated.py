@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -56,12 +57,15 @@ def rig(tmp_path: Path) -> dict[str, str]:
 
 
 def _accept(
-    env: dict[str, str], inject_after: float | None = None, floors: tuple[str, ...] = ()
+    env: dict[str, str],
+    inject_after: float | None = None,
+    floors: tuple[str, ...] = (),
+    extra: tuple[str, ...] = (),
 ) -> tuple[int, str, dict]:
     out = Path(env["RIG_TMP"]) / "accept.json"
     argv = [sys.executable, "-m", "gpuhost", "accept", "@local", "--duration", "12s",
             "--skip", "ib", "--skip", "collective", "--json", str(out)]  # fmt: skip
-    argv += [f"--floor={floor}" for floor in floors]
+    argv += [f"--floor={floor}" for floor in floors] + list(extra)
     proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
     if inject_after is not None:
@@ -73,13 +77,30 @@ def _accept(
     return proc.returncode, text, json.loads(out.read_text())
 
 
+def _slurm(env: dict[str, str]) -> tuple[dict[str, str], str, Path]:
+    """A fake scontrol (fake_scontrol.py) whose node, this machine's, an operator drained."""
+    tmp = Path(env["RIG_TMP"])
+    (tmp / "bin" / "scontrol").symlink_to(Path(__file__).with_name("fake_scontrol.py"))
+    node = socket.gethostname().split(".")[0]
+    state = tmp / "slurm.json"
+    state.write_text(json.dumps({"name": node, "state": "IDLE+DRAIN", "reason": "new node"}))
+    return dict(env, FAKE_SCONTROL_STATE=str(state)), node, state
+
+
 def _stage(record: dict, name: str) -> dict:
     return next(s for s in record["stages"] if s["stage"] == name)
 
 
 def test_a_clean_host_passes_every_stage_it_ran(rig: dict[str, str]) -> None:
-    rc, text, document = _accept(rig)
+    """... and the Slurm gate takes over the operator's drain, then resumes the node."""
+    env, node, slurm = _slurm(rig)
+    rc, text, document = _accept(env, extra=("--gate", "slurm"))
     assert rc == 0, text
+    calls = Path(f"{slurm}.log").read_text().splitlines()
+    assert calls[1] == f"update nodename={node} state=drain reason=gpuhost: acceptance running"
+    assert calls[-1] == f"update nodename={node} state=resume"
+    assert json.loads(slurm.read_text())["state"] == "IDLE"
+    assert f"gpuhost: Slurm node {node}: accepted, resumed" in text
     assert_valid(document, "acceptance")
     (record,) = document["hosts"]
     assert record["verdict"] == "pass"
@@ -91,6 +112,7 @@ def test_a_clean_host_passes_every_stage_it_ran(rig: dict[str, str]) -> None:
     assert len(soak["measured"]["gpus"]) == 8
     floor = soak["floors"]["tflops"]
     assert floor == pytest.approx(247.38)  # 0.25 x the sourced H100 peak (data/gpu_peaks.yaml)
+    assert soak["measured"]["floor_source"].startswith("0.25 x NVIDIA H100 SXM5 80GB FP16 tensor")
     assert all(
         g["mismatches"] == 0 and g["tflops_median"] > floor for g in soak["measured"]["gpus"]
     )
@@ -103,8 +125,17 @@ def test_a_clean_host_passes_every_stage_it_ran(rig: dict[str, str]) -> None:
 def test_hw_thermal_injected_mid_soak_fails_the_host_naming_gpu_event_and_action(
     rig: dict[str, str],
 ) -> None:
-    rc, text, document = _accept(rig, inject_after=7)
+    env, _node, slurm = _slurm(rig)
+    rc, text, document = _accept(env, inject_after=7, extra=("--gate", "slurm"))
     assert rc == 1, text
+    # the gate keeps the node drained, the first problem as the reason; never resumed
+    final = json.loads(slurm.read_text())
+    assert final["state"] == "IDLE+DRAIN"
+    assert final["reason"].startswith(
+        "gpuhost: acceptance failed: telemetry: [gpu.clocks.hw-thermal, action: "
+        "inspect-hardware] GPU 3"
+    ), final
+    assert "state=resume" not in Path(f"{slurm}.log").read_text()
     assert_valid(document, "acceptance")
     (record,) = document["hosts"]
     assert record["verdict"] == "fail"
@@ -138,9 +169,11 @@ def test_ctrl_c_during_the_soak_stops_the_load_and_records_interrupted(
     rig: dict[str, str],
 ) -> None:
     out = Path(rig["RIG_TMP"]) / "accept.json"
+    env, _node, slurm = _slurm(rig)
     argv = [sys.executable, "-m", "gpuhost", "accept", "@local", "--duration", "60s",
-            "--skip", "ib", "--skip", "collective", "--json", str(out)]  # fmt: skip
-    proc = subprocess.Popen(argv, env=rig, cwd=REPO, stdout=subprocess.PIPE,
+            "--skip", "ib", "--skip", "collective", "--json", str(out),
+            "--gate", "slurm"]  # fmt: skip
+    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     load = Path(rig["GPUEMU_ROOT"]) / "run/gpuhost-lab-gpu/load"
     deadline = time.monotonic() + 60
@@ -156,6 +189,9 @@ def test_ctrl_c_during_the_soak_stops_the_load_and_records_interrupted(
     (record,) = json.loads(out.read_text())["hosts"]
     assert record["interrupted"] is True and record["verdict"] == "could-not-run"
     assert _processes_with(f"GPUEMU_ROOT={rig['GPUEMU_ROOT']}\0") == []  # no GEMM left running
+    # the gate never resumes an interrupted node
+    final = json.loads(slurm.read_text())
+    assert (final["state"], final["reason"]) == ("IDLE+DRAIN", "gpuhost: acceptance interrupted")
 
 
 def test_each_stage_fails_on_its_own_fault(rig: dict[str, str]) -> None:

@@ -225,3 +225,25 @@ def test_drivers_before_535_name_the_clock_events_throttle_reasons() -> None:
     )  # fmt: skip
     (finding,) = telemetry.clock_event_findings(telemetry.Series(0, "00000000:18:00.0", (sample,)))
     assert finding.rule == "gpu.clocks.power-brake"  # the specific reason, not HW slowdown too
+
+
+def test_the_kubernetes_gate_taints_before_and_removes_the_taint_only_on_a_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "kubectl.log"
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    gate.before("k8s", {"gpu1": "gpu1"})
+    assert gate.after("k8s", "gpu1", "fail", "telemetry: ...", False) == (
+        "Kubernetes node gpu1: tainted gpuhost.io/acceptance=fail:NoSchedule"
+    )
+    gate.after("k8s", "gpu1", "pass", None, True)  # interrupted: never cleared
+    gate.after("k8s", "gpu1", "pass", None, False)
+    assert log.read_text().splitlines() == [
+        "taint node gpu1 gpuhost.io/acceptance=running:NoSchedule --overwrite",
+        "taint node gpu1 gpuhost.io/acceptance=fail:NoSchedule --overwrite",
+        "taint node gpu1 gpuhost.io/acceptance=interrupted:NoSchedule --overwrite",
+        "taint node gpu1 gpuhost.io/acceptance:NoSchedule-",
+    ]

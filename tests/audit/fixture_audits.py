@@ -63,10 +63,27 @@ def _findings(entry: dict[str, Any]) -> set[str]:
     return {f"{f['rule']} [{f['severity']}] {f['message']}" for f in entry.get("findings", [])}
 
 
+def _without_new_keys(old: Any, new: Any) -> Any:
+    """``new`` without the mapping keys ``old`` does not have (fields a change added)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return {k: _without_new_keys(old[k], v) for k, v in new.items() if k in old}
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [_without_new_keys(o, n) for o, n in zip(old, new, strict=True)]
+    return new
+
+
 def compare(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """One line per host whose audit changed (a fact field the change added, on its own, is
+    counted in the last line instead)."""
     lines: list[str] = []
+    added_fields = 0
     for name in sorted(set(before) | set(after)):
         old, new = before.get(name), after.get(name)
+        if old is not None and new is not None and old != new:
+            if _without_new_keys(old, new) == old:
+                added_fields += 1
+                continue
+            new = {**new, "facts": _without_new_keys(old.get("facts"), new.get("facts"))}
         if old == new:
             continue
         if old is None or new is None:
@@ -81,6 +98,8 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
             lines.append("  facts differ")
         if old.get("verdict") != new.get("verdict"):
             lines.append(f"  verdict {old.get('verdict')} -> {new.get('verdict')}")
+    if added_fields:
+        lines.append(f"{added_fields} more hosts differ only by fact fields the change added")
     return lines
 
 

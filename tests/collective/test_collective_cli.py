@@ -245,7 +245,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, args, inventory_data, me
 
 
 def test_the_floor_of_the_nodes_class_from_the_data(tmp_path, capsys, monkeypatch):
-    """Eight H100 in gpuhost_gpus are data/fabric_classes.yaml's hgx-h100-8 (8 x 400 Gb/s
+    """Eight H100 in gpuhost_gpus are data/node_classes.yaml's hgx-h100-8gpu (8 x 400 Gb/s
     InfiniBand): the sourced floor, 0.9 x 368 GB/s; the real capture's 338.82 is below it."""
     inventory = tmp_path / "inv.py"
     data = {"gpuhost_gpus": ["NVIDIA H100 80GB HBM3"] * 8}

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpuhost.fabric import judge
-from gpuhost.fabric.expected import FabricExpectation, expectation, load_classes, node_class
+from gpuhost.fabric.expected import FabricExpectation, expectation, node_class
+from gpuhost.gpus.node_classes import load_classes
 from gpuhost.parsers.fabric import IommuInfo, parse_ib_sysfs, parse_lspci
 from gpuhost.parsers.topo import parse_topo
 
@@ -31,8 +32,8 @@ def ids(findings) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 def test_every_class_row_names_its_source_and_an_hgx_h100_matches() -> None:
-    assert all(row.source.strip() for row in load_classes())
-    assert hgx().name == "hgx-h100-8" and hgx().ports == 8 and hgx().rate_gbps == 400
+    assert all(row.fabric.source.strip() for row in load_classes() if row.fabric)
+    assert hgx().name == "hgx-h100-8gpu" and hgx().ports == 8 and hgx().rate_gbps == 400
     assert node_class(H100[:2]) is None  # two GPUs are no HGX board
     assert node_class(["Tesla T4"]) is None
 
@@ -44,7 +45,11 @@ def test_the_inventory_overrides_the_class_and_stands_alone() -> None:
         200.0,
         "InfiniBand",
     )
-    assert "gpuhost_fabric over hgx-h100-8" in over.source
+    assert "gpuhost_fabric over hgx-h100-8gpu" in over.source
+    node = expectation(H100, {"gpuhost_node": {"ports": 4, "gpus": 8}})
+    assert node is not None and node.ports == 4 and node.source.startswith(
+        "inventory data gpuhost_node over hgx-h100-8gpu"
+    )
     alone = expectation([], {"gpuhost_fabric": {"ports": 2, "link_layer": "Ethernet"}})
     assert alone is not None and alone.ports == 2 and not alone.peermem
     assert expectation([], {}) is None
@@ -130,7 +135,7 @@ def test_gpu_nic_affinity_from_the_topology() -> None:
 def test_a_node_class_alone_never_requires_a_fabric_the_inventory_does() -> None:
     assert judge.absent_reason([], None) == judge.NO_FABRIC
     why = judge.absent_reason([], hgx())
-    assert why is not None and "node class hgx-h100-8 has 8 InfiniBand ports" in why
+    assert why is not None and "node class hgx-h100-8gpu has 8 InfiniBand ports" in why
     required = expectation(H100, {"gpuhost_fabric": {"ports": 8}})
     assert judge.absent_reason([], required) is None
     assert required is not None and [f.rule for f in judge.port_findings([], required)] == [

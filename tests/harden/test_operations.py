@@ -104,3 +104,24 @@ def test_ruleset_is_persisted_only_after_confirmation():
     assert "/etc/gpuhost/nftables.nft" in confirm["args"][1]
     assert "nft -f /var/lib/gpuhost/firewall/revert.nft" in confirm["args"][2]
     assert "flush ruleset" not in json.dumps(commands)
+
+
+def test_facts_that_come_back_empty_are_one_line_not_a_traceback():
+    """pyinfra gives a fact's ``default()`` when its command prints nothing (a host whose shell
+    answers empty): SshdConfigFiles and FirewallState had None, so ``harden --dry`` died with
+    "'NoneType' object is not subscriptable". Now the drop-in operation says sshd_config is
+    missing (one line) and the firewall plans as on a host without gpuhost's table."""
+    from pyinfra.api.exceptions import OperationValueError
+
+    from gpuhost.facts.firewall import FirewallState
+    from gpuhost.facts.sshd import SshdConfigFiles
+    from gpuhost.operations import firewall, sshd
+
+    empty = {
+        "sshd.SshdConfigFiles": SshdConfigFiles.default(),
+        "firewall.FirewallState": FirewallState.default(),
+    }
+    with pytest.raises(OperationValueError, match="sshd_config is missing"):
+        run_operation(sshd.dropin, empty, [], {"content": "x\n"})
+    commands, noops = run_operation(firewall.ruleset, empty, [], {"content": "table inet x {}\n"})
+    assert commands and not noops

@@ -4,8 +4,8 @@ One host (h1) is GPU-shaped (tests/lab/gpu: eight emulated H100 SXM5, the lab re
 stand-in nvidia-smi) and gets the emulated fabric of tests/lab/fabric.py: /sys/class/infiniband
 built from a real 8x H100 node's capture (8 ConnectX-7 at 400 Gb/s NDR + a RoCE bond),
 nvidia_peermem in /sys/module, an lspci showing a PLX switch between a GPU and a NIC. What is
-expected comes from the data: the node class hgx-h100-8 of data/fabric_classes.yaml matches the
-eight GPUs nvidia-smi reports (no gpuhost_fabric in the inventory). Healthy, ``gpuhost audit``,
+expected comes from the data: the node class hgx-h100-8gpu of data/node_classes.yaml matches the
+eight GPUs nvidia-smi reports (no gpuhost_node in the inventory). Healthy, ``gpuhost audit``,
 ``gpuhost check --tier fabric`` and the health tier on the host (gpuhost copied there as
 test_cluster_lab does) find nothing; then every fault at once (a port down, a port at
 200 Gb/s, link_downed growing, nvidia_peermem unloaded, ACS on) and each gives its own finding

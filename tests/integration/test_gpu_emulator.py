@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,14 @@ def test_model_data_is_the_capture(name: str) -> None:
     assert (gpu.power.min, gpu.power.max) == (model["power"]["min"], model["power"]["max"])
     clocks = model["clocks"]
     assert (gpu.clocks.max_graphics, gpu.clocks.max_sm, gpu.clocks.max_mem) == (
-        clocks["max_graphics"], clocks["max_sm"], clocks["max_memory"])
-    assert [gpu.clocks.default_applications_graphics,
-            gpu.clocks.default_applications_mem] == clocks["default_applications"]
+        clocks["max_graphics"],
+        clocks["max_sm"],
+        clocks["max_memory"],
+    )
+    assert [
+        gpu.clocks.default_applications_graphics,
+        gpu.clocks.default_applications_mem,
+    ] == clocks["default_applications"]
     assert gpu.pcie.gen_max == model["pcie"]["gen"]
     assert gpu.pcie.width_max == model["pcie"]["width"]
     assert gpu.ecc.mode_current is model["ecc"]
@@ -46,8 +52,10 @@ def test_model_data_is_the_capture(name: str) -> None:
     assert model["bus_ids"][0] == gpu.pci_bus_id
     # the supported-clocks lists hold the max and the default application clocks
     smi = emulator.host_model(name, 1)
-    for graphics, memory in ([clocks["max_graphics"], clocks["max_memory"]],
-                             clocks["default_applications"]):
+    for graphics, memory in (
+        [clocks["max_graphics"], clocks["max_memory"]],
+        clocks["default_applications"],
+    ):
         assert graphics in _ladder(smi).get(memory, []), (name, graphics, memory)
 
 
@@ -55,7 +63,8 @@ def _ladder(model: dict) -> dict[int, list[int]]:  # type: ignore[type-arg]
     out = {}
     for entry in model["clocks"]["supported"]:
         out[entry["memory"]] = entry.get("graphics") or list(
-            range(entry["graphics_max"], entry["graphics_min"] - 1, -entry["step"]))
+            range(entry["graphics_max"], entry["graphics_min"] - 1, -entry["step"])
+        )
     return out
 
 
@@ -76,14 +85,20 @@ def host(tmp_path: Path):  # type: ignore[no-untyped-def]
     def make(model: str = "h100-sxm", count: int = 2, installed: str = "535.261.03"):  # type: ignore[no-untyped-def]
         (tmp_path / "etc/gpuhost-lab-gpu").mkdir(parents=True, exist_ok=True)
         (tmp_path / "etc/gpuhost-lab-gpu/model.json").write_text(
-            json.dumps(emulator.host_model(model, count)))
-        env = dict(os.environ, GPUEMU_ROOT=str(tmp_path), GPUEMU_INSTALLED=installed,
-                   GPUEMU_ROOT_USER="1")
+            json.dumps(emulator.host_model(model, count))
+        )
+        env = dict(
+            os.environ, GPUEMU_ROOT=str(tmp_path), GPUEMU_INSTALLED=installed, GPUEMU_ROOT_USER="1"
+        )
 
         def smi(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([sys.executable, str(emulator.EMULATOR), *args],
-                                  capture_output=True, text=True, env={**env, **extra},
-                                  check=False)
+            return subprocess.run(
+                [sys.executable, str(emulator.EMULATOR), *args],
+                capture_output=True,
+                text=True,
+                env={**env, **extra},
+                check=False,
+            )
 
         assert smi("boot").returncode == 0
         return smi
@@ -104,14 +119,20 @@ def test_reports_parse_to_the_model_and_follow_setters(host) -> None:  # type: i
         gpus = parse_output(smi("nvidia-smi", *fmt).stdout).gpus
         assert [g.persistence_mode for g in gpus] == [False, True]
         assert {g.clocks.applications_graphics for g in gpus} == {1800}
-    csv = smi("nvidia-smi", "--query-gpu=index,persistence_mode,clocks.applications.graphics",
-              "--format=csv,noheader,nounits").stdout
+    csv = smi(
+        "nvidia-smi",
+        "--query-gpu=index,persistence_mode,clocks.applications.graphics",
+        "--format=csv,noheader,nounits",
+    ).stdout
     assert csv == "0, Disabled, 1800\n1, Enabled, 1800\n"
     assert smi("nvidia-smi", "-rac").returncode == 0
     reset = parse_output(smi("nvidia-smi", "-q", "-x").stdout).gpus[0]
     assert reset.clocks.applications_graphics == 1980
-    assert smi("nvidia-smi", "-L").stdout.splitlines()[1].startswith(
-        "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-")
+    assert (
+        smi("nvidia-smi", "-L")
+        .stdout.splitlines()[1]
+        .startswith("GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-")
+    )
     ours = parse_topo(smi("nvidia-smi", "topo", "-m").stdout)
     assert ours is not None and ours.links["GPU0"]["GPU1"] == "NV18" and ours.nvlink
     # a new boot forgets persistence and clocks, like a real GPU
@@ -124,8 +145,10 @@ def test_refusals_use_nvidia_smi_texts_and_exit_codes(host) -> None:  # type: ig
     smi = host("t4", 1)
     bad = smi("nvidia-smi", "-ac", "5001,1591")
     assert bad.returncode == 0  # nvidia-smi treats it as a warning
-    assert bad.stdout.startswith('Specified clock combination "(MEM 5001, SM 1591)" is not '
-                                 "supported for GPU 00000000:00:1E.0.")
+    assert bad.stdout.startswith(
+        'Specified clock combination "(MEM 5001, SM 1591)" is not '
+        "supported for GPU 00000000:00:1E.0."
+    )
     assert "Treating as warning and moving on." in bad.stdout
     lmc = smi("nvidia-smi", "-lmc", "5001")  # Turing: no locked memory clocks
     assert lmc.stdout.startswith("Setting locked Memory clocks is not supported for GPU")
@@ -133,8 +156,10 @@ def test_refusals_use_nvidia_smi_texts_and_exit_codes(host) -> None:  # type: ig
     user = smi("nvidia-smi", "-ac", "5001,1590", GPUEMU_ROOT_USER="0")
     if os.geteuid() != 0:
         assert user.returncode == 4
-        assert user.stdout == ("The current user does not have permission to change clocks for "
-                               "GPU 00000000:00:1E.0.\nTerminating early due to previous errors.\n")
+        assert user.stdout == (
+            "The current user does not have permission to change clocks for "
+            "GPU 00000000:00:1E.0.\nTerminating early due to previous errors.\n"
+        )
 
 
 def test_faults_and_driver_states(host) -> None:  # type: ignore[no-untyped-def]
@@ -195,11 +220,23 @@ def test_spec_errors_are_one_line() -> None:
 def test_lab_inventory_carries_profile_and_gpu() -> None:
     from lab import toolfiles
 
-    state = {"name": "x", "state_dir": "/tmp/x", "proxy_url": "p", "repo_url": "r",
-             "repo_key_path": "k", "repo_key_path_on_host": "kh",
-             "hosts": [{"name": "h1", "address": "10.123.9.11", "gpu": ["t4", 1],
-                        "profile": "debian12-nonfree-535-security"},
-                       {"name": "h2", "address": "10.123.9.12"}]}
+    state = {
+        "name": "x",
+        "state_dir": "/tmp/x",
+        "proxy_url": "p",
+        "repo_url": "r",
+        "repo_key_path": "k",
+        "repo_key_path_on_host": "kh",
+        "hosts": [
+            {
+                "name": "h1",
+                "address": "10.123.9.11",
+                "gpu": ["t4", 1],
+                "profile": "debian12-nonfree-535-security",
+            },
+            {"name": "h2", "address": "10.123.9.12"},
+        ],
+    }
     namespace: dict = {}  # type: ignore[type-arg]
     exec(toolfiles.inventory(state), namespace)  # noqa: S102 - the file pyinfra would exec
     h1, h2 = (dict(data) for _name, data in namespace["lab_hosts"])
@@ -300,3 +337,28 @@ def test_fault_knobs_of_the_catalog_classes(host) -> None:  # type: ignore[no-un
         "inject clock-event=hw-thermal gpu=0"
     )
     assert "xid=154" in emulator.inject_command("xid=154")
+
+
+def test_under_load_the_telemetry_follows_the_captured_series(host, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A fresh load file (the GEMM stand-in's) makes GPU 1 busy: power, temperature and SM clock
+    are the rows of the captured dmon under gpu-burn, one per second, the last one held; HW
+    slowdown halves the clock; a stale load file is idle again."""
+    smi = host("h100-sxm", 2)
+    rows = MODELS["h100-sxm"]["load_series"]["rows"]
+    query = (
+        "--query-gpu=index,temperature.gpu,power.draw,clocks.sm,utilization.gpu,"
+        "clocks_event_reasons.hw_thermal_slowdown",
+        "--format=csv,noheader,nounits",
+    )
+    assert smi("nvidia-smi", *query).stdout.splitlines()[1] == "1, 30, 69.61, 345, 0, Not Active"
+    load = tmp_path / "run/gpuhost-lab-gpu/load"
+    load.mkdir(parents=True)
+    (load / "1").write_text(f"{time.time() - 30}\n")  # busy for 30 s: the last row, held
+    power, temp, clock = rows[-1]
+    busy = f"1, {temp}, {power:.2f}, {clock}, 100, Not Active"
+    assert smi("nvidia-smi", *query).stdout.splitlines()[1] == busy
+    assert smi("inject", "clock-event=hw-thermal", "gpu=1").returncode == 0
+    hot = smi("nvidia-smi", *query).stdout.splitlines()[1]
+    assert hot == f"1, {temp}, {power:.2f}, {clock // 2}, 100, Active"
+    os.utime(load / "1", (time.time() - 10, time.time() - 10))  # no longer touched: idle
+    assert smi("nvidia-smi", *query).stdout.splitlines()[1].startswith("1, 30, 69.61, 345, 0")

@@ -13,8 +13,10 @@ CLI as a user runs it:
    persistence daemon and gpuhost-clocks.service restore them at boot, audit and check agree;
 5. every fault knob makes its audit rule and its check fail, naming the fix.
 
-The hosts are shared by the tests of this module (in order) and get their plain shape back at
-the end.  About 5 minutes on an idle machine (provision downloads about 350 MB once per lab cache).
+The hosts are shared by the tests of this module and get their plain shape back at the end;
+provisioning them is a module fixture (``provisioned``) every test that needs it asks for, so
+each test also passes alone (selected by its node id), at no cost to the whole module's run.
+About 5 minutes on an idle machine (provision downloads about 350 MB once per lab cache).
 """
 
 from __future__ import annotations
@@ -128,16 +130,25 @@ def loop(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
             manager.set_shape(index, None, None)
 
 
-def test_provision_converges_and_reruns_change_nothing(loop: Loop) -> None:
+@pytest.fixture(scope="module")
+def provisioned(loop: Loop) -> tuple[subprocess.CompletedProcess[str], ...]:
+    """The hosts provisioned (with --reboot: the module loads at boot), then provisioned twice
+    more: the run after the reboot starts the persistence daemon and applies the clocks it
+    could not apply without a GPU, the last one changes nothing. (first, last)."""
     first = loop.gpuhost("provision", str(loop.inventory), "--reboot")
+    loop.gpuhost("provision", str(loop.inventory))
+    again = loop.gpuhost("provision", str(loop.inventory))
+    return first, again
+
+
+def test_provision_converges_and_reruns_change_nothing(
+    loop: Loop, provisioned: tuple[subprocess.CompletedProcess[str], ...]
+) -> None:
+    first, again = provisioned
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     for name in ("h1", "h2"):
         assert f"{name}: rebooted (driver 535.309.01 installed, no nvidia module loaded); " \
                "module 535.309.01 loaded" in first.stdout + first.stderr
-    # the module is loaded now: the run after the reboot starts the persistence daemon and
-    # applies the clocks it could not apply without a GPU; the next one changes nothing
-    loop.gpuhost("provision", str(loop.inventory))
-    again = loop.gpuhost("provision", str(loop.inventory))
     assert again.returncode == 0, again.stdout[-3000:]
     out = again.stdout + again.stderr
     assert "h1: ok, 0 changed" in out and "h2: ok, 0 changed" in out, out[-2000:]
@@ -150,6 +161,7 @@ def test_provision_converges_and_reruns_change_nothing(loop: Loop) -> None:
     assert loop.h1.run("test -x /usr/lib/nvidia/current/nvidia-smi.debian").returncode == 0
 
 
+@pytest.mark.usefixtures("provisioned")
 def test_audit_has_no_error_findings(loop: Loop) -> None:
     findings = loop.audit()
     errors = [f for f in findings if f["severity"] == "error"]
@@ -159,6 +171,7 @@ def test_audit_has_no_error_findings(loop: Loop) -> None:
         "matrix.driver.branch-eol"}, findings
 
 
+@pytest.mark.usefixtures("provisioned")
 def test_static_checks_pass_but_fabric_manager_on_the_hgx_board(loop: Loop) -> None:
     """Every static check passes, except one true finding: h1 is a full HGX H100 8-GPU board
     whose 4 NVSwitches need NVIDIA's fabric manager, which Debian non-free does not package, so
@@ -172,6 +185,7 @@ def test_static_checks_pass_but_fabric_manager_on_the_hgx_board(loop: Loop) -> N
     assert proc.returncode == 1
 
 
+@pytest.mark.usefixtures("provisioned")
 def test_persistence_and_clocks_restored_by_gpuhost_units_at_boot(loop: Loop) -> None:
     h2 = loop.h2
     query = "nvidia-smi --query-gpu=persistence_mode,clocks.applications.graphics," \
@@ -213,6 +227,7 @@ ROUNDS = {
         ("driver-mismatch", 2, None, "driver.library-mismatch", "test_driver", "reboot"),
     ],
 }
+@pytest.mark.usefixtures("provisioned")
 @pytest.mark.parametrize("round_name", list(ROUNDS))
 def test_fault_knobs_fail_audit_and_check_naming_the_fix(loop: Loop, round_name: str) -> None:
     faults = ROUNDS[round_name]

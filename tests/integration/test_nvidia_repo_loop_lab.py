@@ -16,7 +16,9 @@ packages of NVIDIA's names and versions, small; the GPU emulator answers as thei
    profile pins none; a framework's COULD-NOT-RUN on an emulated GPU would need PyTorch, GBs,
    on the host).
 
-The two hosts are shared by the tests of this module, in order. About 7 minutes.
+The two hosts are shared by the tests of this module; each profile's hosts are a module fixture
+(``on_cuda12``, ``on_cuda13``) the tests that need them ask for, so each test also passes alone
+(selected by its node id), at no cost to the module's run in order. About 7 minutes.
 """
 
 from __future__ import annotations
@@ -127,8 +129,25 @@ def _static_checks_pass(loop: Loop, profile: str) -> None:
     assert " passed" in out, out[-2000:]
 
 
-def test_cuda12_9_converges_audits_clean_and_checks_pass(loop: Loop) -> None:
+@pytest.fixture(scope="module")
+def on_cuda12(loop: Loop) -> Loop:
+    """The hosts provisioned with the CUDA 12.9 profile (they are, as the loop makes them)."""
     _converges(loop, CUDA12, "--reboot")
+    return loop
+
+
+@pytest.fixture(scope="module")
+def on_cuda13(loop: Loop) -> Loop:
+    """The hosts re-created (whatever an upgrade left) and provisioned with the CUDA 13.0
+    profile."""
+    for index, gpu in SHAPES.items():
+        loop.view.hosts[index - 1].record = loop.view.manager.set_shape(index, gpu, None)
+    _converges(loop, CUDA13, "--reboot")
+    return loop
+
+
+def test_cuda12_9_converges_audits_clean_and_checks_pass(on_cuda12: Loop) -> None:
+    loop = on_cuda12
     listing = loop.h1.run("nvidia-smi -L").stdout.splitlines()
     assert len(listing) == 8 and all("H100" in line for line in listing), listing
     smi = loop.h2.run("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader").stdout
@@ -141,7 +160,8 @@ def test_cuda12_9_converges_audits_clean_and_checks_pass(loop: Loop) -> None:
     _static_checks_pass(loop, CUDA12)
 
 
-def test_upgrade_from_cuda12_9_to_cuda13_0(loop: Loop) -> None:
+def test_upgrade_from_cuda12_9_to_cuda13_0(on_cuda12: Loop) -> None:
+    loop = on_cuda12
     state_dir = loop.workdir / "state"
     proc = loop.gpuhost("upgrade", str(loop.inventory(CUDA12)), "--to", CUDA13, "--canary", "1",
                         "--batch", "1", "--state-dir", str(state_dir), timeout=1500)
@@ -151,10 +171,8 @@ def test_upgrade_from_cuda12_9_to_cuda13_0(loop: Loop) -> None:
     assert {h: p.outcome for h, p in progress.items()} == {"h1": "upgraded", "h2": "upgraded"}
 
 
-def test_cuda13_0_on_fresh_hosts_converges_audits_clean_and_checks_pass(loop: Loop) -> None:
-    for index, gpu in SHAPES.items():  # whatever the upgrade above left: the hosts re-created
-        loop.view.hosts[index - 1].record = loop.view.manager.set_shape(index, gpu, None)
-    _converges(loop, CUDA13, "--reboot")
+def test_cuda13_0_on_fresh_hosts_converges_audits_clean_and_checks_pass(on_cuda13: Loop) -> None:
+    loop = on_cuda13
     for host in (loop.h1, loop.h2):
         marker = json.loads(host.run("cat /etc/gpuhost/profile").stdout)
         assert marker["profile"] == CUDA13, marker
@@ -167,9 +185,9 @@ def test_cuda13_0_on_fresh_hosts_converges_audits_clean_and_checks_pass(loop: Lo
 
 
 def test_functional_tier_fails_nothing_and_says_why_the_smoke_test_did_not_run(
-    loop: Loop,
+    on_cuda13: Loop,
 ) -> None:
-    failed, out = loop.failed_checks(CUDA13, "functional")
+    failed, out = on_cuda13.failed_checks(CUDA13, "functional")
     assert not failed, out[-4000:]
     for name in ("h1", "h2"):
         assert (f"ssh://{name}: smoke test COULD-NOT-RUN: python3 has neither torch nor "

@@ -118,12 +118,12 @@ def test_update_adds_a_cudnn_release_from_its_manifest(
     _clear()
     (row,) = [r for r in load_matrix().cudnn if r.version == NEW_CUDNN]
     assert (row.source, row.confidence) == ("cudnn-redist", "derived")
-    shipped = [r for r in load_matrix().cudnn if r.version == "9.17.0"][0]
+    shipped = [r for r in load_matrix().cudnn if r.version != NEW_CUDNN][-1]  # the newest known
     cuda12, cuda13 = row.packages
     assert cuda12.min_driver == "525.60.13" and cuda13.min_driver == "580.65.06"
     assert cuda13.cuda[-1] == "13.9" and "11.8" not in cuda12.cuda + cuda13.cuda
     assert cuda13.compute_capabilities == shipped.packages[-1].compute_capabilities
-    assert f"{NEW_CUDNN}.7 (2026-11-21)" in row.note and "9.17.0" in row.note
+    assert f"{NEW_CUDNN}.7 (2026-11-21)" in row.note and f"as cuDNN {shipped.version}" in row.note
     main(check)
     after = json.loads(capsys.readouterr().out)
     unknown = [f["message"] for f in before["findings"] if NEW_CUDNN in f["message"]]

@@ -189,13 +189,20 @@ def test_bad_as_of(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "--as-of" in err
 
 
-@pytest.mark.parametrize("os_id", ["windows", "rhel-9", "debian12"])
+@pytest.mark.parametrize("os_id", ["windows", "sles-15", "debian12"])
 def test_resolve_os_gpuhost_cannot_provision_is_bad_input(capsys, os_id: str) -> None:
     """Any --os was accepted and answered 'install from a profile for it', though no profile or
-    install path exists for it (RHEL has none)."""
+    install path exists for it (SUSE has none)."""
     code, out, err = _run(capsys, "matrix", "resolve", "--gpu", "T4", "--os", os_id, *AS_OF)
     assert code == 2 and out == "" and err.count("\n") == 1
     assert f"--os {os_id!r}: not an OS gpuhost can provision" in err and "debian-12" in err
+
+
+@pytest.mark.parametrize("os_id", ["rocky-9", "rhel-9", "almalinux-9", "ubuntu-24.04"])
+def test_resolve_os_names_the_profiles_of_an_os_gpuhost_provisions(capsys, os_id: str) -> None:
+    code, out, err = _run(capsys, "matrix", "resolve", "--gpu", "T4", "--os", os_id, *AS_OF)
+    assert code == 0 and err == ""
+    assert f"os {os_id}: provision it from a profile for {os_id}" in out
 
 
 @pytest.mark.parametrize("value", ["", " ", "\t"])

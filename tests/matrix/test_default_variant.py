@@ -114,8 +114,8 @@ def test_bundled_cudnn_checked_against_the_gpu() -> None:
     from gpuhost.matrix import build_matrix, default_matrix_path
 
     data = load_yaml(Path(default_matrix_path()).read_text(encoding="utf-8"))
-    row = dict(next(r for r in data["cudnn"] if r["version"] == "9.17.0"), version="9.17.1")
-    data["cudnn"].append(row)
+    at = next(i for i, r in enumerate(data["cudnn"]) if r["version"] == "9.17.0")
+    data["cudnn"].insert(at + 1, dict(data["cudnn"][at], version="9.17.1"))  # sorted after 9.17.0
     torch211 = next(r for r in data["pytorch"] if r["version"] == "2.11")
     for var in torch211["variants"]:  # arch lists dropped: only the cuDNN rule can speak
         for key in ("archs", "archs_source", "archs_confidence"):

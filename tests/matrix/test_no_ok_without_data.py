@@ -8,6 +8,7 @@ finding claims a fit that needs the missing fact."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -129,3 +130,64 @@ def test_the_audit_matrix_rule_keeps_the_unknowns(matrix: Matrix) -> None:
     assert severities["matrix.cudnn.unknown"] == "warning"
     assert severities["matrix.framework.unknown"] == "warning"
     assert "matrix.framework.ok" not in severities
+
+
+@pytest.mark.parametrize(
+    ("driver", "rule", "severity"),
+    [
+        ("575.57.08", "cuda.driver-floor", "error"),  # below the 13.x floor 580.65.06
+        ("580.95.05", "cuda.driver-minor-compat", "warning"),  # at or above it
+    ],
+)
+def test_a_cuda_minor_newer_than_the_data_is_judged_by_its_major_floor(
+    matrix: Matrix, driver: str, rule: str, severity: str
+) -> None:
+    """CUDA 13.4 (its Linux driver is no longer bundled, so the data has no exact minimum): the
+    driver is judged by NVIDIA's CUDA 13.x minor-version-compatibility floor, and the finding
+    says the exact floor is not in the data."""
+    found = {f.rule: f for f in check_stack(matrix, cuda="13.4", driver=driver, as_of=AS_OF)}
+    assert found[rule].severity == severity
+    assert "580.65.06" in found[rule].message
+    assert "the exact minimum driver of CUDA 13.4 is not in the matrix data" in found[rule].message
+    assert "cuda.driver" not in found  # never "meets CUDA 13.4"
+
+
+@pytest.mark.parametrize("cudnn", ["9.21.0", "9.24.0", "9.24.1"])
+def test_cudnn_after_917_is_known_from_its_redistrib_manifest(matrix: Matrix, cudnn: str) -> None:
+    """cuDNN 9.21 to 9.24.1: rows from NVIDIA's redistrib manifests (derived: driver floors per
+    CUDA major, compute capabilities as 9.17.0, the last support-matrix row)."""
+    found = {f.rule for f in check_stack(matrix, gpus=["H100"], cuda="13.0", cudnn=cudnn)}
+    assert "cudnn.unknown" not in found and not found & {"cudnn.cuda-range", "cudnn.arch"}
+    row = next(r for r in matrix.cudnn if r.version == cudnn)
+    assert row.confidence == "derived" and f"redistrib_{cudnn}.json" in matrix.url(row.source)
+
+
+@pytest.mark.parametrize("gpu", ["NVIDIA H100 80GB HBM3", "NVIDIA Mystery GPU 9000"])
+def test_profile_verify_on_a_gpu_the_data_lacks_is_not_ok(matrix: Matrix, gpu: str) -> None:
+    """``matrix profile verify`` runs the same rules (and the kernel-module ones): a built-in
+    profile is ok on an H100 and not ok on a GPU the data lacks, which it names."""
+    from gpuhost.matrix.profiles import load_profiles, verify_profile
+
+    profile = load_profiles()["nvidia-repo-580-cuda13.0"]
+    found = _compat(verify_profile(matrix, profile, [gpu], as_of=AS_OF))
+    if "Mystery" in gpu:
+        assert verdict(found) == "warning"
+        assert any(f.rule == "gpu.unknown" and gpu in f.message for f in found)
+    else:
+        assert verdict(found) == "ok", [f.message for f in found if f.severity != "info"]
+
+
+def test_matrix_show_names_what_a_tensorflow_wheel_is_built_for(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gpuhost.cli import main
+
+    assert main(["matrix", "show", "--framework", "tensorflow==2.17.0", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["archs"] == ["6.0", "7.0", "8.0", "8.9", "9.0+PTX"]
+    assert any(
+        url.endswith("tensorflow-2.17.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl")
+        for url in answer["sources"]
+    )
+    assert main(["matrix", "show", "--framework", "tensorflow==2.17.0"]) == 0
+    assert "built for       6.0, 7.0, 8.0, 8.9, 9.0+PTX" in capsys.readouterr().out

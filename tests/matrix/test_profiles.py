@@ -21,6 +21,7 @@ def test_required_builtin_profiles(matrix: Matrix) -> None:
         "debian12-nonfree-535-security",
         "nvidia-repo-580-cuda12.9",
         "nvidia-repo-580-cuda13.0",
+        "ubuntu-archive-580-server",
     ]
     deb = profiles["debian12-nonfree-535-security"]
     assert (deb.driver_version, deb.driver_branch, deb.source) == (

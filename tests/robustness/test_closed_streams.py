@@ -47,3 +47,35 @@ def test_closed_stdout_and_stdin_are_no_traceback(tmp_path):
     )
     assert "Traceback" not in rollback.stderr and rollback.returncode == 2
     assert rollback.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        "--help",
+        "audit --help",
+        "inventory check {inv}",
+        "audit {inv} --connect-timeout 1",
+        "snapshot list --state-dir {tmp}/state",
+        "provision {inv} --dry --connect-timeout 1",
+    ],
+)
+@pytest.mark.parametrize("closed", [">&-", "2>&-", ">&- 2>&- <&-"])
+def test_every_command_started_without_a_stream_exits_quietly_with_its_status(
+    tmp_path, args, closed
+):
+    """Each command that imports pyinfra raised AttributeError ('NoneType' object has no
+    attribute 'isatty', pyinfra's progress module on import) when stdout was closed. A closed
+    stream is now /dev/null (``terminal.reopen_closed_streams``): what goes there is dropped,
+    the exit status is the command's own."""
+    inventory = tmp_path / "inv.py"
+    inventory.write_text("gpu = [('n1', {'ssh_hostname': '127.0.0.1', 'ssh_port': 1})]\n")
+    line = args.format(inv=inventory, tmp=tmp_path)
+    run = subprocess.run(
+        f"{sys.executable} -m gpuhost {line} {closed}; echo rc=$?",
+        shell=True, capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
+        env=dict(os.environ, PYTHONWARNINGS="ignore"),
+    )  # with stderr closed a traceback is not seen, but its exit status 1 is
+    assert "Traceback" not in run.stderr + run.stdout
+    expected = "rc=1" if args.startswith(("audit {inv}", "provision")) else "rc=0"
+    assert run.stdout.strip().endswith(expected)

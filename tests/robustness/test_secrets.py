@@ -145,6 +145,37 @@ def test_provider_retries_must_be_a_whole_number(tmp_path, monkeypatch, value):
 
 
 @pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("username: [a, b]", "username: found ['a', 'b'], expected a non-empty string"),
+        ("project_name: null", "project_name: found None, expected a non-empty string"),
+        ("interface: null", "interface: found None"),
+        ("region: 5", "region: found 5"),
+        ("user_domain_name: {x: 1}", "user_domain_name: found {'x': 1}"),
+        ("auth_url: ''", "auth_url: found ''"),
+        ("regoin: RegionOne", "unknown key(s) for a openstack provider: regoin"),
+    ],
+)
+def test_provider_config_values_are_checked_by_type(tmp_path, monkeypatch, line, named):
+    """A list where a string belongs was turned into its text (username "['a', 'b']") and null
+    into "None" (interface), a misspelt key was ignored: each is one line now, before any host
+    is touched."""
+    monkeypatch.setenv("OS_PASSWORD", SECRET)
+    base = {"username": "u", "project_name": "p", "auth_url": "https://k/v3"}
+    key = line.split(":")[0]
+    text = "type: openstack\n" + "".join(f"{k}: {v}\n" for k, v in base.items() if k != key)
+    with pytest.raises(ConfigError) as caught:
+        load_provider_config(_provider(tmp_path, text + line + "\n"))
+    assert named in str(caught.value)
+
+
+def test_a_command_provider_with_an_unknown_key_is_refused(tmp_path):
+    text = "type: command\ncommand: 'true'\ntimeout: 5\n"
+    with pytest.raises(ConfigError, match="unknown key.*timeout; expected command, timeout_s"):
+        load_provider_config(_provider(tmp_path, text))
+
+
+@pytest.mark.parametrize(
     "data",
     [
         {"gpuhost_bundle": {"url": f"http://alice:{SECRET}@bundles:99999/b", "key_sha256": "0"}},

@@ -170,3 +170,48 @@ def test_a_recorded_option_is_checked_as_the_option_is(tmp_path, capsys, record,
     assert main(_upgrade(inv, state, "--resume", "--dry")) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"gpuhost: error: {journal.path}: ") and option in line, line
+
+
+@pytest.mark.parametrize("extra", [["--resume"], []])
+def test_a_second_upgrade_of_one_inventory_is_refused_before_any_work(tmp_path, capsys, extra):
+    """One upgrade per inventory (and state folder) at a time: its journal, new or resumed, has
+    one writer, whatever hosts each process selects."""
+    from gpuhost.upgrade.plan import inventory_lock
+
+    state = _state(tmp_path)
+    inv = _inventory(tmp_path)
+    journal = _interrupted(inv, state) if extra else None
+    with hold(state, [inventory_lock(str(inv))], "upgrade"):
+        code = main(_upgrade(inv, state, *extra, "--accept-audit", "driver.not-loaded"))
+    err = capsys.readouterr().err
+    assert code == 2 and "is in use by pid" in err and err.count("\n") == 1
+    if journal is not None:
+        assert [r["kind"] for r in journal.records()] == ["run"]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "{not json\n",
+        json.dumps({"kind": "run", "schema": 1, "inventory": "/elsewhere/inv.py"}) + "\n{bad\n",
+    ],
+)
+def test_a_damaged_journal_of_another_inventory_does_not_block_this_one(
+    tmp_path, capsys, damage
+):
+    """find_resumable read every journal of the state folder whole: another inventory's damaged
+    journal (a newer one, read first) made --resume of this inventory exit 2. A journal whose
+    header names another inventory is now skipped unread; one with no readable header cannot
+    be told apart from this inventory's and is still refused (first case)."""
+    state = _state(tmp_path)
+    inv = _inventory(tmp_path)
+    _interrupted(inv, state)
+    (state / "runs" / "upgrade-99991231T000000000000Z.jsonl").write_text(damage)
+
+    code = main(_upgrade(inv, state, "--resume", "--dry"))
+
+    err = capsys.readouterr().err
+    if damage.startswith("{not"):
+        assert code == 2 and "unreadable upgrade journal line" in err
+    else:
+        assert code == 0, err

@@ -387,12 +387,18 @@ def data_floors(gpu_name: str | None) -> dict[str, tuple[float, str]]:
     return found
 
 
-def _floors(doc: Mapping[str, Any], given: Mapping[str, float]) -> dict[str, float]:
+def _floors(
+    doc: Mapping[str, Any], given: Mapping[str, float]
+) -> tuple[dict[str, float], dict[str, str]]:
+    """(floor per stage, where it comes from): the data's, the user's over them."""
     report = smi_report((doc.get("stages") or {}).get("inventory") or {})
     name = report.gpus[0].name if report is not None else None
-    floors = {stage: value for stage, (value, _origin) in data_floors(name).items()}
+    found = data_floors(name)
+    floors = {stage: value for stage, (value, _origin) in found.items()}
+    origins = {stage: origin for stage, (_value, origin) in found.items()}
     floors.update(given)  # the user's floor wins
-    return floors
+    origins.update(dict.fromkeys(given, "--floor (the user's)"))
+    return floors, origins
 
 
 def judge_host(
@@ -400,7 +406,7 @@ def judge_host(
 ) -> list[StageResult]:
     """The agent-run stages of one host (ib and collective are judged across hosts)."""
     stages = doc.get("stages") or {}
-    floors = _floors(doc, options.floors)
+    floors, origins = _floors(doc, options.floors)
     judged = {
         "inventory": lambda: judge_inventory(stages.get("inventory") or {}, host_data),
         "dcgm": lambda: judge_dcgm(stages.get("dcgm")),
@@ -420,7 +426,13 @@ def judge_host(
             out.append(could_not_run(name, why))
         else:
             out.append(run())
-    return out
+    by_stage = {"soak": "gemm", "nvbandwidth": "nvbandwidth", "nccl": "nccl"}
+    return [
+        replace(r, measured={**r.measured, "floor_source": origins[by_stage[r.stage]]})
+        if by_stage.get(r.stage) in origins and r.floors
+        else r
+        for r in out
+    ]
 
 
 def host_verdict(stages: Sequence[StageResult]) -> str:

@@ -41,6 +41,7 @@ from gpuhost.accept.telemetry import load_limits
 from gpuhost.checks_support.inventory import LOCAL, CheckHost, load_hosts, ssh_config
 from gpuhost.errors import GpuhostError
 from gpuhost.inventory.contract import value
+from gpuhost.locks import Lease, acquire, host_locks
 from gpuhost.output import check_output_path, write_output
 from gpuhost.signals import StopOnSignals
 
@@ -60,9 +61,7 @@ def _progress(run: HostRun, echo: Echo) -> Callable[[str], None]:
         first = stage not in run.last_progress
         if first or now - run.last_progress[stage] >= PROGRESS_EVERY_S:
             run.last_progress[stage] = now
-            shown = (
-                f"{stage} started" if counts == "0/1" else f"{stage} {counts.replace('/', '/')} s"
-            )
+            shown = f"{stage} started" if counts == "0/1" else f"{stage} {counts} s"
             echo(f"{run.host.name}: {shown}")
 
     return said
@@ -146,25 +145,33 @@ def _outputs(request: AcceptRequest) -> dict[str, str]:
     return {option: path for option, path in given.items() if path}
 
 
-def _setup(request: AcceptRequest) -> tuple[list[HostRun], dict[str, str], str | None]:
+def _setup(
+    request: AcceptRequest,
+) -> tuple[list[HostRun], dict[str, str], str | None, Lease]:
     for option, path in _outputs(request).items():
         check_output_path(path, f"--{option}")
     hosts = load_hosts(request.inventory, request.limit)
+    # one writer per host (provision, upgrade, another acceptance run): refused, never waited
+    lease = acquire(request.state_dir, host_locks(h.name for h in hosts), "accept")
     names: dict[str, str] = {}
-    if request.options.gate:
-        names = gate.node_names([(h.name, h.data) for h in hosts], request.options.gate)
-        gate.before(request.options.gate, names)
+    try:
+        if request.options.gate:
+            names = gate.node_names([(h.name, h.data) for h in hosts], request.options.gate)
+            gate.before(request.options.gate, names)
+    except BaseException:
+        lease.release()
+        raise
     folder = None if request.inventory == LOCAL else tempfile.mkdtemp(prefix="gpuhost-accept-")
     config = None
     if folder:
         config = Path(folder, "ssh_config")
         config.write_text(ssh_config(hosts, folder))
-    return [HostRun(h, Remote(h, config)) for h in hosts], names, folder
+    return [HostRun(h, Remote(h, config)) for h in hosts], names, folder, lease
 
 
 def run_accept(request: AcceptRequest, echo: Echo) -> int:
     """The run (module docstring); exit 0 when every host passed, else 1."""
-    runs, names, folder = _setup(request)
+    runs, names, folder, lease = _setup(request)
     options = request.options
     try:
         echo(
@@ -193,6 +200,7 @@ def run_accept(request: AcceptRequest, echo: Echo) -> int:
             for run in runs:
                 run.remote.close()
             shutil.rmtree(folder, ignore_errors=True)
+        lease.release()
 
 
 def _finish(

@@ -23,10 +23,11 @@ from gpuhost.findings import (
 from gpuhost.findings import (
     verdict as verdict_of,
 )
+from gpuhost.gpus.catalog import labelled
+from gpuhost.gpus.node_classes import firmware_baseline, node_override
 from gpuhost.parsers.profile_marker import MARKER_PATH
 
 PROFILE_KEY = "gpuhost_profile"
-EXPECT_KEY = "gpuhost_expect"
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ def _context(
     results: tuple[RuleResult, ...],
     fabric_previous: dict[str, dict[str, int]] | None = None,
 ) -> AuditContext:
-    gpu_names = [gpu.name or "" for gpu in facts.driver.smi.gpus] if facts.driver.smi.ok else []
+    gpus = facts.driver.smi.gpus if facts.driver.smi.ok else []
+    gpu_names = [labelled(gpu.name or "", gpu.pci_device_id) for gpu in gpus]
     return replace(
         _profile_context(facts, host_data, settings, results),
         fabric_expected=expectation(gpu_names, host_data),
@@ -139,16 +141,23 @@ def audit_host(
     ctx = replace(
         _context(facts, host_data, settings, from_matrix, fabric_previous),
         node=node_expectation(facts, host_data),
+        firmware=firmware_baseline(_first_gpu(facts), host_data),
     )
     return HostReport(name, True, facts, tuple(run_rules(ctx)))
 
 
 def node_expectation(facts: HostFacts, host_data: Mapping[str, Any]) -> NodeExpectation | None:
     """What the node should have: its first GPU's node class with the inventory's
-    ``gpuhost_expect`` over it (checked by the inventory contract)."""
+    override (``gpuhost_node``, older ``gpuhost_expect``) over it (checked by the inventory
+    contract)."""
     gpus = facts.driver.smi.gpus if facts.driver.smi.ok else []
-    override = host_data.get(EXPECT_KEY)
-    return expectation_for(gpus[0].name if gpus else None, override or None, len(gpus))
+    return expectation_for(_first_gpu(facts), node_override(host_data), len(gpus))
+
+
+def _first_gpu(facts: HostFacts) -> str | None:
+    """The first GPU nvidia-smi reported, with its PCI ID (what the node classes match on)."""
+    gpus = facts.driver.smi.gpus if facts.driver.smi.ok else []
+    return labelled(gpus[0].name, gpus[0].pci_device_id) if gpus and gpus[0].name else None
 
 
 def _host_error(

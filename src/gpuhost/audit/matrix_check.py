@@ -22,7 +22,20 @@ from gpuhost.findings import WARNING, Finding, RuleResult, rule_doc, split_fix
 RULE = "matrix"
 
 
-def stack_inputs(facts: HostFacts) -> dict[str, Any]:
+def _gpus(facts: HostFacts, matrix: Any) -> list[str]:
+    """Each GPU by nvidia-smi's name; with the PCI ID it reported where the name alone is not
+    known (a name the table view cut short, "Graphics Device"): the ID then decides."""
+    from gpuhost.gpus.catalog import labelled
+    from gpuhost.matrix.gpus import gpu_info
+
+    return [
+        g.name if gpu_info(matrix, g.name) is not None else labelled(g.name, g.pci_device_id)
+        for g in facts.driver.smi.gpus
+        if g.name
+    ]
+
+
+def stack_inputs(facts: HostFacts, matrix: Any) -> dict[str, Any]:
     """The values check_stack judges, read from the host (None where the host has none)."""
     frameworks = []
     for fw in facts.frameworks:
@@ -31,7 +44,7 @@ def stack_inputs(facts: HostFacts) -> dict[str, Any]:
         if fw.tensorflow_version:
             frameworks.append(f"tensorflow=={fw.tensorflow_version}")
     return {
-        "gpus": [g.name for g in facts.driver.smi.gpus if g.name],
+        "gpus": _gpus(facts, matrix),
         "driver": loaded_driver_version(facts) or userspace_driver_version(facts),
         "cudnn": facts.cudnn.version,
         "frameworks": sorted(set(frameworks)),
@@ -44,7 +57,7 @@ def matrix_results(facts: HostFacts, matrix: Any) -> tuple[RuleResult, ...]:
     from gpuhost.matrix import check_stack
     from gpuhost.matrix.check import judged_set
 
-    inputs = stack_inputs(facts)
+    inputs = stack_inputs(facts, matrix)
     if not any(inputs.values()) and not facts.cuda.toolkits and not facts.cuda.nvcc_version:
         return (RuleResult(RULE, skipped="no GPU, driver, CUDA, cuDNN or framework to judge"),)
     findings: list[Finding] = []

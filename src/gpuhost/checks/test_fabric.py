@@ -50,7 +50,7 @@ def test_fabric_ports(facts: HostFacts, fabric: FabricView) -> None:
     if fabric.expected is None:
         pytest.skip(
             f"{facts.name}: {len(fabric.facts.ports)} RDMA port(s) but no expected count or "
-            "rate (no node class of data/fabric_classes.yaml matches; set gpuhost_fabric)"
+            "rate (no node class of data/node_classes.yaml matches; set gpuhost_node)"
         )
     _fail(facts, "fabric ports", judge.port_findings(fabric.facts.ports, fabric.expected))
 
@@ -73,7 +73,7 @@ def test_gpudirect_rdma(facts: HostFacts, fabric: FabricView) -> None:
     """nvidia_peermem loaded (or DMA-BUF possible) where the node class asks for GPUDirect."""
     _applies(fabric)
     if fabric.expected is None or not fabric.expected.peermem:
-        pytest.skip(f"{facts.name}: GPUDirect RDMA not required (node class / gpuhost_fabric)")
+        pytest.skip(f"{facts.name}: GPUDirect RDMA not required (node class / gpuhost_node)")
     flavor = facts.module.flavor if facts.module else None
     findings = judge.gpudirect_findings(
         fabric.facts.peermem, fabric.expected, fabric.kernel, flavor

@@ -26,6 +26,8 @@ from gpuhost.faults.judge import (
     xid_findings,
 )
 from gpuhost.faults.node_class import expectation_for
+from gpuhost.gpus.catalog import labelled
+from gpuhost.gpus.node_classes import node_override
 from gpuhost.operations.clocks import UNIT_NAME as CLOCKS_UNIT
 from gpuhost.parsers.smi_misc import parse_nvlink_errors, parse_nvlink_status
 
@@ -148,12 +150,15 @@ def test_clocks_fabric_and_recovery(facts: HostFacts) -> None:
 
 def test_node_class_and_nvlink(facts: HostFacts, inventory_data: dict[str, Any]) -> None:
     """The node has what its GPU model's node class (data/node_classes.yaml) and the inventory's
-    gpuhost_expect say: GPU count, memory, PCIe width (gpu.missing, gpu.memory, gpu.pcie-width);
-    every NVLink link active and as many as expected, no NVLink error counted (gpu.nvlink.down,
-    gpu.nvlink.errors). A GPU model without a class and no gpuhost_expect: NVLink only."""
+    override (gpuhost_node, older gpuhost_expect) say: GPU count, memory, PCIe width
+    (gpu.missing, gpu.memory, gpu.pcie-width); every NVLink link active and as many as expected,
+    no NVLink error counted (gpu.nvlink.down, gpu.nvlink.errors). A GPU model without a class
+    and no override: NVLink only."""
     report = need_gpus(facts)
     expect = expectation_for(
-        report.gpus[0].name, inventory_data.get("gpuhost_expect"), len(report.gpus)
+        labelled(report.gpus[0].name or "", report.gpus[0].pci_device_id),
+        node_override(inventory_data),
+        len(report.gpus),
     )
     found = expectation_findings(report, expect) if expect is not None else []
     try:

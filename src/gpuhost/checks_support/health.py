@@ -186,11 +186,12 @@ def _node_findings(inputs: HealthInputs, report: SmiReport) -> list[Finding]:
     from gpuhost.checks_support.xid import parse_kernel_log, xid_events
     from gpuhost.faults.judge import expectation_findings, nvlink_findings, xid_findings
     from gpuhost.faults.node_class import expectation_for
+    from gpuhost.gpus.catalog import labelled
     from gpuhost.parsers.smi_misc import parse_nvlink_status
 
-    expect = expectation_for(
-        report.gpus[0].name if report.gpus else None, None, len(report.gpus)
-    )
+    first = report.gpus[0] if report.gpus else None
+    name = labelled(first.name, first.pci_device_id) if first and first.name else None
+    expect = expectation_for(name, None, len(report.gpus))
     found = expectation_findings(report, expect) if expect is not None else []
     if inputs.nvlink_output is not None:
         with contextlib.suppress(ParseError):  # an error text: nothing judged from it

@@ -20,7 +20,13 @@ import click
 from gpuhost import __version__, signals
 from gpuhost.errors import EXIT_FINDINGS, EXIT_USAGE, GpuhostError
 from gpuhost.escape import StreamError
-from gpuhost.terminal import colour_allowed, escaping_streams, quiet_stream, tolerant_streams
+from gpuhost.terminal import (
+    colour_allowed,
+    escaping_streams,
+    quiet_stream,
+    reopen_closed_streams,
+    tolerant_streams,
+)
 
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
@@ -75,6 +81,7 @@ def _quit_now(signum: int, line: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return (and exit with) 0 ok, 1 findings/incompatible, 2 bad input, 130 on
     SIGINT (Ctrl-C) and 143 on SIGTERM, each with one line."""
+    reopen_closed_streams()
     with escaping_streams():
         return _main(argv)
 

@@ -1,10 +1,13 @@
-"""Bus-bandwidth floors of the collective test (``data/collective_floors.yaml``).
+"""Bus-bandwidth floors of the collective test: ``fraction`` (``data/collective_floors.yaml``) of
+the sourced reference of a node class (``data/node_classes.yaml``, ``collective:``; the board's
+GPUs and fabric, gpuhost.gpus.node_classes).
 
-``load_floors()`` validates the file (every row cites a known source, numbers positive, one row
-per GPU name and fabric); ``resolve_floor(floors, gpus, fabric, user_floor)`` gives the floor a
-run is judged against: the user's own (``--floor`` / ``gpuhost_collective_floor``) when given,
-else ``fraction`` x the sourced reference of the nodes' GPU model and fabric (a ``Fabric``: the
-compute ports, their rate and link layer, as ``gpuhost.fabric.expected`` gives a node's).
+``load_floors()`` validates the fraction file and takes the node classes' references (each
+citing a known source and confidence); ``resolve_floor(floors, gpus, fabric, user_floor)`` gives
+the floor a run is judged against: the user's own (``--floor`` / ``gpuhost_collective_floor``)
+when given, else ``fraction`` x the sourced reference of the nodes' GPU model and fabric (a
+``Fabric``: the compute ports, their rate and link layer, as ``gpuhost.fabric.expected`` gives a
+node's).
 Without either there is no floor: a ConfigError saying what to give (a floor nobody can
 source is never invented).
 """
@@ -12,15 +15,15 @@ source is never invented).
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from gpuhost.errors import ConfigError, MatrixError
-from gpuhost.fabric.expected import LINK_LAYERS
-from gpuhost.matrix.model import Source
-from gpuhost.matrix.peaks import cited, name_key, read_sources, text_field
+from gpuhost.gpus.node_classes import NodeClass, load_classes
+from gpuhost.matrix.load import CONFIDENCES
+from gpuhost.matrix.peaks import read_sources
 from gpuhost.matrix.yamlfile import read_mapping
 
 FILE = "collective_floors.yaml"
@@ -40,13 +43,17 @@ class Fabric:
 
 @dataclass(frozen=True)
 class FloorRow:
-    gpus: tuple[str, ...]
+    node_class: NodeClass
     fabric: Fabric
     reference_busbw_gbs: float
     source: str
     url: str
     confidence: str
     how: str
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        return self.node_class.gpu_names
 
 
 @dataclass(frozen=True)
@@ -55,9 +62,10 @@ class Floors:
     rows: tuple[FloorRow, ...]
 
     def find(self, gpu: str, fabric: Fabric) -> FloorRow | None:
-        wanted = name_key(gpu)
+        """The reference of the node class ``gpu`` (a name or a PCI ID) belongs to, over
+        ``fabric``."""
         for row in self.rows:
-            if row.fabric == fabric and wanted in {name_key(n) for n in row.gpus}:
+            if row.fabric == fabric and row.node_class.has(gpu):
                 return row
         return None
 
@@ -92,68 +100,38 @@ def _positive(value: Any, where: str, problems: list[str]) -> float:
     return float(value)
 
 
-def _fabric(raw: Any, where: str, problems: list[str]) -> Fabric:
-    if not isinstance(raw, dict) or raw.get("link_layer") not in LINK_LAYERS:
-        problems.append(
-            f"{where}: found {raw!r}, expected {{ports, rate_gbps, link_layer}} with link_layer "
-            f"one of {', '.join(LINK_LAYERS)}"
+def _rows(problems: list[str]) -> tuple[FloorRow, ...]:
+    """The node classes' collective references (those with a fabric to run over)."""
+    rows = []
+    for node_class in load_classes():
+        ref, spec = node_class.collective, node_class.fabric
+        if ref is None or spec is None:
+            continue
+        if ref.confidence not in CONFIDENCES:
+            problems.append(
+                f"node class {node_class.name}.collective.confidence: found {ref.confidence!r}, "
+                f"expected one of {', '.join(CONFIDENCES)}"
+            )
+        fabric = Fabric(spec.ports, spec.rate_gbps, spec.link_layer)
+        rows.append(
+            FloorRow(node_class, fabric, ref.reference_busbw_gbs, ref.source, ref.url,
+                     ref.confidence, ref.how)  # fmt: skip
         )
-        return Fabric(0, 0.0, "")
-    ports = raw.get("ports")
-    if isinstance(ports, bool) or not isinstance(ports, int) or ports < 1:
-        problems.append(f"{where}.ports: found {ports!r}, expected a positive integer")
-        ports = 0
-    rate = _positive(raw.get("rate_gbps"), f"{where}.rate_gbps", problems)
-    return Fabric(ports, rate, str(raw["link_layer"]))
-
-
-def _row(raw: Any, where: str, sources: Mapping[str, Source], problems: list[str]) -> FloorRow:
-    if not isinstance(raw, dict):
-        problems.append(f"{where}: expected a mapping")
-        return FloorRow((), Fabric(0, 0.0, ""), 0.0, "", "", "", "")
-    gpus = raw.get("gpus")
-    if not isinstance(gpus, list) or not gpus or not all(isinstance(g, str) for g in gpus):
-        problems.append(f"{where}.gpus: found {gpus!r}, expected a list of GPU names")
-        gpus = []
-    source, confidence = cited(raw, where, sources, problems)
-    return FloorRow(
-        gpus=tuple(gpus),
-        fabric=_fabric(raw.get("fabric"), f"{where}.fabric", problems),
-        reference_busbw_gbs=_positive(
-            raw.get("reference_busbw_gbs"), f"{where}.reference_busbw_gbs", problems
-        ),
-        source=source,
-        url=sources[source].url if source in sources else "",
-        confidence=confidence,
-        how=text_field(raw, "how", where, problems),
-    )
+    return tuple(rows)
 
 
 def _load(path: str) -> Floors:
-    data = read_mapping(path, "schema, fraction, sources and floors")
+    data = read_mapping(path, "schema, fraction, fraction_source and sources")
     problems: list[str] = []
-    if data.get("schema") != 1:
-        problems.append(f"schema: found {data.get('schema')!r}, expected 1")
+    if data.get("schema") != 2:
+        problems.append(f"schema: found {data.get('schema')!r}, expected 2")
     fraction = _positive(data.get("fraction"), "fraction", problems)
     if fraction > 1:
         problems.append(f"fraction: found {fraction!r}, expected at most 1")
     sources = read_sources(data, problems)
     if data.get("fraction_source") not in sources:
         problems.append("fraction_source: expected a key of sources")
-    raw_rows = data.get("floors")
-    if not isinstance(raw_rows, list):
-        problems.append("floors: expected a list of rows")
-        raw_rows = []
-    rows = tuple(_row(r, f"floors[{i}]", sources, problems) for i, r in enumerate(raw_rows))
-    seen: dict[tuple[str, Fabric], int] = {}
-    for index, row in enumerate(rows):
-        for gpu in row.gpus:
-            key = (name_key(gpu), row.fabric)
-            if key in seen:
-                problems.append(
-                    f"floors[{index}].gpus: {gpu!r} on {row.fabric} is already floors[{seen[key]}]"
-                )
-            seen[key] = index
+    rows = _rows(problems)
     if problems:
         raise MatrixError(path, problems)
     return Floors(fraction, rows)
@@ -177,10 +155,10 @@ def resolve_floor(
                 row.url,
             )
     known = sorted({str(row.fabric) for row in floors.rows})
-    described = fabric or "unknown (no node class of data/fabric_classes.yaml, no gpuhost_fabric)"
+    described = fabric or "unknown (no node class of data/node_classes.yaml, no gpuhost_node)"
     found = f"GPUs {', '.join(models) or 'not given (gpuhost_gpus)'}, fabric {described}"
     raise ConfigError(
-        f"collective: no sourced bus-bandwidth floor for {found} (data/{FILE} has rows for "
-        f"fabrics {'; '.join(known)} with their GPU models): give your own floor with --floor "
-        "GB/s or inventory data gpuhost_collective_floor"
+        f"collective: no sourced bus-bandwidth floor for {found} (data/node_classes.yaml has "
+        f"references for fabrics {'; '.join(known)} with their GPU models): give your own floor "
+        "with --floor GB/s or inventory data gpuhost_collective_floor"
     )

@@ -47,6 +47,7 @@ class PackagePlan:
     dkms_package: str = ""
     repo_folder: str = ""
     crb: str = ""
+    epel_release: str = ""  # the OS's package enabling EPEL (Rocky, Alma); "" on RHEL
 
     @property
     def locked(self) -> list[str]:
@@ -254,4 +255,5 @@ def _dnf_fields(entry: dict, spec: DesiredState, values: dict[str, str]) -> dict
         "dkms_package": str(entry.get("dkms_package") or ""),
         "repo_folder": str(repository.get("folder") or ""),
         "crb": str(repository.get("crb") or ""),
+        "epel_release": str(repository.get("epel_release") or ""),
     }

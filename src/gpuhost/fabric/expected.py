@@ -1,30 +1,35 @@
-"""What a host's fabric should be: the node class of data/fabric_classes.yaml its GPUs match,
-with inventory data ``gpuhost_fabric`` over it (validated by gpuhost.inventory.contract)."""
+"""What a host's fabric should be: the fabric of the node class (data/node_classes.yaml,
+gpuhost.gpus.node_classes) its GPUs are, when it shows the class's full GPU count, with the
+inventory's override (``gpuhost_node``, older ``gpuhost_fabric``; validated by
+gpuhost.inventory.contract) over it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cache
-from importlib import resources
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import ConfigDict, Field, StrictBool, StrictFloat, StrictInt, with_config
 from typing_extensions import TypedDict
 
-from gpuhost.datafiles import load_yaml
-from gpuhost.errors import ConfigError
+from gpuhost.gpus.node_classes import (
+    FABRIC_FIELDS,
+    LINK_LAYERS,
+    NodeClass,
+    class_of,
+    node_override,
+)
 
-DATA_FILE = "fabric_classes.yaml"
-OVERRIDE_KEY = "gpuhost_fabric"
-FIELDS = ("ports", "rate_gbps", "link_layer", "peermem")
-LINK_LAYERS = ("InfiniBand", "Ethernet")
+__all__ = ["LINK_LAYERS", "FabricExpectation", "FabricOverride", "expectation", "node_class"]
+
+OVERRIDE_KEYS = ("gpuhost_node", "gpuhost_fabric")
+FIELDS = FABRIC_FIELDS
 
 
 @with_config(ConfigDict(extra="forbid", strict=True))
 class FabricOverride(TypedDict, total=False):
-    """Inventory data ``gpuhost_fabric`` (validated by gpuhost.inventory.contract)."""
+    """Inventory data ``gpuhost_fabric`` (the fabric half of ``gpuhost_node``; validated by
+    gpuhost.inventory.contract)."""
 
     ports: Annotated[StrictInt, Field(ge=0, le=4096)]
     rate_gbps: Annotated[StrictInt | StrictFloat, Field(gt=0, le=1e6, allow_inf_nan=False)]
@@ -49,62 +54,46 @@ class FabricExpectation:
     required: bool = False
 
 
-def _row(raw: Any, index: int) -> FabricExpectation:
-    where = f"{DATA_FILE}: classes[{index}]"
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping, found {type(raw).__name__}")
-    try:
-        row = FabricExpectation(
-            name=str(raw["name"]),
-            ports=int(raw["ports"]),
-            rate_gbps=float(raw["rate_gbps"]),
-            link_layer=str(raw["link_layer"]),
-            peermem=bool(raw["peermem"]),
-            source=str(raw["source"]),
-            gpu=tuple(str(word) for word in raw["gpu"]),
-            gpus=int(raw["gpus"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}: missing or bad field ({exc})") from None
-    if row.link_layer not in LINK_LAYERS or not row.source.strip():
-        raise ConfigError(f"{where}: expected link_layer in {LINK_LAYERS} and a source")
-    return row
-
-
-@cache
-def load_classes() -> tuple[FabricExpectation, ...]:
-    text = resources.files("gpuhost.data").joinpath(DATA_FILE).read_text(encoding="utf-8")
-    try:
-        data = load_yaml(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{DATA_FILE}: not valid YAML ({exc})") from None
-    rows = data.get("classes") if isinstance(data, dict) else None
-    if not isinstance(rows, list):
-        raise ConfigError(f"{DATA_FILE}: expected a 'classes' list")
-    return tuple(_row(raw, i) for i, raw in enumerate(rows))
+def _expected(node_class: NodeClass) -> FabricExpectation | None:
+    spec = node_class.fabric
+    if spec is None:
+        return None
+    return FabricExpectation(
+        name=node_class.name,
+        ports=spec.ports,
+        rate_gbps=spec.rate_gbps,
+        link_layer=spec.link_layer,
+        peermem=spec.peermem,
+        source=spec.source,
+        gpu=node_class.gpu_names,
+        gpus=node_class.values.get("gpus"),
+    )
 
 
 def node_class(gpu_names: Sequence[str]) -> FabricExpectation | None:
-    """The first class whose words every GPU name has and whose count is the host's."""
+    """The fabric of the node class every GPU belongs to, when the host shows its full count
+    (a 2-GPU test box with H100 cards is no HGX node)."""
     if not gpu_names:
         return None
-    for row in load_classes():
-        if row.gpus == len(gpu_names) and all(
-            all(word.lower() in name.lower() for word in row.gpu) for name in gpu_names
-        ):
-            return row
-    return None
+    found = class_of(gpu_names[0])
+    if found is None or found.values.get("gpus") != len(gpu_names):
+        return None
+    if not all(found.has(name) for name in gpu_names):
+        return None
+    return _expected(found)
 
 
 def expectation(gpu_names: Sequence[str], host_data: Mapping[str, Any]) -> FabricExpectation | None:
-    """The host's expectation: its class with ``gpuhost_fabric`` over it (None: neither)."""
+    """The host's expectation: its class with the inventory's override (``gpuhost_node``, older
+    ``gpuhost_fabric``) over it (None: neither)."""
     found = node_class(gpu_names)
-    override = host_data.get(OVERRIDE_KEY)
-    if not isinstance(override, Mapping) or not override:
-        return found
+    override = node_override(host_data)
     given = {k: override[k] for k in FIELDS if k in override}
+    if not given:
+        return found
     if "rate_gbps" in given:
         given["rate_gbps"] = float(given["rate_gbps"])
+    keys = [k for k in OVERRIDE_KEYS if any(f in (host_data.get(k) or {}) for f in FIELDS)]
     base = found or FabricExpectation(name="inventory")
-    source = f"inventory data {OVERRIDE_KEY}" + (f" over {found.name}" if found else "")
+    source = f"inventory data {' and '.join(keys)}" + (f" over {found.name}" if found else "")
     return replace(base, **given, source=source, required=True)

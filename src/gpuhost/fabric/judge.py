@@ -31,7 +31,7 @@ _KERNEL_RE = re.compile(r"^(\d+)\.(\d+)")
 #: why every fabric rule and check skips on a host without a fabric
 NO_FABRIC = (
     "no RDMA port (/sys/class/infiniband is empty or absent) and no fabric expected (no node "
-    "class of data/fabric_classes.yaml matches the GPUs, no gpuhost_fabric)"
+    "class of data/node_classes.yaml matches the GPUs, no gpuhost_node)"
 )
 
 

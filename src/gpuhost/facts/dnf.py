@@ -104,3 +104,25 @@ class DnfModuleStreams(FactBase[list[str]]):
 
 
 MODULE_MARK = "##GPUHOST-MODULE "
+
+
+class RpmHas(FactBase[bool]):
+    """Whether ``spec`` (``kernel-devel-5.14.0-427.el9.x86_64``) is installed or provided by an
+    installed package."""
+
+    @staticmethod
+    @override
+    def default() -> bool:
+        return False
+
+    @override
+    def requires_command(self, spec: str) -> str:
+        return "rpm"
+
+    @override
+    def command(self, spec: str) -> str:
+        return DNF.has_command(spec)
+
+    @override
+    def process(self, output: list[str]) -> bool:
+        return "installed" in (line.strip() for line in output)

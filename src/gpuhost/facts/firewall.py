@@ -91,3 +91,10 @@ class FirewallState(FactBase[FirewallDict]):
     @override
     def process(self, output: list[str]) -> FirewallDict:
         return parse_firewall(output)
+
+    @staticmethod
+    @override
+    def default() -> FirewallDict:
+        """What an empty answer means (pyinfra gives ``default()`` for no output): nothing of
+        gpuhost's firewall is there, never None (a traceback in every operation reading it)."""
+        return parse_firewall([])

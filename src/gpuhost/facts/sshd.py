@@ -147,6 +147,13 @@ class SshdConfigFiles(FactBase[SshdFilesDict]):
     def process(self, output: list[str]) -> SshdFilesDict:
         return parse_sshd_files(output)
 
+    @staticmethod
+    @override
+    def default() -> SshdFilesDict:
+        """An empty answer (pyinfra gives ``default()`` for no output) reads as no sshd_config:
+        the drop-in operation says so in one line instead of a TypeError on None."""
+        return parse_sshd_files([])
+
 
 # --- authorized keys ----------------------------------------------------------------------------
 

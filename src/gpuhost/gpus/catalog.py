@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from gpuhost.datadir import data_path
-from gpuhost.datafiles import load_yaml, yaml_problem
+from gpuhost.datafiles import load_yaml, read_file_text, yaml_problem
 from gpuhost.errors import ConfigError
 from gpuhost.gpus.names import mobile_key, normalise_name, sku_key
 from gpuhost.gpus.pciids import base_chip
@@ -29,6 +29,7 @@ from gpuhost.gpus.pciids import base_chip
 CATALOG_FILE = "gpu_catalog.yaml"
 _LSPCI_RE = re.compile(r"^\s*(?:0x)?10de:([0-9a-f]{4})\s*$", re.IGNORECASE)
 _SMI_RE = re.compile(r"^\s*0x([0-9a-f]{4})10de\s*$", re.IGNORECASE)
+_LABEL_RE = re.compile(r"\s*\(PCI (10de:[0-9a-f]{4})\)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,23 @@ def pci_id_of(text: str) -> str | None:
     return f"10de:{match.group(1).lower()}" if match else None
 
 
+def labelled(name: str, pci_id: str | None) -> str:
+    """A GPU as the audit names it: nvidia-smi's name with the PCI ID it reported
+    (``Graphics Device (PCI 10de:2184)``), so the ID decides where the name does not tell."""
+    return f"{name} (PCI {pci_id})" if pci_id else name
+
+
+def pci_id_in(text: str) -> str | None:
+    """The PCI ID ``text`` is (``10de:2330``) or carries (``... (PCI 10de:2330)``)."""
+    match = _LABEL_RE.search(text)
+    return pci_id_of(text) or (match.group(1).lower() if match else None)
+
+
+def name_part(text: str) -> str:
+    """``text`` without the ``(PCI 10de:XXXX)`` :func:`labelled` adds."""
+    return _LABEL_RE.sub("", text).strip()
+
+
 def parse_catalog(data: Any, where: str) -> Catalog:
     if not isinstance(data, dict) or data.get("schema") != 1:
         raise ConfigError(f"{where}: expected 'schema: 1' at the top of a mapping")
@@ -114,10 +132,7 @@ def parse_catalog(data: Any, where: str) -> Catalog:
 def load_catalog() -> Catalog:
     path = data_path(CATALOG_FILE)
     try:
-        with open(path, encoding="utf-8") as handle:
-            return parse_catalog(load_yaml(handle.read()), path)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the GPU catalog: {exc.strerror}") from exc
+        return parse_catalog(load_yaml(read_file_text(path, "the GPU catalog")), path)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: {yaml_problem(exc)}") from exc
 
@@ -189,20 +204,42 @@ def _one(found: list[Sku]) -> Sku | None:
     return replace(known[0], pci_id=None, chip=None, name=known[0].name + (more if others else ""))
 
 
+def _found(table: Catalog, text: str) -> list[Sku]:
+    """Every GPU a name matches: its table rows, else the database's devices of that name."""
+    key = normalise_name(text.rstrip().rstrip(".\u2026"))
+    if not key:
+        return []
+    found = _matches(table, normalise_name, key) or _matches(table, mobile_key, mobile_key(text))
+    if not found and text.rstrip().endswith(("...", "\u2026")):
+        found = _truncated(table, sku_key(text.rstrip().rstrip(".\u2026")))
+    return found
+
+
+def ambiguity(text: str) -> str | None:
+    """For a name :func:`identify` does not answer although the database knows it (sold on chips
+    of different or unsourced compute capability): what to say, naming the devices."""
+    if pci_id_in(text) or identify(text) is not None:
+        return None
+    found = _found(load_catalog(), text)
+    if not found:
+        return None
+    shown = ", ".join(
+        f"{s.pci_id} {s.chip} (cc {s.compute_capability or 'not sourced'})" for s in found[:4]
+    )
+    return (
+        f"the PCI database has more than one GPU of that name ({shown}): give its PCI ID "
+        "(10de:XXXX, as lspci -n prints it)"
+    )
+
+
 def identify(text: str, catalog: Catalog | None = None) -> Sku | None:
     """The GPU ``text`` names (see the module docstring); None when neither the PCI database nor
     the tables know the name, or its matches disagree on the compute capability."""
     table = catalog if catalog is not None else load_catalog()
-    pci_id = pci_id_of(text)
+    pci_id = pci_id_in(text)
     if pci_id is not None:
         return _by_id(table, pci_id)
-    key = normalise_name(text.rstrip().rstrip(".\u2026"))
-    if not key:
-        return None
-    found = _matches(table, normalise_name, key) or _matches(table, mobile_key, mobile_key(text))
-    if not found and text.rstrip().endswith(("...", "\u2026")):
-        found = _truncated(table, sku_key(text.rstrip().rstrip(".\u2026")))
-    return _one(found)
+    return _one(_found(table, text))
 
 
 def _truncated(catalog: Catalog, prefix: str) -> list[Sku]:

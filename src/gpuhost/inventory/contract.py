@@ -33,7 +33,9 @@ from pydantic import (
 )
 
 from gpuhost.fabric.expected import FabricOverride
+from gpuhost.gpus.node_classes import override_conflict
 from gpuhost.inventory.collective_keys import COLLECTIVE_KEYS
+from gpuhost.inventory.node_keys import NODE_KEYS
 from gpuhost.inventory.value_types import (
     _CONTROL,
     _LINE_RE,
@@ -88,15 +90,6 @@ def _env_names(value: dict[str, Any]) -> dict[str, Any]:
     for name in value:
         if not _ENV_NAME_RE.match(name):
             raise ValueError(f"{name!r} is not a shell variable name")
-    return value
-
-
-def _node_expectation(value: dict[str, Any]) -> dict[str, Any]:
-    from gpuhost.faults.node_class import expect_problem
-
-    problem = expect_problem(value)
-    if problem:
-        raise ValueError(problem)
     return value
 
 
@@ -174,36 +167,12 @@ KEYS: dict[str, Key] = {
             "provision, check",
         ),
         _k(
-            "gpuhost_expect",
-            Annotated[dict[StrictStr, Any], AfterValidator(_node_expectation)],
-            "a mapping of gpus, memory_mib, nvlinks_per_gpu, pcie_gen, pcie_width (whole "
-            "numbers) and fabric_manager (true/false), e.g. {'gpus': 4}",
-            None,
-            "What the node should have, over its GPU model's node class "
-            "(src/gpuhost/data/node_classes.yaml): a node with fewer GPUs, less GPU memory, "
-            "fewer active NVLink links or a narrower PCIe link is a finding "
-            "(docs/monitoring.md, the GPU fault catalog).",
-            "audit, check",
-        ),
-        _k(
             "gpuhost_fabric_manager",
             StrictBool,
             "true or false",
             False,
             "Install NVIDIA Fabric Manager when the profile says 'auto' (NVSwitch systems).",
             "provision",
-        ),
-        _k(
-            "gpuhost_fabric",
-            FabricOverride,
-            "a mapping of ports (integer), rate_gbps (number), link_layer ('InfiniBand' or "
-            "'Ethernet'), peermem (true/false), e.g. {ports: 8, rate_gbps: 400, link_layer: "
-            "InfiniBand}",
-            None,
-            "What the host's RDMA fabric should be, over (or without) its node class of "
-            "data/fabric_classes.yaml: compute ports of that link layer, the lowest port rate "
-            "in Gb/s, GPUDirect RDMA required (docs/fabric.md).",
-            "audit, check",
         ),
         _k(
             "gpuhost_install_cuda",
@@ -507,6 +476,7 @@ KEYS: dict[str, Key] = {
             "check",
         ),
         *COLLECTIVE_KEYS,
+        *NODE_KEYS,
         # connector keys gpuhost reads itself (pyinfra's SSH connector)
         _k(
             "ssh_hostname",
@@ -747,7 +717,9 @@ def host_problems(data: Mapping[str, Any]) -> list[str]:
             hint = f"did you mean {close[0]}?" if close else "see pyinfra's SSH connector docs"
             problems.append(f"{name}: not a key pyinfra's SSH connector reads (ignored); {hint}")
     if not problems:
+        conflict = override_conflict(data)
         problems += _firewall_problems(data) + _contradictions(data)
+        problems += [conflict] if conflict else []
     return problems
 
 

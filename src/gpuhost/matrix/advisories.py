@@ -320,7 +320,8 @@ def cuda_hits(advs: Advisories, version: str) -> list[Hit]:
 
 def operator_version(version: str) -> Version:
     """A GPU Operator release as its tags and bulletins spell it ("v25.3.2" or "25.3.2")."""
-    return parse_version(version.removeprefix("v"), field="--gpu-operator")
+    text = version[1:] if version.startswith("v") and len(version) > 1 else version
+    return parse_version(text, field="--gpu-operator")
 
 
 def operator_hits(advs: Advisories, version: str) -> list[Hit]:

@@ -287,8 +287,8 @@ def _unknown_minor_driver(out: Out, cv: Version, drv: Version, floor: str | None
             "cuda.driver-floor",
             "error",
             f"driver {drv} is below {floor}, the CUDA {major}.x minor-version-compatibility floor: "
-            f"nothing built with CUDA {major}.x runs on it (the exact minimum of CUDA {cv} is not "
-            f"in the matrix data); fix: upgrade the driver to >= {floor}",
+            f"nothing built with CUDA {major}.x runs on it (the exact minimum driver of CUDA "
+            f"{cv} is not in the matrix data); fix: upgrade the driver to >= {floor}",
             source,
         )
         return

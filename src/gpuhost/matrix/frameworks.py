@@ -16,6 +16,7 @@ from gpuhost.matrix.lookup import (
     find_torch,
     parse_framework,
     release_text,
+    tensorflow_archs,
     torch_install_command,
     wheel_release,
 )
@@ -152,5 +153,9 @@ def _tensorflow(matrix: Matrix, v: Any, wheel: WheelRelease | None) -> dict[str,
     if tested is not None and tested.version.split(".")[:2] == version.split(".")[:2]:
         answer["tested"] = {"version": tested.version, "cuda": tested.cuda, "cudnn": tested.cudnn}
         sources.append(matrix.url(tested.source))
+    built = tensorflow_archs(matrix, version)
+    answer["archs"] = list(built.archs) if built is not None else None  # None: not known
+    if built is not None:
+        sources.append(matrix.url(built.source))
     answer["sources"] = list(dict.fromkeys(sources))
     return answer

@@ -7,7 +7,7 @@ keys the matrix lists, so one data row covers every memory size and form factor 
 
 from __future__ import annotations
 
-from gpuhost.gpus.catalog import Sku, identify, pci_id_of
+from gpuhost.gpus.catalog import Sku, ambiguity, identify, name_part, pci_id_in, pci_id_of
 from gpuhost.gpus.names import normalise_name
 from gpuhost.matrix.model import Gpu, GpuInfo, Matrix
 
@@ -44,7 +44,9 @@ def gpu_info(matrix: Matrix, name: str) -> GpuInfo | None:
     if not isinstance(name, str):
         return None
     sku = identify(name)
-    row = _matrix_row(matrix, sku.name if pci_id_of(name) and sku else name)
+    row = _matrix_row(matrix, name_part(name)) if not pci_id_of(name) else None
+    if row is None and sku is not None and pci_id_in(name):
+        row = _matrix_row(matrix, sku.name)
     if row is not None:
         return _info(matrix, name, row.model, row.compute_capability, row.kernel_modules,
                      matrix.url(row.source), row.confidence, sku)
@@ -91,6 +93,9 @@ def unknown_gpu_hint(matrix: Matrix, name: str) -> str:
     if pci_id_of(name):
         sku = identify(name)
         return sku.unknown_line if sku else f"unknown GPU {name}"
+    several = ambiguity(name)
+    if several:
+        return several
     every = [n for gpu in matrix.gpus for n in gpu.names]
     near = difflib.get_close_matches(normalise_name(name) or name.upper(), every, n=3, cutoff=0.6)
     examples = ", ".join(g.names[0] for g in matrix.gpus[-12:])

@@ -14,13 +14,13 @@ matching the GPU names of a smoke result into the judge's
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from gpuhost.errors import MatrixError
+from gpuhost.gpus.names import sku_key
 from gpuhost.matrix.load import CONFIDENCES
 from gpuhost.matrix.model import Source
 from gpuhost.matrix.yamlfile import read_mapping
@@ -61,13 +61,10 @@ class Peaks:
     lanes: Mapping[str, tuple[float, str]]
 
     def find(self, name: str) -> GpuPeak | None:
-        """The row whose ``names`` hold ``name`` (ignoring case, spaces, '-' and '_')."""
-        wanted = name_key(name)
-        return next((g for g in self.gpus if wanted in {name_key(n) for n in g.names}), None)
-
-
-def name_key(name: str) -> str:
-    return " ".join(re.split(r"[\s_-]+", name.strip().lower())).strip()
+        """The row whose ``names`` hold ``name`` as a SKU (gpuhost.gpus.names.sku_key: case,
+        spaces, '-', '_' and a leading "NVIDIA" ignored)."""
+        wanted = sku_key(name)
+        return next((g for g in self.gpus if wanted in {sku_key(n) for n in g.names}), None)
 
 
 def default_peaks_path() -> str:
@@ -250,8 +247,8 @@ def _load(path: str) -> Peaks:
         if gpu is None:
             continue
         for name in gpu.names:
-            key = name_key(name)
-            if key in owner:
+            key = sku_key(name)
+            if key in owner and owner[key] != gpu.model:
                 problems.append(f"gpus[{i}].names: {name!r} is also a name of {owner[key]!r}")
             owner[key] = gpu.model
         gpus.append(gpu)

@@ -174,6 +174,9 @@ def framework_lines(answer: dict[str, Any], as_json: bool) -> list[str]:
     if "tested" in answer:
         t = answer["tested"]
         lines.append(f"  tested with     CUDA {t['cuda']}, cuDNN {t['cudnn']} ({t['version']})")
+    if "archs" in answer:
+        built = ", ".join(answer["archs"]) if answer["archs"] else "unknown (not in the matrix)"
+        lines.append(f"  built for       {built}")
     lines.extend(f"  source          {url}" for url in answer["sources"])
     return lines
 

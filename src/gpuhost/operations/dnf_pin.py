@@ -20,7 +20,7 @@ from pyinfra.api import FileUploadCommand, OperationError, operation
 from pyinfra.facts.files import Sha256File
 
 from gpuhost.facts.apt_pins import DnfState, DnfVersionLocks
-from gpuhost.facts.dnf import DnfModuleState, DnfModuleStreams, DnfOffered, RpmVersions
+from gpuhost.facts.dnf import DnfModuleState, DnfModuleStreams, DnfOffered, RpmHas, RpmVersions
 from gpuhost.facts.kernel import Kernels
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
@@ -87,19 +87,23 @@ def repository(
 def kernel_devel() -> Generator:
     """``kernel-devel`` of the running kernel (DKMS builds the module against it)."""
     running = fact(Kernels).running
-    if not running or running in fact(Kernels).headers:
+    wanted = f"kernel-devel-{running}"
+    if not running or running in fact(Kernels).headers or fact(RpmHas, spec=wanted):
         host.noop(f"kernel-devel for {running or 'the running kernel'} present")
         return
-    yield DNF.install([f"kernel-devel-{running}"])
+    yield DNF.install([wanted])
 
 
 @operation()
-def dkms_offered(package: str, crb: str = "") -> Generator:
-    """Fail the host, before the driver is installed, when ``package`` (DKMS, from EPEL) is
-    neither installed nor offered by an enabled repository: the kernel module packages need it.
+def dkms_offered(package: str, crb: str = "", epel_release: str = "") -> Generator:
+    """DKMS (``package``, from EPEL) installed or offered before the driver is installed: the
+    kernel module packages need it. Where the OS ships EPEL's release package (Rocky, Alma:
+    ``epel_release``) it is installed and ``crb`` enabled; elsewhere (RHEL: EPEL's URL and
+    subscription-manager) the host fails with one line naming them, nothing installed.
 
     + package: the package DKMS comes from (``dkms``)
-    + crb: the repository EPEL's packages need besides EPEL (named in the message)
+    + crb: the repository EPEL's packages need besides EPEL
+    + epel_release: the OS's package that enables EPEL ("" where the OS has none)
     """
     if not package or package in fact(RpmVersions, packages=[package]):
         host.noop(f"{package or 'dkms'} installed")
@@ -107,6 +111,13 @@ def dkms_offered(package: str, crb: str = "") -> Generator:
     offered = fact(DnfOffered, packages=[package])
     if package in offered:
         host.noop(f"{package} offered by the enabled repositories")
+        return
+    if epel_release:
+        if epel_release not in fact(RpmVersions, packages=[epel_release]):
+            yield DNF.install([epel_release])
+        if crb:
+            yield DNF.enable_repo(crb)
+        yield DNF.refresh()
         return
     if not _executing():
         host.noop(f"{package}: checked once the repositories are set")
@@ -117,7 +128,6 @@ def dkms_offered(package: str, crb: str = "") -> Generator:
         f"kernel module packages need it: enable EPEL{extra} (e.g. {DNF.epel_hint(crb)}); "
         "nothing was installed"
     )
-    yield  # pragma: no cover - makes this a generator
 
 
 @operation()
@@ -256,7 +266,11 @@ def locked(packages: list[str], pin: str, epoch: str | None = None,
     + epoch: their epoch
     + companions: names locked at the version installed now
     """
-    installed_now = fact(RpmVersions, packages=sorted(companions or []))
+    # only the companions' own versions (rpm lists every package when asked for none)
+    names_asked = sorted(companions or [])
+    installed_now = {
+        n: v for n, v in fact(RpmVersions, packages=names_asked).items() if n in names_asked
+    } if names_asked else {}
     wanted = lock_lines(packages, pin, epoch, installed_now)
     names = {parse_versionlock_entry(line)[0] for line in wanted}
     current = fact(DnfVersionLocks)

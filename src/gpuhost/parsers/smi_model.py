@@ -7,6 +7,7 @@ Every field that the output did not show, or showed as "N/A"/"Not Supported"/dep
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,6 +132,7 @@ class GpuInfo(_ToDict):
     index: int | None = None
     uuid: str | None = None
     pci_bus_id: str | None = None
+    pci_device_id: str | None = None  # "10de:2330": nvidia-smi -q's "0x233010DE", as lspci -n
     vbios: str | None = None
     product_architecture: str | None = None
     compute_capability: str | None = None
@@ -146,6 +148,13 @@ class GpuInfo(_ToDict):
     clock_events: ClockEvents = field(default_factory=ClockEvents)
     fabric: Fabric = field(default_factory=Fabric)
     recovery_action: str | None = None  # "GPU Recovery Action" (None/N/A: not shown)
+
+
+def pci_device_id(raw: str | None) -> str | None:
+    """``10de:2330`` for nvidia-smi's ``0x233010DE`` (XML: ``233010DE``): device ID, then vendor ID;
+    None for anything else."""
+    match = re.fullmatch(r"\s*(?:0x)?([0-9a-fA-F]{4})10de\s*", raw or "", re.IGNORECASE)
+    return f"10de:{match.group(1).lower()}" if match else None
 
 
 @dataclass(frozen=True)

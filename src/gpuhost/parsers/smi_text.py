@@ -33,6 +33,7 @@ from gpuhost.parsers.smi_model import (
     RemappedRows,
     RetiredPages,
     SmiReport,
+    pci_device_id,
 )
 from gpuhost.parsers.smi_xml import applications_clocks_supported
 
@@ -235,6 +236,7 @@ def _gpu(gpu: Node, index: int) -> GpuInfo:
         index=index,
         uuid=clean(gpu.get("GPU UUID")),
         pci_bus_id=clean(gpu.get("PCI/Bus Id")) or clean(gpu.value),
+        pci_device_id=pci_device_id(clean(gpu.get("PCI/Device Id"))),
         vbios=clean(gpu.get("VBIOS Version")),
         product_architecture=clean(gpu.get("Product Architecture")),
         compute_capability=clean(gpu.get("Compute Capability")),

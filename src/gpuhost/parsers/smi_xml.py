@@ -32,6 +32,7 @@ from gpuhost.parsers.smi_model import (
     RemappedRows,
     RetiredPages,
     SmiReport,
+    pci_device_id,
 )
 
 EXPECTED = "nvidia-smi -q -x XML"
@@ -191,6 +192,7 @@ def _gpu(gpu: ET.Element, index: int) -> GpuInfo:
         index=index,
         uuid=_value(gpu, "uuid"),
         pci_bus_id=_value(gpu, "pci/pci_bus_id") or clean(gpu.get("id")),
+        pci_device_id=pci_device_id(_value(gpu, "pci/pci_device_id")),
         vbios=_value(gpu, "vbios_version"),
         product_architecture=_value(gpu, "product_architecture"),
         compute_capability=_value(gpu, "compute_cap"),

@@ -167,6 +167,15 @@ class Dnf(PackageManager):
     def snapshot_packages_command(self) -> str:
         return f"{self._rpm()} -qa --qf '%{{NAME}}\\t{_EVR}\\t%{{ARCH}}\\tii\\n' 2>/dev/null"
 
+    def has_command(self, spec: str) -> str:
+        """Print ``installed`` when a package ``spec`` (a name or N-V-R.A, as ``dnf install``
+        takes it) is installed, or an installed package provides it."""
+        rpm, q = self._rpm(), quoted([spec])
+        return (
+            f"{{ {rpm} -q {q} || {rpm} -q --whatprovides {q}; }} >/dev/null 2>&1 "
+            "&& echo installed; true"
+        )
+
     def versions_command(self, names: Sequence[str]) -> str:
         return f"{self._rpm()} -qa --qf '{_EVR}\\n' {quoted(names)} 2>/dev/null"
 
@@ -198,6 +207,10 @@ class Dnf(PackageManager):
             f"LC_ALL=C {self._dnf('-q', _NO_LOCKS)} repoquery --qf "
             f"'%{{name}}\\t%{{evr}}' {quoted(names)}"
         )
+
+    def enable_repo(self, repo: str) -> str:
+        """Enable a repository the host has a file for (dnf-plugins-core's config-manager)."""
+        return self._dnf("-y", "config-manager", "--set-enabled", repo)
 
     def epel_hint(self, crb: str = "") -> str:
         """What a user runs to get EPEL (and the repository its packages need) enabled."""

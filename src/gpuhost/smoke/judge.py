@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gpuhost.errors import ConfigError
+from gpuhost.gpus.names import sku_key
 from gpuhost.smoke.result import Check, FrameworkResult, SmokeResult, parse_result
 from gpuhost.smoke.script import COULD_NOT_RUN, FAIL, PASS, arch_supports, version_tuple
 
@@ -58,7 +59,7 @@ class Expectations:
 
     - ``gpu_count``: GPUs the host must have (None: not checked).
     - ``references``: GPU model name (as nvidia-smi/torch print it, e.g. "NVIDIA H100 80GB HBM3";
-      matched case- and space-insensitively) -> metric -> :class:`PerfReference`. Metrics:
+      matched as SKUs by gpuhost.gpus.names.sku_key) -> metric -> :class:`PerfReference`. Metrics:
       ``matmul_tflops_fp16``, ``h2d_gbps``, ``d2h_gbps``, ``nccl_busbw_gbps``.
     - ``min_ratio``: required fraction of a peak where the reference carries none.
     - ``driver_max_cuda``: the newest CUDA the installed driver supports (e.g. "12.4").
@@ -100,9 +101,9 @@ class Expectations:
     def reference(self, model: str | None, metric: str) -> PerfReference | None:
         if model is None:
             return None
-        wanted = _model_key(model)
+        wanted = sku_key(model)
         for name, metrics in self.references.items():
-            if _model_key(name) == wanted:
+            if sku_key(name) == wanted:
                 return metrics.get(metric)
         return None
 
@@ -124,10 +125,6 @@ class Verdict:
     def id(self) -> str:
         where = "" if self.device is None else f"[gpu{self.device}]"
         return f"{self.framework}.{self.check}{where}"
-
-
-def _model_key(name: str) -> str:
-    return " ".join(name.lower().split())
 
 
 def judge(result: Mapping[str, object] | SmokeResult, expectations: Expectations) -> list[Verdict]:

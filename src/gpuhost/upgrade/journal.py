@@ -314,6 +314,22 @@ def replay(records: Iterable[Mapping[str, Any]], hosts: Iterable[str]) -> dict[s
     return progress
 
 
+def header_inventory(path: Path) -> str | None:
+    """The inventory the journal's first line (its run header) names; None when that line
+    cannot be read as one (the journal is then read whole, and refused with its problem)."""
+    try:
+        text = read_regular(path, "upgrade journal", follow=False, owned=True)
+    except ConfigError:
+        return None
+    first = text.split(b"\n", 1)[0]
+    try:
+        header = json.loads(first.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    inventory = header.get("inventory") if isinstance(header, dict) else None
+    return inventory if isinstance(inventory, str) and header.get("kind") == "run" else None
+
+
 def find_resumable(runs_dir: Path, inventory: str) -> Path | None:
     """The newest run journal for this inventory that has not ended, if any."""
     if not runs_dir.is_dir():
@@ -322,6 +338,8 @@ def find_resumable(runs_dir: Path, inventory: str) -> Path | None:
     for path in sorted(runs_dir.glob("upgrade-*.jsonl"), reverse=True):
         if path.is_symlink() or not path.is_file():
             continue  # a FIFO or link named like a journal is none
+        if header_inventory(path) not in (None, inventory):
+            continue  # another inventory's run, damaged or not, is no concern of this one
         records = read_records(path)
         if records[0].get("inventory") != inventory:
             continue

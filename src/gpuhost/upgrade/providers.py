@@ -401,6 +401,37 @@ def _count(config: Mapping[str, Any], key: str, default: int, source: str) -> in
     return value
 
 
+_KEYS = {
+    "command": {"type", "command", "timeout_s"},
+    "openstack": {
+        "type", "auth_url", "username", "project_name", "user_domain_name",
+        "project_domain_name", "region", "interface", "image_timeout_s", "poll_interval_s",
+        "request_timeout_s", "retries", "password",
+    },
+}  # fmt: skip
+
+
+def _text(config: Mapping[str, Any], key: str, env: str | None, source: str) -> str | None:
+    """``config[key]`` when given: a non-empty string, else one ConfigError line (a list, a
+    number or null where a string belongs was turned into its text: "['a']", "None"); when
+    absent, the environment variable ``env``'s value (None if unset)."""
+    if key not in config:
+        return os.environ.get(env) or None if env else None
+    value = config[key]
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{source}: {key}: found {value!r:.60}, expected a non-empty string")
+    return value
+
+
+def _known_keys(config: Mapping[str, Any], kind: str, source: str) -> None:
+    unknown = sorted(str(k) for k in config if k not in _KEYS[kind])
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key(s) for a {kind} provider: {', '.join(unknown)}; expected "
+            f"{', '.join(sorted(_KEYS[kind] - {'password'}))}"
+        )
+
+
 def plain_http_warning(config: Mapping[str, Any] | None, source: str) -> str | None:
     """A warning when an openstack provider would send its password over plain ``http://``
     (anyone on the path reads it), else None."""
@@ -420,6 +451,8 @@ def make_provider(config: Mapping[str, Any] | None, source: str = "provider conf
     if not config:
         return NoProvider()
     kind = config.get("type")
+    if isinstance(kind, str) and kind in _KEYS:
+        _known_keys(config, kind, source)
     if kind == "command":
         command = config.get("command")
         if not isinstance(command, str):
@@ -430,15 +463,15 @@ def make_provider(config: Mapping[str, Any] | None, source: str = "provider conf
         except ConfigError as exc:  # name the file the command came from
             raise ConfigError(str(exc).replace("provider config", source, 1)) from None
     if kind == "openstack":
-        values = {
-            "auth_url": config.get("auth_url") or os.environ.get("OS_AUTH_URL"),
-            "username": config.get("username") or os.environ.get("OS_USERNAME"),
-            "password": os.environ.get("OS_PASSWORD"),
-            "project_name": config.get("project_name") or os.environ.get("OS_PROJECT_NAME"),
-        }
-        missing = [k for k, v in values.items() if not v]
         if "password" in config:
             raise ConfigError(f"{source}: do not put 'password' in a file; set OS_PASSWORD")
+        values = {
+            "auth_url": _text(config, "auth_url", "OS_AUTH_URL", source),
+            "username": _text(config, "username", "OS_USERNAME", source),
+            "password": os.environ.get("OS_PASSWORD"),
+            "project_name": _text(config, "project_name", "OS_PROJECT_NAME", source),
+        }
+        missing = [k for k, v in values.items() if not v]
         if missing:
             raise ConfigError(
                 f"{source}: openstack provider needs {', '.join(missing)} "
@@ -451,16 +484,16 @@ def make_provider(config: Mapping[str, Any] | None, source: str = "provider conf
                 username=str(values["username"]),
                 password=str(values["password"]),
                 project_name=str(values["project_name"]),
-                user_domain_name=str(
-                    config.get("user_domain_name")
-                    or os.environ.get("OS_USER_DOMAIN_NAME", "Default")
-                ),
-                project_domain_name=str(
-                    config.get("project_domain_name")
-                    or os.environ.get("OS_PROJECT_DOMAIN_NAME", "Default")
-                ),
-                region=config.get("region") or os.environ.get("OS_REGION_NAME"),
-                interface=str(config.get("interface", "public")),
+                user_domain_name=_text(
+                    config, "user_domain_name", "OS_USER_DOMAIN_NAME", source
+                )
+                or "Default",
+                project_domain_name=_text(
+                    config, "project_domain_name", "OS_PROJECT_DOMAIN_NAME", source
+                )
+                or "Default",
+                region=_text(config, "region", "OS_REGION_NAME", source),
+                interface=_text(config, "interface", None, source) or "public",
                 image_timeout_s=_seconds(config, "image_timeout_s", 1800, source),
                 poll_interval_s=_seconds(config, "poll_interval_s", 10, source),
                 request_timeout_s=_seconds(config, "request_timeout_s", 30, source),

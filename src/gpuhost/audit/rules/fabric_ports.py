@@ -23,7 +23,7 @@ def check_fabric_ports(ctx: AuditContext) -> RuleResult:
         return skip_result(
             rule,
             f"{len(ctx.facts.fabric.ports)} RDMA port(s) but no expected count or rate: no node "
-            "class of data/fabric_classes.yaml matches the GPUs; set inventory data gpuhost_fabric",
+            "class of data/node_classes.yaml matches the GPUs; set inventory data gpuhost_node",
         )
     return result_with(rule, judge.port_findings(ctx.facts.fabric.ports, ctx.fabric_expected))
 

@@ -17,7 +17,7 @@ def check_gpudirect(ctx: AuditContext) -> RuleResult:
         return skipped
     exp = ctx.fabric_expected
     if exp is None or not exp.peermem:
-        return skip_result(rule, "GPUDirect RDMA not required (node class / gpuhost_fabric)")
+        return skip_result(rule, "GPUDirect RDMA not required (node class / gpuhost_node)")
     module = ctx.facts.driver.loaded_module
     return result_with(
         rule,

@@ -61,7 +61,7 @@ def check_recovery_action(ctx: AuditContext) -> RuleResult:
 def check_node_class(ctx: AuditContext) -> RuleResult:
     rule = "gpu.node-class"
     if ctx.node is None:
-        return skip_result(rule, "no node class for this GPU model and no gpuhost_expect")
+        return skip_result(rule, "no node class for this GPU model and no gpuhost_node")
     if visible_gpus(ctx.facts) is None:
         return skip_result(rule, "no GPU reported by nvidia-smi on this host")
     found = expectation_findings(ctx.facts.driver.smi, ctx.node)

@@ -11,7 +11,7 @@ import pytest
 from gpuhost.gpus.catalog import identify, load_catalog, pci_id_of
 from gpuhost.gpus.names import mobile_key, normalise_name
 from gpuhost.matrix import load_matrix
-from gpuhost.matrix.gpus import gpu_info
+from gpuhost.matrix.gpus import gpu_info, unknown_gpu_hint
 
 CATALOG = load_catalog()
 TABLE_GPUS = [(row["name"], row["compute_capability"]) for row in CATALOG.gpus]
@@ -127,6 +127,9 @@ def test_a_name_sold_on_chips_of_unsourced_compute_capability_is_not_guessed():
     # GeForce GT 730 is a GK107, a GK208B and a GF108 in the database: not one answer.
     assert identify("GeForce GT 730") is None
     assert identify("Graphics Device") is None
+    said = unknown_gpu_hint(load_matrix(), "GeForce GT 730")
+    assert said.startswith("the PCI database has more than one GPU of that name (10de:0f02 GF108")
+    assert "10de:1287 GK208B (cc 3.5)" in said and said.endswith("as lspci -n prints it)")
 
 
 @pytest.mark.parametrize(
@@ -155,3 +158,40 @@ def test_the_matrix_takes_a_pci_id_and_a_gpu_only_the_catalog_knows():
     laptop = gpu_info(matrix, "NVIDIA RTX A5000 Laptop GPU")
     assert (laptop.compute_capability, laptop.architecture) == ("8.6", "Ampere")
     assert gpu_info(matrix, "10de:0197") is None
+
+
+def test_the_audit_identifies_a_gpu_by_the_pci_id_nvidia_smi_reports() -> None:
+    """nvidia-smi named this GTX 1660 Ti "Graphics Device" (telegraf capture); its XML's
+    pci_device_id 218410DE is a TU116 in the PCI database, Turing (cc 7.5)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "audit"))
+    from probe_text import capture, host_with
+
+    from gpuhost.audit.host import AuditSettings, audit_host
+    from gpuhost.facts.build import host_facts_from_text
+
+    text = host_with(nvidia_smi=capture("nvidia-smi-xml/telegraf__gtx-1660-ti.xml"))
+    facts = host_facts_from_text(text)
+    (gpu,) = facts.driver.smi.gpus
+    assert (gpu.name, gpu.pci_device_id) == ("Graphics Device", "10de:2184")
+    report = audit_host("h", facts, {}, AuditSettings(matrix=load_matrix(), profiles={}))
+    assert "matrix.gpu.unknown" not in {f.rule for f in report.findings}
+    info = gpu_info(load_matrix(), "Graphics Device (PCI 10de:2184)")
+    assert (info.compute_capability, info.architecture, info.pci_id) == (
+        "7.5",
+        "Turing",
+        "10de:2184",
+    )
+
+
+def test_nvidia_smi_text_reports_the_device_id_too() -> None:
+    from pathlib import Path
+
+    from gpuhost.parsers.nvidia_smi import parse_output
+
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "captures" / "nvidia-smi-q-text"
+    report = parse_output((path / "thamada-gls__GH200__550.127.05.txt").read_text())
+    assert [g.pci_device_id for g in report.gpus] == ["10de:2342"]
+    assert identify(report.gpus[0].pci_device_id).compute_capability == "9.0"
