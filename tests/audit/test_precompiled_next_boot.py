@@ -58,3 +58,16 @@ def test_a_module_package_of_another_branch_does_not_count() -> None:
 def test_no_module_package_and_no_dkms_is_not_judged() -> None:
     assert _findings(USERSPACE, TWO_KERNELS) == [
         "no NVIDIA module built by DKMS or installed as a precompiled package"]
+
+
+def test_a_source_without_cuda_toolkits_expects_none() -> None:
+    """ubuntu-archive installs no CUDA toolkit (package_sets.yaml cuda_toolkit: []): the audit
+    did report 'CUDA toolkit 13.0 is not installed' on every host provisioned with it (lab)."""
+    from gpuhost.audit.expected import expected_state, installs_cuda
+    from gpuhost.matrix import load_profiles
+
+    profiles = load_profiles()
+    assert not installs_cuda("ubuntu-archive") and installs_cuda("nvidia-cuda-repo")
+    state = expected_state(profiles["ubuntu-archive-580-server"], {}, None)
+    assert state.cuda_versions == () and state.cuda_default is None
+    assert expected_state(profiles["nvidia-repo-580-cuda13.0"], {}, None).cuda_versions

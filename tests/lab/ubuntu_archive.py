@@ -12,9 +12,9 @@ src/gpuhost/data/package_sets.yaml (ubuntu-archive), a version marker file each
   gpuhost's kernel parser picks it without a /vmlinuz link) and ``/lib/modules/<release>/``;
 - ``linux-modules-nvidia-580-server[-open]-<release>`` a marker under
   ``/lib/modules/<release>/kernel/nvidia-580srv/``;
-- ``nvidia-utils-580-server`` nvidia-smi answering as without a loaded module (aptrepo's), at
-  Debian's path with /usr/bin/nvidia-smi linked to it (Ubuntu ships the binary in /usr/bin; the
-  path lets the lab's GPU emulator divert it as on Debian-shaped hosts).
+- ``nvidia-utils-580-server`` /usr/bin/nvidia-smi answering as without a loaded module, and
+  ``nvidia-compute-utils-580-server`` nvidia-persistenced and its unit (tests/lab/
+  nvidia_ubuntu.py's, which the lab's GPU emulator takes the place of).
 
 Relations copied from the real archive (packages.ubuntu.com, 2026-11): the module packages carry
 the kernel's version, the ABI package depends on the kernel image and on
@@ -51,7 +51,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .aptrepo import KEY_NAME, SMI_NO_DRIVER, SMI_PATH, StandIn, signing
+from .aptrepo import KEY_NAME, SMI_NO_DRIVER, StandIn, signing
+from .nvidia_ubuntu import PERSISTENCED_NO_DRIVER, PERSISTENCED_UNIT
 
 COMPONENT = "restricted"
 BRANCH = "580"
@@ -98,9 +99,11 @@ def driver_packages(upstream: str, os_version: str) -> list[StandIn]:
         StandIn(f"libnvidia-cfg1-{b}-server", v, depends=common),
         StandIn(f"libnvidia-extra-{b}-server", v, depends=common),
         StandIn(f"nvidia-compute-utils-{b}-server", v,
-                depends=f"{common}, libnvidia-compute-{b}-server (= {v})"),
+                depends=f"{common}, libnvidia-compute-{b}-server (= {v})",
+                files={"/usr/bin/nvidia-persistenced": PERSISTENCED_NO_DRIVER,
+                       "/lib/systemd/system/nvidia-persistenced.service": PERSISTENCED_UNIT}),
         StandIn(f"nvidia-utils-{b}-server", v, depends=common,
-                files={SMI_PATH: SMI_NO_DRIVER}, links={"/usr/bin/nvidia-smi": SMI_PATH}),
+                files={"/usr/bin/nvidia-smi": SMI_NO_DRIVER}),
         StandIn(f"nvidia-headless-no-dkms-{b}-server", v, depends=compute),
         StandIn(f"nvidia-headless-no-dkms-{b}-server-open", v, depends=compute),
     ]

@@ -23,6 +23,8 @@ def test_required_builtin_profiles(matrix: Matrix) -> None:
         "nvidia-repo-580-cuda13.0",
         "ubuntu-archive-580-server",
     ]
+    ubuntu = profiles["ubuntu-archive-580-server"]
+    assert (ubuntu.source, tuple(ubuntu.os)) == ("ubuntu-archive", ("ubuntu-22.04", "ubuntu-24.04"))
     deb = profiles["debian12-nonfree-535-security"]
     assert (deb.driver_version, deb.driver_branch, deb.source) == (
         "535.309.01",

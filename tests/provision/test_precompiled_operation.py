@@ -191,3 +191,24 @@ def test_unattended_upgrades_leave_the_kernel_metapackages() -> None:
     assert '    "^linux-image-generic$";' in upload["lines"]
     assert f'    "^{META}$";' in upload["lines"]
     assert '    "^linux-image-virtual-hwe-24[.]04$";' in upload["lines"]
+
+
+def test_a_driver_change_removes_the_old_versions_firmware_package() -> None:
+    """Seen on the lab's Ubuntu host: after gpuhost upgrade to 580.199.02 the held
+    nvidia-firmware-580-server-580.178.04 stayed (a versioned name is another package), and the
+    upgrade's validation failed on it ('is 580.178.04, expected 580.199.02')."""
+    plan = package_plan(DesiredState(
+        profile="t", source="ubuntu-archive", os=("ubuntu-24.04",), driver_version=NEWER,
+        driver_branch="580", kernel_module="open", cuda_versions=("13.0",),
+        cuda_default="13.0"), "ubuntu-24.04")
+    assert plan.versioned == {f"nvidia-firmware-580-server-{NEWER}": "nvidia-firmware-580-server-"}
+    installed = {f"nvidia-firmware-580-server-{DRIVER}": ["x"],
+                 f"nvidia-firmware-580-server-{NEWER}": ["y"], "nvidia-utils-580-server": ["y"]}
+    commands, _ = run_case(precompiled.stale_versions_removed, {
+        "args": {"versioned": plan.versioned}, "facts": {"deb.DebPackages": {"": installed}}})
+    assert commands == ["DEBIAN_FRONTEND=noninteractive apt-get remove -y -q "
+                        f"--allow-change-held-packages nvidia-firmware-580-server-{DRIVER}"]
+    del installed[f"nvidia-firmware-580-server-{DRIVER}"]
+    commands, noops = run_case(precompiled.stale_versions_removed, {
+        "args": {"versioned": plan.versioned}, "facts": {"deb.DebPackages": {"": installed}}})
+    assert commands == [] and noops == ["no package of another driver version's name"]

@@ -54,3 +54,23 @@ def test_ubuntu_coupled_package_at_another_version_is_a_problem() -> None:
     )
     problems = package_problems(Expectation("t", "550.127.05", profile="t"), state)
     assert problems == ["libnvidia-compute-550-server is 550.90.07-0ubuntu1, expected 550.127.05"]
+
+
+def test_a_host_with_precompiled_modules_records_its_kernel_as_stack() -> None:
+    """Ubuntu's archive: the kernel moves with the driver, so the snapshot records the kernel
+    image, headers and metapackages with the stack (a Debian DKMS host only notes them)."""
+    from gpuhost.upgrade.host_state import MARK, parse_host_state
+
+    rows = ["linux-image-6.8.0-100-generic\t6.8.0-100.100\tamd64\tii ",
+            "linux-generic\t6.8.0.100.100\tamd64\thi ", "linux-firmware\t1\tall\tii ",
+            "nvidia-utils-580-server\t580.178.04-0ubuntu0.24.04.1\tamd64\thi "]
+    modules = "linux-modules-nvidia-580-server-open-6.8.0-100-generic\t6.8.0-100.100+1\tamd64\tii "
+
+    def state(lines: list[str]) -> HostState:
+        return parse_host_state("\n".join([f"{MARK} packages", *lines, f"{MARK} end"]))
+
+    paired = state([*rows, modules])
+    assert {"linux-image-6.8.0-100-generic", "linux-generic"} <= set(paired.packages)
+    assert "linux-firmware" not in paired.packages
+    dkms = state(rows)
+    assert "linux-generic" not in dkms.packages and "linux-generic" in dkms.kernel_packages

@@ -33,3 +33,24 @@ def test_nothing_beyond_the_snapshot_is_a_noop() -> None:
     }
     commands, noops = run_case(restore.stack_packages_removed, case)
     assert commands == [] and noops == ["no stack package beyond the snapshot's"]
+
+
+def test_a_kernel_moved_with_precompiled_modules_is_removed_with_them() -> None:
+    """Ubuntu's archive: gpuhost upgrade moved the kernel to 6.8.0-101 with its module
+    (operations/precompiled.py); the rollback's older driver cannot have that module, so the
+    kernel the upgrade added goes too (kept, it would be the next boot's, without a module).
+    A host without precompiled modules keeps its kernels (the test above)."""
+    keep = ["linux-modules-nvidia-580-server-open-6.8.0-100-generic",
+            "linux-modules-nvidia-580-server-open-generic", "linux-image-6.8.0-100-generic",
+            "linux-image-generic", "linux-generic", "nvidia-utils-580-server"]
+    present = {name: "hi" for name in keep}
+    present.update({"linux-image-6.8.0-101-generic": "ii", "linux-headers-6.8.0-101-generic": "ii",
+                    "linux-modules-nvidia-580-server-open-6.8.0-101-generic": "ii",
+                    "linux-firmware": "ii", "linux-base": "ii"})
+    commands, _ = run_case(restore.stack_packages_removed,
+                           {"args": {"keep": keep}, "facts": {STATES: {"": present}}})
+    assert commands == [
+        "DEBIAN_FRONTEND=noninteractive apt-get remove -y -q --allow-change-held-packages "
+        "linux-headers-6.8.0-101-generic linux-image-6.8.0-101-generic "
+        "linux-modules-nvidia-580-server-open-6.8.0-101-generic"
+    ]

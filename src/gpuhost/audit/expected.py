@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from gpuhost.datafiles import package_sets
 from gpuhost.desired import DesiredState
 from gpuhost.parsers.profile_marker import ProfileMarker
 
@@ -44,9 +45,21 @@ def with_marker_resolution(state: DesiredState, marker: ProfileMarker | None) ->
     return state
 
 
+def installs_cuda(source: str) -> bool:
+    """Whether provision installs a CUDA toolkit from ``source`` on some OS (Ubuntu's archive:
+    none, data/package_sets.yaml ``cuda_toolkit: []``)."""
+    entries = package_sets()["sources"].get(source) or {}
+    return any(
+        isinstance(entry, dict) and entry.get("cuda_toolkit")
+        for key, entry in entries.items()
+        if not str(key).startswith("_")
+    )
+
+
 def without_unmanaged(state: DesiredState, host_data: Mapping[str, Any]) -> DesiredState:
-    """Drop what the host's inventory data tells provision to leave out, so the audit reports no
-    drift for it: ``gpuhost_install_cuda: false`` (no CUDA toolkit installed by gpuhost)."""
-    if host_data.get("gpuhost_install_cuda") is False:
+    """Drop what provision leaves out, so the audit reports no drift for it:
+    ``gpuhost_install_cuda: false`` in the host's inventory data, or a package source with no
+    CUDA toolkit (no CUDA toolkit installed by gpuhost)."""
+    if host_data.get("gpuhost_install_cuda") is False or not installs_cuda(state.source):
         return replace(state, cuda_versions=(), cuda_default=None)
     return state

@@ -82,16 +82,7 @@ def install_driver(spec: DesiredState, plan: PackagePlan, move_kernel: bool = Fa
         exact=companions,
         newest_only=plan.newest_only,
     )
-    if plan.precompiled is not None:
-        precompiled.modules_paired(
-            name="NVIDIA modules for the next boot's kernel, kernel held with them",
-            plan=plan.precompiled,
-            driver_version=spec.driver_version,
-            move_kernel=move_kernel,
-        )
-        precompiled.kernel_excluded(
-            name="Kernel metapackages excluded from unattended-upgrades", plan=plan.precompiled
-        )
+    _precompiled_modules(spec, plan, move_kernel)
     if spec.persistence and plan.persistenced:
         apt_pin.installed(name="NVIDIA persistence daemon", packages=[plan.persistenced])
     holds = plan.coupled + plan.companions + [n for n in plan.exact if n not in plan.companions]
@@ -105,6 +96,25 @@ def install_driver(spec: DesiredState, plan: PackagePlan, move_kernel: bool = Fa
         version=spec.driver_version,
         exact=plan.exact,
     )
+
+
+def _precompiled_modules(spec: DesiredState, plan: PackagePlan, move_kernel: bool) -> None:
+    """Ubuntu's archive: the kernel paired with its modules, and what a driver change leaves
+    under another version's name removed (operations/precompiled.py)."""
+    if plan.precompiled is not None:
+        precompiled.modules_paired(
+            name="NVIDIA modules for the next boot's kernel, kernel held with them",
+            plan=plan.precompiled,
+            driver_version=spec.driver_version,
+            move_kernel=move_kernel,
+        )
+        precompiled.kernel_excluded(
+            name="Kernel metapackages excluded from unattended-upgrades", plan=plan.precompiled
+        )
+    if plan.versioned:
+        precompiled.stale_versions_removed(
+            name="Packages named after another driver version removed", versioned=plan.versioned
+        )
 
 
 def _component(

@@ -37,6 +37,10 @@ class PackagePlan:
     precompiled: PrecompiledModules | None = None
     #: the source keeps one version of a package per pocket (a superseded one is gone)
     newest_only: bool = False
+    #: {coupled name: the prefix every version of it shares} for names carrying the driver
+    #: version (nvidia-firmware-580-server-580.178.04 -> nvidia-firmware-580-server-): another
+    #: version's package is another name, left behind by a driver change unless removed
+    versioned: dict[str, str] = field(default_factory=dict)
     #: dnf (RHEL family) only: the driver packages' epoch, the module stream ("nvidia-driver",
     #: "580-open"; None on RHEL 10, no modules), the package DKMS comes from, NVIDIA's repository
     #: folder (rhel9) and the repository EPEL's packages need (crb, powertools)
@@ -202,8 +206,7 @@ def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
         pins=pins,
         apt_components=[str(c) for c in entry.get("apt_components") or []],
         exact=exact,
-        precompiled=_precompiled(entry, spec.kernel_module, values),
-        newest_only=entry.get("newest_only") is True,
+        **_archive_fields(entry, spec, values),
         **_dnf_fields(entry, spec, values),
     )
 
@@ -217,6 +220,26 @@ def _fabric_manager(entry: dict[str, Any], spec: DesiredState, values: dict[str,
         if int(spec.driver_branch) < int(below):
             return _fill([str(n) for n in older], values)
     return _fill(list(entry.get("fabric_manager") or []), values)
+
+
+def _archive_fields(
+    entry: dict[str, Any], spec: DesiredState, values: dict[str, str]
+) -> dict[str, Any]:
+    """What Ubuntu's archive adds: precompiled modules, one version per pocket, versioned names."""
+    return {
+        "precompiled": _precompiled(entry, spec.kernel_module, values),
+        "newest_only": entry.get("newest_only") is True,
+        "versioned": _versioned(entry, values),
+    }
+
+
+def _versioned(entry: dict[str, Any], values: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for template in entry.get("coupled") or []:
+        head, found, _ = str(template).partition("{version}")
+        if found:
+            out[_fill([str(template)], values)[0]] = _fill([head], values)[0]
+    return out
 
 
 def _precompiled(

@@ -281,3 +281,30 @@ def kernel_excluded(plan: PrecompiledModules) -> Generator:
         packages=names, path=KERNEL_BLACKLIST_FILE, what="kernel metapackages",
         header=KERNEL_HEADER,
     )
+
+
+def stale_versions(installed: Mapping[str, object], versioned: Mapping[str, str]) -> list[str]:
+    """Installed packages of another version of a versioned name (pure): ``versioned`` maps
+    the profile's name to the prefix all its versions share."""
+    return sorted(
+        name
+        for name in installed
+        for keep, prefix in versioned.items()
+        if name.startswith(prefix) and name != keep and name[len(prefix):][:1].isdigit()
+    )
+
+
+@operation()
+def stale_versions_removed(versioned: dict[str, str]) -> Generator:
+    """Remove what a driver change leaves under another name: a package whose name carries the
+    driver version (``nvidia-firmware-580-server-580.178.04`` after a move to 580.199.02) is not
+    replaced by the new version's package, and nothing depends on it any more; held with the
+    driver before, so released for the removal.
+
+    + versioned: {the profile's name: the prefix every version's name shares}
+    """
+    stale = stale_versions(fact(DebPackages), versioned)
+    if not stale:
+        host.noop("no package of another driver version's name")
+        return
+    yield APT.remove(stale, change_held=True)

@@ -30,6 +30,10 @@ class Apt(PackageManager):
     # apt-get, apt, aptitude, dpkg and unattended-upgrades (its process name is cut at 15)
     audit_tool: ClassVar[str] = "dpkg"
     tools: ClassVar[str] = "apt-get|apt|aptitude|dpkg|unattended-upgr"
+    # unattended-upgrades' shutdown helper has the same process name but runs the whole boot on
+    # every host with the package (Ubuntu installs it by default) and takes dpkg's lock only at
+    # shutdown: provision waited 600 s for it and failed (lab, Ubuntu-shaped host)
+    not_waited: ClassVar[str] = "unattended-upgrade-shutdown"
     archive_dirs: ClassVar[tuple[str, ...]] = ("/var/cache/apt/archives",)
     file_suffix: ClassVar[str] = ".deb"
 

@@ -33,6 +33,8 @@ class PackageManager(ABC):
     lock_owner: ClassVar[str] = ""  # "dpkg's" / "rpm's": whose lock a running tool takes
     audit_tool: ClassVar[str] = ""  # the tool ``unfinished_command`` runs
     tools: ClassVar[str] = ""  # pgrep -x pattern of the processes taking the manager's lock
+    #: a process of that name that never takes the lock while it runs (its command line)
+    not_waited: ClassVar[str] = ""
     archive_dirs: ClassVar[tuple[str, ...]] = ()  # where package files stay after an install
     file_suffix: ClassVar[str] = ""  # ".deb" / ".rpm"
 
@@ -123,20 +125,25 @@ class PackageManager(ABC):
 
     # -- the package manager's lock ----------------------------------------------------------
 
+    def running_command(self, tools: str | None = None) -> str:
+        """``pgrep -a`` of the live ``tools`` processes (default: this manager's), those of
+        ``not_waited`` left out: ``PID command line`` lines, nothing when none runs."""
+        # pgrep warns on stderr about a pattern longer than a process name; the regex still matches
+        pgrep = f"pgrep -a {PGREP_LIVE} -x '{tools or self.tools}' 2>/dev/null"
+        return f"{pgrep} | grep -v '{self.not_waited}'" if self.not_waited else pgrep
+
     def wait_command(self, timeout_s: int = LOCK_WAIT_S, poll_s: int = 2,
                      tools: str | None = None) -> str:
         """Shell that returns once none of ``tools`` (default: this manager's) runs, so the
         next command finds the lock free; after ``timeout_s`` it fails with one line on stderr
         naming what still runs (``pgrep -a``: PID and command line)."""
         tries = max(1, timeout_s // poll_s)
-        pattern = tools or self.tools
-        # pgrep warns on stderr about a pattern longer than a process name; the regex still matches
-        pgrep = f"pgrep {PGREP_LIVE} -x '{pattern}' 2>/dev/null"
+        running = self.running_command(tools)
         return (
-            f"i=0; while {pgrep} >/dev/null; do i=$((i+1)); if [ $i -gt {tries} ]; then "
+            f'i=0; while [ -n "$({running})" ]; do i=$((i+1)); if [ $i -gt {tries} ]; then '
             f'echo "{self.family}/{self.database} still running after {timeout_s}s '
             f"({self.lock_owner} lock is taken): "
-            f"$({pgrep.replace('pgrep', 'pgrep -a', 1)} | head -n 3 | tr '\\n' ';')\" >&2; "
+            f"$({running} | head -n 3 | tr '\\n' ';')\" >&2; "
             f"exit 1; fi; sleep {poll_s}; done"
         )
 
@@ -156,7 +163,7 @@ class PackageManager(ABC):
         command, two ``SECTION`` parts (``running``, ``unfinished``)."""
         return (
             f"echo '{SECTION}running'; command -v pgrep >/dev/null 2>&1 && "
-            f"pgrep -a {PGREP_LIVE} -x '{tools or self.tools}' 2>/dev/null; "
+            f"{self.running_command(tools)}; "
             f"echo '{SECTION}unfinished'; command -v {self.audit_tool} >/dev/null 2>&1 && "
             f"{self.unfinished_command()}; true"
         )

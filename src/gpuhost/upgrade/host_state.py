@@ -15,6 +15,7 @@ import binascii
 import hashlib
 import posixpath
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -43,6 +44,23 @@ def is_stack_package(name: str) -> bool:
 
 
 KERNEL_PACKAGE_RE = re.compile(r"^linux-(image|headers|modules)-")
+# Ubuntu's kernel metapackages (linux-generic, linux-virtual-hwe-24.04, ...; linux-image-generic
+# and linux-headers-generic match KERNEL_PACKAGE_RE)
+KERNEL_META_RE = re.compile(r"^linux-(generic|virtual|lowlatency)(-hwe-\d+\.\d+(-edge)?)?$")
+# Canonical's precompiled NVIDIA modules, one package per kernel (Ubuntu's archive): where a host
+# has them, gpuhost moves its kernel with the driver (operations/precompiled.py), so a snapshot
+# records the kernel packages as part of the stack, and a rollback puts them back
+PRECOMPILED_RE = re.compile(r"^linux-modules-nvidia-\d+")
+
+
+def is_kernel_package(name: str) -> bool:
+    """A kernel image/headers/modules package or a kernel metapackage."""
+    return bool(KERNEL_PACKAGE_RE.match(name) or KERNEL_META_RE.match(name))
+
+
+def pairs_kernel(names: Iterable[str]) -> bool:
+    """Whether a host with these stack packages has its kernel moved with the driver."""
+    return any(PRECOMPILED_RE.match(name) for name in names)
 
 # Files a snapshot keeps (globs, expanded on the host). Category is derived from the path.
 SNAPSHOT_FILES = (
@@ -236,8 +254,10 @@ def _packages(state: HostState, lines: list[str]) -> None:
         record = {"version": version, "arch": arch, "status": status.strip()}
         if is_stack_package(name):
             state.packages[name] = record
-        elif KERNEL_PACKAGE_RE.match(name):
+        elif is_kernel_package(name):
             state.kernel_packages[name] = record
+    if pairs_kernel(state.packages):
+        state.packages.update(state.kernel_packages)
 
 
 def file_record(path: str, mode: str, b64: str) -> dict[str, Any]:

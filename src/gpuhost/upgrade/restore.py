@@ -51,8 +51,10 @@ from gpuhost.upgrade.host_state import (
     file_bytes,
     file_category,
     file_path_problem,
+    is_kernel_package,
     is_stack_package,
     mode_problem,
+    pairs_kernel,
 )
 
 RESTORE_KEY = "_gpuhost_restore"
@@ -198,7 +200,13 @@ def stack_packages_removed(keep: list[str], family: str = "apt") -> Generator:
     half-installed ones a failed install leaves (a DKMS build that failed: ``iF``) included."""
     manager = pkgmgr.for_family(family) or pkgmgr.APT
     present = fact(InstalledPackageStates if manager.family == "apt" else RpmPackageStates)
-    added = sorted(p for p in present if is_stack_package(p) and p not in keep)
+    # a snapshot that records the kernel (precompiled modules: host_state.pairs_kernel) gets the
+    # kernels the upgrade added removed too: kept, the newest would boot without a module
+    kernels = pairs_kernel(keep)
+    added = sorted(
+        p for p in present
+        if (is_stack_package(p) or (kernels and is_kernel_package(p))) and p not in keep
+    )
     if not added:
         host.noop("no stack package beyond the snapshot's")
         return

@@ -56,10 +56,12 @@ UBUNTU_SMI_PACKAGES = ("nvidia-utils-[0-9]*", "nvidia-utils")
 PERSISTENCED_PACKAGES = ("nvidia-persistenced", "nvidia-compute-utils-[0-9]*",
                          "nvidia-compute-utils")
 # The open GPU kernel modules' DKMS package (NVIDIA's debian12 name, Debian's, NVIDIA's Ubuntu
-# names): installed at boot, the "loaded module" is the open flavour, whose
+# names) or Canonical's precompiled open modules (linux-modules-nvidia-580-server-open-<kernel>,
+# tests/lab/ubuntu_archive.py): installed at boot, the "loaded module" is the open flavour, whose
 # /proc/driver/nvidia/version reads differently
 OPEN_MODULE_PACKAGES = ("nvidia-kernel-open-dkms", "nvidia-open-kernel-dkms",
-                        "nvidia-dkms-[0-9]*-open", "nvidia-dkms-open")
+                        "nvidia-dkms-[0-9]*-open", "nvidia-dkms-open",
+                        "linux-modules-nvidia-[0-9]*-open-*")
 # The same on a Rocky-shaped host (NVIDIA's RPM names, tests/lab/rpmrepo.py), asked of rpm when
 # dpkg has no driver package (the host's base system stays dpkg-managed)
 RPM_DRIVER_PACKAGES = ("nvidia-driver-cuda", "libnvidia-ml", "nvidia-driver")
