@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import IO, Any
 
 import yaml
 
 from gpuhost.errors import ConfigError
+from gpuhost.safeio import read_regular
 
 PACKAGE_SETS = "package_sets.yaml"
 
@@ -43,6 +45,24 @@ def load_yaml(source: str | bytes | IO[str] | IO[bytes]) -> Any:
             "(an alias bomb such as 'billion laughs'?); expected plain data"
         )
     return data
+
+
+#: the most bytes a data or configuration file gpuhost reads may have (matrix.yaml is ~200 KB)
+MAX_FILE_BYTES = 32 * 1024 * 1024
+
+
+def read_file_text(path: str | Path, what: str) -> str:
+    """The text of a data or configuration file (matrix, advisories, profiles, provider
+    config, fault catalog...) read through ``safeio.read_regular``: a FIFO never blocks, a device
+    (a link to /dev/zero) or a folder is refused, a file over ``MAX_FILE_BYTES`` is not read;
+    each is one ConfigError line naming the file, as is text that is not UTF-8."""
+    data = read_regular(Path(path), what, limit=MAX_FILE_BYTES)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: {what} is not text (byte {exc.start} is not UTF-8; expected YAML)"
+        ) from None
 
 
 # What a document may expand to through its aliases (every value counted as often as it is

@@ -39,6 +39,7 @@ CLEAN_DEBIAN = {
     "sshd": "passwordauthentication no\npermitrootlogin prohibit-password\nusepam yes\n"
     "kbdinteractiveauthentication no\n",
     "profile-marker": ("", "", 1),
+    "firmware": "",  # no DMI tables, no RDMA adapter (a container or VM)
     "pythons": "python3\n",
     "python.0": '{"gpuhost_probe": 1, "python": "/usr/bin/python3", "python_version": "3.11.2", '
     '"torch": null, "cuda": null, "cudnn": null, "arch_list": [], "cuda_initialized": null, '

@@ -14,8 +14,8 @@ In order, on the same two hosts:
 4. a profile for an OS the host is not: one line, exit 2, nothing changed.
 
 What the Ubuntu shape proves and what it does not: docs/testing.md ("Ubuntu-shaped lab hosts").
-About 9 minutes on an idle machine (23 min 40 s with three other engineers' labs running,
-2026-11-28).
+15 min 31 s on this machine at load 8-14 (other labs running, 2026-11-28): provision, audit and
+checks 410 s, the OS's dist-upgrade 160 s, upgrade and rollback 301 s, lab boot 36 s.
 """
 
 from __future__ import annotations
@@ -139,7 +139,11 @@ def test_the_os_dist_upgrade_keeps_the_pinned_set(ubuntu: Ubuntu) -> None:
 def test_upgrade_to_another_profile_and_rollback(ubuntu: Ubuntu) -> None:
     state_dir = ubuntu.workdir / "state"
     inventory = str(ubuntu.inventory(PROFILE))
+    # both built-in profiles' CUDA toolkits (12.9.1, 13.0.2) are named by NVIDIA's CUDA Toolkit
+    # bulletin 5755 (fixed in 13.1.0; data/advisories.yaml since 24af1ad): a known condition of
+    # the target profile, not of Ubuntu, that the validation audit would otherwise fail on
     proc = ubuntu.gpuhost("upgrade", inventory, "--to", OTHER, "--canary", "0", "--batch", "2",
+                          "--accept-audit", "security.cuda-toolkit",
                           "--state-dir", str(state_dir), timeout=1500)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     (journal,) = (state_dir / "runs").glob("*.jsonl")

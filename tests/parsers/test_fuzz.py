@@ -27,6 +27,7 @@ from gpuhost.parsers import (
 )
 from gpuhost.parsers import nvidia_smi as smi
 from gpuhost.parsers.aer import parse_aer_counters
+from gpuhost.parsers.firmware import parse_firmware_files, sysfs_value
 from gpuhost.parsers.listening import parse_ss_listening
 from gpuhost.parsers.profile_marker import parse_profile_marker
 from gpuhost.parsers.smi_identity import parse_identity
@@ -66,6 +67,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "parse_ss_listening": parse_ss_listening,
     "parse_show_node": parse_show_node,
     "parse_ib_sysfs": fabric.parse_ib_sysfs,
+    "parse_firmware_files": parse_firmware_files,
+    "sysfs_value": sysfs_value,
     "parse_ibstat": fabric.parse_ibstat,
     "parse_ibv_devinfo": fabric.parse_ibv_devinfo,
     "parse_lspci": fabric.parse_lspci,

@@ -87,8 +87,9 @@ def test_force_goes_on_with_a_warning(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 0, captured.err
     assert f"target: {OLD_DRIVER}: driver 535.261.03" in captured.out
     warnings = [line for line in captured.err.splitlines() if line.startswith("warning:")]
-    assert len(warnings) == 2 and "5821" in warnings[0] and "535.309.01" in warnings[0]
-    assert "R535 gets no fix" in warnings[1]
+    # the driver's two, then its CUDA toolkit's (Debian's 11.8: bulletins fixed in 13.1.0)
+    assert len(warnings) == 3 and "5821" in warnings[0] and "535.309.01" in warnings[0]
+    assert "R535 gets no fix" in warnings[1] and "CUDA Toolkit" in warnings[2]
 
 
 def test_a_target_at_its_branch_fix_is_only_warned_of_the_branch_end(
@@ -96,9 +97,10 @@ def test_a_target_at_its_branch_fix_is_only_warned_of_the_branch_end(
 ) -> None:
     code = main(_upgrade(tmp_path, "debian12-nonfree-535-security", "--dry"))
     captured = capsys.readouterr()
-    (warning,) = [line for line in captured.err.splitlines() if "warning" in line]
+    warning, toolkit = [line for line in captured.err.splitlines() if "warning" in line]
     assert code == 0 and "R535 gets no fix in NVIDIA security bulletin(s) 5861" in warning
-    assert "is affected" not in captured.err
+    assert "driver 535.309.01 (R535) is affected" not in captured.err
+    assert toolkit.startswith("warning: --to") and "CUDA Toolkit" in toolkit  # warned, not refused
 
 
 def test_resuming_a_forced_run_needs_no_second_force(
@@ -138,4 +140,47 @@ def test_a_forced_target_accepts_its_own_advisory_rules_at_validation(
     monkeypatch.setattr(hoststeps, "StepSettings", recording)  # imported when the run starts
     main(_upgrade(tmp_path, OLD_DRIVER, "--force", "--accept-audit", "driver.not-loaded"))
     capsys.readouterr()
-    assert seen == [("driver.not-loaded", "security.driver")]
+    assert seen == [("driver.not-loaded", "security.cuda-toolkit", "security.driver")]
+
+
+def test_a_target_whose_cuda_toolkit_is_affected_warns_and_is_accepted_at_validation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The built-in nvidia-repo-580-cuda13.0 pins CUDA 13.0, which bulletin 5755 names (fixed in
+    13.1.0): the plan warns (no refusal, no --force needed: the toolkit's bulletins concern its
+    own tools and libraries, not the driver stack the upgrade moves) and validation accepts
+    security.cuda-toolkit, which every host of that profile carries. Before, the plan said
+    nothing and validation rolled every upgraded host back for it (the Rocky and Ubuntu labs)."""
+    import gpuhost.upgrade.hoststeps as hoststeps
+
+    target = "nvidia-repo-580-cuda13.0"
+    profile = load_profiles()[target]
+    assert any(
+        f.rule == "security.cuda-toolkit"
+        for cuda in profile.cuda_versions
+        for f in security_findings(load_advisories(), cuda=cuda)
+    ), "premise: the shipped bulletins name the profile's CUDA toolkit"
+    seen: list[tuple[str, ...]] = []
+    real = hoststeps.StepSettings
+
+    def recording(**kwargs: object) -> object:
+        seen.append(tuple(kwargs["accept_audit"]))  # type: ignore[arg-type]
+        return real(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hoststeps, "StepSettings", recording)
+    inventory = tmp_path / "inv.py"
+    repo = {
+        "gpuhost_cuda_repo_url": "https://repo.invalid/compute/cuda/repos/debian12/x86_64/",
+        "gpuhost_cuda_repo_key": "https://repo.invalid/key.pub",
+        "gpuhost_cuda_repo_key_sha256": "0" * 64,
+    }
+    inventory.write_text(f"gpu = [('n1.invalid', {repo!r})]\n", encoding="utf-8")
+    args = ["upgrade", str(inventory), "--to", target, "--state-dir", str(tmp_path / "st")]
+    main(args)
+    err = capsys.readouterr().err
+    assert not _error_lines(err) or "refusing" not in _error_lines(err)[0], err
+    assert any(
+        line.startswith(f"warning: --to '{target}'") and "5755" in line
+        for line in err.splitlines()
+    ), err
+    assert seen and "security.cuda-toolkit" in seen[0]

@@ -24,7 +24,7 @@ from gpuhost.findings import (
     verdict as verdict_of,
 )
 from gpuhost.gpus.catalog import labelled
-from gpuhost.gpus.node_classes import node_override
+from gpuhost.gpus.node_classes import firmware_baseline, node_override
 from gpuhost.parsers.profile_marker import MARKER_PATH
 
 PROFILE_KEY = "gpuhost_profile"
@@ -141,6 +141,7 @@ def audit_host(
     ctx = replace(
         _context(facts, host_data, settings, from_matrix, fabric_previous),
         node=node_expectation(facts, host_data),
+        firmware=firmware_baseline(_first_gpu(facts), host_data),
     )
     return HostReport(name, True, facts, tuple(run_rules(ctx)))
 
@@ -150,8 +151,13 @@ def node_expectation(facts: HostFacts, host_data: Mapping[str, Any]) -> NodeExpe
     override (``gpuhost_node``, older ``gpuhost_expect``) over it (checked by the inventory
     contract)."""
     gpus = facts.driver.smi.gpus if facts.driver.smi.ok else []
-    first = labelled(gpus[0].name, gpus[0].pci_device_id) if gpus and gpus[0].name else None
-    return expectation_for(first, node_override(host_data), len(gpus))
+    return expectation_for(_first_gpu(facts), node_override(host_data), len(gpus))
+
+
+def _first_gpu(facts: HostFacts) -> str | None:
+    """The first GPU nvidia-smi reported, with its PCI ID (what the node classes match on)."""
+    gpus = facts.driver.smi.gpus if facts.driver.smi.ok else []
+    return labelled(gpus[0].name, gpus[0].pci_device_id) if gpus and gpus[0].name else None
 
 
 def _host_error(

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from gpuhost import __version__
+from gpuhost.errors import ConfigError
 from gpuhost.findings import SECURITY_PREFIX, SEVERITIES, VERDICT_UNREACHABLE, fails, worst_verdict
 
 # The fields that make up a host's stack, in display order.
@@ -28,7 +29,18 @@ STACK_FIELDS = (
     "container_toolkit",
     "fabric_manager",
     "frameworks",
+    "vbios",
+    "gsp_firmware",
+    "hca_firmware",
+    "bios",
 )
+# the firmware fields whose difference between hosts of one node class is drift (GSP firmware
+# follows the driver: its difference is the driver's, shown as driver_loaded)
+DRIFT_FIELDS = ("vbios", "hca_firmware", "bios")
+DRIFT_RULE = "firmware.drift"
+# a firmware value that says nothing to compare: not read, or nothing to have firmware
+NOT_READ = "not read"
+_NO_DATA = ("-", NOT_READ)
 
 
 def _get(data: Any, *path: str) -> Any:
@@ -51,6 +63,33 @@ def _installed_driver(facts: Mapping[str, Any]) -> str | None:
         }
     )
     return "/".join(versions) if versions else None
+
+
+def _versions(items: Iterable[Any], key: str) -> str | None:
+    found = sorted({str(i.get(key)) for i in items if isinstance(i, Mapping) and i.get(key)})
+    return ", ".join(found) or None
+
+
+def firmware_stack(facts: Mapping[str, Any]) -> dict[str, str | None]:
+    """The firmware part of a stack: VBIOS from nvidia-smi's GPUs (also in reports written
+    before gpuhost read firmware), GSP, HCA and BIOS from ``facts.firmware`` ("not read" where
+    the probe did not read them, and a BIOS without DMI tables)."""
+    firmware = facts.get("firmware")
+    read = isinstance(firmware, Mapping) and bool(firmware.get("read"))
+    gpus = _get(firmware, "gpus") if isinstance(firmware, Mapping) else None
+    hca = _get(firmware, "hca")
+    bios = _get(firmware, "bios_version")
+    return {
+        "vbios": _versions(_get(facts, "driver", "smi", "gpus") or [], "vbios"),
+        "gsp_firmware": _versions(gpus or [], "gsp"),
+        "hca_firmware": (
+            ", ".join(sorted({str(v) for v in hca.values()})) or None
+            if read and isinstance(hca, Mapping)
+            else NOT_READ
+        ),
+        # every machine has a BIOS: none shown (no DMI tables, as in a container) is not read
+        "bios": str(bios) if read and bios else NOT_READ,
+    }
 
 
 def stack_of(facts: Mapping[str, Any] | None) -> dict[str, str]:
@@ -95,6 +134,7 @@ def stack_of(facts: Mapping[str, Any] | None) -> dict[str, str]:
         "container_toolkit": _get(facts, "container", "toolkit_version"),
         "fabric_manager": _get(facts, "fabric_manager", "version"),
         "frameworks": ", ".join(sorted(set(frameworks))),
+        **firmware_stack(facts),
     }
     return {name: str(values[name]) if values[name] else "-" for name in STACK_FIELDS}
 
@@ -135,6 +175,48 @@ def outliers(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for name in group["hosts"]:
             found.append({"host": name, "differs": differs})
     return found
+
+
+def _node_class(facts: Mapping[str, Any] | None) -> str | None:
+    """The node class of the host's first GPU (its GPU name where no class knows it)."""
+    from gpuhost.gpus.catalog import labelled
+    from gpuhost.gpus.node_classes import class_of
+
+    gpus = [g for g in _get(facts, "driver", "smi", "gpus") or [] if isinstance(g, Mapping)]
+    if not gpus or not gpus[0].get("name"):
+        return None
+    name = str(gpus[0]["name"])
+    try:
+        found = class_of(labelled(name, gpus[0].get("pci_device_id")))
+    except ConfigError:  # the node classes are unreadable (said where they are judged): by name
+        return name
+    return found.name if found else name
+
+
+def firmware_drift(hosts: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Firmware that differs between reachable hosts of one node class: one entry per class and
+    field, each version with its hosts (hosts whose firmware was not read are left out)."""
+    seen: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for host in hosts:
+        facts = host.get("facts")
+        cls = _node_class(facts) if host.get("reachable") else None
+        if cls is None:
+            continue
+        stack = stack_of(facts)
+        for name in DRIFT_FIELDS:
+            if stack[name] not in _NO_DATA:
+                seen.setdefault((cls, name), {}).setdefault(stack[name], []).append(host["name"])
+    return [
+        {
+            "rule": DRIFT_RULE,
+            "severity": "warning",
+            "node_class": cls,
+            "field": name,
+            "versions": {v: sorted(h) for v, h in sorted(versions.items())},
+        }
+        for (cls, name), versions in sorted(seen.items())
+        if len(versions) > 1
+    ]
 
 
 def with_security(host: Mapping[str, Any]) -> dict[str, Any]:
@@ -198,8 +280,10 @@ def summarize(
     answer at the top, the security exposure apart under ``security``."""
     answer = _counts(hosts, lambda h: h.get("verdict"), lambda h: h.get("findings"))
     groups = group_stacks(hosts)
+    drift = firmware_drift(hosts)
     summary: dict[str, Any] = {
-        "verdict": answer["verdict"],
+        # firmware drift makes a fleet that is otherwise ok a warning
+        "verdict": "warning" if drift and answer["verdict"] == "ok" else answer["verdict"],
         "hosts": len(hosts),
         "reachable": sum(1 for h in hosts if h.get("reachable")),
         "unreachable": sum(1 for h in hosts if not h.get("reachable")),
@@ -213,6 +297,7 @@ def summarize(
         ),
         "stacks": groups,
         "outliers": outliers(groups),
+        "firmware_drift": drift,
         "gpuhost_version": __version__,
     }
     if extra:

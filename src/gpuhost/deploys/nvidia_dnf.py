@@ -40,12 +40,6 @@ def install_driver_dnf(spec: DesiredState, plan: PackagePlan, switch: bool = Fal
         key_sha256=str(data.get("gpuhost_cuda_repo_key_sha256") or ""),
         proxies=proxy_urls(data),
     )
-    dnf_pin.dkms_offered(
-        name="DKMS offered (EPEL)",
-        package=plan.dkms_package,
-        crb=plan.crb,
-        epel_release=plan.epel_release,
-    )
     if plan.module is not None:
         dnf_pin.module_stream(
             name=f"Module stream {plan.module[0]}:{plan.module[1]}",
@@ -54,6 +48,13 @@ def install_driver_dnf(spec: DesiredState, plan: PackagePlan, switch: bool = Fal
             switch=switch,
         )
     # after the stream is known to be offered: a stream the repository lacks changes no package
+    # (EPEL's release package included)
+    dnf_pin.dkms_offered(
+        name="DKMS offered (EPEL)",
+        package=plan.dkms_package,
+        crb=plan.crb,
+        epel_release=plan.epel_release,
+    )
     dnf_pin.kernel_devel(name="kernel-devel for the running kernel")
     kernel.nouveau_blacklisted(name="Blacklist nouveau (initramfs rebuilt on change)")
     flavour = [n for n in plan.driver_install if n.startswith("kmod-")]

@@ -21,8 +21,10 @@ from gpuhost.facts.host_facts import (
     CudnnFacts,
     DriverFacts,
     FabricManagerFacts,
+    FirmwareFacts,
     FrameworkFacts,
     GpuFaultFacts,
+    GpuFirmware,
     HostFacts,
     OsInfo,
     PackageFacts,
@@ -32,10 +34,12 @@ from gpuhost.facts.host_facts import (
 from gpuhost.parsers import container, cuda, driver, frameworks, packages
 from gpuhost.parsers.aer import parse_gpu_aer
 from gpuhost.parsers.cdi import parse_cdi_specs
+from gpuhost.parsers.firmware import SysfsFirmware, parse_firmware_files
 from gpuhost.parsers.nvidia_smi import SmiReport, parse_output
 from gpuhost.parsers.packages import AptPolicy, Package
 from gpuhost.parsers.profile_marker import parse_profile_marker
 from gpuhost.parsers.signing import SigningFacts, parse_signing_output
+from gpuhost.parsers.smi_identity import parse_identity
 from gpuhost.parsers.smi_misc import parse_nvlink_errors, parse_nvlink_status
 from gpuhost.parsers.sshd import audit_settings, parse_sshd_t
 from gpuhost.parsers.xid import xid_events
@@ -233,6 +237,32 @@ def _gpu_faults(reader: _Reader) -> GpuFaultFacts:
     )
 
 
+def _gsp_by_bus(reader: _Reader) -> dict[str, str]:
+    """Each GPU's GSP firmware from nvidia-smi -q -x (accept's identity parser), by bus id; {}
+    where the XML is missing or unreadable (its problem is nvidia-smi's, reported there)."""
+    try:
+        gpus = parse_identity(reader.text("nvidia-smi"))
+    except ParseError:
+        return {}
+    return {g.bus_id.upper(): g.gsp_firmware for g in gpus if g.bus_id and g.gsp_firmware}
+
+
+def _firmware(reader: _Reader, smi: SmiReport) -> FirmwareFacts:
+    """BIOS and HCA firmware from the ``firmware`` section (``read`` False where it did not run),
+    VBIOS from nvidia-smi's report, GSP firmware from its XML."""
+    section = reader.section("firmware")
+    ran = section is not None and section.ok
+    files = reader.parse("firmware", parse_firmware_files, SysfsFirmware()) if ran else None
+    gsp = _gsp_by_bus(reader) if smi.ok and smi.gpus else {}
+    gpus = [
+        GpuFirmware(g.pci_bus_id, g.name, g.vbios, gsp.get((g.pci_bus_id or "").upper()))
+        for g in (smi.gpus if smi.ok else [])
+    ]
+    if files is None:
+        return FirmwareFacts(read=False, gpus=gpus)
+    return FirmwareFacts(True, files.bios_version, files.bios_date, dict(files.hca), gpus)
+
+
 def framework_from_probe(python: str, section: SectionOutput | None) -> FrameworkFacts:
     """One ``python.N`` section → FrameworkFacts (torch via parse_torch_probe, TF from the line)."""
     if section is None:
@@ -291,6 +321,7 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
         else None
     )
     names = [line.strip() for line in reader.text("pythons").splitlines() if line.strip()]
+    driver_facts = _driver(reader)
     return HostFacts(
         hostname=hostname,
         probe_version=probe_version,
@@ -302,7 +333,7 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
         cdi=reader.parse("cdi", parse_cdi_specs, []),
         dkms=reader.parse("dkms", pp.parse_dkms_status, []) if dkms_installed else [],
         dkms_installed=dkms_installed,
-        driver=_driver(reader),
+        driver=driver_facts,
         packages=installed,
         cuda=cuda_facts,
         cudnn=_cudnn(reader, installed, cuda_facts),
@@ -314,6 +345,7 @@ def build_host_facts(probe: ProbeOutput) -> HostFacts:
         ),
         fabric=_fabric(reader),
         gpu_faults=_gpu_faults(reader),
+        firmware=_firmware(reader, driver_facts.smi),
         persistenced=services.get("nvidia-persistenced"),
         frameworks=[
             framework_from_probe(python, probe.get(python_section_name(i)))

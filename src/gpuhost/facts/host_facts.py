@@ -207,6 +207,30 @@ class GpuFaultFacts:
 
 
 @dataclass(frozen=True)
+class GpuFirmware:
+    """One GPU's firmware as nvidia-smi shows it (None: N/A or not shown)."""
+
+    bus_id: str | None = None
+    name: str | None = None
+    vbios: str | None = None
+    gsp: str | None = None  # GSP firmware; N/A where the driver does not run the GSP
+
+
+@dataclass(frozen=True)
+class FirmwareFacts:
+    """The host's firmware versions (docs/audit-report.md, "Firmware"): ``read`` False where the
+    probe's firmware section did not run (an older probe, a failed read): BIOS and HCA unknown,
+    not absent. ``bios_version``/``bios_date`` None: no DMI tables (a VM, a container); ``hca``:
+    RDMA device -> fw_ver; ``gpus``: from nvidia-smi (empty when it reported no GPU)."""
+
+    read: bool = False
+    bios_version: str | None = None
+    bios_date: str | None = None
+    hca: dict[str, str] = field(default_factory=dict)
+    gpus: list[GpuFirmware] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class HostFacts:
     hostname: str | None = None
     probe_version: int | None = None
@@ -227,6 +251,7 @@ class HostFacts:
     fabric_manager: FabricManagerFacts = field(default_factory=FabricManagerFacts)
     fabric: FabricFacts = field(default_factory=FabricFacts)  # RDMA ports, GPUDirect, ACS
     gpu_faults: GpuFaultFacts = field(default_factory=GpuFaultFacts)  # Xid, NVLink, AER
+    firmware: FirmwareFacts = field(default_factory=FirmwareFacts)  # BIOS, HCA, VBIOS, GSP
     persistenced: ServiceState | None = None
     frameworks: list[FrameworkFacts] = field(default_factory=list)
     sshd: SshdFacts = field(default_factory=SshdFacts)

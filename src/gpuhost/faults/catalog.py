@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from gpuhost.datadir import data_path
-from gpuhost.datafiles import load_yaml, yaml_problem
+from gpuhost.datafiles import load_yaml, read_file_text, yaml_problem
 from gpuhost.errors import ConfigError
 from gpuhost.findings import ACTIONS, SEVERITIES, Finding
 
@@ -220,10 +220,7 @@ def load_catalog() -> Catalog:
     """The catalog in use (``datadir.data_path``), checked; ConfigError on a damaged file."""
     path = data_path(CATALOG_FILE)
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = load_yaml(handle.read())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the fault catalog: {exc.strerror}") from exc
+        data = load_yaml(read_file_text(path, "the fault catalog"))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: {yaml_problem(exc)}") from exc
     return parse_catalog(data)

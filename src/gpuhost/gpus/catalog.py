@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from gpuhost.datadir import data_path
-from gpuhost.datafiles import load_yaml, yaml_problem
+from gpuhost.datafiles import load_yaml, read_file_text, yaml_problem
 from gpuhost.errors import ConfigError
 from gpuhost.gpus.names import mobile_key, normalise_name, sku_key
 from gpuhost.gpus.pciids import base_chip
@@ -132,10 +132,7 @@ def parse_catalog(data: Any, where: str) -> Catalog:
 def load_catalog() -> Catalog:
     path = data_path(CATALOG_FILE)
     try:
-        with open(path, encoding="utf-8") as handle:
-            return parse_catalog(load_yaml(handle.read()), path)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the GPU catalog: {exc.strerror}") from exc
+        return parse_catalog(load_yaml(read_file_text(path, "the GPU catalog")), path)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: {yaml_problem(exc)}") from exc
 

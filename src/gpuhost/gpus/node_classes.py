@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from gpuhost.datadir import data_path
-from gpuhost.datafiles import load_yaml, yaml_problem
+from gpuhost.datafiles import load_yaml, read_file_text, yaml_problem
 from gpuhost.errors import ConfigError
 from gpuhost.gpus.catalog import name_part, pci_id_in, pci_id_of
 from gpuhost.gpus.names import same_sku
@@ -31,6 +31,10 @@ INT_FIELDS = ("gpus", "memory_mib", "nvlinks_per_gpu", "pcie_gen", "pcie_width")
 BOOL_FIELDS = ("fabric_manager",)
 FABRIC_FIELDS = ("ports", "rate_gbps", "link_layer", "peermem")
 LINK_LAYERS = ("InfiniBand", "Ethernet")
+# a pinned firmware baseline (a class's `firmware`, gpuhost_node's `firmware`): each field one
+# version or a list of the versions allowed (docs/audit-report.md, "Firmware")
+FIRMWARE_KEY = "firmware"
+FIRMWARE_FIELDS = ("vbios", "gsp", "hca", "bios")
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class NodeClass:
     sources: tuple[str, ...]
     fabric: FabricSpec | None = None
     collective: CollectiveRef | None = None
+    firmware: Mapping[str, tuple[str, ...]] | None = None  # a pinned baseline (none shipped)
 
     def has(self, gpu: str) -> bool:
         """Whether ``gpu`` (a name, a PCI ID, or a name with its PCI ID: catalog.labelled) is one
@@ -135,6 +140,10 @@ def _class(raw: Any, index: int, sources: Mapping[str, Any]) -> NodeClass:
     problem = node_problem(values)
     if problem:
         raise ConfigError(f"{where}: {problem}")
+    firmware = raw.get(FIRMWARE_KEY)
+    problem = firmware_problem(firmware) if firmware is not None else None
+    if problem:
+        raise ConfigError(f"{where}.{FIRMWARE_KEY}: {problem}")
     return NodeClass(
         raw["name"],
         str(raw.get("board", raw["name"])),
@@ -144,6 +153,7 @@ def _class(raw: Any, index: int, sources: Mapping[str, Any]) -> NodeClass:
         tuple(map(str, cited)),
         _fabric(raw.get("fabric"), sources, f"{where}.fabric"),
         _collective(raw.get("collective"), sources, f"{where}.collective"),
+        firmware_versions(firmware) if firmware is not None else None,
     )
 
 
@@ -161,10 +171,7 @@ def parse_classes(data: Any) -> tuple[NodeClass, ...]:
 def load_classes() -> tuple[NodeClass, ...]:
     path = data_path(CLASSES_FILE)
     try:
-        with open(path, encoding="utf-8") as handle:
-            return parse_classes(load_yaml(handle.read()))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the node classes: {exc.strerror}") from exc
+        return parse_classes(load_yaml(read_file_text(path, "the node classes")))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: {yaml_problem(exc)}") from exc
 
@@ -217,15 +224,42 @@ def _fabric_item_problem(key: str, item: Any) -> str | None:
     return None
 
 
+def firmware_problem(value: Any) -> str | None:
+    """Why ``value`` is not a valid firmware baseline (a mapping of ``FIRMWARE_FIELDS``, each a
+    version or a list of versions), or None when it is."""
+    if not isinstance(value, dict) or not value:
+        return f"expected a mapping of {', '.join(FIRMWARE_FIELDS)}, found {value!r}"
+    for key, item in value.items():
+        if key not in FIRMWARE_FIELDS:
+            return f"unknown key {key!r}, expected one of {', '.join(FIRMWARE_FIELDS)}"
+        items = item if isinstance(item, list) else [item]
+        if not items or not all(isinstance(i, str) and i.strip() for i in items):
+            return f"{key}: expected a version or a list of versions, found {item!r}"
+    return None
+
+
+def firmware_versions(value: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """A checked baseline (``firmware_problem`` None) as {field: allowed versions}."""
+    return {
+        key: tuple(str(i).strip() for i in (item if isinstance(item, list) else [item]))
+        for key, item in value.items()
+    }
+
+
 def override_problem(value: Any) -> str | None:
     """Why ``value`` is not a valid ``gpuhost_node`` mapping (the node's and the fabric's
-    fields), or None when it is."""
-    every = INT_FIELDS + BOOL_FIELDS + FABRIC_FIELDS
+    fields, the firmware baseline), or None when it is."""
+    every = INT_FIELDS + BOOL_FIELDS + FABRIC_FIELDS + (FIRMWARE_KEY,)
     if not isinstance(value, dict):
         return f"expected a mapping of {', '.join(every)}, found {value!r}"
     for key, item in value.items():
         if key not in every:
             return f"unknown key {key!r}, expected one of {', '.join(every)}"
+        if key == FIRMWARE_KEY:
+            problem = firmware_problem(item)
+            if problem:
+                return f"{FIRMWARE_KEY}: {problem}"
+            continue
         problem = _fabric_item_problem(key, item) if key in FABRIC_FIELDS else None
         problem = problem or (node_problem({key: item}) if key not in FABRIC_FIELDS else None)
         if problem:
@@ -259,3 +293,27 @@ def override_conflict(host_data: Mapping[str, Any]) -> str | None:
                 )
             seen[field] = (key, item)
     return None
+
+
+@dataclass(frozen=True)
+class FirmwareBaseline:
+    """The firmware versions a node is pinned to; ``name``: where they come from (a class, the
+    inventory, or both)."""
+
+    name: str
+    versions: Mapping[str, tuple[str, ...]]
+
+
+def firmware_baseline(gpu: str | None, host_data: Mapping[str, Any]) -> FirmwareBaseline | None:
+    """The firmware baseline of a node whose first GPU is ``gpu``: its node class's ``firmware``
+    with the inventory's ``gpuhost_node.firmware`` over it, field by field (checked by the
+    inventory contract); None when neither pins anything."""
+    found = class_of(gpu)
+    base = dict(found.firmware or {}) if found else {}
+    override = node_override(host_data).get(FIRMWARE_KEY)
+    pinned = firmware_versions(override) if isinstance(override, Mapping) else {}
+    if not base and not pinned:
+        return None
+    names = [found.name] if found and base else []
+    names += ["inventory"] if pinned else []
+    return FirmwareBaseline(" + ".join(names), {**base, **pinned})

@@ -31,13 +31,16 @@ NODE_KEYS: tuple[Key, ...] = (
         Annotated[dict[StrictStr, Any], _checked(override_problem)],
         "a mapping of gpus, memory_mib, nvlinks_per_gpu, pcie_gen, pcie_width (whole numbers), "
         "fabric_manager (true/false), ports (integer), rate_gbps (number), link_layer "
-        "('InfiniBand' or 'Ethernet'), peermem (true/false), e.g. {gpus: 4, ports: 4}",
+        "('InfiniBand' or 'Ethernet'), peermem (true/false), firmware (a mapping of vbios, gsp, "
+        "hca, bios: a version or a list of versions), e.g. {gpus: 4, ports: 4}",
         None,
         "What the node should have, over its GPUs' node class (src/gpuhost/data/"
         "node_classes.yaml: the board): GPUs, GPU memory, NVLink links, PCIe link and fabric "
         "manager (a node with fewer or less is a finding, docs/monitoring.md), and its RDMA "
         "fabric: compute ports of that link layer, the lowest port rate in Gb/s, GPUDirect RDMA "
-        "required (docs/fabric.md). gpuhost_expect and gpuhost_fabric are older spellings of "
+        "required (docs/fabric.md); the firmware it is pinned to (over the class's baseline, "
+        "field by field; docs/audit-report.md, Firmware). gpuhost_expect and gpuhost_fabric are "
+        "older spellings of "
         "its two halves, read beneath it; a field set differently in two of them is refused.",
         _USED_BY,
     ),

@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from gpuhost.datadir import data_path
-from gpuhost.datafiles import load_yaml, yaml_problem
-from gpuhost.errors import MatrixError, VersionError
+from gpuhost.datafiles import load_yaml, read_file_text, yaml_problem
+from gpuhost.errors import ConfigError, MatrixError, VersionError
 from gpuhost.matrix import nvidia_rules
 from gpuhost.matrix.model import (
     Architecture,
@@ -160,11 +160,9 @@ def _load_default() -> Matrix:
 
 def _load_file(path: str) -> Matrix:
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MatrixError(
-            path, [f"cannot read the file ({exc.__class__.__name__}: {exc})"]
-        ) from exc
+        text = read_file_text(path, "the matrix")
+    except ConfigError as exc:
+        raise MatrixError(path, [str(exc).removeprefix(f"{path}: ")]) from None
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:

@@ -12,13 +12,12 @@ import functools
 import re
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from gpuhost import oskey
-from gpuhost.datafiles import installable_os, load_yaml, supported_os, yaml_problem
+from gpuhost.datafiles import installable_os, load_yaml, read_file_text, supported_os, yaml_problem
 from gpuhost.errors import ConfigError, UnknownNameError, VersionError
 from gpuhost.findings import Finding
 from gpuhost.matrix.check import check_stack
@@ -108,9 +107,7 @@ def _builtin() -> dict[str, Profile]:
 
 def _load_file(path: str) -> dict[str, Profile]:
     try:
-        data = load_yaml(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the profiles file ({exc})") from exc
+        data = load_yaml(read_file_text(path, "the profiles file"))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({yaml_problem(exc)})") from exc
     problems: list[str] = []

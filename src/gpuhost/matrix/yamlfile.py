@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gpuhost.datafiles import load_yaml, yaml_problem
+from gpuhost.datafiles import load_yaml, read_file_text, yaml_problem
 from gpuhost.errors import ConfigError
 
 
@@ -16,10 +15,7 @@ def read_mapping(path: str, expected: str) -> dict[str, Any]:
 
     ``expected`` says what the mapping should hold, for the error message.
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read ({exc})") from exc
+    text = read_file_text(path, expected.split(" ")[0] + " data")
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:

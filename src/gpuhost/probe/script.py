@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from gpuhost.errors import ConfigError
 from gpuhost.parsers.cdi import list_specs_command
 from gpuhost.parsers.fabric import RDMA_FILES, SYSFS_ROOT
+from gpuhost.parsers.firmware import DMI_FILES, DMI_ROOT
 from gpuhost.parsers.profile_marker import MARKER_PATH
 from gpuhost.parsers.sshd import AUDIT_KEYWORDS
 from gpuhost.parsers.systemd import show_command
@@ -231,6 +232,15 @@ GPU_AER_CODE = (
     'echo "##GPUHOST aer ${d##*/} $k"; cat "$f"; done; done; true'
 )
 
+# Firmware (parsers.firmware): the BIOS's version and date (every user may read them) and each RDMA
+# adapter's firmware, as FILE:VALUE lines; a missing file (no DMI tables in a VM or container, no
+# RDMA adapter) prints nothing. The GPUs' VBIOS and GSP firmware come from nvidia-smi -q -x.
+FIRMWARE_CODE = (
+    "grep -H . "
+    + " ".join(f"{DMI_ROOT}/{name}" for name in DMI_FILES)
+    + f" {SYSFS_ROOT}/*/fw_ver 2>/dev/null; true"
+)
+
 STATIC_SECTIONS: tuple[Section, ...] = (
     Section("meta", f'echo "probe={PROBE_VERSION}"; echo "uid=$(id -u)"; echo "host=$(hostname)"'),
     Section("os-release", OS_RELEASE_CODE),
@@ -331,6 +341,7 @@ STATIC_SECTIONS: tuple[Section, ...] = (
     Section("iommu", _IF_RDMA + IOMMU_CODE),
     Section("lspci", f"{_IF_RDMA}_gh_need lspci; {LSPCI_CODE}"),
     Section("nvidia-topo", f"{_IF_RDMA}_gh_need nvidia-smi; {TOPO_CODE}"),
+    Section("firmware", FIRMWARE_CODE),
 )
 
 SECTION_NAMES: tuple[str, ...] = tuple(section.name for section in STATIC_SECTIONS)

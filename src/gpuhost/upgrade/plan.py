@@ -267,24 +267,33 @@ def target_for_hosts(target: str, hosts: list[InventoryHost]) -> Profile:
 
 
 def target_advisories(target: str, hosts: list[InventoryHost], force: bool) -> list[Finding]:
-    """Judge --to's driver and container toolkit against NVIDIA's security bulletins (as
-    ``gpuhost matrix profile verify`` does) before any host is touched: one ConfigError naming
-    the bulletins and fixed versions for error-level findings unless ``force``; else the
-    findings (the caller warns about them and accepts their rules at validation)."""
+    """Judge --to's driver, container toolkit and CUDA toolkits against NVIDIA's security
+    bulletins (as ``gpuhost matrix profile verify`` does) before any host is touched: one
+    ConfigError naming the bulletins and fixed versions for the driver's or container toolkit's
+    error-level findings unless ``force``; else the findings (the caller warns about them and
+    accepts their rules at validation). The CUDA toolkits' findings only warn: their bulletins
+    concern the toolkit's own tools and libraries a program is built with, not the running
+    driver stack the upgrade moves, and the audit keeps reporting them (its security answer)."""
     from gpuhost.findings import ERROR
     from gpuhost.inventory.profiles import profile_table
     from gpuhost.matrix.advisories import load_advisories, security_findings
 
     advisories = load_advisories()
-    findings = []
+    findings: list[Finding] = []
+    refusing: list[Finding] = []
     for entry in hosts:
         profile = profile_table(None, entry.data)[target]
-        for finding in security_findings(
+        stack = security_findings(
             advisories, driver=profile.driver_version, container_toolkit=profile.container_toolkit
-        ):
+        )
+        toolkits = [
+            f for cuda in profile.cuda_versions for f in security_findings(advisories, cuda=cuda)
+        ]
+        for finding in stack + toolkits:
             if finding not in findings:
                 findings.append(finding)
-    errors = [f.message for f in findings if f.severity == ERROR]
+        refusing += [f for f in stack if f not in refusing]
+    errors = [f.message for f in refusing if f.severity == ERROR]
     if errors and not force:
         raise ConfigError(
             f"--to {target!r}: " + "; ".join(errors) + "; refusing before any host is touched "

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from gpuhost.datafiles import load_yaml, yaml_problem
+from gpuhost.datafiles import load_yaml, read_file_text, yaml_problem
 from gpuhost.errors import ConfigError
 
 
@@ -31,13 +31,7 @@ def load_provider_config(path: str | None) -> dict[str, Any] | None:
     if path is None:
         return None
     try:
-        data = load_yaml(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read provider config: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{path}: provider config is not text (byte {exc.start} is not UTF-8; expected YAML)"
-        ) from None
+        data = load_yaml(read_file_text(path, "provider config"))
     except yaml.YAMLError as exc:
         raise ConfigError(
             f"{path}: provider config is not valid YAML: {yaml_problem(exc)}"

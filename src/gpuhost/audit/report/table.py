@@ -41,6 +41,10 @@ STACK_LABELS = {
     "container_toolkit": "container toolkit",
     "fabric_manager": "fabric manager",
     "frameworks": "frameworks",
+    "vbios": "VBIOS",
+    "gsp_firmware": "GSP firmware",
+    "hca_firmware": "HCA firmware",
+    "bios": "BIOS",
 }
 
 
@@ -165,6 +169,7 @@ def fleet_text(summary: Mapping[str, Any]) -> str:
                 for k, v in outlier["differs"].items()
             )
             lines.append(f"  outlier {outlier['host']}: {differs}")
+    lines.extend(drift_lines(summary))
     counts = summary.get("findings") or {}
     verdicts = summary.get("verdicts") or {}
     lines.append(
@@ -186,6 +191,16 @@ def fleet_text(summary: Mapping[str, Any]) -> str:
             "(apart from the verdict; exit status: --fail-on security)"
         )
     return "\n".join(lines)
+
+
+def drift_lines(summary: Mapping[str, Any]) -> list[str]:
+    """One line per node class and firmware field that differs between its hosts."""
+    return [
+        f"  WARNING  {drift['rule']} in {drift['node_class']}: "
+        f"{STACK_LABELS.get(drift['field'], drift['field'])} "
+        + "; ".join(f"{v} on {', '.join(h)}" for v, h in drift["versions"].items())
+        for drift in summary.get("firmware_drift") or []
+    ]
 
 
 def quiet_text(reports: list[HostReport], summary: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ registry: the checks' order, the ids, and ``run_rules``.
 - ``context``: ``AuditContext`` and the result helpers every rule uses (``per_gpu`` ...)
 - ``installed``: the driver versions the host has installed and loaded
 - ``host_probe``, ``driver``, ``signing``, ``packages``, ``fabric`` (fabric manager),
-  ``fabric_ports``, ``fabric_rdma`` (the RDMA fabric), ``profile``, ``gpu_settings``,
+  ``fabric_ports``, ``fabric_rdma`` (the RDMA fabric), ``firmware``, ``profile``, ``gpu_settings``,
   ``gpu_health``, ``cuda``, ``container``, ``cdi``, ``frameworks``, ``security``, ``ssh``: the
   checks
 """
@@ -35,6 +35,7 @@ from gpuhost.audit.rules.driver import (
 from gpuhost.audit.rules.fabric import check_fabric_manager
 from gpuhost.audit.rules.fabric_ports import check_fabric_counters, check_fabric_ports
 from gpuhost.audit.rules.fabric_rdma import check_affinity, check_gpudirect, check_pcie_path
+from gpuhost.audit.rules.firmware import check_firmware_baseline, check_vbios_mixed
 from gpuhost.audit.rules.frameworks import check_frameworks
 from gpuhost.audit.rules.gpu_faults import check_nvlink, check_pcie_aer, check_xid
 from gpuhost.audit.rules.gpu_health import (
@@ -91,6 +92,8 @@ __all__ = [
     "check_nvlink",
     "check_pcie_aer",
     "check_fabric_manager",
+    "check_firmware_baseline",
+    "check_vbios_mixed",
     "check_fabric_ports",
     "check_gpudirect",
     "check_pcie_path",
@@ -150,6 +153,8 @@ RULES: dict[str, RuleCheck] = {
     "gpu.xid": check_xid,
     "gpu.nvlink": check_nvlink,
     "gpu.pcie-aer": check_pcie_aer,
+    "firmware.vbios-mixed": check_vbios_mixed,
+    "firmware.baseline": check_firmware_baseline,
     "cuda.default-link": check_cuda_link,
     "container.nvidia-runtime": check_container_runtime,
     "container.cdi": check_cdi,
@@ -224,6 +229,9 @@ RULE_IDS: tuple[str, ...] = (
     "gpu.fabric.state",
     "gpu.fabric.status",
     "gpu.recovery-action",
+    "firmware.vbios-mixed",
+    "firmware.baseline",
+    "firmware.unread",
     "cuda.default-link",
     "container.nvidia-runtime",
     "container.cdi-stale",

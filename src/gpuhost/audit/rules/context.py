@@ -11,6 +11,7 @@ from gpuhost.facts.host_facts import HostFacts
 from gpuhost.faults.gpu import gpu_label
 from gpuhost.faults.node_class import NodeExpectation
 from gpuhost.findings import Finding, RuleResult
+from gpuhost.gpus.node_classes import FirmwareBaseline
 
 __all__ = [
     "NO_GPU_REASON",
@@ -45,6 +46,8 @@ class AuditContext:
     fabric_previous: dict[str, dict[str, int]] | None = None
     # what the node should have (its GPU model's node class, the inventory's gpuhost_node)
     node: NodeExpectation | None = None
+    # the firmware it is pinned to (its node class's, the inventory's gpuhost_node.firmware)
+    firmware: FirmwareBaseline | None = None
 
 
 def ok_result(rule: str) -> RuleResult:
