@@ -83,10 +83,14 @@ class Host:
         )
 
     def testinfra(self) -> Any:
-        import testinfra
+        """A testinfra host made afresh: ``testinfra.get_host`` caches hosts by spec and
+        ssh_config path, and a session lab's ``h1`` may be another OS by now (a shaped host booted
+        where an earlier module's Debian h1 was), whose cached ``system_info`` would be stale."""
+        from testinfra.backend import get_backend
+        from testinfra.host import Host
 
-        return testinfra.get_host(f"ssh://{self.name}",
-                                  ssh_config=str(self.manager.sd / "ssh_config"))
+        return Host(get_backend(f"ssh://{self.name}",
+                                ssh_config=str(self.manager.sd / "ssh_config")))
 
     def disconnect(self) -> None:
         self.manager.set_link(self.record, up=False)
