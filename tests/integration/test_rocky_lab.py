@@ -13,9 +13,9 @@ rhel10 layout, Rocky's and EPEL's stand-ins).
    GPU emulator answers as NVIDIA's nvidia-smi after a reboot; gpuhost's audit (the package
    manager seam, issue 33 part 1) reads that host through rpm and the versionlock file.
 2. gpuhost end to end (part 8): ``provision --reboot``, audit, static checks, the OS's own
-   ``dnf upgrade``, ``upgrade --to``, ``rollback``, a provision from an offline bundle, and bad
-   input (a profile for another OS, a stream the repository lacks).  These need gpuhost's dnf
-   path (issue 33 parts 1-6); until it is on this branch they are skipped, saying so.
+   ``dnf upgrade``, ``upgrade --to``, ``rollback``, and bad input (a profile for another OS, a
+   stream the repository lacks). A provision from an offline bundle is not here: gpuhost bundle
+   makes apt repositories only (the RPM bundle is issue 33's open part, docs/offline.md).
 
 The two hosts are shared by the module's tests, in order; they are re-created before part 2 and
 back to Debian at the end.
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -198,8 +197,6 @@ def test_the_gpu_emulator_answers_as_nvidias_nvidia_smi_after_the_reboot(rocky: 
 def test_gpuhost_audit_reads_the_rocky_host_through_rpm_and_the_lock_file(rocky: Rocky) -> None:
     """gpuhost's audit (no profile) on h1 as the tests above left it: the driver installed and
     locked by hand, the module loaded since the reboot."""
-    if importlib.util.find_spec("gpuhost.pkgmgr") is None:
-        pytest.skip("gpuhost has no package-manager seam (gpuhost.pkgmgr, issue 33 part 1)")
     h1 = rocky.h1
     inventory = write_inventory(rocky.workdir / "plain.py", [(h1.name, ssh_data(rocky.view, h1))])
     report = rocky.workdir / "plain-audit.json"
@@ -264,19 +261,6 @@ def _builtin_profiles() -> dict[str, Any]:
     return dict(yaml.safe_load(text)["profiles"])
 
 
-def _product_gap() -> str | None:
-    """Why gpuhost cannot provision a rocky-9 host from this checkout (None: it can)."""
-    if importlib.util.find_spec("gpuhost.pkgmgr") is None:
-        return ("gpuhost has no package-manager seam (gpuhost.pkgmgr) on this branch: the dnf "
-                "install path of issue 33 parts 1-6 (wt/seam) has not landed")
-    for name in (START, TARGET):
-        if OS not in (_builtin_profiles().get(name, {}).get("os") or []):
-            return f"built-in profile {name} does not list OS key {OS} (issue 33 part 6)"
-    return None
-
-
-PRODUCT_GAP = _product_gap()
-needs_product = pytest.mark.skipif(PRODUCT_GAP is not None, reason=str(PRODUCT_GAP))
 
 
 def _variants(path: Path) -> Path:
@@ -368,8 +352,6 @@ def provisioned(rocky: Rocky) -> Rocky:
     refused (kept for the test below); then both hosts provisioned at START with --reboot, EPEL
     and CRB not enabled beforehand (gpuhost enables them on Rocky: NVIDIA's dkms comes from
     EPEL)."""
-    if PRODUCT_GAP is not None:
-        pytest.skip(PRODUCT_GAP)
     rocky.shape()
     rocky.no_stream = _attempt(rocky, BAD_STREAM)
     proc = _gpuhost(rocky, "provision", str(_inventory(rocky, START)), "--reboot")
@@ -377,7 +359,6 @@ def provisioned(rocky: Rocky) -> Rocky:
     return rocky
 
 
-@needs_product
 def test_provision_enabled_epel_and_crb_for_dkms(provisioned: Rocky) -> None:
     for host in (provisioned.h1, provisioned.h2):
         assert {"epel-release", "dkms"} <= set(rpms(host))
@@ -385,7 +366,6 @@ def test_provision_enabled_epel_and_crb_for_dkms(provisioned: Rocky) -> None:
         assert re.search(r"^crb\s", repos, re.M) and re.search(r"^epel\s", repos, re.M), repos
 
 
-@needs_product
 def test_provision_reboot_converges_audits_clean_and_static_checks_pass(
     provisioned: Rocky,
 ) -> None:
@@ -417,7 +397,6 @@ def test_provision_reboot_converges_audits_clean_and_static_checks_pass(
     assert check.returncode == 0 and " passed" in check.stdout, check.stdout[-4000:]
 
 
-@needs_product
 def test_the_oss_own_dnf_upgrade_leaves_the_pinned_set(provisioned: Rocky) -> None:
     env = provisioned
     before = [rpms(h) for h in (env.h1, env.h2)]
@@ -428,14 +407,12 @@ def test_the_oss_own_dnf_upgrade_leaves_the_pinned_set(provisioned: Rocky) -> No
     assert not _audit_errors(env, _inventory(env, START))
 
 
-@needs_product
 def test_a_profile_for_another_os_is_one_line_before_anything_changes(
     provisioned: Rocky,
 ) -> None:
     _refused_before_anything_changed(provisioned, BAD_OS, OS, BAD_OS)
 
 
-@needs_product
 def test_a_module_stream_the_repository_lacks_is_one_line(provisioned: Rocky) -> None:
     proc, before, after = provisioned.no_stream
     out = proc.stdout + proc.stderr
@@ -444,7 +421,6 @@ def test_a_module_stream_the_repository_lacks_is_one_line(provisioned: Rocky) ->
     assert _packages(after) == _packages(before)
 
 
-@needs_product
 def test_upgrade_to_another_profile_and_rollback(provisioned: Rocky) -> None:
     env = provisioned
     state_dir = env.workdir / "upgrade-state"
@@ -470,27 +446,3 @@ def test_upgrade_to_another_profile_and_rollback(provisioned: Rocky) -> None:
     assert _packages(rpms(env.h2)) == _packages(before)
     assert "stream=580-dkms" in sh(env.h2, "cat /etc/dnf/modules.d/nvidia-driver.module")
     assert not _audit_errors(env, _inventory(env, START))
-
-
-@needs_product
-@pytest.mark.xfail(strict=True, reason=(
-    "gpuhost bundle resolves packages with apt only: on a rocky-9 reference host it fails with "
-    "'The repository .../rhel9/x86_64 Release does not have a Release file' (the offline "
-    "bundle as an RPM repository, issue 33 part 5, is not on main)"))
-def test_a_provision_from_an_offline_bundle(provisioned: Rocky) -> None:
-    env = provisioned
-    bundle = env.workdir / "bundle"
-    made = _gpuhost(env, "bundle", START, "-i", str(_inventory(env, START)), "--from-host",
-                    env.h1.name, "--os", OS, "-o", str(bundle))
-    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
-    assert (bundle / "repodata/repomd.xml").is_file()
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    env.shape()  # h2 fresh, then offline: its repositories point at a closed port
-    sh(env.h2, "sed -i 's#http://lab-gateway:8088#http://127.0.0.1:9#' /etc/yum.repos.d/*.repo")
-    inventory = _inventory(env, START, "bundle", gpuhost_bundle={"path": str(bundle)})
-    proc = _gpuhost(env, "provision", str(inventory), "--limit", env.h2.name, "--reboot")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    installed = rpms(env.h2)
-    wrong = {p["package"]: (installed.get(p["package"]), p["version"])
-             for p in manifest["packages"] if p["version"] not in installed.get(p["package"], "")}
-    assert not wrong, wrong

@@ -5,8 +5,8 @@ Such a package carries the KERNEL's version and depends on ``nvidia-kernel-commo
 (>= D)``, D being the driver the archive had when that kernel was built. With the driver pinned, a
 newer kernel's module package can need a driver the pins refuse: ``apt-get dist-upgrade`` then
 installs the new kernel and keeps its module package back, and the next boot has no NVIDIA module
-(shown with apt 2.6 in shared/research/platforms.md, section 4; tests/provision/
-test_precompiled_apt.py repeats it against the lab's stand-in archive).
+(shown with apt 2.6 by tests/provision/test_precompiled_apt.py against the lab's stand-in
+archive).
 
 So gpuhost pairs them:
 

@@ -4,7 +4,8 @@ Version locks live in dnf's versionlock plugin's lock file (``LOCK_LIST``). gpuh
 writes that file itself instead of ``dnf versionlock list/add/delete``: the plugin loads every
 repository's metadata for each of its subcommands, so with a repository unreachable (and RHEL's
 ``skip_if_unavailable=False``) ``list`` fails and reads as "no locks", and ``add`` of a name the
-repository lacks writes nothing and exits 0 (shared/research/platforms.md §3, findings 4 and 6).
+repository lacks writes nothing and exits 0 (dnf-plugins-core 4.3.1's versionlock.py, checked
+with dnf 4.14; docs/nvidia-repo-packages.md).
 A line gpuhost writes is what ``dnf versionlock add --raw`` writes: the pattern as given
 (``lock_pattern``), which the plugin matches like its own ``name-E:V-R.*`` lines.
 """
