@@ -15,7 +15,7 @@ from gpuhost.bundle.setting import proxy_urls
 from gpuhost.deploys.spec import PackagePlan, cuda_pin, cudnn_pin
 from gpuhost.desired import DesiredState
 from gpuhost.errors import DeployError
-from gpuhost.facts.dnf import DnfOfferedAnyStream, RpmVersions
+from gpuhost.facts.dnf import DnfModuleStreams, DnfOfferedAnyStream, RpmVersions
 from gpuhost.operations import dnf_pin, kernel
 from gpuhost.parsers.packages import Offered
 from gpuhost.versions import extends_version, upstream_of_package_version
@@ -172,6 +172,12 @@ def offered_check(spec: DesiredState, plan: PackagePlan, data: Mapping[str, Any]
     if not need:
         return None
     url = str(data.get("gpuhost_cuda_repo_url") or "")
+    if plan.module is not None and plan.module[1]:
+        # the stream first: a branch the repository lacks is its stream's line
+        module, stream = plan.module
+        streams = read(DnfModuleStreams, module=module, repo_url=url)
+        if streams and stream not in streams:
+            return dnf_pin.stream_problem({}, stream, streams, True, module)
     return offered_problem(wanted, installed,
                            read(DnfOfferedAnyStream, packages=need, repo_url=url))
 

@@ -82,7 +82,8 @@ class DnfModuleState(FactBase[dict[str, str]]):
 
 
 class DnfModuleStreams(FactBase[list[str]]):
-    """The streams of ``module`` the enabled repositories offer (``dnf module list``)."""
+    """The streams of ``module`` the enabled repositories offer (``dnf module list``), and
+    with ``repo_url`` that repository folder's too (read for this query alone)."""
 
     @staticmethod
     @override
@@ -90,13 +91,14 @@ class DnfModuleStreams(FactBase[list[str]]):
         return []
 
     @override
-    def requires_command(self, module: str) -> str:
+    def requires_command(self, module: str, repo_url: str = "") -> str:
         return "dnf"
 
     @override
-    def command(self, module: str) -> str:
+    def command(self, module: str, repo_url: str = "") -> str:
         # the module's name first, so that process() knows which rows to read
-        return f"echo {shlex.quote(MODULE_MARK + module)}; {DNF.streams_command(module)}; true"
+        streams = DNF.streams_command(module, repo_url)
+        return f"echo {shlex.quote(MODULE_MARK + module)}; {streams}; true"
 
     @override
     def process(self, output: list[str]) -> list[str]:

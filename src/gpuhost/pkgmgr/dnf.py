@@ -219,11 +219,7 @@ class Dnf(PackageManager):
         ``NAME<TAB>EVR`` lines, dnf's own messages (stderr) as they are, and last
         ``OFFERED_RC <exit status>``: a repository dnf cannot read is not "offers nothing"
         (``parsers.packages.parse_offered``)."""
-        extra = [
-            f"--repofrompath={quoted([OFFERED_REPO + ',' + repo_url])}",
-            f"--setopt={OFFERED_REPO}.metadata_expire=0",  # never an old copy of its metadata
-        ] if repo_url else []
-        query = self._dnf("-q", _NO_LOCKS, *extra)
+        query = self._dnf("-q", _NO_LOCKS, *self._query_repo(repo_url))
         return (
             f"LC_ALL=C {query} repoquery --disable-modular-filtering --qf "
             f"'%{{name}}\\t%{{evr}}' {quoted(names)} 2>&1; echo \"{OFFERED_RC} $?\""
@@ -252,6 +248,18 @@ class Dnf(PackageManager):
         """The module's state file (``stream=``/``state=`` lines): local, no metadata."""
         return f"cat {quoted([f'{self.root}/etc/dnf/modules.d/{module}.module'])} 2>/dev/null; true"
 
-    def streams_command(self, module: str) -> str:
-        """``dnf module list`` of ``module`` (every stream the repositories offer)."""
-        return f"LC_ALL=C {self._dnf('-q')} module list {quoted([module])} 2>/dev/null"
+    def streams_command(self, module: str, repo_url: str = "") -> str:
+        """``dnf module list`` of ``module`` (every stream the repositories offer; with
+        ``repo_url`` that repository folder added for this query, as ``offered_command``)."""
+        query = self._dnf("-q", *self._query_repo(repo_url))
+        return f"LC_ALL=C {query} module list {quoted([module])} 2>/dev/null"
+
+    @staticmethod
+    def _query_repo(repo_url: str) -> list[str]:
+        """dnf's options adding the repository folder ``repo_url`` for one query (none: none)."""
+        if not repo_url:
+            return []
+        return [
+            f"--repofrompath={quoted([OFFERED_REPO + ',' + repo_url])}",
+            f"--setopt={OFFERED_REPO}.metadata_expire=0",  # never an old copy of its metadata
+        ]
