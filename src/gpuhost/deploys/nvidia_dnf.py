@@ -8,7 +8,7 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import deploy
 
-from gpuhost.bundle.setting import proxy_urls
+from gpuhost.bundle.setting import bundle_setting, proxy_urls
 from gpuhost.deploys.spec import PackagePlan, cuda_pin, cudnn_pin
 from gpuhost.desired import DesiredState
 from gpuhost.errors import DeployError
@@ -33,13 +33,14 @@ def install_driver_dnf(spec: DesiredState, plan: PackagePlan, switch: bool = Fal
             "provide the same nvidia-kmod and dnf would pick either",
         )
     data = _data()
-    dnf_pin.repository(
-        name="NVIDIA CUDA repository with a verified, imported key (metadata read on change)",
-        url=str(data.get("gpuhost_cuda_repo_url") or ""),
-        key_src=str(data.get("gpuhost_cuda_repo_key") or ""),
-        key_sha256=str(data.get("gpuhost_cuda_repo_key_sha256") or ""),
-        proxies=proxy_urls(data),
-    )
+    if bundle_setting(data) is None:  # else the bundle is the NVIDIA source (deploys/offline)
+        dnf_pin.repository(
+            name="NVIDIA CUDA repository with a verified, imported key (metadata read on change)",
+            url=str(data.get("gpuhost_cuda_repo_url") or ""),
+            key_src=str(data.get("gpuhost_cuda_repo_key") or ""),
+            key_sha256=str(data.get("gpuhost_cuda_repo_key_sha256") or ""),
+            proxies=proxy_urls(data),
+        )
     if plan.module is not None:
         dnf_pin.module_stream(
             name=f"Module stream {plan.module[0]}:{plan.module[1]}",

@@ -19,6 +19,8 @@ from typing import ClassVar
 from gpuhost.pkgmgr.base import PackageManager, quoted
 
 LOCK_LIST = "/etc/dnf/plugins/versionlock.list"
+#: dnf's default ``reposdir`` (dnf.conf(5))
+REPOS_DIRS = ("/etc/yum.repos.d", "/etc/yum/repos.d", "/etc/distro.repos.d")
 # rpm's query format: name, [epoch:]version-release, arch ("(none)" epochs left out)
 _EVR = "%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}"
 # dnf's options for every change: no questions, no weak dependencies unless asked
@@ -231,6 +233,42 @@ class Dnf(PackageManager):
     def module_state_command(self, module: str) -> str:
         """The module's state file (``stream=``/``state=`` lines): local, no metadata."""
         return f"cat {quoted([f'{self.root}/etc/dnf/modules.d/{module}.module'])} 2>/dev/null; true"
+
+    def download_resolved(self, specs: Sequence[str], dest: str) -> str:
+        """Download into ``dest`` what installing ``specs`` would install on this host (every
+        dependency it lacks, resolved as one transaction, as provision's install would), without
+        installing anything (``--downloadonly``; locks off, no weak dependencies)."""
+        return (
+            f"{self._dnf('-y', _NO_WEAK, _NO_LOCKS)} install --downloadonly --destdir "
+            f"{quoted([dest])} " + " ".join(specs)
+        )
+
+    def provides_command(self, name_shell: str) -> str:
+        """Print what the repositories offer that provides ``name_shell`` (a shell word):
+        nothing when none does."""
+        return f"LC_ALL=C {self._dnf('-q')} repoquery --whatprovides {name_shell} 2>/dev/null"
+
+    @staticmethod
+    def private_options(folder: str) -> tuple[str, ...]:
+        """dnf options for a private state in ``folder`` (a bundle's reference host): the
+        host's repository files plus ``folder``/repos, metadata cache and dnf's own state in
+        ``folder``; the host's configuration, cache and history are left as they are."""
+        repos = ",".join((*REPOS_DIRS, f"{folder}/repos"))
+        return (f"--setopt=reposdir={repos}", f"--setopt=cachedir={folder}/cache",
+                f"--setopt=persistdir={folder}/persist", f"--setopt=logdir={folder}")
+
+    @staticmethod
+    def createrepo_argv(folder: str) -> list[str]:
+        """The controller's command making an RPM repository's metadata (``repodata/``) for the
+        packages in ``folder`` (gzip: what every dnf reads)."""
+        return ["createrepo_c", "--quiet", "--no-database", "--general-compress-type=gz",
+                folder]
+
+    @staticmethod
+    def modifyrepo_argv(path: str, repodata: str) -> list[str]:
+        """The controller's command adding module metadata (``modules.yaml``) to ``repodata``."""
+        return ["modifyrepo_c", "--mdtype=modules", "--compress-type=gz", path,
+                repodata]
 
     def streams_command(self, module: str) -> str:
         """``dnf module list`` of ``module`` (every stream the repositories offer)."""
