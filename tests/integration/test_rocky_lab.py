@@ -423,15 +423,16 @@ def test_a_rocky_host_provisioned_from_an_offline_bundle(provisioned: Rocky) -> 
     # online, test below); nothing of the bundle, the proxy or the packages changes; the next
     # run changes nothing
     first = _gpuhost(env, "provision", str(env.offline), "--limit", env.h2.name)
+    shown = first.stdout + first.stderr
     changed = re.findall(r"Starting operation: gpuhost provision \| ([^\n]+)\n\s*\[h2\] Success",
-                         first.stdout)
+                         shown)
     assert first.returncode == 0 and changed == [
         "Configure persistence mode | nvidia-persistenced enabled and running",
-        "Configure GPU clocks | GPU clocks (auto)"], first.stdout[-3000:]
+        "Configure GPU clocks | GPU clocks (auto)"], shown[-3000:]
     again = _gpuhost(env, "provision", str(env.offline), "--limit", env.h2.name)
     out = again.stdout + again.stderr
     assert again.returncode == 0 and "h2: ok, 0 changed" in out, out[-3000:]
-    assert PROXY_PASSWORD not in out + first.stdout + first.stderr + env.offline_output
+    assert PROXY_PASSWORD not in out + shown + env.offline_output
     print(f"bundle made in {env.bundle_s:.0f} s")
 
 
