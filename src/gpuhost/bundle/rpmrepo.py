@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gzip
 import re
-import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -23,10 +22,12 @@ from pathlib import Path
 
 import yaml
 
+from gpuhost import toolrun
 from gpuhost.errors import ConfigError
 from gpuhost.pkgmgr import DNF
 
 POOL = "pool"
+TOOL_TIMEOUT_S = 600  # createrepo_c or modifyrepo_c over a bundle's packages
 KEYS = "keys"
 _REPO = "{http://linux.duke.edu/metadata/repo}"
 _COMMON = "{http://linux.duke.edu/metadata/common}"
@@ -61,15 +62,17 @@ class RpmFile:
 
 def _run(argv: list[str]) -> None:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600)
+        result = toolrun.run(argv, TOOL_TIMEOUT_S)
     except FileNotFoundError:
         raise ConfigError(
             f"{argv[0]} is not installed: it makes the RPM bundle's repository metadata "
             "(the package createrepo-c on Debian and Ubuntu, createrepo_c on RHEL)"
         ) from None
-    if proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).strip().splitlines()
-        last = detail[-1] if detail else f"exit {proc.returncode}"
+    if result.timed_out:
+        raise ConfigError(f"{argv[0]} did not finish within {TOOL_TIMEOUT_S:g} s")
+    if result.returncode != 0:
+        detail = (result.text(result.stderr) or result.text()).strip().splitlines()
+        last = detail[-1] if detail else f"exit {result.returncode}"
         raise ConfigError(f"{argv[0]} failed: {last}")
 
 

@@ -10,10 +10,12 @@ from pyinfra.api import FactBase
 from typing_extensions import override
 
 from gpuhost.parsers.packages import (
+    Offered,
     parse_dnf_module_file,
     parse_dnf_module_list,
     parse_dpkg_query,
     parse_name_versions,
+    parse_offered,
 )
 from gpuhost.pkgmgr import DNF
 
@@ -126,3 +128,27 @@ class RpmHas(FactBase[bool]):
     @override
     def process(self, output: list[str]) -> bool:
         return "installed" in (line.strip() for line in output)
+
+
+class DnfOfferedAnyStream(FactBase[Offered]):
+    """``Offered``: every version the enabled repositories, plus the repository folder
+    ``repo_url`` when given (read for this query alone), offer of ``packages``, whatever module
+    stream is enabled; ``error`` when dnf could not read them. What provision's guard and the
+    upgrade's preflight judge before anything changes (``deploys.nvidia_dnf.offered_problem``)."""
+
+    @staticmethod
+    @override
+    def default() -> Offered:
+        return Offered({}, "dnf not found")
+
+    @override
+    def requires_command(self, packages: list[str], repo_url: str = "") -> str:
+        return "dnf"
+
+    @override
+    def command(self, packages: list[str], repo_url: str = "") -> str:
+        return DNF.offered_command(sorted(packages), repo_url)
+
+    @override
+    def process(self, output: list[str]) -> Offered:
+        return parse_offered("\n".join(output))

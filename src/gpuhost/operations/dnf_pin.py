@@ -29,6 +29,7 @@ from gpuhost.operations._files import put_text
 from gpuhost.operations.nvidia_repo import fetch_verified
 from gpuhost.parsers.packages import parse_versionlock_entry
 from gpuhost.pkgmgr import DNF
+from gpuhost.pkgmgr.dnf import split_epoch
 from gpuhost.versions import extends_version, upstream_of_package_version
 
 REPO_PATH = "/etc/yum.repos.d/gpuhost-cuda.repo"
@@ -285,31 +286,55 @@ def lock_lines(packages: list[str], pin: str, epoch: str | None,
     return lines
 
 
+def wanted_locks(packages: list[str], coupled: list[str], pin: str, epoch: str | None,
+                 installed: dict[str, str], executing: bool) -> list[str]:
+    """The lock lines at ``pin`` (pure): one for each name of ``packages`` and each installed
+    name of ``coupled``, with the epoch of the installed package: a line whose epoch is not the
+    package's matches no version of it, and the versionlock plugin then excludes every version
+    of that name, the pinned one too (dnf 4.14, versionlock 4.3.1 in an installroot: such a
+    line keeps ``dnf upgrade`` at "Nothing to do" but no version is installable). A name not
+    installed gets no line once the run executes (dnf's own ``versionlock add`` writes none for
+    a name the repositories lack); while the run is prepared its line at ``epoch`` stands for
+    the one the install will allow."""
+    lines = []
+    for name in dict.fromkeys(packages + [n for n in coupled if n in installed]):
+        if name in installed:
+            lines.append(DNF.lock_pattern(name, pin, split_epoch(installed[name])[0]))
+        elif not executing:
+            lines.append(DNF.lock_pattern(name, pin, epoch))
+    return lines
+
+
 @operation()
 def locked(packages: list[str], pin: str, epoch: str | None = None,
-           companions: list[str] | None = None) -> Generator:
-    """dnf's lock file holds exactly one line for each name of the set: ``packages`` at ``pin``
-    (``name-[epoch:]pin-*``, written whether the package is installed or offered or not, so a
-    later release cannot slip one in), each installed companion at its installed version. A
-    line for one of these names at another version is dropped first; other lines are kept.
-    Idempotent: a re-run finds the lines and writes nothing.
+           companions: list[str] | None = None, coupled: list[str] | None = None) -> Generator:
+    """dnf's lock file holds exactly one line for each installed name of the set: ``packages``
+    and the names of ``coupled`` the host has at ``pin`` (``name-[epoch:]pin-*``, the epoch the
+    installed package has), each installed companion at its installed version; no line for a
+    name that is not installed (before the run, provision's guard ``nvidia_dnf.check_offered``
+    refuses a package the repositories do not offer at ``pin``). A line for one of these names
+    that is not wanted (another version, a package no longer installed) is dropped first; other
+    lines are kept. Idempotent: a re-run finds the lines and writes nothing.
 
-    + packages: the coupled names, locked at ``pin``
+    + packages: the names the run installed, locked at ``pin``
     + pin: the version (``580.178.04``, ``13.0.*``)
-    + epoch: their epoch
+    + epoch: their epoch (for a package the run is still to install)
     + companions: names locked at the version installed now
+    + coupled: every name of the driver's set, locked at ``pin`` where installed (a partial
+      lock makes every ``dnf upgrade`` fail under RHEL's best=True)
     """
-    # only the companions' own versions (rpm lists every package when asked for none)
-    names_asked = sorted(companions or [])
-    installed_now = {
-        n: v for n, v in fact(RpmVersions, packages=names_asked).items() if n in names_asked
-    } if names_asked else {}
-    wanted = lock_lines(packages, pin, epoch, installed_now)
-    names = {parse_versionlock_entry(line)[0] for line in wanted}
+    every = sorted(set(packages) | set(coupled or []) | set(companions or []))
+    # only these names' versions (rpm lists every package when asked for none)
+    installed = {n: v for n, v in fact(RpmVersions, packages=every).items() if n in every}
+    companion_versions = {n: v for n, v in installed.items() if n in (companions or [])}
+    wanted = wanted_locks(packages, coupled or [], pin, epoch,
+                          {n: v for n, v in installed.items() if n not in companion_versions},
+                          _executing())
+    wanted += lock_lines([], pin, epoch, companion_versions)
     current = fact(DnfVersionLocks)
     stale = sorted({
         parse_versionlock_entry(line)[0] for line in current
-        if parse_versionlock_entry(line)[0] in names and line not in wanted
+        if parse_versionlock_entry(line)[0] in every and line not in wanted
     })
     missing = [line for line in wanted if line not in current]
     if not stale and not missing:
@@ -319,7 +344,8 @@ def locked(packages: list[str], pin: str, epoch: str | None = None,
         yield DNF.unhold(stale)
         missing = [line for line in wanted if line not in current or
                    parse_versionlock_entry(line)[0] in stale]
-    yield DNF.hold(missing)
+    if missing:
+        yield DNF.hold(missing)
 
 
 @operation()

@@ -16,11 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from gpuhost.parsers.packages import OFFERED_RC
 from gpuhost.pkgmgr.base import PackageManager, quoted
 
 LOCK_LIST = "/etc/dnf/plugins/versionlock.list"
 #: dnf's default ``reposdir`` (dnf.conf(5))
 REPOS_DIRS = ("/etc/yum.repos.d", "/etc/yum/repos.d", "/etc/distro.repos.d")
+OFFERED_REPO = "gpuhost-offered"  # the query-only repository id of ``offered_command``
 # rpm's query format: name, [epoch:]version-release, arch ("(none)" epochs left out)
 _EVR = "%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}"
 # dnf's options for every change: no questions, no weak dependencies unless asked
@@ -209,6 +211,24 @@ class Dnf(PackageManager):
         return (
             f"LC_ALL=C {self._dnf('-q', _NO_LOCKS)} repoquery --qf "
             f"'%{{name}}\\t%{{evr}}' {quoted(names)}"
+        )
+
+    def offered_command(self, names: Sequence[str], repo_url: str = "") -> str:
+        """What the repositories offer of ``names`` whatever module stream is enabled
+        (``--disable-modular-filtering``: before a stream is enabled or switched), with the
+        repository folder ``repo_url`` added for this query alone (``--repofrompath``: read
+        before the host has its repository file; nothing is written but dnf's metadata cache).
+        ``NAME<TAB>EVR`` lines, dnf's own messages (stderr) as they are, and last
+        ``OFFERED_RC <exit status>``: a repository dnf cannot read is not "offers nothing"
+        (``parsers.packages.parse_offered``)."""
+        extra = [
+            f"--repofrompath={quoted([OFFERED_REPO + ',' + repo_url])}",
+            f"--setopt={OFFERED_REPO}.metadata_expire=0",  # never an old copy of its metadata
+        ] if repo_url else []
+        query = self._dnf("-q", _NO_LOCKS, *extra)
+        return (
+            f"LC_ALL=C {query} repoquery --disable-modular-filtering --qf "
+            f"'%{{name}}\\t%{{evr}}' {quoted(names)} 2>&1; echo \"{OFFERED_RC} $?\""
         )
 
     def enable_repo(self, repo: str) -> str:

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuhost.errors import ConfigError, GpuhostError, HostError
-from gpuhost.facts.probe_parsers import parse_secure_boot
+from gpuhost.facts.probe_parsers import parse_os_release, parse_secure_boot
 from gpuhost.inventory.loader import InventoryHost
 from gpuhost.operations.cdi import generate_command, targets
 from gpuhost.parsers.cdi import list_specs_command, parse_cdi_specs
 from gpuhost.parsers.signing import SigningFacts, parse_signing_output
 from gpuhost.pkgmgr import PackageManager
-from gpuhost.probe.script import SECURE_BOOT_CODE, module_signing_code
+from gpuhost.probe.script import OS_RELEASE_CODE, SECURE_BOOT_CODE, module_signing_code
 from gpuhost.reboot import reboot_and_wait
 from gpuhost.upgrade import package_cache
 from gpuhost.upgrade.connect import Canceller, PyinfraRemote, run_checks
@@ -205,9 +205,9 @@ class HostSteps:
         problems = validate_host(self.remote(host), self.expectation(host), state)
         if not problems:
             raise HostIsCurrent(f"already on {self.settings.target}, validated")
-        signing = self.signing_problem(host)
-        if signing:
-            raise StepFailed(signing)
+        refused = self.signing_problem(host) or self.offered_problem(host)
+        if refused:
+            raise StepFailed(refused)
         errors = self._audit_errors(host)
         blocking = blocking_errors(errors, self.accepted(ctx))
         if blocking and not self.settings.force:
@@ -234,6 +234,36 @@ class HostSteps:
 
         secure_boot = parse_secure_boot(remote.run(SECURE_BOOT_CODE).stdout)
         return judged(self._data(host), secure_boot, read)[1]
+
+    def offered_problem(self, host: str) -> str | None:
+        """On a dnf host, what provision's guard would refuse at the install (a package the
+        target installs and locks that no repository offers at its version,
+        ``deploys.nvidia_dnf.offered_check``), judged here with the same facts' commands and
+        parsers, before the snapshot and the drain. None elsewhere, and from a bundle."""
+        from gpuhost.bundle.setting import bundle_setting
+        from gpuhost.deploys.guards import check_profile
+        from gpuhost.deploys.nvidia_dnf import offered_check
+        from gpuhost.deploys.spec import package_plan
+        from gpuhost.inventory.profiles import profile_table
+
+        data = self._data(host)
+        if self.manager(host).family != "dnf" or bundle_setting(data) is not None:
+            return None
+        remote = self.remote(host)
+        data[PROFILE_KEY] = self.settings.target
+        try:
+            desired = check_profile(host, data, profile_table(None, data))
+            os_key = parse_os_release(remote.run(OS_RELEASE_CODE, timeout=60).stdout).key
+            plan = package_plan(desired, os_key or "")
+        except GpuhostError as exc:
+            return str(exc)
+
+        def read(fact: Any, **kwargs: Any) -> Any:
+            found = fact()
+            out = remote.run(found.command(**kwargs), timeout=600).stdout
+            return found.process(out.splitlines())
+
+        return offered_check(desired, plan, data, read)
 
     def expectation(self, host: str) -> Expectation:
         """The target as this host must end: driver packages, holds, and the provision marker
