@@ -8,6 +8,7 @@ host's steps, reconnects after a reboot and deploys never touch another host's s
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import logging
 import shlex
@@ -138,11 +139,22 @@ def until_cancelled(
         waiting.kill(timeout=1)
         with contextlib.suppress(Exception):  # closing a broken connection
             drop()
+        _free_here(outcome)
         raise
     ok, value = outcome[0]
     if not ok:
         raise value
     return value
+
+
+def _free_here(outcome: list[tuple[bool, Any]]) -> None:
+    """Free what the killed wait held (the frames its GreenletExit's traceback keeps: paramiko's
+    channel and its files) now, in this greenlet. Left to a later garbage collection, their
+    ``__del__`` ran wherever that happened to be, often inside a greenlet being finalized at
+    the process's end, where taking paramiko's (gevent) lock fails: "Exception ignored ...
+    RuntimeError: greenlet is being finalized" after the run's last line."""
+    outcome.clear()
+    gc.collect()
 
 
 def _disconnect_all(state: State) -> None:
