@@ -18,8 +18,11 @@ rhel10 layout, Rocky's and EPEL's stand-ins).
    h1 makes an RPM repository, h2 (its own repositories disabled, dnf's proxy a closed port, so
    only the bundle answers) is provisioned from it to the same locked set as h1 online.
 
-The two hosts are shared by the module's tests, in order; they are re-created before part 2 and
-back to Debian at the end.
+The two hosts are shared by the module's tests; they are re-created before part 2 and back to
+Debian at the end. What a test needs of an earlier step is a module fixture, never an earlier
+test, so each test also passes alone: h1 with the driver installed and locked by hand
+(``locked``), then rebooted so the module loads (``rebooted``); part 2's provision
+(``provisioned``).
 """
 
 from __future__ import annotations
@@ -145,25 +148,39 @@ def test_a_rocky_host_is_rocky_9_with_dnf_4_14_and_rpm_in_var_lib_rpm(rocky: Roc
     assert infra.package("rocky-release").version == "9.6"
 
 
-def test_stream_exact_version_versionlock_keeps_the_set_through_dnf_upgrade(
-    rocky: Rocky,
-) -> None:
+@pytest.fixture(scope="module")
+def locked(rocky: Rocky) -> dict[str, Any]:
+    """h1 as NVIDIA's RHEL 9 instructions leave it: the rhel9 repository, stream 580-dkms
+    enabled, the OLD driver with the proprietary kmod installed, the coupled set versionlocked.
+    What each step showed: the streams listed, the module file, the rpms installed, the plan of
+    an unlocked ``dnf upgrade``."""
     h1 = rocky.h1
     sh(h1, f"dnf -y -q config-manager --add-repo {CUDA9} && dnf -y -q install epel-release "
            "kernel-devel-$(uname -r) kernel-headers")
-    streams = sh(h1, "dnf -q module list nvidia-driver")
+    seen: dict[str, Any] = {"streams": sh(h1, "dnf -q module list nvidia-driver")}
+    sh(h1, "dnf -y -q module enable nvidia-driver:580-dkms")
+    seen["module"] = sh(h1, "cat /etc/dnf/modules.d/nvidia-driver.module")
+    sh(h1, f"dnf -y -q install nvidia-driver-cuda-{OLD} kmod-nvidia-latest-dkms-{OLD}")
+    seen["installed"] = rpms(h1)
+    seen["plan"] = h1.run("dnf upgrade --assumeno").stdout
+    sh(h1, "dnf -q versionlock add " + " ".join(f"'{n}-{OLD}*'" for n in COUPLED))
+    return seen
+
+
+def test_stream_exact_version_versionlock_keeps_the_set_through_dnf_upgrade(
+    rocky: Rocky, locked: dict[str, Any]
+) -> None:
+    h1 = rocky.h1
+    streams = locked["streams"]
     for stream in ("latest-dkms [d]", "open-dkms", "580-dkms", "580-open", "590-dkms"):
         assert stream in streams, streams
-    sh(h1, "dnf -y -q module enable nvidia-driver:580-dkms")
-    assert "stream=580-dkms" in sh(h1, "cat /etc/dnf/modules.d/nvidia-driver.module")
-    sh(h1, f"dnf -y -q install nvidia-driver-cuda-{OLD} kmod-nvidia-latest-dkms-{OLD}")
-    installed = rpms(h1)
+    assert "stream=580-dkms" in locked["module"]
+    installed = locked["installed"]
     assert {n: installed.get(n) for n in COUPLED} == {n: f"3:{OLD}-1.el9" for n in COUPLED}
     assert "dkms" in installed and "kmod-nvidia-open-dkms" not in installed
     # unlocked, the stream moves the set within 580, never to 590
-    plan = h1.run("dnf upgrade --assumeno").stdout
+    plan = locked["plan"]
     assert NEW in plan and "590." not in plan, plan
-    sh(h1, "dnf -q versionlock add " + " ".join(f"'{n}-{OLD}*'" for n in COUPLED))
     locks = sh(h1, "grep -v '^#' /etc/dnf/plugins/versionlock.list | grep .").split()
     assert sorted(locks) == sorted(f"{n}-3:{OLD}-1.el9.*" for n in COUPLED)
     proc = h1.run("dnf -y upgrade")
@@ -176,6 +193,7 @@ def test_stream_exact_version_versionlock_keeps_the_set_through_dnf_upgrade(
     assert switch.returncode == 1 and "module_stream_switch" in switch.stderr, switch.stderr
 
 
+@pytest.mark.usefixtures("locked")
 def test_a_partial_lock_makes_dnf_upgrade_fail_under_best_true(rocky: Rocky) -> None:
     h1 = rocky.h1
     sh(h1, "dnf -q versionlock delete nvidia-persistenced")
@@ -187,11 +205,21 @@ def test_a_partial_lock_makes_dnf_upgrade_fail_under_best_true(rocky: Rocky) -> 
     assert "Nothing to do." in sh(h1, "dnf -y upgrade")
 
 
-def test_the_gpu_emulator_answers_as_nvidias_nvidia_smi_after_the_reboot(rocky: Rocky) -> None:
+@pytest.fixture(scope="module")
+def rebooted(rocky: Rocky, locked: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """h1, driver installed and locked, rebooted: the emulated module loads at boot. What
+    ``nvidia-smi -L`` answered before the reboot."""
+    before = rocky.h1.run("nvidia-smi -L")
+    reboot(rocky.h1)
+    return before
+
+
+def test_the_gpu_emulator_answers_as_nvidias_nvidia_smi_after_the_reboot(
+    rocky: Rocky, rebooted: subprocess.CompletedProcess[str]
+) -> None:
     h1 = rocky.h1
-    before = h1.run("nvidia-smi -L")
+    before = rebooted
     assert before.returncode == 9, before.stdout  # installed, not loaded: the real one's exit 9
-    reboot(h1)
     smi = sh(h1, "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader")
     assert smi.strip() == f"Tesla T4, {OLD}", smi
     assert "x86_64 Kernel Module" in sh(h1, "cat /proc/driver/nvidia/version")
@@ -199,9 +227,10 @@ def test_the_gpu_emulator_answers_as_nvidias_nvidia_smi_after_the_reboot(rocky: 
                   "nvidia-persistenced").strip() == "active"
 
 
+@pytest.mark.usefixtures("rebooted")
 def test_gpuhost_audit_reads_the_rocky_host_through_rpm_and_the_lock_file(rocky: Rocky) -> None:
-    """gpuhost's audit (no profile) on h1 as the tests above left it: the driver installed and
-    locked by hand, the module loaded since the reboot."""
+    """gpuhost's audit (no profile) on h1 with the driver installed and locked by hand, the
+    module loaded since the reboot (the fixtures ``locked`` and ``rebooted``)."""
     h1 = rocky.h1
     inventory = write_inventory(rocky.workdir / "plain.py", [(h1.name, ssh_data(rocky.view, h1))])
     report = rocky.workdir / "plain-audit.json"
