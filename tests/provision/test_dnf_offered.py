@@ -256,3 +256,14 @@ def test_upgrade_preflight_refuses_what_the_install_would_before_the_snapshot(
     assert f"nvidia-driver-cuda {NEW} (offered: 3:580.159.03-1.el9)" in problem
     query = next(c for c in remote.commands if "repoquery" in c)
     assert "--repofrompath=gpuhost-offered,https://repo.example/rhel9/x86_64" in query
+
+
+def test_the_queries_go_through_the_proxy_the_run_configures_later() -> None:
+    """``gpuhost_proxy``: provision writes dnf's proxy (operations/dnf_proxy) in the run, after
+    this guard; the guard's queries get the same settings for themselves."""
+    fake = _Host({}, Offered({}, "dnf exited 1: Error: Curl error (5)"))
+    fake.data["gpuhost_proxy"] = "http://lab:pw@proxy.example:3128"
+    with pytest.raises(Exception, match="cannot read what the repositories offer"):
+        _check(fake)
+    setopts = ["proxy=http://proxy.example:3128", "proxy_username=lab", "proxy_password=pw"]
+    assert [a.get("setopts") for a in fake.asked[1:]] == [setopts, setopts]

@@ -11,12 +11,13 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import deploy
 
-from gpuhost.bundle.setting import proxy_urls
+from gpuhost.bundle.setting import bundle_setting, proxy_urls
 from gpuhost.deploys.spec import PackagePlan, cuda_pin, cudnn_pin
 from gpuhost.desired import DesiredState
 from gpuhost.errors import DeployError
 from gpuhost.facts.dnf import DnfModuleStreams, DnfOfferedAnyStream, RpmVersions
 from gpuhost.operations import dnf_pin, kernel
+from gpuhost.operations.dnf_proxy import proxy_settings
 from gpuhost.parsers.packages import Offered
 from gpuhost.versions import extends_version, upstream_of_package_version
 
@@ -39,13 +40,14 @@ def install_driver_dnf(spec: DesiredState, plan: PackagePlan, switch: bool = Fal
             "provide the same nvidia-kmod and dnf would pick either",
         )
     data = _data()
-    dnf_pin.repository(
-        name="NVIDIA CUDA repository with a verified, imported key (metadata read on change)",
-        url=str(data.get("gpuhost_cuda_repo_url") or ""),
-        key_src=str(data.get("gpuhost_cuda_repo_key") or ""),
-        key_sha256=str(data.get("gpuhost_cuda_repo_key_sha256") or ""),
-        proxies=proxy_urls(data),
-    )
+    if bundle_setting(data) is None:  # else the bundle is the NVIDIA source (deploys/offline)
+        dnf_pin.repository(
+            name="NVIDIA CUDA repository with a verified, imported key (metadata read on change)",
+            url=str(data.get("gpuhost_cuda_repo_url") or ""),
+            key_src=str(data.get("gpuhost_cuda_repo_key") or ""),
+            key_sha256=str(data.get("gpuhost_cuda_repo_key_sha256") or ""),
+            proxies=proxy_urls(data),
+        )
     if plan.module is not None:
         dnf_pin.module_stream(
             name=f"Module stream {plan.module[0]}:{plan.module[1]}",
@@ -172,14 +174,17 @@ def offered_check(spec: DesiredState, plan: PackagePlan, data: Mapping[str, Any]
     if not need:
         return None
     url = str(data.get("gpuhost_cuda_repo_url") or "")
+    # the proxy the run configures later (operations/dnf_proxy), for these queries alone
+    proxy = proxy_settings(proxy_urls(data))
+    extra = {"setopts": [f"{k}={v}" for k, v in proxy.items()]} if proxy else {}
     if plan.module is not None and plan.module[1]:
         # the stream first: a branch the repository lacks is its stream's line
         module, stream = plan.module
-        streams = read(DnfModuleStreams, module=module, repo_url=url)
+        streams = read(DnfModuleStreams, module=module, repo_url=url, **extra)
         if streams and stream not in streams:
             return dnf_pin.stream_problem({}, stream, streams, True, module)
     return offered_problem(wanted, installed,
-                           read(DnfOfferedAnyStream, packages=need, repo_url=url))
+                           read(DnfOfferedAnyStream, packages=need, repo_url=url, **extra))
 
 
 def check_offered(spec: DesiredState, plan: PackagePlan) -> None:

@@ -29,7 +29,7 @@ from gpuhost.bundle.setting import BundleSetting, host_of
 from gpuhost.deploys.spec import PackagePlan
 from gpuhost.desired import DesiredState
 from gpuhost.errors import ConfigError, DeployError
-from gpuhost.operations import offline
+from gpuhost.operations import dnf_pin, offline
 from gpuhost.operations.apt_pin import version_glob
 from gpuhost.operations.nvidia_repo import fetch_verified
 
@@ -41,7 +41,8 @@ def required_packages(
 ) -> dict[str, str | None]:
     """{package: apt version pattern or None} of every package provision installs by name for
     ``spec`` (driver, fabric manager, persistence daemon, CUDA toolkits unless
-    ``gpuhost_install_cuda`` is false, cuDNN, container toolkit, the exact companions)."""
+    ``gpuhost_install_cuda`` is false, cuDNN, container toolkit, the exact companions; on a
+    RHEL-family host DKMS, which an offline host can get from nowhere else)."""
     pattern = {name: version_glob(key) for key, names in plan.pins.items() for name in names}
     names = plan.driver_install + plan.fabric_manager
     if spec.persistence and plan.persistenced:
@@ -53,6 +54,8 @@ def required_packages(
     for name, version in plan.exact.items():
         if spec.persistence or name != plan.persistenced:
             required[name] = version
+    if plan.dkms_package:  # RHEL family: NVIDIA's kernel module packages need EPEL's dkms
+        required.setdefault(plan.dkms_package, None)
     return required
 
 
@@ -106,6 +109,14 @@ def check_bundle(
             f"gpuhost_bundle {setting.where}: made for {manifest.os}, this host runs {os_key}; "
             "nothing was installed",
         )
+    stream = f"{plan.module[0]}:{plan.module[1]}" if plan.module else None
+    if stream and stream not in manifest.modules:
+        raise DeployError(
+            host_name,
+            f"gpuhost_bundle {setting.where}: carries module stream(s) "
+            f"{', '.join(manifest.modules) or 'none'}, profile {spec.profile} needs {stream}; "
+            f"nothing was installed (make it with gpuhost bundle {spec.profile})",
+        )
     problems = pinned_problems(manifest, required_packages(spec, plan, data))
     if problems:
         raise DeployError(
@@ -117,8 +128,16 @@ def check_bundle(
     return manifest
 
 
-def use_bundle(setting: BundleSetting) -> None:
-    """Operations: the bundle on the host (copied, or its server's key) as the only source."""
+def use_bundle(setting: BundleSetting, family: str = "apt", label: str = "") -> None:
+    """Operations: the bundle on the host (copied, or its server's key) as the only source;
+    on a dnf host (``family``) the RPM bundle as the only NVIDIA repository, kept after the run
+    (``label``: the profile and OS its repository file names)."""
+    if family == "dnf":
+        dnf_pin.bundle_repository(
+            name=f"Offline bundle in {offline.REPO_DIR}: the NVIDIA repository",
+            src=str(setting.path), files=bundle_files(str(setting.path)), label=label,
+        )
+        return
     if setting.path:
         offline.only_source(
             name=f"Offline bundle in {offline.REPO_DIR}: the only apt source for this run",

@@ -41,7 +41,7 @@ from gpuhost.deploys.spec import PackagePlan, package_plan
 from gpuhost.desired import DesiredState
 from gpuhost.errors import ConfigError, DeployError, GpuhostError, ParseError
 from gpuhost.inventory.profiles import install_data_problem
-from gpuhost.operations import apt_proxy, marker
+from gpuhost.operations import apt_proxy, dnf_proxy, marker
 from gpuhost.operations._facts import fact
 from gpuhost.operations.apt_pin import dpkg_settled
 from gpuhost.operations.dnf_pin import dnf_settled
@@ -72,11 +72,11 @@ def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[DesiredState, 
     except ConfigError as exc:
         raise DeployError(name, str(exc)) from exc
     setting = bundle_setting(data)
-    if setting is not None and plan.family != "apt":
+    if setting is not None and plan.family == "dnf" and setting.url:
         raise DeployError(
             name,
-            f"gpuhost_bundle: offline bundles are apt repositories; {found} installs with dnf "
-            "and has no bundle path yet (docs/offline.md); remove gpuhost_bundle for this host",
+            f"gpuhost_bundle: {{url: ...}}: {found} installs with dnf, whose bundles are used "
+            "as a folder copied to the host; expected {path: DIR} (docs/offline.md)",
         )
     if setting is not None:  # before any operation: a bundle lacking a package is refused here
         offline.check_bundle(name, setting, spec, plan, data, found)
@@ -107,7 +107,8 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     toolkit, CDI specs, persistence, clocks, environment, marker (written last: it exists only
     after a complete run).
     With ``gpuhost_bundle`` the bundle is the only apt source from before harden until after
-    the marker (deploys/offline.py); ``gpuhost_proxy`` is apt's proxy (operations/apt_proxy).
+    the marker (deploys/offline.py; on a dnf host the only NVIDIA repository, kept);
+    ``gpuhost_proxy`` is apt's proxy (operations/apt_proxy) or dnf's (operations/dnf_proxy).
 
     ``dpkg_settled`` comes first (it waits for apt/dpkg an interrupted run left behind, then
     finishes what dpkg left half-done), then ``harden()``: its lockout checks run while the deploy
@@ -133,12 +134,13 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     # refuses is taken out of the run before anything executes
     if plan.family == "dnf":
         dnf_settled(name="Wait for dnf/rpm, clean up what an earlier run left half-done")
+        dnf_proxy.configured(name="dnf proxy (gpuhost_proxy)", proxies=proxy_urls(_host_data()))
     else:
         dpkg_settled(name="Wait for apt/dpkg, finish installs an earlier run left half-done")
         apt_proxy.configured(name="apt proxy (gpuhost_proxy)", proxies=proxy_urls(_host_data()))
     bundle = bundle_setting(_host_data())
     if bundle is not None:
-        offline.use_bundle(bundle)
+        offline.use_bundle(bundle, plan.family, f"{spec.profile}")
     if hardened:
         harden()
     if signing is not None:
@@ -155,7 +157,7 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     configure_gpu_clocks(spec=spec)
     configure_environment(spec=spec)
     marker.written(name="Provision marker /etc/gpuhost/profile", marker=spec.to_marker())
-    if bundle is not None:
+    if bundle is not None and plan.family == "apt":  # an RPM bundle stays the NVIDIA source
         offline.stop_using_bundle()
 
 

@@ -17,11 +17,13 @@ from io import BytesIO
 
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, operation
-from pyinfra.facts.files import Sha256File
+from pyinfra.facts.files import FileContents, Sha256File
 
+from gpuhost.bundle import rpmrepo
 from gpuhost.facts.apt_pins import DnfState, DnfVersionLocks
 from gpuhost.facts.dnf import DnfModuleState, DnfModuleStreams, DnfOffered, RpmHas, RpmVersions
 from gpuhost.facts.kernel import Kernels
+from gpuhost.operations import offline
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
 from gpuhost.operations.nvidia_repo import fetch_verified
@@ -32,6 +34,8 @@ from gpuhost.versions import extends_version, upstream_of_package_version
 
 REPO_PATH = "/etc/yum.repos.d/gpuhost-cuda.repo"
 KEY_PATH = "/etc/pki/rpm-gpg/RPM-GPG-KEY-gpuhost-cuda"
+#: an offline bundle (gpuhost_bundle) as the host's NVIDIA source, in place of REPO_PATH
+BUNDLE_REPO_PATH = "/etc/yum.repos.d/gpuhost-bundle.repo"
 
 
 def _executing() -> bool:
@@ -77,8 +81,37 @@ def repository(
         changes.append(f"chmod 644 {KEY_PATH}")
         changes.append(DNF.import_key(KEY_PATH))
     changes += list(put_text(REPO_PATH, render_repo(url)))
+    if fact(FileContents, path=BUNDLE_REPO_PATH) is not None:  # one NVIDIA source
+        changes.append(f"rm -f {BUNDLE_REPO_PATH}")
     if not changes:
         host.noop("CUDA repository and key in place")
+        return
+    yield from changes
+    yield DNF.refresh()
+
+
+@operation()
+def bundle_repository(src: str, files: dict[str, str], label: str) -> Generator:
+    """An offline bundle (an RPM repository, ``bundle.rpmrepo``) as the host's only NVIDIA
+    source: the folder ``src`` copied under ``offline.REPO_DIR`` (only files whose SHA-256
+    differs), its repository file (``gpgcheck=1`` against the vendor keys it carries), NVIDIA's
+    online repository file removed; the metadata read anew after a change. The repository stays
+    after the run, as the online one does: a re-run changes nothing.
+
+    + src: the bundle folder on this machine
+    + files: {relative path: sha256} of its files (checked against its manifest)
+    + label: what the repository file's name says (profile and OS)
+    """
+    changes = list(offline.copy_commands(src, files))
+    keys = [f"file://{offline.REPO_DIR}/{name}" for name in sorted(files)
+            if name.startswith(f"{rpmrepo.KEYS}/")]
+    text = rpmrepo.repo_file(f"gpuhost offline bundle: {label}", f"file://{offline.REPO_DIR}",
+                             keys)
+    changes += list(put_text(BUNDLE_REPO_PATH, text))
+    if fact(FileContents, path=REPO_PATH) is not None:
+        changes.append(f"rm -f {REPO_PATH}")
+    if not changes:
+        host.noop(f"the bundle is the NVIDIA source ({len(files)} files in place)")
         return
     yield from changes
     yield DNF.refresh()
