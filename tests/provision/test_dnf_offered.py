@@ -174,6 +174,7 @@ class _Host:
         self.data = {"gpuhost_cuda_repo_url": "https://repo.example/rhel9/x86_64"}
         self.installed, self.offered, self.streams = installed, offered, list(streams)
         self.asked: list[dict[str, object]] = []
+        self.conf = ["[main]", "gpgcheck=1", "best=True"]  # /etc/dnf/dnf.conf
 
     def get_fact(self, cls: type, **kwargs: object) -> object:
         self.asked.append({"fact": cls.__name__, **kwargs})
@@ -181,6 +182,8 @@ class _Host:
             return self.installed
         if cls.__name__ == "DnfModuleStreams":
             return self.streams
+        if cls.__name__ == "FileContents":
+            return self.conf
         assert self.offered is not None, "the repositories were asked on a converged host"
         return self.offered
 
@@ -250,6 +253,7 @@ def test_upgrade_preflight_refuses_what_the_install_would_before_the_snapshot(
     remote = ScriptedRemote("h1").on("os-release", ok('ID="rocky"\nVERSION_ID="9.6"\n'))
     remote.on("rpm -qa", ok("")).on("repoquery --disable-modular-filtering", ok(offered))
     remote.on("module list", ok("##GPUHOST-MODULE nvidia-driver\n"))  # none read: not judged
+    remote.on("/etc/dnf/dnf.conf", ok("[main]\nbest=True\n"))
     steps._remotes["h1"] = remote  # type: ignore[assignment]
     problem = steps.offered_problem("h1")
     assert problem is not None and problem.startswith("not offered by the configured")
@@ -266,4 +270,25 @@ def test_the_queries_go_through_the_proxy_the_run_configures_later() -> None:
     with pytest.raises(Exception, match="cannot read what the repositories offer"):
         _check(fake)
     setopts = ["proxy=http://proxy.example:3128", "proxy_username=lab", "proxy_password=pw"]
-    assert [a.get("setopts") for a in fake.asked[1:]] == [setopts, setopts]
+    queries = [a for a in fake.asked if a["fact"].startswith("Dnf")]
+    assert [a.get("setopts") for a in queries] == [setopts, setopts]
+
+
+def test_a_proxy_the_run_takes_out_is_not_used_by_the_queries_an_admins_is() -> None:
+    from gpuhost.operations.dnf_proxy import MARK, run_settings
+
+    # gpuhost's proxy of an earlier run (gpuhost_proxy no longer set): the run removes it
+    fake = _Host({}, Offered({}, "dnf exited 1: Error"))
+    fake.conf = ["[main]", MARK, "proxy=http://127.0.0.1:9", "best=True"]
+    with pytest.raises(Exception, match="cannot read"):
+        _check(fake)
+    queries = [a for a in fake.asked if a["fact"].startswith("Dnf")]
+    assert queries[0]["setopts"] == ["proxy=", "proxy_username=", "proxy_password="]
+    # an administrator's own proxy, gpuhost_proxy unset: dnf's configuration as it is
+    fake = _Host({}, Offered({}, "dnf exited 1: Error"))
+    fake.conf = ["[main]", "proxy=http://site-proxy:3128"]
+    with pytest.raises(Exception, match="cannot read"):
+        _check(fake)
+    assert "setopts" not in [a for a in fake.asked if a["fact"].startswith("Dnf")][0]
+    assert run_settings(fake.conf, {}) == ["proxy=http://site-proxy:3128", "proxy_username=",
+                                          "proxy_password="]

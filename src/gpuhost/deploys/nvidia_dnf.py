@@ -10,6 +10,7 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import deploy
+from pyinfra.facts.files import FileContents
 
 from gpuhost.bundle.setting import bundle_setting, proxy_urls
 from gpuhost.deploys.spec import PackagePlan, cuda_pin, cudnn_pin
@@ -17,7 +18,7 @@ from gpuhost.desired import DesiredState
 from gpuhost.errors import DeployError
 from gpuhost.facts.dnf import DnfModuleStreams, DnfOfferedAnyStream, RpmVersions
 from gpuhost.operations import dnf_pin, kernel
-from gpuhost.operations.dnf_proxy import proxy_settings
+from gpuhost.operations.dnf_proxy import DNF_CONF, MARK, run_settings
 from gpuhost.parsers.packages import Offered
 from gpuhost.versions import extends_version, upstream_of_package_version
 
@@ -174,9 +175,11 @@ def offered_check(spec: DesiredState, plan: PackagePlan, data: Mapping[str, Any]
     if not need:
         return None
     url = str(data.get("gpuhost_cuda_repo_url") or "")
-    # the proxy the run configures later (operations/dnf_proxy), for these queries alone
-    proxy = proxy_settings(proxy_urls(data))
-    extra = {"setopts": [f"{k}={v}" for k, v in proxy.items()]} if proxy else {}
+    # dnf's proxy as the run leaves it (operations/dnf_proxy, later in the run), for these
+    # queries alone
+    conf = list(read(FileContents, path=DNF_CONF) or [])
+    ours = proxy_urls(data) or any(line.strip() == MARK for line in conf)
+    extra = {"setopts": run_settings(conf, proxy_urls(data))} if ours else {}
     if plan.module is not None and plan.module[1]:
         # the stream first: a branch the repository lacks is its stream's line
         module, stream = plan.module

@@ -263,8 +263,10 @@ class HostSteps:
 
         def read(fact: Any, **kwargs: Any) -> Any:
             found = fact()
-            out = remote.run(found.command(**kwargs), timeout=600).stdout
-            return found.process(out.splitlines())
+            out = remote.run(str(found.command(**kwargs)), timeout=600).stdout.splitlines()
+            if out and out[0].startswith("__pyinfra_missing_"):  # pyinfra's "no such file"
+                return None
+            return found.process(out)
 
         return offered_check(desired, plan, data, read)
 
