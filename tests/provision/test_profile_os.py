@@ -147,3 +147,14 @@ def test_fabric_manager_rpm_name_by_branch() -> None:
                      driver_version="580.95.05", driver_branch="580", kernel_module="open"),
         "rhel-10",
     ).module is None  # RHEL 10: no modules, versionlock alone
+
+
+def test_a_served_bundle_on_a_dnf_host_is_one_line_before_any_change() -> None:
+    """RPM bundles are used as a folder copied to the host (docs/offline.md, RHEL family)."""
+    bundle = {"url": "http://repo1:8080/b", "key_sha256": "0" * 64}
+    fake = _fake_host("rocky", "9.4", {"gpuhost_profile": "nvidia-repo-580-cuda13.0",
+                                       "gpuhost_bundle": bundle, **REPO_DATA})
+    with ctx_host.use(fake), pytest.raises(DeployError) as info:
+        provision_module.resolve_host()
+    assert "rocky-9 installs with dnf" in str(info.value)
+    assert "expected {path: DIR}" in str(info.value) and "\n" not in str(info.value)
