@@ -360,3 +360,90 @@ def test_real_dnf_installs_from_the_served_bundle_past_dnf_confs_proxy(
         ["rpm", f"--root={root}", "--dbpath=/var/lib/rpm", "-q", "--qf", "%{EPOCHNUM}:%{VERSION}",
          "kmod-nvidia-latest-dkms"], capture_output=True, text=True, check=False)
     assert listed.stdout == f"3:{DRIVER}", listed.stdout + listed.stderr
+
+
+# ------------------------------ upgrade and rollback of a host whose NVIDIA source is a bundle
+
+OLD = "580.159.03"  # the driver of the bundle the host was provisioned from; DRIVER: the target's
+
+
+def _driver_bundle(out: Path, driver: str) -> Path:
+    """A served-bundle folder of the stream 580-dkms driver set at ``driver`` (with dkms and the
+    /bin/sh the scriptlets need), its module metadata cut to it."""
+    from tests.lab import rpmrepo as standins
+
+    cached = standins.cached_rpms()
+    (out / rpmrepo.POOL).mkdir(parents=True)
+    wanted = [p for p in (cached / "el9").glob(f"*-{driver}-1.el9.*.rpm")
+              if "open" not in p.name and "fabric" not in p.name]
+    wanted += [*(cached / "epel").glob("dkms-*.rpm"), *(cached / "baseos").glob("bash-*.rpm")]
+    for rpm in wanted:
+        shutil.copyfile(rpm, out / rpmrepo.POOL / rpm.name)
+    rpmrepo.index(out)
+    source = standins.modules_yaml(sorted((cached / "el9").glob("*.rpm")))
+    rpmrepo.add_modules(out, rpmrepo.stream_modules(
+        source, "nvidia-driver", "580-dkms", [p.nevra for p in rpmrepo.primary_packages(out)],
+        "modules.yaml"))
+    return out
+
+
+@needs_tools
+def test_upgrade_cache_and_rollback_through_the_seam_on_a_host_whose_source_is_a_served_bundle(
+    served: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What ``gpuhost upgrade --to`` and ``rollback`` run through the seam (pkgmgr/dnf.py), on
+    a host whose only NVIDIA repository is a served bundle: before the upgrade the snapshot's
+    package files are cached by ``dnf download`` from the host's bundle (a served bundle leaves
+    no pool on the host), the upgrade installs the new bundle's versions, and the rollback
+    installs the cached files with every repository off (the new bundle lacks the old
+    versions)."""
+    from gpuhost.pkgmgr import DNF
+    from gpuhost.upgrade import package_cache
+
+    url, folder = served
+    _driver_bundle(folder / "old", OLD)
+    root = tmp_path / "root"
+    proxy = f"http://127.0.0.1:{_closed_port()}"
+    assert _dnf(root, f"{url}/old", "module", "enable", "nvidia-driver:580-dkms",
+                proxy=proxy, direct=True).returncode == 0
+    names = ["nvidia-driver-cuda", "kmod-nvidia-latest-dkms"]
+    done = _dnf(root, f"{url}/old", "install", *[f"{n}-3:{OLD}" for n in names],
+                proxy=proxy, direct=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def installed() -> dict[str, str]:
+        listed = subprocess.run(
+            ["rpm", f"--root={root}", "--dbpath=/var/lib/rpm", "-qa", "--qf",
+             "%{NAME} %{EPOCHNUM}:%{VERSION}-%{RELEASE} %{ARCH}\n"],
+            capture_output=True, text=True, check=True)
+        return {n: f"{v} {a}" for n, v, a in (line.split() for line in listed.stdout.splitlines())
+                if n not in ("bash", "dkms")}
+
+    before = installed()
+    assert set(before.values()) >= {f"3:{OLD}-1.el9 x86_64"} and len(before) >= 5, before
+    # the host's dnf as gpuhost's seam runs it, here in the installroot (the lab does the same
+    # with the host's own files)
+    manager = DNF.configured(
+        f"--installroot={root}", "--releasever=9", f"--config={tmp_path / 'dnf.conf'}",
+        f"--setopt=reposdir={tmp_path / 'repos'}", f"--setopt=cachedir={tmp_path / 'cache'}")
+    monkeypatch.setattr(package_cache, "CACHE_ROOT", str(tmp_path / "packages"))
+    monkeypatch.setattr(package_cache, "BUNDLE_POOL", str(tmp_path / "no-pool"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    snapshot = {n: {"version": v.split()[0], "arch": v.split()[1]} for n, v in before.items()}
+    fill = subprocess.run(["sh", "-c", package_cache.fill_command("20261129T000000Z", snapshot,
+                                                                   manager)],
+                          capture_output=True, text=True, check=False, timeout=300)
+    report = package_cache.parse_fill_output("20261129T000000Z", fill.stdout)
+    assert report.complete and set(report.files) == set(before), fill.stdout + fill.stderr
+
+    # the upgrade: the host's repository file now names the target's bundle
+    up = _dnf(root, url, "install", *[f"{n}-3:{DRIVER}" for n in before], proxy=proxy,
+              direct=True)
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert set(installed().values()) == {f"3:{DRIVER}-1.el9 x86_64", f"3:{DRIVER}-1.el9 noarch"}
+
+    back = subprocess.run(
+        ["sh", "-c", package_cache.install_command("20261129T000000Z", report.files, manager)],
+        capture_output=True, text=True, check=False, timeout=300)
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert installed() == before
