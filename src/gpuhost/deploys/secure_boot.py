@@ -39,6 +39,13 @@ NO_KEY = (
 )
 
 
+DKMS2_PKCS11 = (
+    "{key}: DKMS 2.8 (Ubuntu 22.04) signs each module it installs again with the key file "
+    "/var/lib/shim-signed/mok/MOK.priv (its sign_build), which a pkcs11: URI cannot be; give "
+    "{key} and {cert} as files on the host"
+)
+
+
 @dataclass(frozen=True)
 class SigningPlan:
     """What provision does for module signing on one host: the key and certificate DKMS signs
@@ -162,12 +169,20 @@ def configure_signing(plan: SigningPlan) -> None:
                 name=f"DKMS signs modules with {plan.key}", key=plan.key, cert=plan.cert
             )
         elif how == "dkms2":
+            if plan.key.startswith("pkcs11:"):
+                # its sign_build signs with a key file path (kmodsign), which no link can make
+                raise DeployError(host.name, DKMS2_PKCS11.format(key=KEY, cert=CERT))
             # DKMS 2 reads its own framework.conf only: DKMS first, so the file is the package's
             packages.present(
                 name="DKMS (its framework.conf names the sign tool)", packages=["dkms"]
             )
             signing_ops.dkms2_sign_tool(
                 name=f"DKMS {release.installed or release.candidate} signs modules with "
+                f"{plan.key}", key=plan.key, cert=plan.cert,
+            )
+            # its sign_build then signs the installed copy again with these paths (Ubuntu)
+            signing_ops.shim_mok_linked(
+                name=f"DKMS {release.installed or release.candidate}'s sign_build signs with "
                 f"{plan.key}", key=plan.key, cert=plan.cert,
             )
     if plan.secure_boot:

@@ -8,7 +8,7 @@ from collections.abc import Generator
 
 from pyinfra import host
 from pyinfra.api import HiddenValue, OperationError, StringCommand, operation
-from pyinfra.facts.files import FileContents
+from pyinfra.facts.files import FileContents, Link
 
 from gpuhost.facts.signing import ModuleSigning
 from gpuhost.operations._facts import fact
@@ -57,6 +57,42 @@ def dkms2_sign_tool(key: str, cert: str) -> Generator:
     if not commands:
         host.noop(f"{signing.DKMS2_FRAMEWORK} runs {signing.DKMS2_SIGN_TOOL} ({key})")
     yield from commands
+
+
+def mok_link_command(path: str, target: str) -> str:
+    """``path`` made a symbolic link to ``target``; whatever is there first (Ubuntu's own key or
+    certificate, another link) is moved aside to ``path.before-gpuhost`` (a later one gets a time
+    stamp too), never deleted."""
+    p, t = shlex.quote(path), shlex.quote(target)
+    saved = shlex.quote(path + signing.SHIM_MOK_SAVED)
+    return (
+        f"mkdir -p {shlex.quote(path.rpartition('/')[0])} && "
+        f"if [ -e {p} ] || [ -L {p} ]; then s={saved}; "
+        f'if [ -e "$s" ] || [ -L "$s" ]; then s="$s.$(date +%Y%m%dT%H%M%S)"; fi; '
+        f'mv {p} "$s"; fi && ln -s {t} {p}'
+    )
+
+
+@operation()
+def shim_mok_linked(key: str, cert: str) -> Generator:
+    """DKMS 2.8's ``sign_build`` signs each module it installs with Ubuntu's
+    /var/lib/shim-signed/mok/MOK.priv and MOK.der, after (and over) the ``sign_tool``'s
+    signature, whenever kmodsign and shim-signed are there: those two paths are made links to
+    ``key`` and ``cert`` (what was there is kept beside them, ``.before-gpuhost``); nothing when
+    both already are.
+
+    + key: path of the private key on the host
+    + cert: path of its DER certificate on the host
+    """
+    done = []
+    for path, target in signing.shim_mok_links(key, cert).items():
+        found = fact(Link, path=path)
+        if found and found.get("link_target") == target:
+            done.append(path)
+            continue
+        yield StringCommand(mok_link_command(path, target))
+    if len(done) == 2:
+        host.noop(f"{signing.SHIM_MOK_DIR}/MOK.priv, MOK.der link to {key}, {cert}")
 
 
 def import_command(cert: str, password: str) -> StringCommand:

@@ -335,6 +335,33 @@ def parse_name_versions(text: str) -> dict[str, list[str]]:
     return found
 
 
+OFFERED_RC = "##GPUHOST-OFFERED-RC"  # the last line of pkgmgr's Dnf.offered_command
+
+
+@dataclass(frozen=True)
+class Offered:
+    """What ``Dnf.offered_command`` printed: {name: [EVR, ...]} and, when dnf failed (or its
+    output was cut before its exit status), ``error``: dnf's own last message."""
+
+    versions: dict[str, list[str]]
+    error: str | None = None
+
+
+def parse_offered(text: str) -> Offered:
+    """``NAME<TAB>EVR`` lines, dnf's messages and the ``OFFERED_RC <status>`` line (pure): a
+    status other than 0, or none, is an error carrying dnf's last message line."""
+    lines = text.splitlines()
+    status = next((line.split()[-1] for line in reversed(lines)
+                   if line.startswith(OFFERED_RC + " ")), None)
+    said = [line.strip() for line in lines if line.strip() and "\t" not in line
+            and not line.startswith(OFFERED_RC)]
+    versions = parse_name_versions("\n".join(line for line in lines if "\t" in line))
+    if status == "0":
+        return Offered(versions)
+    why = said[-1] if said else "no message"
+    return Offered(versions, f"dnf exited {status}: {why}" if status else f"cut short: {why}")
+
+
 def parse_dnf_module_file(text: str) -> dict[str, str]:
     """``/etc/dnf/modules.d/<module>.module`` (``[module]`` then ``key=value`` lines) →
     {"name", "stream", "profiles", "state"} as written; {} for an empty or missing file."""

@@ -158,6 +158,20 @@ UBUNTU_MOK_CERT = "/var/lib/shim-signed/mok/MOK.der"
 #: and runs its ``sign_tool`` for every module it builds
 DKMS2_FRAMEWORK = "/etc/dkms/framework.conf"
 DKMS2_SIGN_TOOL = "/etc/dkms/gpuhost-sign-tool"
+#: DKMS 2.8.x's ``sign_build`` (dkms v2.8.7 ``build_module``: after the build, whose ``sign_tool``
+#: signed the build directory's copy) signs every ``*.ko`` it keeps for installation again, with
+#: ``kmodsign sha512`` and these two fixed paths, whenever kmodsign, this directory and
+#: update-secureboot-policy exist (Ubuntu 22.04 with shim-signed); the last signature is the one
+#: the kernel checks, so on such a host these paths must be the configured key and certificate
+SHIM_MOK_DIR = "/var/lib/shim-signed/mok"
+#: suffix of Ubuntu's own key and certificate when gpuhost puts links in their place (kept, never
+#: deleted: modules signed with them stay loadable while that certificate stays enrolled)
+SHIM_MOK_SAVED = ".before-gpuhost"
+
+
+def shim_mok_links(key: str, cert: str) -> dict[str, str]:
+    """{path DKMS 2's sign_build signs with: what it must link to} for ``key`` and ``cert``."""
+    return {UBUNTU_MOK_KEY: key, UBUNTU_MOK_CERT: cert}
 DKMS_VERSION_RE = re.compile(r"^dkms-(?P<version>\d+\.\d+(?:\.\d+)*)\s*$")
 
 
