@@ -170,3 +170,21 @@ def test_binary_and_odd_lines_of_a_lock_file_are_names_not_crashes(tmp_path: Pat
     read = _sh(dnf.holds_command())
 
     assert "nvidia-driver" in parse_versionlock(read.stdout)
+
+
+def test_the_audits_probe_says_an_unread_lock_file_is_a_problem_not_no_locks() -> None:
+    """The lab's clean probe dressed as a Rocky host whose lock file was not read (the line
+    ``small_file_command`` prints): one probe problem, the host still judged."""
+    from gpuhost.facts.build import host_facts_from_text
+
+    probe = (Path(__file__).parent / "audit/data/lab-debian12-clean.probe").read_text()
+    probe = probe.replace("ID=debian", "ID=rocky").replace('VERSION_ID="12"', 'VERSION_ID="9.4"')
+    unread = "##gpuhost-unreadable: /etc/dnf/plugins/versionlock.list is not a regular file"
+    probe = probe.replace(
+        "##GPUHOST## begin dnf-versionlock\n", f"##GPUHOST## begin dnf-versionlock\n{unread}\n"
+    ).replace("##GPUHOST## end rpm 127", "##GPUHOST## end rpm 0")  # rpm there, nothing listed
+
+    facts = host_facts_from_text(probe)
+
+    assert facts.os.key == "rocky-9"
+    assert any("versionlock.list is not a regular file" in p for p in facts.problems), facts
