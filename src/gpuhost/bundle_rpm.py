@@ -210,8 +210,9 @@ def make_rpm_bundle(remote: PyinfraRemote, entry: InventoryHost, profile: str, f
     if modules:
         rpmrepo.add_modules(out, modules)
     _write_keys(out, cuda, downloaded.keys)
+    keys = tuple((k.name, file_hashes(k)[1]) for k in sorted((out / rpmrepo.KEYS).iterdir()))
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     manifest = Manifest(profile, found, created, entries, entry.name, None, "rpm",
-                        (stream,) if stream else ())
+                        (stream,) if stream else (), keys)
     (out / MANIFEST).write_text(manifest_text(manifest), encoding="utf-8")
     return manifest

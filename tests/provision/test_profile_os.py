@@ -149,12 +149,20 @@ def test_fabric_manager_rpm_name_by_branch() -> None:
     ).module is None  # RHEL 10: no modules, versionlock alone
 
 
-def test_a_served_bundle_on_a_dnf_host_is_one_line_before_any_change() -> None:
-    """RPM bundles are used as a folder copied to the host (docs/offline.md, RHEL family)."""
-    bundle = {"url": "http://repo1:8080/b", "key_sha256": "0" * 64}
+def test_a_served_bundle_on_a_dnf_host_that_does_not_answer_is_one_line_before_any_change(
+) -> None:
+    """A served RPM bundle's manifest is read before any change (docs/offline.md, RHEL
+    family); its server on a loopback port nothing listens on."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    bundle = {"url": f"http://127.0.0.1:{port}/b", "key_sha256": "0" * 64}
     fake = _fake_host("rocky", "9.4", {"gpuhost_profile": "nvidia-repo-580-cuda13.0",
                                        "gpuhost_bundle": bundle, **REPO_DATA})
     with ctx_host.use(fake), pytest.raises(DeployError) as info:
         provision_module.resolve_host()
-    assert "rocky-9 installs with dnf" in str(info.value)
-    assert "expected {path: DIR}" in str(info.value) and "\n" not in str(info.value)
+    assert f"gpuhost_bundle: cannot download http://127.0.0.1:{port}/b/manifest.json" in str(
+        info.value)
+    assert "\n" not in str(info.value)

@@ -45,6 +45,9 @@ class Manifest:
     format: str = "apt"
     #: the module streams the bundle carries (``nvidia-driver:580-dkms``; RPM, RHEL 8/9)
     modules: tuple[str, ...] = ()
+    #: the vendor keys an RPM bundle carries under keys/, as (file name, sha256) pairs: a
+    #: served bundle's keys are checked against them (its manifest against ``key_sha256``)
+    keys: tuple[tuple[str, str], ...] = ()
 
     def versions(self) -> dict[str, list[str]]:
         """{package: [versions in the bundle]}."""
@@ -57,8 +60,9 @@ class Manifest:
         doc = {"schema": 1, **asdict(self)}
         doc["packages"] = [asdict(e) for e in sorted(self.packages, key=_order)]
         doc["modules"] = list(self.modules)
+        doc["keys"] = dict(self.keys)
         if self.format == "apt":  # an apt bundle's manifest as before RPM bundles
-            del doc["format"], doc["modules"]
+            del doc["format"], doc["modules"], doc["keys"]
         return doc
 
 
@@ -88,7 +92,7 @@ def parse_manifest(doc: Any, source: str) -> Manifest:
     return Manifest(
         doc["profile"], doc["os"], doc["created"], entries,
         doc.get("reference_host"), doc.get("signing_key"), doc.get("format", "apt"),
-        tuple(doc.get("modules") or ()),
+        tuple(doc.get("modules") or ()), tuple(sorted((doc.get("keys") or {}).items())),
     )
 
 

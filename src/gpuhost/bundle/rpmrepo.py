@@ -170,10 +170,12 @@ def stream_modules(text: str, module: str, stream: str, nevras: Iterable[str],
                    for d in kept)
 
 
-def repo_file(name: str, baseurl: str, keys: Iterable[str]) -> str:
+def repo_file(name: str, baseurl: str, keys: Iterable[str], direct: bool = False) -> str:
     """The yum repository file of a bundle at ``baseurl`` (pure): the only NVIDIA source,
     every package's signature checked (``gpgcheck=1``) against the vendor keys it carries
-    (``keys``: file URLs), its metadata read again only when gpuhost copies a changed bundle."""
+    (``keys``: file URLs), its metadata read again only when gpuhost copies a changed bundle.
+    ``direct``: a served bundle, reached past the proxy of dnf.conf (an empty ``proxy=`` in the
+    repository's section, dnf.conf(5)), as apt reaches one ``DIRECT``."""
     return (
         "# Written by gpuhost: the offline bundle (docs/offline.md), the only NVIDIA source\n"
         "[gpuhost-bundle]\n"
@@ -184,4 +186,5 @@ def repo_file(name: str, baseurl: str, keys: Iterable[str]) -> str:
         "repo_gpgcheck=0\n"
         f"gpgkey={' '.join(keys)}\n"
         "skip_if_unavailable=False\n"
+        + ("proxy=\n" if direct else "")
     )

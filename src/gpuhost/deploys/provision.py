@@ -72,12 +72,6 @@ def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[DesiredState, 
     except ConfigError as exc:
         raise DeployError(name, str(exc)) from exc
     setting = bundle_setting(data)
-    if setting is not None and plan.family == "dnf" and setting.url:
-        raise DeployError(
-            name,
-            f"gpuhost_bundle: {{url: ...}}: {found} installs with dnf, whose bundles are used "
-            "as a folder copied to the host; expected {path: DIR} (docs/offline.md)",
-        )
     if setting is not None:  # before any operation: a bundle lacking a package is refused here
         offline.check_bundle(name, setting, spec, plan, data, found)
     return spec, plan

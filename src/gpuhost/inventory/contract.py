@@ -259,7 +259,8 @@ KEYS: dict[str, Key] = {
             "profile's pinned set or whose files differ from its manifest. path: the bundle "
             "directory on this machine (relative: from the current directory), copied to the "
             "host; url: where a host the operator names serves it, with the SHA-256 of its "
-            "bundle-key.gpg (apt hosts only).",
+            "bundle-key.gpg (apt) or of its manifest.json (an RPM bundle, which lists the "
+            "SHA-256 of each vendor key it carries).",
             "provision, upgrade",
         ),
         _k(

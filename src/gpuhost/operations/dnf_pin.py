@@ -36,6 +36,8 @@ REPO_PATH = "/etc/yum.repos.d/gpuhost-cuda.repo"
 KEY_PATH = "/etc/pki/rpm-gpg/RPM-GPG-KEY-gpuhost-cuda"
 #: an offline bundle (gpuhost_bundle) as the host's NVIDIA source, in place of REPO_PATH
 BUNDLE_REPO_PATH = "/etc/yum.repos.d/gpuhost-bundle.repo"
+#: a served bundle's vendor keys, checked on this machine (deploys.offline.served_keys)
+BUNDLE_KEYS_DIR = "/etc/pki/rpm-gpg/gpuhost-bundle"
 
 
 def _executing() -> bool:
@@ -112,6 +114,36 @@ def bundle_repository(src: str, files: dict[str, str], label: str) -> Generator:
         changes.append(f"rm -f {REPO_PATH}")
     if not changes:
         host.noop(f"the bundle is the NVIDIA source ({len(files)} files in place)")
+        return
+    yield from changes
+    yield DNF.refresh()
+
+
+@operation()
+def served_bundle_repository(url: str, keys: dict[str, bytes], label: str) -> Generator:
+    """An offline bundle served over HTTP(S) (an RPM repository) as the host's only NVIDIA
+    source: its vendor keys (already checked against its manifest, whose SHA-256 the inventory
+    gives) under ``BUNDLE_KEYS_DIR``, its repository file with ``baseurl`` the URL, reached
+    directly (not through dnf.conf's proxy), ``gpgcheck=1`` against those keys; NVIDIA's online
+    repository file removed; the metadata read anew after a change. Kept after the run.
+
+    + url: the served bundle folder
+    + keys: {file name: bytes} of its vendor keys
+    + label: what the repository file's name says (profile and OS)
+    """
+    changes: list = []
+    for name, data in sorted(keys.items()):
+        path = f"{BUNDLE_KEYS_DIR}/{name}"
+        if fact(Sha256File, path=path) != hashlib.sha256(data).hexdigest():
+            changes += [f"install -d -m 755 {BUNDLE_KEYS_DIR}",
+                        FileUploadCommand(BytesIO(data), path), f"chmod 644 {shlex.quote(path)}"]
+    gpgkeys = [f"file://{BUNDLE_KEYS_DIR}/{name}" for name in sorted(keys)]
+    text = rpmrepo.repo_file(f"gpuhost offline bundle: {label}", url, gpgkeys, direct=True)
+    changes += list(put_text(BUNDLE_REPO_PATH, text))
+    if fact(FileContents, path=REPO_PATH) is not None:
+        changes.append(f"rm -f {REPO_PATH}")
+    if not changes:
+        host.noop(f"the bundle at {url} is the NVIDIA source ({len(keys)} keys in place)")
         return
     yield from changes
     yield DNF.refresh()

@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gpuhost.parsers.packages import OFFERED_RC
-from gpuhost.pkgmgr.base import PackageManager, quoted
+from gpuhost.pkgmgr.base import (
+    PackageManager,
+    quoted,
+    regular_or_absent,
+    small_file_command,
+)
 
 LOCK_LIST = "/etc/dnf/plugins/versionlock.list"
 #: dnf's default ``reposdir`` (dnf.conf(5))
@@ -132,7 +137,7 @@ class Dnf(PackageManager):
         body = "".join(f"{lock}\\n" for lock in locks)
         f = quoted([self.lock_list])
         return (
-            f"mkdir -p \"$(dirname {f})\" && touch {f} && "
+            f"mkdir -p \"$(dirname {f})\" && {regular_or_absent(self.lock_list)} && touch {f} && "
             f"printf {quoted([body])} | while IFS= read -r l; do "
             f'grep -qxF -- "$l" {f} || printf "%s\\n" "$l" >> {f}; done'
         )
@@ -143,11 +148,12 @@ class Dnf(PackageManager):
         f = quoted([self.lock_list])
         wanted = " ".join(names)
         return (
-            f"[ ! -f {f} ] || {{ awk -v names={quoted([wanted])} "
+            f"{regular_or_absent(self.lock_list)} && "
+            f"{{ [ ! -f {f} ] || {{ awk -v names={quoted([wanted])} "
             "'BEGIN {n = split(names, a, \" \"); for (i = 1; i <= n; i++) drop[a[i]] = 1} "
             "{l = $0; sub(/^!/, \"\", l); sub(/-[^-]*-[^-]*$/, \"\", l)} "
             "/^#/ || !(l in drop)' "
-            f"{f} > {f}.gpuhost && cat {f}.gpuhost > {f} && rm -f {f}.gpuhost; }}"
+            f"{f} > {f}.gpuhost && cat {f}.gpuhost > {f} && rm -f {f}.gpuhost; }}; }}"
         )
 
     def hold_hint(self, names: Sequence[str]) -> str:
@@ -161,7 +167,7 @@ class Dnf(PackageManager):
     # -- reading -----------------------------------------------------------------------------
 
     def holds_command(self) -> str:
-        return f"cat {quoted([self.lock_list])} 2>/dev/null; true"
+        return small_file_command(self.lock_list)
 
     def installed_command(self, names: Sequence[str] = ()) -> str:
         return (
@@ -250,7 +256,7 @@ class Dnf(PackageManager):
 
     def module_state_command(self, module: str) -> str:
         """The module's state file (``stream=``/``state=`` lines): local, no metadata."""
-        return f"cat {quoted([f'{self.root}/etc/dnf/modules.d/{module}.module'])} 2>/dev/null; true"
+        return small_file_command(f"{self.root}/etc/dnf/modules.d/{module}.module")
 
     def download_resolved(self, specs: Sequence[str], dest: str) -> str:
         """Download into ``dest`` what installing ``specs`` would install on this host (every
