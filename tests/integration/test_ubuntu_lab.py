@@ -152,6 +152,11 @@ def test_the_os_dist_upgrade_keeps_the_pinned_set(ubuntu: Ubuntu) -> None:
 def test_upgrade_to_another_profile_and_rollback(ubuntu: Ubuntu) -> None:
     state_dir = ubuntu.workdir / "state"
     inventory = str(ubuntu.inventory(PROFILE))
+    # PROFILE's default CUDA 13.0 through NVIDIA's cuda alternatives group (auto: the newest);
+    # OTHER sets 12.9 (manual) and keeps 13.0 installed: rollback must put the group back
+    link = "readlink -f /usr/local/cuda; head -n 1 /var/lib/dpkg/alternatives/cuda"
+    before_link = [host.run(link).stdout.split() for host in ubuntu.hosts]
+    assert before_link == [["/usr/local/cuda-13.0", "auto"]] * 2, before_link
     # both built-in profiles' CUDA toolkits (12.9.1, 13.0.2) are named by NVIDIA's CUDA Toolkit
     # bulletin 5755 (fixed in 13.1.0; data/advisories.yaml since 24af1ad): a known condition of
     # the target profile, not of Ubuntu, that the validation audit would otherwise fail on
@@ -166,11 +171,13 @@ def test_upgrade_to_another_profile_and_rollback(ubuntu: Ubuntu) -> None:
         assert json.loads(host.run("cat /etc/gpuhost/profile").stdout)["profile"] == OTHER
         assert ubuntu.versions(host, ["libcudnn9-cuda-12"]) == {
             "libcudnn9-cuda-12": "9.10.2.21-1"}
+        assert host.run(link).stdout.split() == ["/usr/local/cuda-12.9", "manual"]
     proc = ubuntu.gpuhost("rollback", inventory, "--state-dir", str(state_dir), "--yes")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     for host in ubuntu.hosts:
         assert json.loads(host.run("cat /etc/gpuhost/profile").stdout)["profile"] == PROFILE
         assert ubuntu.versions(host, INSTALLED) == dict.fromkeys(INSTALLED, DRIVER)
+    assert [host.run(link).stdout.split() for host in ubuntu.hosts] == before_link
     assert not ubuntu.errors(PROFILE)
 
 
