@@ -89,6 +89,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     lab_items = [item for item in items if "lab" in item.keywords]
+    if os.environ.get("GPUHOST_TEST_REVERSE") == "1":
+        # On demand (docs/testing.md, "Every test passes alone"): the selection in reverse
+        # order, modules and the tests within them, so that a test relying on what an earlier
+        # test (or module) left behind fails instead of passing by luck.
+        items.reverse()
     if hasattr(config, "workerinput"):
         # pytest-xdist worker (scripts/test: --dist loadfile --no-loadscope-reorder, a module
         # whole on one worker with that worker's lab): lab modules first, so both workers' labs

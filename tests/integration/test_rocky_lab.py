@@ -49,6 +49,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 #: both GPU-shaped: a provision --reboot needs the module loaded after the boot, which the lab's
 #: emulator does only on a host with a GPU
 SHAPES = {1: ("t4", 1), 2: ("l4", 1)}
+Attempt = tuple[subprocess.CompletedProcess[str], dict[str, str], dict[str, str], list[str]]
 OS = "rocky-9"
 CUDA9 = "http://lab-gateway:8088/compute/cuda/repos/rhel9/x86_64/cuda-rhel9.repo"
 CUDA10 = "http://lab-gateway:8088/compute/cuda/repos/rhel10/x86_64/cuda-rhel10.repo"
@@ -62,8 +63,10 @@ class Rocky:
     def __init__(self, view: Any, workdir: Path) -> None:
         self.view, self.workdir = view, workdir
         self.h1, self.h2 = view.hosts[0], view.hosts[1]
-        #: provision of BAD_STREAM on fresh h2: (result, rpms before, after)
-        self.no_stream: tuple[subprocess.CompletedProcess[str], dict[str, str], dict[str, str]]
+        #: provision of BAD_STREAM, then of BAD_VERSION, on fresh h2: (result, rpms before,
+        #: after, the files gpuhost would write that exist after)
+        self.no_stream: Attempt
+        self.no_version: Attempt
         #: the offline inventory (h2 from the bundle), provision's output, the bundle's making
         self.offline: Path
         self.offline_output = ""
@@ -281,6 +284,8 @@ def test_the_rhel10_layout_has_no_modules_and_versionlock_alone_pins(rocky: Rock
 #: variant in a profiles file of the module).
 START, TARGET = "nvidia-repo-580-cuda12.9", "nvidia-repo-580-cuda13.0"
 BAD_OS, BAD_STREAM = "debian12-nonfree-535-security", "branch-595"
+#: TARGET at a 580 release the stand-in repository lacks (its stream 580-open is offered)
+BAD_VERSION = "version-580.95.05"
 #: every built-in NVIDIA-repository profile pins CUDA 13.0.2 or 12.9.x, which NVIDIA bulletin
 #: 5755 (fixed in 13.1.0) names: the audit's security.cuda-toolkit error is the same on every OS
 #: (data/advisories.yaml vs data/profiles.yaml, not the dnf path), accepted here by name
@@ -307,6 +312,8 @@ def _variants(path: Path) -> Path:
         # R595 (595.91.07: a release the compatibility data knows, CUDA 13 capable): the stand-in
         # repository has no 595 stream
         BAD_STREAM: {"driver": {"version": "595.91.07", "branch": 595}},
+        # R580's 580.95.05 (CUDA 13.0.2's floor): NVIDIA published it, the stand-in has none
+        BAD_VERSION: {"driver": {"version": "580.95.05", "branch": 580}},
     }
     out = {}
     for name, change in changes.items():
@@ -376,12 +383,18 @@ def _packages(installed: dict[str, str]) -> dict[str, str]:
     return {n: v for n, v in installed.items() if n != "gpg-pubkey"}
 
 
-def _attempt(env: Rocky, profile: str) -> tuple[Any, dict[str, str], dict[str, str]]:
-    """Provision ``profile`` on h2: (result, h2's rpms before, after)."""
+#: what a provision writes first on a dnf host (operations/dnf_pin.repository), the lock file
+WRITTEN = ("/etc/yum.repos.d/gpuhost-cuda.repo", "/etc/pki/rpm-gpg/RPM-GPG-KEY-gpuhost-cuda",
+           "/etc/dnf/modules.d/nvidia-driver.module", "/etc/gpuhost/profile")
+
+
+def _attempt(env: Rocky, profile: str) -> Attempt:
+    """Provision ``profile`` on h2: (result, h2's rpms before, after, WRITTEN files there)."""
     before = rpms(env.h2)
     proc = _gpuhost(env, "provision", str(_inventory(env, profile, f"try-{profile}")),
                     "--limit", env.h2.name)
-    return proc, before, rpms(env.h2)
+    found = sh(env.h2, f"ls -d {' '.join(WRITTEN)} 2>/dev/null; true").split()
+    return proc, before, rpms(env.h2), found
 
 
 #: h2's offline data: the bundle made on h1, dnf's proxy a closed port with credentials (which
@@ -392,14 +405,15 @@ PROXY = f"http://lab:{PROXY_PASSWORD}@127.0.0.1:9"
 
 @pytest.fixture(scope="module")
 def provisioned(rocky: Rocky) -> Rocky:
-    """Fresh hosts (part 1 left packages and locks); on fresh h2 BAD_STREAM, which must be
-    refused (kept for the test below); then the offline bundle of START made on fresh h1 (EPEL
-    and CRB enabled first: a reference host needs the repositories the packages come from) and
-    h2's own repositories disabled; then both hosts provisioned at START with --reboot: h1
-    online (gpuhost enables EPEL and CRB on Rocky: NVIDIA's dkms comes from EPEL), h2 from the
-    bundle through a closed proxy."""
+    """Fresh hosts (part 1 left packages and locks); on fresh h2 BAD_STREAM and BAD_VERSION,
+    which must be refused (kept for the tests below); then the offline bundle of START made on
+    fresh h1 (EPEL and CRB enabled first: a reference host needs the repositories the packages
+    come from) and h2's own repositories disabled; then both hosts provisioned at START with
+    --reboot: h1 online (gpuhost enables EPEL and CRB on Rocky: NVIDIA's dkms comes from EPEL),
+    h2 from the bundle through a closed proxy."""
     rocky.shape()
     rocky.no_stream = _attempt(rocky, BAD_STREAM)
+    rocky.no_version = _attempt(rocky, BAD_VERSION)
     sh(rocky.h1, "dnf -y -q install epel-release && dnf -y -q config-manager --set-enabled crb")
     bundle = rocky.workdir / "bundle"
     started = time.monotonic()
@@ -542,20 +556,45 @@ def test_a_profile_for_another_os_is_one_line_before_anything_changes(
 
 
 def test_a_module_stream_the_repository_lacks_is_one_line(provisioned: Rocky) -> None:
-    proc, before, after = provisioned.no_stream
+    """Judged while the deploy is prepared, NVIDIA's repository read by its URL: nothing on the
+    host changed, not even the repository file or its key (rpm's gpg-pubkey)."""
+    proc, before, after, written = provisioned.no_stream
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "Traceback" not in out, out[-2000:]
-    # provision's guard (nvidia_dnf.check_offered, every stream counted) finds no 595.91.07 of
-    # the driver's packages before the stream operation would find no 595-open stream
-    assert "595.91.07" in out and "not offered" in out and "nothing was changed" in out, \
-        out[-2000:]
-    assert _packages(after) == _packages(before)
+    assert proc.returncode == 2 and "Traceback" not in out, out[-2000:]
+    assert "module stream nvidia-driver:595-open is not offered" in out, out[-2000:]
+    assert after == before and written == []
+
+
+def test_a_version_the_repository_lacks_is_one_line_naming_host_package_version(
+    provisioned: Rocky,
+) -> None:
+    """Issue 33: a package gpuhost would install and version-lock that no repository offers at
+    the profile's version (dnf's own ``versionlock add`` writes nothing and exits 0 for it) is
+    one line naming host, package and version, before anything changes."""
+    proc, before, after, written = provisioned.no_version
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in out, out[-2000:]
+    line = next((x for x in out.splitlines() if "not offered by the configured" in x), "")
+    assert line.lstrip().startswith(f"{provisioned.h2.name}: "), out[-2000:]
+    assert "kmod-nvidia-open-dkms 580.95.05 (offered: 3:570.195.03-1.el9" in line, line
+    assert "nothing was changed" in line, line
+    assert after == before and written == []
 
 
 def test_upgrade_to_another_profile_and_rollback(provisioned: Rocky) -> None:
     env = provisioned
     state_dir = env.workdir / "upgrade-state"
     before = rpms(env.h2)
+    # START's CUDA 12.9 is the default, through the cuda alternatives group NVIDIA's toolkit
+    # packages make, chosen by hand (manual mode); TARGET moves it to 13.0; the rollback removes
+    # 13.0, whose package's removal leaves the group in auto mode: gpuhost must put the hand's
+    # choice back (issue 33: the snapshot records link, alternative and mode)
+    link = "readlink /usr/local/cuda; readlink -f /usr/local/cuda; head -n 1 " \
+           "/var/lib/dpkg/alternatives/cuda"
+    for host in (env.h1, env.h2):
+        sh(host, "update-alternatives --set cuda /usr/local/cuda-12.9")
+    start_link = sh(env.h2, link).split()
+    assert start_link == ["/etc/alternatives/cuda", "/usr/local/cuda-12.9", "manual"], start_link
     up = _gpuhost(env, "upgrade", str(_inventory(env, START)), "--to", TARGET, "--canary", "1",
                   "--batch", "1", "--state-dir", str(state_dir), "--accept-audit", KNOWN,
                   timeout=1500)
@@ -565,6 +604,7 @@ def test_upgrade_to_another_profile_and_rollback(provisioned: Rocky) -> None:
         assert installed["kmod-nvidia-open-dkms"] == f"3:{NEW}-1.el9"
         assert "kmod-nvidia-latest-dkms" not in installed and "cuda-toolkit-13-0" in installed
         assert "stream=580-open" in sh(host, "cat /etc/dnf/modules.d/nvidia-driver.module")
+        assert sh(host, link).split()[1] == "/usr/local/cuda-13.0"
     # known on every OS, not the dnf path: START's libcudnn9-cuda-12 (9.10.2) stays beside
     # TARGET's libcudnn9-cuda-13 (9.17.0), the audit's cuDNN fact takes the first cuDNN package
     # it lists (facts/build.py _cudnn) and the matrix judges 9.10.2 against CUDA 13.0
@@ -576,4 +616,6 @@ def test_upgrade_to_another_profile_and_rollback(provisioned: Rocky) -> None:
     assert back.returncode == 0, back.stdout[-4000:] + back.stderr[-2000:]
     assert _packages(rpms(env.h2)) == _packages(before)
     assert "stream=580-dkms" in sh(env.h2, "cat /etc/dnf/modules.d/nvidia-driver.module")
+    for host in (env.h1, env.h2):
+        assert sh(host, link).split() == start_link, host.name
     assert not _audit_errors(env, _inventory(env, START))

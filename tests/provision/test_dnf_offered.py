@@ -119,6 +119,24 @@ def test_real_dnf_offers_every_stream_before_one_is_enabled(
     assert offered_problem(wanted, {}, offered) is None
 
 
+def test_real_dnf_lists_the_streams_of_a_repository_the_host_has_no_file_for(
+    nvidia_rhel9: Path, tmp_path: Path
+) -> None:
+    from gpuhost.facts.dnf import DnfModuleStreams
+
+    _query(tmp_path, f"file://{nvidia_rhel9}", ["nvidia-driver"])  # writes the isolated config
+    dnf = Dnf().configured(f"--config={tmp_path / 'dnf.conf'}",
+                           f"--installroot={tmp_path / 'root'}", "--releasever=9")
+    fact = DnfModuleStreams()
+    command = fact.command("nvidia-driver", f"file://{nvidia_rhel9}").replace(
+        "dnf -q", " ".join(("dnf", *dnf.options, "-q")), 1)
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120,
+                         check=True).stdout
+    streams = fact.process(out.splitlines())
+    assert {"580-dkms", "580-open", "570-open", "latest-dkms"} <= set(streams), out
+    assert "595-open" not in streams
+
+
 def test_real_dnf_a_version_or_name_the_repository_lacks_is_one_line(
     nvidia_rhel9: Path, tmp_path: Path
 ) -> None:
@@ -151,15 +169,21 @@ class _Host:
 
     name = "rocky1"
 
-    def __init__(self, installed: dict[str, str], offered: Offered | None) -> None:
+    def __init__(self, installed: dict[str, str], offered: Offered | None,
+                 streams: tuple[str, ...] = ("580-dkms", "580-open", "latest-dkms")) -> None:
         self.data = {"gpuhost_cuda_repo_url": "https://repo.example/rhel9/x86_64"}
-        self.installed, self.offered = installed, offered
+        self.installed, self.offered, self.streams = installed, offered, list(streams)
         self.asked: list[dict[str, object]] = []
+        self.conf = ["[main]", "gpgcheck=1", "best=True"]  # /etc/dnf/dnf.conf
 
     def get_fact(self, cls: type, **kwargs: object) -> object:
         self.asked.append({"fact": cls.__name__, **kwargs})
         if cls.__name__ == "RpmVersions":
             return self.installed
+        if cls.__name__ == "DnfModuleStreams":
+            return self.streams
+        if cls.__name__ == "FileContents":
+            return self.conf
         assert self.offered is not None, "the repositories were asked on a converged host"
         return self.offered
 
@@ -186,6 +210,18 @@ def test_the_guard_refuses_with_one_line_naming_host_package_and_version() -> No
     assert "cuda-toolkit-13-0 13.0 (offered: none)" in line and "\n" not in line
     # NVIDIA's repository is read from the inventory's URL, before the host has its file
     assert fake.asked[-1]["repo_url"] == "https://repo.example/rhel9/x86_64"
+
+
+def test_a_stream_the_repository_lacks_is_its_own_line_before_anything_changes() -> None:
+    from gpuhost.errors import DeployError
+
+    fake = _Host({}, Offered({}), streams=("570-dkms", "570-open", "latest-dkms"))
+    with pytest.raises(DeployError, match=r"^rocky1: module stream nvidia-driver:580-open is "
+                       r"not offered by the enabled repositories \(offered: 570-dkms, 570-open, "
+                       r"latest-dkms\); nothing was installed$"):
+        _check(fake)
+    assert fake.asked[-1] == {"fact": "DnfModuleStreams", "module": "nvidia-driver",
+                              "repo_url": "https://repo.example/rhel9/x86_64"}
 
 
 def test_the_guard_asks_no_repository_when_everything_is_installed_at_its_version() -> None:
@@ -216,9 +252,43 @@ def test_upgrade_preflight_refuses_what_the_install_would_before_the_snapshot(
                f"kmod-nvidia-open-dkms\t3:{NEW}-1.el9\n##GPUHOST-OFFERED-RC 0\n")
     remote = ScriptedRemote("h1").on("os-release", ok('ID="rocky"\nVERSION_ID="9.6"\n'))
     remote.on("rpm -qa", ok("")).on("repoquery --disable-modular-filtering", ok(offered))
+    remote.on("module list", ok("##GPUHOST-MODULE nvidia-driver\n"))  # none read: not judged
+    remote.on("/etc/dnf/dnf.conf", ok("[main]\nbest=True\n"))
     steps._remotes["h1"] = remote  # type: ignore[assignment]
     problem = steps.offered_problem("h1")
     assert problem is not None and problem.startswith("not offered by the configured")
     assert f"nvidia-driver-cuda {NEW} (offered: 3:580.159.03-1.el9)" in problem
     query = next(c for c in remote.commands if "repoquery" in c)
     assert "--repofrompath=gpuhost-offered,https://repo.example/rhel9/x86_64" in query
+
+
+def test_the_queries_go_through_the_proxy_the_run_configures_later() -> None:
+    """``gpuhost_proxy``: provision writes dnf's proxy (operations/dnf_proxy) in the run, after
+    this guard; the guard's queries get the same settings for themselves."""
+    fake = _Host({}, Offered({}, "dnf exited 1: Error: Curl error (5)"))
+    fake.data["gpuhost_proxy"] = "http://lab:pw@proxy.example:3128"
+    with pytest.raises(Exception, match="cannot read what the repositories offer"):
+        _check(fake)
+    setopts = ["proxy=http://proxy.example:3128", "proxy_username=lab", "proxy_password=pw"]
+    queries = [a for a in fake.asked if a["fact"].startswith("Dnf")]
+    assert [a.get("setopts") for a in queries] == [setopts, setopts]
+
+
+def test_a_proxy_the_run_takes_out_is_not_used_by_the_queries_an_admins_is() -> None:
+    from gpuhost.operations.dnf_proxy import MARK, run_settings
+
+    # gpuhost's proxy of an earlier run (gpuhost_proxy no longer set): the run removes it
+    fake = _Host({}, Offered({}, "dnf exited 1: Error"))
+    fake.conf = ["[main]", MARK, "proxy=http://127.0.0.1:9", "best=True"]
+    with pytest.raises(Exception, match="cannot read"):
+        _check(fake)
+    queries = [a for a in fake.asked if a["fact"].startswith("Dnf")]
+    assert queries[0]["setopts"] == ["proxy=", "proxy_username=", "proxy_password="]
+    # an administrator's own proxy, gpuhost_proxy unset: dnf's configuration as it is
+    fake = _Host({}, Offered({}, "dnf exited 1: Error"))
+    fake.conf = ["[main]", "proxy=http://site-proxy:3128"]
+    with pytest.raises(Exception, match="cannot read"):
+        _check(fake)
+    assert "setopts" not in [a for a in fake.asked if a["fact"].startswith("Dnf")][0]
+    assert run_settings(fake.conf, {}) == ["proxy=http://site-proxy:3128", "proxy_username=",
+                                          "proxy_password="]

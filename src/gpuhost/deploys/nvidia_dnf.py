@@ -10,13 +10,15 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import deploy
+from pyinfra.facts.files import FileContents
 
 from gpuhost.bundle.setting import bundle_setting, proxy_urls
 from gpuhost.deploys.spec import PackagePlan, cuda_pin, cudnn_pin
 from gpuhost.desired import DesiredState
 from gpuhost.errors import DeployError
-from gpuhost.facts.dnf import DnfOfferedAnyStream, RpmVersions
+from gpuhost.facts.dnf import DnfModuleStreams, DnfOfferedAnyStream, RpmVersions
 from gpuhost.operations import dnf_pin, kernel
+from gpuhost.operations.dnf_proxy import DNF_CONF, MARK, run_settings
 from gpuhost.parsers.packages import Offered
 from gpuhost.versions import extends_version, upstream_of_package_version
 
@@ -173,8 +175,19 @@ def offered_check(spec: DesiredState, plan: PackagePlan, data: Mapping[str, Any]
     if not need:
         return None
     url = str(data.get("gpuhost_cuda_repo_url") or "")
+    # dnf's proxy as the run leaves it (operations/dnf_proxy, later in the run), for these
+    # queries alone
+    conf = list(read(FileContents, path=DNF_CONF) or [])
+    ours = proxy_urls(data) or any(line.strip() == MARK for line in conf)
+    extra = {"setopts": run_settings(conf, proxy_urls(data))} if ours else {}
+    if plan.module is not None and plan.module[1]:
+        # the stream first: a branch the repository lacks is its stream's line
+        module, stream = plan.module
+        streams = read(DnfModuleStreams, module=module, repo_url=url, **extra)
+        if streams and stream not in streams:
+            return dnf_pin.stream_problem({}, stream, streams, True, module)
     return offered_problem(wanted, installed,
-                           read(DnfOfferedAnyStream, packages=need, repo_url=url))
+                           read(DnfOfferedAnyStream, packages=need, repo_url=url, **extra))
 
 
 def check_offered(spec: DesiredState, plan: PackagePlan) -> None:

@@ -82,7 +82,8 @@ class DnfModuleState(FactBase[dict[str, str]]):
 
 
 class DnfModuleStreams(FactBase[list[str]]):
-    """The streams of ``module`` the enabled repositories offer (``dnf module list``)."""
+    """The streams of ``module`` the enabled repositories offer (``dnf module list``), and
+    with ``repo_url`` that repository folder's too (read for this query alone)."""
 
     @staticmethod
     @override
@@ -90,13 +91,15 @@ class DnfModuleStreams(FactBase[list[str]]):
         return []
 
     @override
-    def requires_command(self, module: str) -> str:
+    def requires_command(self, module: str, repo_url: str = "",
+                         setopts: list[str] | None = None) -> str:
         return "dnf"
 
     @override
-    def command(self, module: str) -> str:
+    def command(self, module: str, repo_url: str = "", setopts: list[str] | None = None) -> str:
         # the module's name first, so that process() knows which rows to read
-        return f"echo {shlex.quote(MODULE_MARK + module)}; {DNF.streams_command(module)}; true"
+        streams = DNF.streams_command(module, repo_url, setopts or ())
+        return f"echo {shlex.quote(MODULE_MARK + module)}; {streams}; true"
 
     @override
     def process(self, output: list[str]) -> list[str]:
@@ -133,7 +136,8 @@ class RpmHas(FactBase[bool]):
 class DnfOfferedAnyStream(FactBase[Offered]):
     """``Offered``: every version the enabled repositories, plus the repository folder
     ``repo_url`` when given (read for this query alone), offer of ``packages``, whatever module
-    stream is enabled; ``error`` when dnf could not read them. What provision's guard and the
+    stream is enabled (``setopts``: dnf settings for the query, the run's proxy); ``error``
+    when dnf could not read them. What provision's guard and the
     upgrade's preflight judge before anything changes (``deploys.nvidia_dnf.offered_problem``)."""
 
     @staticmethod
@@ -142,12 +146,14 @@ class DnfOfferedAnyStream(FactBase[Offered]):
         return Offered({}, "dnf not found")
 
     @override
-    def requires_command(self, packages: list[str], repo_url: str = "") -> str:
+    def requires_command(self, packages: list[str], repo_url: str = "",
+                         setopts: list[str] | None = None) -> str:
         return "dnf"
 
     @override
-    def command(self, packages: list[str], repo_url: str = "") -> str:
-        return DNF.offered_command(sorted(packages), repo_url)
+    def command(self, packages: list[str], repo_url: str = "",
+                setopts: list[str] | None = None) -> str:
+        return DNF.offered_command(sorted(packages), repo_url, setopts or ())
 
     @override
     def process(self, output: list[str]) -> Offered:

@@ -71,6 +71,21 @@ def render_conf(lines: list[str], settings: Mapping[str, str]) -> list[str]:
     return out
 
 
+def run_settings(lines: list[str], proxies: Mapping[str, str]) -> list[str]:
+    """dnf's proxy settings as ``key=value`` (every one of ``KEYS``, "" where unset) that a run
+    with ``proxies`` leaves in ``[main]`` of a dnf.conf of ``lines`` (pure): what a query made
+    before ``configured`` runs passes with ``--setopt`` to see the repositories as the run
+    will (an administrator's own proxy kept, gpuhost's old one gone)."""
+    section, found = "", {}
+    for line in render_conf(list(lines), proxy_settings(proxies)):
+        stripped = line.strip()
+        if stripped.startswith("[") and stripped.endswith("]"):
+            section = stripped[1:-1].strip()
+        elif section == "main" and _key(line) in KEYS:
+            found[_key(line)] = line.split("=", 1)[1].strip()
+    return [f"{key}={found.get(key, '')}" for key in KEYS]
+
+
 @operation()
 def configured(proxies: dict[str, str]) -> Generator:
     """dnf's proxy (dnf.conf ``[main]``) for ``proxies``; gpuhost's lines taken out when it is

@@ -302,10 +302,18 @@ def parse_versionlock_entry(entry: str) -> tuple[str, str]:
     return (match.group("name"), match.group("version"))
 
 
+#: the line ``pkgmgr.base.small_file_command`` prints instead of a file it will not read (a FIFO,
+#: a device, a folder, one over its size limit): the file's state is unknown, never "empty"
+UNREADABLE = "##gpuhost-unreadable:"
+
+
 def parse_versionlock(text: str) -> list[str]:
-    """dnf/yum versionlock.list (one entry a line, ``#`` comments) → package names, in order."""
+    """dnf/yum versionlock.list (one entry a line, ``#`` comments) → package names, in order.
+    A file that was not read (``UNREADABLE``) is a ParseError: its locks are unknown."""
     names: list[str] = []
     for line in text.splitlines():
+        if line.startswith(UNREADABLE):
+            raise ParseError(f"versionlock: {line.removeprefix(UNREADABLE).strip()}")
         if not line.strip() or line.strip().startswith("#"):
             continue
         name = parse_versionlock_entry(line)[0]

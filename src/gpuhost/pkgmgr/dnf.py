@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gpuhost.parsers.packages import OFFERED_RC
-from gpuhost.pkgmgr.base import PackageManager, quoted
+from gpuhost.pkgmgr.base import (
+    PackageManager,
+    quoted,
+    regular_or_absent,
+    small_file_command,
+)
 
 LOCK_LIST = "/etc/dnf/plugins/versionlock.list"
 #: dnf's default ``reposdir`` (dnf.conf(5))
@@ -132,7 +137,7 @@ class Dnf(PackageManager):
         body = "".join(f"{lock}\\n" for lock in locks)
         f = quoted([self.lock_list])
         return (
-            f"mkdir -p \"$(dirname {f})\" && touch {f} && "
+            f"mkdir -p \"$(dirname {f})\" && {regular_or_absent(self.lock_list)} && touch {f} && "
             f"printf {quoted([body])} | while IFS= read -r l; do "
             f'grep -qxF -- "$l" {f} || printf "%s\\n" "$l" >> {f}; done'
         )
@@ -143,11 +148,12 @@ class Dnf(PackageManager):
         f = quoted([self.lock_list])
         wanted = " ".join(names)
         return (
-            f"[ ! -f {f} ] || {{ awk -v names={quoted([wanted])} "
+            f"{regular_or_absent(self.lock_list)} && "
+            f"{{ [ ! -f {f} ] || {{ awk -v names={quoted([wanted])} "
             "'BEGIN {n = split(names, a, \" \"); for (i = 1; i <= n; i++) drop[a[i]] = 1} "
             "{l = $0; sub(/^!/, \"\", l); sub(/-[^-]*-[^-]*$/, \"\", l)} "
             "/^#/ || !(l in drop)' "
-            f"{f} > {f}.gpuhost && cat {f}.gpuhost > {f} && rm -f {f}.gpuhost; }}"
+            f"{f} > {f}.gpuhost && cat {f}.gpuhost > {f} && rm -f {f}.gpuhost; }}; }}"
         )
 
     def hold_hint(self, names: Sequence[str]) -> str:
@@ -161,7 +167,7 @@ class Dnf(PackageManager):
     # -- reading -----------------------------------------------------------------------------
 
     def holds_command(self) -> str:
-        return f"cat {quoted([self.lock_list])} 2>/dev/null; true"
+        return small_file_command(self.lock_list)
 
     def installed_command(self, names: Sequence[str] = ()) -> str:
         return (
@@ -213,19 +219,17 @@ class Dnf(PackageManager):
             f"'%{{name}}\\t%{{evr}}' {quoted(names)}"
         )
 
-    def offered_command(self, names: Sequence[str], repo_url: str = "") -> str:
+    def offered_command(self, names: Sequence[str], repo_url: str = "",
+                        setopts: Sequence[str] = ()) -> str:
         """What the repositories offer of ``names`` whatever module stream is enabled
         (``--disable-modular-filtering``: before a stream is enabled or switched), with the
         repository folder ``repo_url`` added for this query alone (``--repofrompath``: read
         before the host has its repository file; nothing is written but dnf's metadata cache).
         ``NAME<TAB>EVR`` lines, dnf's own messages (stderr) as they are, and last
         ``OFFERED_RC <exit status>``: a repository dnf cannot read is not "offers nothing"
-        (``parsers.packages.parse_offered``)."""
-        extra = [
-            f"--repofrompath={quoted([OFFERED_REPO + ',' + repo_url])}",
-            f"--setopt={OFFERED_REPO}.metadata_expire=0",  # never an old copy of its metadata
-        ] if repo_url else []
-        query = self._dnf("-q", _NO_LOCKS, *extra)
+        (``parsers.packages.parse_offered``). ``setopts``: dnf settings for this query alone
+        (``proxy=URL``: the proxy provision configures later in the run)."""
+        query = self._dnf("-q", _NO_LOCKS, *self._query_repo(repo_url, setopts))
         return (
             f"LC_ALL=C {query} repoquery --disable-modular-filtering --qf "
             f"'%{{name}}\\t%{{evr}}' {quoted(names)} 2>&1; echo \"{OFFERED_RC} $?\""
@@ -252,7 +256,7 @@ class Dnf(PackageManager):
 
     def module_state_command(self, module: str) -> str:
         """The module's state file (``stream=``/``state=`` lines): local, no metadata."""
-        return f"cat {quoted([f'{self.root}/etc/dnf/modules.d/{module}.module'])} 2>/dev/null; true"
+        return small_file_command(f"{self.root}/etc/dnf/modules.d/{module}.module")
 
     def download_resolved(self, specs: Sequence[str], dest: str) -> str:
         """Download into ``dest`` what installing ``specs`` would install on this host (every
@@ -290,6 +294,21 @@ class Dnf(PackageManager):
         return ["modifyrepo_c", "--mdtype=modules", "--compress-type=gz", path,
                 repodata]
 
-    def streams_command(self, module: str) -> str:
-        """``dnf module list`` of ``module`` (every stream the repositories offer)."""
-        return f"LC_ALL=C {self._dnf('-q')} module list {quoted([module])} 2>/dev/null"
+    def streams_command(self, module: str, repo_url: str = "",
+                        setopts: Sequence[str] = ()) -> str:
+        """``dnf module list`` of ``module`` (every stream the repositories offer; with
+        ``repo_url`` that repository folder added for this query, as ``offered_command``)."""
+        query = self._dnf("-q", *self._query_repo(repo_url, setopts))
+        return f"LC_ALL=C {query} module list {quoted([module])} 2>/dev/null"
+
+    @staticmethod
+    def _query_repo(repo_url: str, setopts: Sequence[str] = ()) -> list[str]:
+        """dnf's options adding the repository folder ``repo_url`` for one query (none: none),
+        and ``setopts`` (``key=value``) for it."""
+        options = [f"--setopt={quoted([option])}" for option in setopts]
+        if not repo_url:
+            return options
+        return options + [
+            f"--repofrompath={quoted([OFFERED_REPO + ',' + repo_url])}",
+            f"--setopt={OFFERED_REPO}.metadata_expire=0",  # never an old copy of its metadata
+        ]
