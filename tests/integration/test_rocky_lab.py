@@ -42,6 +42,7 @@ from typing import Any
 import pytest
 
 from tests.integration.provision_support import ssh_data, write_inventory
+from tests.lab.config import REPO_PORT
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -477,6 +478,34 @@ def test_a_rocky_host_provisioned_from_an_offline_bundle(provisioned: Rocky) -> 
     assert again.returncode == 0 and "h2: ok, 0 changed" in out, out[-3000:]
     assert PROXY_PASSWORD not in out + shown + env.offline_output
     print(f"bundle made in {env.bundle_s:.0f} s")
+    _served_to_h2(env, h2_rpms)
+
+
+def _served_to_h2(env: Rocky, installed: dict[str, str]) -> None:
+    """The same bundle served over HTTP (the lab's web server on the bridge, any static server
+    does): h2 switched to it with key_sha256 the manifest's SHA-256; its keys checked here and
+    put under /etc/pki/rpm-gpg/gpuhost-bundle, the .repo's baseurl the URL, reached past
+    dnf.conf's closed proxy; no package changes."""
+    import shutil
+
+    started = time.monotonic()
+    folder = Path(env.view.state["state_dir"]) / "repo" / "served-bundle"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(env.workdir / "bundle", folder)
+    url = f"http://{env.view.gateway}:{REPO_PORT}/served-bundle"
+    anchor = hashlib.sha256((folder / "manifest.json").read_bytes()).hexdigest()
+    served = _inventory(env, START, "served", h2_data={
+        "gpuhost_bundle": {"url": url, "key_sha256": anchor}, "gpuhost_proxy": PROXY})
+    proc = _gpuhost(env, "provision", str(served), "--limit", env.h2.name)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and PROXY_PASSWORD not in out, out[-3000:]
+    repo = sh(env.h2, "cat /etc/yum.repos.d/gpuhost-bundle.repo; "
+                      "ls /etc/pki/rpm-gpg/gpuhost-bundle")
+    assert f"baseurl={url}/" in repo and "\nproxy=\n" in repo, repo
+    assert "RPM-GPG-KEY-gpuhost-cuda" in repo and "gpgcheck=1" in repo, repo
+    assert sh(env.h2, "dnf -q makecache >/dev/null && echo read").strip() == "read"
+    assert rpms(env.h2) == installed
+    print(f"served bundle step {time.monotonic() - started:.0f} s")
 
 
 def test_provision_reboot_converges_audits_clean_and_static_checks_pass(
