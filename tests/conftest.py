@@ -9,6 +9,7 @@ skipped with that reason and the offline suite runs alone (also: pytest -m "not 
 
 from __future__ import annotations
 
+import atexit
 import os
 import platform
 import shutil
@@ -23,13 +24,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 pytest_plugins = ["lab.plugin", "lab.netguard", "pytester"]
 
+
+
+def _run_folder(prefix: str) -> str:
+    """A folder of this pytest process alone, removed when the process exits.
+
+    Every pytest process (the xdist controller and each worker, a pytest a test starts) imports
+    this file and makes its own; without the removal each run left two folders in /tmp. Only the
+    process that made it removes it: a child forked from this one (its atexit handlers copied)
+    leaves it alone."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    owner = os.getpid()
+
+    def remove() -> None:
+        if os.getpid() == owner:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    atexit.register(remove)
+    return folder
+
+
 # The tests judge with the shipped data, never with an overlay `gpuhost data update` left in this
 # machine's data directory (/var/lib/gpuhost/data for root): an empty folder of this run's own,
 # inherited by every gpuhost the tests start. Tests of the overlay set their own.
-os.environ["GPUHOST_DATA_DIR"] = tempfile.mkdtemp(prefix="gpuhost-test-data-")
+os.environ["GPUHOST_DATA_DIR"] = _run_folder("gpuhost-test-data-")
 # Likewise the state folder a command uses without --state-dir (locks, journals, snapshots): this
 # run's own, never the user's ~/.local/state/gpuhost.
-os.environ["GPUHOST_STATE_DIR"] = tempfile.mkdtemp(prefix="gpuhost-test-state-")
+os.environ["GPUHOST_STATE_DIR"] = _run_folder("gpuhost-test-state-")
 
 
 def _lab_unavailable() -> str | None:
@@ -68,6 +89,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     lab_items = [item for item in items if "lab" in item.keywords]
+    if os.environ.get("GPUHOST_TEST_REVERSE") == "1":
+        # On demand (docs/testing.md, "Every test passes alone"): the selection in reverse
+        # order, modules and the tests within them, so that a test relying on what an earlier
+        # test (or module) left behind fails instead of passing by luck.
+        items.reverse()
     if hasattr(config, "workerinput"):
         # pytest-xdist worker (scripts/test: --dist loadfile --no-loadscope-reorder, a module
         # whole on one worker with that worker's lab): lab modules first, so both workers' labs

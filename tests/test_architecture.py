@@ -199,3 +199,75 @@ def test_the_package_command_check_sees_commands() -> None:
         assert PACKAGE_COMMAND_RE.search(text), text
     for text in ("dpkg-query", "apt's cache", "the rpm database", "dnf"):
         assert not PACKAGE_COMMAND_RE.search(text), text
+
+
+# Every external tool starts through gpuhost.toolrun (a process group of its own, a deadline that
+# kills the whole group, pipes that cannot keep the caller waiting). Allowed elsewhere only in the
+# standalone scripts copied to hosts (the standard library alone; their own process handling).
+PROCESS_STARTERS = {
+    "subprocess": {"run", "Popen", "call", "check_call", "check_output", "getoutput",
+                   "getstatusoutput"},
+    "os": {"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp", "execv",
+           "execve", "execl", "execle", "execlp", "execlpe", "execvp", "execvpe", "spawnl",
+           "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe"},
+    "pty": {"spawn", "fork"},
+    "asyncio": {"create_subprocess_exec", "create_subprocess_shell"},
+}  # fmt: skip
+PROCESS_STARTER_HOMES = {
+    "gpuhost/toolrun.py",
+    "gpuhost/accept/agent.py",  # standalone: copied to the host under acceptance
+    "gpuhost/smoke/script.py",  # standalone: copied to the host under check
+}
+
+
+def _process_starts(tree: ast.Module) -> list[str]:
+    """Where ``tree`` names a way to start a process: ``subprocess.run`` (also through
+    ``import subprocess as sp``), ``from subprocess import Popen``, ``os.system``..."""
+    aliases = {
+        alias.asname or alias.name: alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name in PROCESS_STARTERS
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in PROCESS_STARTERS:
+            found += [
+                f"line {node.lineno}: from {node.module} import {alias.name}"
+                for alias in node.names
+                if alias.name in PROCESS_STARTERS[node.module]
+            ]
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr in PROCESS_STARTERS[aliases[node.value.id]]
+        ):
+            found.append(f"line {node.lineno}: {aliases[node.value.id]}.{node.attr}")
+    return sorted(found, key=lambda where: int(where.split()[1].rstrip(":")))
+
+
+def test_external_tools_start_only_through_toolrun() -> None:
+    found = {
+        _rel(path): starts
+        for path, tree in _modules()
+        if _rel(path) not in PROCESS_STARTER_HOMES and (starts := _process_starts(tree))
+    }
+    assert found == {}, f"start these through gpuhost.toolrun: {found}"
+
+
+def test_the_process_start_check_sees_starts() -> None:
+    seen = _process_starts(
+        ast.parse(
+            "import subprocess as sp\nimport os\nfrom subprocess import Popen, PIPE\n"
+            "sp.run(['x'])\nos.system('x')\nrunner = sp.check_output\nsp.TimeoutExpired\n"
+        )
+    )
+    assert seen == [
+        "line 3: from subprocess import Popen",
+        "line 4: subprocess.run",
+        "line 5: os.system",
+        "line 6: subprocess.check_output",
+    ]
+    assert _process_starts(ast.parse((PACKAGE / "toolrun.py").read_text()))

@@ -55,7 +55,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("operations", "audit"),
     ("deploys", "fleet", "deploy_runner", "reboot", "audit_run"),
     ("checks_support", "checks", "collective", "accept"),
-    ("upgrade", "bundle_make"),
+    ("upgrade", "bundle_make", "bundle_rpm", "bundle_resolve"),
     ("cli", "__main__"),
 )
 RANK = {unit: rank for rank, layer in enumerate(LAYERS) for unit in layer}

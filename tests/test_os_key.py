@@ -80,3 +80,22 @@ def test_unknown_keys_are_the_ones_no_profile_may_name() -> None:
 def test_no_id() -> None:
     assert parse_os_release("NAME=x\n").key is None
     assert oskey.from_distro({"name": None, "major": None, "release_meta": {}}) == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("os_id", "version_id"),
+    [("debian", "12\n13"), ("ubuntu", "24.04/../../x"), ("rocky", "9" * 200), ("rocky", "9 4"),
+     ("debian", "\u0661\u0662"), ("de\x1bbian", "12"), ("rocky", "9\x00"), ("../etc", "9"),
+     ("ubuntu", "24.04;reboot")],
+)  # fmt: skip
+def test_an_os_release_value_no_os_release_has_is_an_unknown_os(os_id, version_id) -> None:
+    """A hostile or broken host's os-release (os-release(5): lower-case 0-9, a-z, '.', '_' and
+    '-'): before, its text became the key ('debian-12\\n13', 'ubuntu-24.04/../../x')."""
+    assert oskey.os_key(os_id, version_id) is None
+
+
+def test_the_os_release_rule_keeps_every_real_key() -> None:
+    pairs = [("rocky", "9.4"), ("ubuntu", "24.04"), ('"debian"', '"12"'), ("ROCKY", "9"),
+             ("opensuse-leap", "15.6"), ("arch", None)]  # fmt: skip
+    assert [oskey.os_key(*pair) for pair in pairs] == [
+        "rocky-9", "ubuntu-24.04", "debian-12", "rocky-9", "opensuse-leap-15.6", "arch"]

@@ -4,18 +4,21 @@ folder (``Dnf.under``); what dnf itself makes of them: tests/test_pkgmgr_dnf.py.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from gpuhost import pkgmgr
+from gpuhost.errors import ParseError
 from gpuhost.parsers.packages import parse_versionlock, parse_versionlock_entry
 from gpuhost.pkgmgr import APT, DNF, PackageManager
 
 
 def _sh(command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=False)
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, errors="replace",
+                          check=False, timeout=20)  # fmt: skip
 
 
 def test_every_manager_implements_the_whole_interface() -> None:
@@ -49,7 +52,7 @@ def test_package_file_names() -> None:
 
 
 def test_dnf_locks_are_read_from_the_lock_file_never_from_dnf() -> None:
-    assert DNF.holds_command() == "cat /etc/dnf/plugins/versionlock.list 2>/dev/null; true"
+    assert "cat /etc/dnf/plugins/versionlock.list;" in DNF.holds_command()
     assert "versionlock list" not in DNF.holds_command()
 
 
@@ -113,3 +116,75 @@ def test_by_os_shell_picks_the_managers_command_on_the_host(
     release.write_text(os_release)
     command = pkgmgr.by_os_shell({"apt": "echo apt", "dnf": "echo dnf"})
     assert _sh(command.replace("/etc/os-release", str(release))).stdout.strip() == expected
+
+
+# A lock file (or module state file) on a host that is not what dnf writes: a FIFO (cat and
+# ">>" waited for a writer for ever: the audit's probe, provision's fact and the upgrade's
+# snapshot hung on that host), a link to /dev/zero (endless output), a file of 2 MiB, bytes that
+# are not text, odd lines. Before: the reads hung or returned the garbage as locks. Now the
+# read says the file was not read and the parser makes that a ParseError (locks unknown, never
+# "no locks"); hold and unhold refuse to write with one line.
+def _unreadable(kind: str, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.write_bytes(b"x" * (2 * 1024 * 1024))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder", "huge"])
+def test_a_lock_file_that_is_no_small_regular_file_is_never_read_nor_written(
+    tmp_path: Path, kind: str
+) -> None:
+    dnf = DNF.under(str(tmp_path))
+    lock_file = tmp_path / "etc/dnf/plugins/versionlock.list"
+    _unreadable(kind, lock_file)
+
+    read = _sh(dnf.holds_command())
+    with pytest.raises(ParseError) as caught:
+        parse_versionlock(read.stdout)
+    held = _sh(dnf.hold([dnf.lock_pattern("nvidia-driver", "580.95.05", "3")]))
+    released = _sh(dnf.unhold(["nvidia-driver"]))
+
+    assert read.returncode == 0 and len(read.stdout) < 400
+    assert str(lock_file) in str(caught.value)
+    if kind != "huge":
+        assert (held.returncode, released.returncode) == (1, 1)
+        assert held.stderr.strip() == f"{lock_file}: not a regular file; expected the file or none"
+    module = _sh(dnf.module_state_command("nvidia-driver"))
+    assert module.returncode == 0 and module.stdout == ""  # none there: nothing, at once
+
+
+def test_binary_and_odd_lines_of_a_lock_file_are_names_not_crashes(tmp_path: Path) -> None:
+    dnf = DNF.under(str(tmp_path))
+    lock_file = tmp_path / "etc/dnf/plugins/versionlock.list"
+    lock_file.parent.mkdir(parents=True)
+    lock_file.write_bytes(
+        b"\x00\xff\xfe garbage\n\n   \n!\n#comment\nnvidia-driver-3:580.95.05-1.el9.*\n"
+    )
+
+    read = _sh(dnf.holds_command())
+
+    assert "nvidia-driver" in parse_versionlock(read.stdout)
+
+
+def test_the_audits_probe_says_an_unread_lock_file_is_a_problem_not_no_locks() -> None:
+    """The lab's clean probe dressed as a Rocky host whose lock file was not read (the line
+    ``small_file_command`` prints): one probe problem, the host still judged."""
+    from gpuhost.facts.build import host_facts_from_text
+
+    probe = (Path(__file__).parent / "audit/data/lab-debian12-clean.probe").read_text()
+    probe = probe.replace("ID=debian", "ID=rocky").replace('VERSION_ID="12"', 'VERSION_ID="9.4"')
+    unread = "##gpuhost-unreadable: /etc/dnf/plugins/versionlock.list is not a regular file"
+    probe = probe.replace(
+        "##GPUHOST## begin dnf-versionlock\n", f"##GPUHOST## begin dnf-versionlock\n{unread}\n"
+    ).replace("##GPUHOST## end rpm 127", "##GPUHOST## end rpm 0")  # rpm there, nothing listed
+
+    facts = host_facts_from_text(probe)
+
+    assert facts.os.key == "rocky-9"
+    assert any("versionlock.list is not a regular file" in p for p in facts.problems), facts

@@ -16,11 +16,10 @@ from __future__ import annotations
 import base64
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from gpuhost import oskey
 from gpuhost.bundle import aptrepo
@@ -31,24 +30,27 @@ from gpuhost.bundle.manifest import (
     Manifest,
     from_debs,
     manifest_text,
-    pinned_problems,
 )
 from gpuhost.bundle.printuris import Download, parse_print_uris
-from gpuhost.bundle.setting import proxy_urls
-from gpuhost.deploys import guards, secure_boot
-from gpuhost.deploys.offline import required_packages
-from gpuhost.deploys.spec import package_plan
+from gpuhost.bundle_resolve import (
+    check_covered,
+    cuda_source,
+    extra_packages,
+    resolve_profile,
+    run_checked,
+)
+from gpuhost.bundle_rpm import make_rpm_bundle
+from gpuhost.deploys import guards
 from gpuhost.errors import ConfigError, HostError
 from gpuhost.facts.probe_parsers import parse_os_release
 from gpuhost.inventory.loader import InventoryHost, select
 from gpuhost.operations.apt_pin import render_preferences
-from gpuhost.operations.nvidia_repo import fetch_verified, keyring_path
+from gpuhost.operations.nvidia_repo import keyring_path
 from gpuhost.pkgmgr import APT, Apt
 from gpuhost.probe.script import OS_RELEASE_CODE
 from gpuhost.upgrade.connect import PyinfraRemote
 
 _PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
-RESOLVE_TIMEOUT_S = 900
 
 
 def _wanted_os(text: str) -> str:
@@ -69,43 +71,16 @@ class Request:
     cuda_source: tuple[str, bytes] | None  # (repository URL, key bytes)
 
 
-def extra_packages(data: Mapping[str, Any]) -> list[str]:
-    """What provision installs besides the profile's packages, by the host's data: hardening's
-    nftables (unless ``gpuhost_harden`` is false), mokutil where Secure Boot signing is set up
-    (a module signing key or a MOK password in the data: ``deploys/secure_boot``)."""
-    extra = [] if data.get("gpuhost_harden") is False else ["nftables"]
-    if data.get(secure_boot.KEY) or data.get(secure_boot.PASSWORD):
-        extra.append("mokutil")
-    return extra
-
-
 def plan_request(entry: InventoryHost, profile: str, os_found: str, profiles_file: str | None,
                  extra: Sequence[str] = ()) -> Request:
     """The profile resolved for the reference host's data, as provision would on a target;
     ``extra`` packages (``--with``) added."""
-    data = {**entry.data, "gpuhost_profile": profile}
-    table = guards.load_profile_table(profiles_file or data.get("gpuhost_profiles_file"))
-    spec = guards.check_profile(entry.name, data, table)
-    guards.check_os(entry.name, spec, os_found)
-    plan = package_plan(spec, os_found)
-    required = required_packages(spec, plan, data)
+    resolved = resolve_profile(entry, profile, os_found, profiles_file)
+    plan, required = resolved.plan, resolved.required
     packages = [f"{n}={v}" if n in plan.exact else n for n, v in sorted(required.items())]
-    guards.check_harden(entry.name, data)
-    packages += [p for p in [*extra_packages(data), *extra] if p not in required]
+    packages += [p for p in [*extra_packages(resolved.data), *extra] if p not in required]
     prefs = render_preferences(plan.pins, plan.blocked, plan.blocked_patterns, profile, plan.exact)
-    cuda = None
-    if spec.source == "nvidia-cuda-repo":
-        missing = [k for k in ("gpuhost_cuda_repo_url", "gpuhost_cuda_repo_key",
-                               "gpuhost_cuda_repo_key_sha256") if not data.get(k)]
-        if missing:
-            raise ConfigError(
-                f"host {entry.name}: {missing[0]}: not set; the reference host resolves "
-                f"{profile} from NVIDIA's CUDA repository and needs its URL, key and SHA-256"
-            )
-        key = fetch_verified(str(data["gpuhost_cuda_repo_key"]),
-                             str(data["gpuhost_cuda_repo_key_sha256"]), proxy_urls(data))
-        cuda = (str(data["gpuhost_cuda_repo_url"]), key)
-    return Request(packages, required, prefs, cuda)
+    return Request(packages, required, prefs, cuda_source(entry.name, resolved))
 
 
 def _apt(folder: str) -> Apt:
@@ -146,34 +121,18 @@ def resolve_command(folder: str, request: Request) -> str:
     return "\n".join(lines)
 
 
-def _run(remote: PyinfraRemote, command: str, what: str) -> str:
-    result = remote.run(command, timeout=RESOLVE_TIMEOUT_S)
-    if not result.ok:
-        detail = (result.stderr or result.stdout).strip().splitlines()
-        shown = "; ".join(detail[-3:]) if detail else f"exit {result.rc}"
-        raise HostError(remote.host, f"{what} failed: {shown}")
-    return result.stdout
-
-
 def _check_covered(host: str, downloads: list[Download], required: dict[str, str | None]
                    ) -> None:
     seen = tuple(Entry(d.package, d.version, d.architecture, d.filename, "", 0)
                  for d in downloads)
-    problems = pinned_problems(Manifest("", "", "", seen), required)
-    if problems:
-        raise HostError(
-            host,
-            "apt on the reference host would not download "
-            f"{', '.join(problems)}: it has them installed already or its sources lack them; "
-            "use a host in the state of the targets (none of the profile's packages installed)",
-        )
+    check_covered(host, Manifest("", "", "", seen), required, "apt")
 
 
 def fetch(remote: PyinfraRemote, folder: str, downloads: list[Download], pool: Path) -> None:
     """apt's download on the host, each file copied into ``pool`` and checked against
     the size and hash apt listed (MD5Sum or SHA256, whichever apt printed)."""
     specs = [APT.exact(d.package, d.version) for d in downloads]
-    _run(remote, _apt(folder).download(specs, f"{folder}/debs"), "apt's download")
+    run_checked(remote, _apt(folder).download(specs, f"{folder}/debs"), "apt's download")
     for item in downloads:
         local = pool / item.filename
         remote.get_file(f"{folder}/debs/{item.filename}", local)
@@ -184,7 +143,7 @@ def fetch(remote: PyinfraRemote, folder: str, downloads: list[Download], pool: P
                                          "from what apt listed for it (download damaged)")
 
 
-def _check_output(out: Path) -> None:
+def check_output(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"-o {out}: exists and is not an empty folder; expected a new folder")
 
@@ -215,20 +174,29 @@ def make_bundle(profile: str, inventory: str, host: str, out: Path, want_os: str
         )
     entry = entries[0]
     wanted = _wanted_os(want_os) if want_os is not None else None
-    _check_output(out)
+    check_output(out)
     _check_profile(profile, profiles_file or entry.data.get("gpuhost_profiles_file"))
     if key is not None:  # the signing key is found before the package set is downloaded
         aptrepo.check_signing_key(gnupghome, key)
     remote = PyinfraRemote(entry)
     try:
-        found = parse_os_release(_run(remote, OS_RELEASE_CODE, "reading /etc/os-release")).key
+        found = parse_os_release(
+            run_checked(remote, OS_RELEASE_CODE, "reading /etc/os-release")).key
         if wanted is not None and wanted != found:
             raise ConfigError(f"--os {want_os}: host {host} runs {found}; expected the same OS")
+        if oskey.family_of_key(str(found)) == oskey.DNF:  # an RPM repository (bundle_rpm)
+            if key is not None:
+                raise ConfigError(
+                    f"--sign-key: host {host} runs {found}, whose bundle is an RPM repository "
+                    "gpuhost does not sign (each package keeps its vendor's signature, checked "
+                    "by dnf with gpgcheck=1); leave --sign-key out"
+                )
+            return make_rpm_bundle(remote, entry, profile, str(found), out, profiles_file, extra)
         request = plan_request(entry, profile, str(found), profiles_file, extra)
-        folder = _run(remote, "mktemp -d /tmp/gpuhost-bundle.XXXXXX", "mktemp").strip()
+        folder = run_checked(remote, "mktemp -d /tmp/gpuhost-bundle.XXXXXX", "mktemp").strip()
         try:
-            downloads = parse_print_uris(_run(remote, resolve_command(folder, request),
-                                              "resolving the package set"))
+            downloads = parse_print_uris(run_checked(remote, resolve_command(folder, request),
+                                                     "resolving the package set"))
             _check_covered(host, downloads, request.required)
             (out / POOL).mkdir(parents=True, exist_ok=True)
             fetch(remote, folder, downloads, out / POOL)

@@ -39,6 +39,11 @@ _FAMILY_BY_ID = {
     "ol": DNF,
 }
 # IDs whose key is the major version (a minor release shares the major's repository)
+#: os-release(5): ID and VERSION_ID are "lower-case string(s)" of 0-9, a-z, ".", "_" and "-"
+#: (no spaces); a value outside that (a newline, "../", a control character, pages of digits) is
+#: no os-release's: the host's OS is unknown, and its text never becomes a key gpuhost names,
+#: compares or writes
+_OS_RELEASE_VALUE = re.compile(r"[0-9a-z._-]{1,64}")
 _MAJOR_ONLY = frozenset({"rhel", "rocky", "almalinux", "centos", "ol", "debian"})
 # RHEL family majors and Ubuntu releases gpuhost knows as OS keys (a profile's os list)
 KNOWN_KEY_RE = re.compile(
@@ -52,6 +57,10 @@ def os_key(os_id: str | None, version_id: str | None) -> str | None:
         return None
     ident = os_id.strip().strip('"').lower()
     version = (version_id or "").strip().strip('"')
+    if not _OS_RELEASE_VALUE.fullmatch(ident) or not (
+        not version or _OS_RELEASE_VALUE.fullmatch(version)
+    ):
+        return None
     if not version:
         return ident
     if ident in _MAJOR_ONLY:

@@ -53,6 +53,24 @@ class Stopped(SystemExit):
         self.line = line
 
 
+def stopped_in(exc: BaseException) -> Stopped | None:
+    """The ``Stopped`` that ``exc`` was raised while handling, if any (its ``__context__`` and
+    ``__cause__`` chain, ``from None`` included). A signal's ``Stopped`` raised inside a lock's
+    release or a library's clean-up comes out as that code's own error ("RuntimeError: cannot
+    release un-acquired lock" out of an inventory file's import); the stop is what happened."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        each = pending.pop()
+        if each is None or id(each) in seen:
+            continue
+        if isinstance(each, Stopped):
+            return each
+        seen.add(id(each))
+        pending += [each.__context__, each.__cause__]
+    return None
+
+
 def signal_name(signum: int) -> str:
     return signal.Signals(signum).name
 

@@ -28,13 +28,16 @@ A tool that cannot start raises OSError (the caller says which option or tool it
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import IO, Any
 
 GRACE_S = 5.0  # from SIGTERM to SIGKILL of the group
 LINGER_S = 2.0  # the tool has ended: how long its pipes are still read
@@ -59,13 +62,23 @@ class ToolResult:
 
 
 class _Pipes:
-    """The tool's pipes read (and its input written) without blocking, each capped."""
+    """The tool's pipes read (and its input written) without blocking, each capped; stderr's
+    whole lines handed to ``on_line`` as they come, when given."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], data: bytes | None, cap: int) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        data: bytes | None,
+        cap: int,
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
         self.selector = selectors.DefaultSelector()
         self.kept: dict[int, bytearray] = {}
         self.cap = cap
         self.data = memoryview(data or b"")
+        self.on_line = on_line
+        self.partial = b""
+        self.line_fd = proc.stderr.fileno() if proc.stderr is not None and on_line else None
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 os.set_blocking(stream.fileno(), False)
@@ -79,6 +92,15 @@ class _Pipes:
     def open(self) -> bool:
         return bool(self.selector.get_map())
 
+    def _lines(self, chunk: bytes) -> None:
+        assert self.on_line is not None
+        text = self.partial + chunk
+        *whole, self.partial = text.split(b"\n") if chunk else [text, b""]
+        self.partial = self.partial[-_CHUNK:]  # a line without end costs no more than this
+        for line in whole:
+            if line:
+                self.on_line(line.decode("utf-8", errors="replace"))
+
     def pump(self, wait: float) -> None:
         for key, _ in self.selector.select(max(wait, 0.0)):
             fd = key.fd
@@ -87,6 +109,8 @@ class _Pipes:
                     chunk = os.read(fd, _CHUNK)
                     room = self.cap - len(self.kept[fd])
                     self.kept[fd] += chunk[: max(room, 0)]
+                    if fd == self.line_fd:
+                        self._lines(chunk)
                     done = not chunk
                 else:
                     sent = os.write(fd, self.data[:_CHUNK])
@@ -117,25 +141,141 @@ def _ended(pid: int) -> bool:
     return info is not None
 
 
-def _signal_group(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
+#: ``stdout=`` of :class:`Tool`: kept and returned (the default), or this process's own
+CAPTURE = subprocess.PIPE
+INHERIT = None
 
 
-def _wait(pipes: _Pipes, seconds: float) -> None:
-    if pipes.open:
-        pipes.pump(seconds)
-    else:
-        time.sleep(seconds)
+class Tool:
+    """One external tool started now in a process group of its own (the module doc);
+    ``finish`` waits for it under a deadline and returns its :class:`ToolResult`. Another
+    thread may ``send`` it a signal meanwhile (a stop asked for): the group, and only while the tool
+    is not yet reaped.
 
+    ``stdout``: :data:`CAPTURE`, :data:`INHERIT` or an open file (then stderr goes there too
+    when ``merge_stderr``); ``on_stderr_line``: stderr's lines as they come (stderr is still
+    returned); ``own_group=False``: the tool stays in gpuhost's process group (a terminal's
+    Ctrl-C reaches both: ``gpuhost check``'s pytest) and signals reach the tool alone."""
 
-def _stop_group(proc: subprocess.Popen[bytes], pipes: _Pipes) -> None:
-    """SIGTERM to the group, SIGKILL ``GRACE_S`` later (the pipes read meanwhile)."""
-    _signal_group(proc.pid, signal.SIGTERM)
-    until = time.monotonic() + GRACE_S
-    while time.monotonic() < until and not _ended(proc.pid):
-        _wait(pipes, 0.05)
-    _signal_group(proc.pid, signal.SIGKILL)
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,  # noqa: A002 (subprocess's name)
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdout: int | IO[Any] | None = CAPTURE,
+        merge_stderr: bool = False,
+        max_output: int = MAX_OUTPUT,
+        on_stderr_line: Callable[[str], None] | None = None,
+        own_group: bool = True,
+    ) -> None:
+        captured = stdout is CAPTURE
+        self.own_group = own_group
+        self._lock = threading.Lock()
+        self._reaped = False
+        self.proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.STDOUT if merge_stderr else (subprocess.PIPE if captured else None),
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            start_new_session=own_group,
+        )
+        self.pipes = _Pipes(self.proc, input, max_output, on_stderr_line)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        """Whether the tool has not ended yet."""
+        with self._lock:
+            return not self._reaped and not _ended(self.proc.pid)
+
+    def send(self, sig: int) -> None:
+        """``sig`` to the tool's group (or the tool alone, not in a group of its own)."""
+        with self._lock:
+            if self._reaped:
+                return
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if self.own_group:
+                    os.killpg(self.proc.pid, sig)
+                else:
+                    os.kill(self.proc.pid, sig)
+
+    def _wait(self, seconds: float) -> None:
+        if self.pipes.open:
+            self.pipes.pump(seconds)
+        else:
+            time.sleep(seconds)
+
+    def wait_end(self, seconds: float) -> bool:
+        """At most ``seconds`` for the tool to end (its pipes read meanwhile); whether it did."""
+        until = time.monotonic() + seconds
+        while not _ended(self.proc.pid):
+            left = until - time.monotonic()
+            if left <= 0:
+                return False
+            self._wait(min(left, 0.05))
+        return True
+
+    def stop(self, grace: float = GRACE_S, first: int = signal.SIGTERM) -> None:
+        """``first`` (SIGTERM) to the group, SIGKILL ``grace`` seconds later."""
+        self.send(first)
+        if not self.wait_end(grace):
+            self.send(signal.SIGKILL)
+
+    def _run_out(self, timeout: float | None) -> bool:
+        """Wait for the end, its pipes' end (``LINGER_S`` at most) or the deadline: whether
+        the deadline came first."""
+        deadline = math.inf if timeout is None else time.monotonic() + timeout
+        ended_at: float | None = None
+        while True:
+            now = time.monotonic()
+            if ended_at is None and _ended(self.proc.pid):
+                ended_at = now
+            if ended_at is not None and not self.pipes.open:
+                return False
+            end = deadline if ended_at is None else min(deadline, ended_at + LINGER_S)
+            if now >= end:
+                return ended_at is None
+            self._wait(min(end - now, 0.05))
+
+    def kill(self) -> None:
+        self.send(signal.SIGKILL)
+
+    def finish(
+        self,
+        timeout: float | None,
+        grace: float = GRACE_S,
+        unwind: Callable[[Tool], None] | None = None,
+    ) -> ToolResult:
+        """Wait for the tool at most ``timeout`` seconds (None: no deadline), then SIGTERM and
+        ``grace`` seconds later SIGKILL its group. Unwound by an exception (a signal: gpuhost
+        stopped), the group is killed at once, or ``unwind(tool)`` decides (it must end it)."""
+        timed_out = False
+        try:
+            timed_out = self._run_out(timeout)
+            if timed_out:
+                self.stop(grace)
+            elif self.own_group:
+                self.send(signal.SIGKILL)  # what is left of it holds no pipe of ours
+        except BaseException:
+            (unwind or Tool.kill)(self)
+            raise
+        finally:
+            kept = dict(self.pipes.kept)
+            self.pipes.close()
+            self.proc.wait()
+            with self._lock:
+                self._reaped = True
+        streams = list(kept.values())  # stdout first, then stderr (when not merged)
+        stdout = bytes(streams[0]) if streams else b""
+        stderr = bytes(streams[1]) if len(streams) > 1 else b""
+        return ToolResult(self.proc.returncode, stdout, stderr, timed_out)
 
 
 def run(
@@ -149,47 +289,10 @@ def run(
     max_output: int = MAX_OUTPUT,
 ) -> ToolResult:
     """Run ``argv`` in a process group of its own, at most ``timeout`` seconds (module doc)."""
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-        env=None if env is None else dict(env),
-        cwd=cwd,
-        start_new_session=True,
+    tool = Tool(
+        argv, input=input, env=env, cwd=cwd, merge_stderr=merge_stderr, max_output=max_output
     )
-    pipes = _Pipes(proc, input, max_output)
-    deadline = time.monotonic() + timeout
-    ended_at: float | None = None
-    timed_out = False
-    try:
-        while True:
-            now = time.monotonic()
-            if ended_at is None and _ended(proc.pid):
-                ended_at = now
-            if ended_at is not None and not pipes.open:
-                break
-            end = deadline if ended_at is None else min(deadline, ended_at + LINGER_S)
-            if now >= end:
-                timed_out = ended_at is None
-                break
-            tick = min(end - now, 0.05 if ended_at is None else end - now)
-            _wait(pipes, tick)
-        if timed_out:
-            _stop_group(proc, pipes)
-        else:
-            _signal_group(proc.pid, signal.SIGKILL)  # what is left of it holds no pipe of ours
-    except BaseException:  # a signal (gpuhost stopped): the tool's group goes too
-        _signal_group(proc.pid, signal.SIGKILL)
-        raise
-    finally:
-        kept = dict(pipes.kept)
-        pipes.close()
-        proc.wait()
-    streams = list(kept.values())  # stdout first, then stderr (when not merged)
-    stdout = bytes(streams[0]) if streams else b""
-    stderr = bytes(streams[1]) if len(streams) > 1 else b""
-    return ToolResult(proc.returncode, stdout, stderr, timed_out)
+    return tool.finish(timeout)
 
 
 def completed(

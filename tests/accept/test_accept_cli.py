@@ -44,9 +44,10 @@ def _gpuhost(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 def test_bad_input_is_one_line_and_exit_2_before_any_host(
     tmp_path: Path, args: list[str], line: str
 ) -> None:
-    # an inventory whose host cannot be reached: the option is refused before it is tried
+    # an inventory whose host cannot be reached (loopback, a closed port: never an address off
+    # this machine): the option is refused before it is tried
     inventory = tmp_path / "inv.py"
-    inventory.write_text('hosts = [("gpu1", {"ssh_hostname": "192.0.2.1"})]\n')
+    inventory.write_text('hosts = [("gpu1", {"ssh_hostname": "127.0.0.1", "ssh_port": 1})]\n')
     proc = _gpuhost("accept", str(inventory), *args, "--state-dir", str(tmp_path / "s"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.startswith(f"gpuhost: error: {line}"), proc.stderr
@@ -61,7 +62,7 @@ def test_the_gate_refuses_a_node_slurm_has_not_drained(tmp_path: Path) -> None:
     (fake / "scontrol").write_text(f"#!/bin/sh\ncat {idle}\n")
     (fake / "scontrol").chmod(0o755)
     inventory = tmp_path / "inv.py"
-    inventory.write_text('hosts = [("h1", {"ssh_hostname": "192.0.2.1"})]\n')
+    inventory.write_text('hosts = [("h1", {"ssh_hostname": "127.0.0.1", "ssh_port": 1})]\n')
     env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}")
     proc = _gpuhost("accept", str(inventory), "--gate", "slurm", "--state-dir",
                     str(tmp_path / "s"), env=env)  # fmt: skip

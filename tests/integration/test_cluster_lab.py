@@ -12,6 +12,11 @@ audit JSON, the Prometheus metric, the static check and the health line, and the
 drains without flapping; h2 has no GPU, so its health check fails for a real reason (no
 nvidia-smi). About 5 minutes on a loaded machine (Debian's slurm and prometheus packages: about
 110 MB).
+
+What a test needs of the hosts beyond the cluster comes from a module fixture, never from an
+earlier test, so each test also passes alone: gpuhost on h2 (``gpuhost_on_h2``: the health
+check and the metrics timer run it) and h3's emulated GPUs with the stand-in nvidia-smi and
+gpuhost (``gpu_h3``: the drain test and the fault classes).
 """
 
 from __future__ import annotations
@@ -162,10 +167,35 @@ def cluster(lab, tmp_path_factory):
     view.reset()
 
 
+@pytest.fixture(scope="module")
+def gpuhost_on_h2(cluster):  # type: ignore[no-untyped-def]
+    """gpuhost installed on h2 (``NODE_GPUHOST``)."""
+    view, tmp = cluster
+    _install_gpuhost(view.hosts[1], tmp)
+
+
+@pytest.fixture(scope="module")
+def gpu_h3(cluster):  # type: ignore[no-untyped-def]
+    """h3's emulated GPUs answering through the lab repository's nvidia-smi (the emulator's boot
+    step run instead of a reboot: the NVIDIA module "loads" at boot), and gpuhost on h3."""
+    view, tmp = cluster
+    h3 = view.hosts[2]
+    _ok(
+        h3,
+        f"echo 'deb [signed-by={view.repo_key_path_on_host}] {view.repo_url} /' "
+        "> /etc/apt/sources.list.d/lab.list && DEBIAN_FRONTEND=noninteractive apt-get -qq "
+        "update && DEBIAN_FRONTEND=noninteractive apt-get -qq install -y nvidia-smi >/dev/null "
+        "&& systemctl restart gpuhost-lab-gpu.service && nvidia-smi -L",
+    )
+    _install_gpuhost(h3, tmp)
+
+
 def test_default_deny_without_roles_is_refused_because_slurmd_listens(cluster):
     view, tmp = cluster
     h2 = view.hosts[1]
     inventory = _inventory(tmp, view.inventory_path, {"h2": {"gpuhost_firewall_enabled": True}})
+    table = "nft list table inet gpuhost"
+    before = h2.run(table)  # none on a fresh cluster; the roles test's, if that ran before
 
     rc, line, err = run_gpuhost("harden", inventory)
 
@@ -176,7 +206,8 @@ def test_default_deny_without_roles_is_refused_because_slurmd_listens(cluster):
     )
     assert "add role slurm-compute to gpuhost_firewall_roles" in line
     assert "prometheus-node listens on tcp port 9100" in line and "role node-exporter" in line
-    assert h2.run("nft list table inet gpuhost").returncode != 0  # no table was loaded
+    after = h2.run(table)
+    assert (after.returncode, after.stdout) == (before.returncode, before.stdout)  # none loaded
     # nothing asked for: no default-deny firewall at all, only SSH hardening
     bare = _inventory(tmp, view.inventory_path, {"h2": {}})
     proc = subprocess.run(
@@ -232,10 +263,10 @@ def test_roles_and_cluster_fabric_keep_a_two_node_srun_running(cluster):
     assert rc == 0 and changed_count(line) == 0, f"{line}\n{err[-2000:]}"
 
 
+@pytest.mark.usefixtures("gpuhost_on_h2")
 def test_failing_health_check_drains_the_node_with_gpuhosts_reason(cluster):
     view, tmp = cluster
     h1, h2 = view.hosts[0], view.hosts[1]
-    _install_gpuhost(h2, tmp)
     lines = _deploy(tmp, view, ["h2"], f"install_health_check(gpuhost={NODE_GPUHOST!r})")
     assert lines == ["h2: ok, 1 changed, 0 unchanged"], lines
 
@@ -264,6 +295,7 @@ def test_failing_health_check_drains_the_node_with_gpuhosts_reason(cluster):
     _ok(h1, "scontrol update nodename=h2 state=resume")
 
 
+@pytest.mark.usefixtures("gpu_h3")
 def test_gpu_node_is_drained_without_flapping_and_resumed_when_healthy(cluster):
     """h3's emulated H100s with the lab repository's nvidia-smi, checked by the installed health
     check wrapper (--drain; --after 2 passed on): an uncorrectable ECC error that clears on the
@@ -272,15 +304,6 @@ def test_gpu_node_is_drained_without_flapping_and_resumed_when_healthy(cluster):
     drains at once."""
     view, tmp = cluster
     h1, h3 = view.hosts[0], view.hosts[2]
-    _ok(
-        h3,
-        f"echo 'deb [signed-by={view.repo_key_path_on_host}] {view.repo_url} /' "
-        "> /etc/apt/sources.list.d/lab.list && DEBIAN_FRONTEND=noninteractive apt-get -qq "
-        "update && DEBIAN_FRONTEND=noninteractive apt-get -qq install -y nvidia-smi >/dev/null "
-        # the NVIDIA module "loads" at boot in the emulator; run its boot step instead of a reboot
-        "&& systemctl restart gpuhost-lab-gpu.service && nvidia-smi -L",
-    )
-    _install_gpuhost(h3, tmp)
     lines = _deploy(tmp, view, ["h3"], f"install_health_check(gpuhost={NODE_GPUHOST!r})")
     assert lines == ["h3: ok, 1 changed, 0 unchanged"], lines
 
@@ -356,6 +379,7 @@ cat /tmp/fault.json; echo '##PROM'; cat /tmp/fault.prom; echo '##CHECK'; cat /tm
 echo '##HEALTH'; cat /tmp/fault.health"""
 
 
+@pytest.mark.usefixtures("gpu_h3")
 def test_each_fault_class_gives_its_action_everywhere(cluster):
     """The same judgement everywhere (issue 26): each fault class injected alone on h3 gives its
     action in the audit JSON (finding.action), the Prometheus textfile
@@ -433,6 +457,7 @@ def _query(host, promql: str) -> str:
     ).stdout
 
 
+@pytest.mark.usefixtures("gpuhost_on_h2")
 def test_metrics_timer_feeds_prometheus_and_the_drift_alert_fires(cluster):
     """h3's marker says it was provisioned with the Debian 535 profile but no driver is there
     (drift: the audit's profile.driver error); h2 has no marker. Both run the metrics timer's
@@ -440,7 +465,7 @@ def test_metrics_timer_feeds_prometheus_and_the_drift_alert_fires(cluster):
     scrapes them and GpuhostDrift fires for h3 only."""
     view, tmp = cluster
     h1, h2, h3 = view.hosts
-    _install_gpuhost(h3, tmp)  # h2 has it from the health check test
+    _install_gpuhost(h3, tmp)  # h2's is a module fixture (the health check test's too)
     marker = '{"schema": 1, "profile": "debian12-nonfree-535", "driver": {"version": "535.261.03"}}'
     _ok(h3, f"mkdir -p /etc/gpuhost && echo '{marker}' > /etc/gpuhost/profile")
     lines = _deploy(tmp, view, ["h2", "h3"], f"install_metrics_timer(gpuhost={NODE_GPUHOST!r})")

@@ -175,7 +175,10 @@ def test_healthy_cluster_passes_and_a_missing_binary_could_not_run(cluster):
     ), text[-4000:]
 
     _ok(h4, f"mv {NCCL_DIR}/all_gather_perf {NCCL_DIR}/all_gather_perf.away")
-    rc, text, *_ = _collective(inventory, tmp)
+    try:
+        rc, text, *_ = _collective(inventory, tmp)
+    finally:  # the binary back: the slow-node test, run after this one, needs every binary
+        _ok(h4, f"mv {NCCL_DIR}/all_gather_perf.away {NCCL_DIR}/all_gather_perf")
 
     assert rc == 1, text[-4000:]
     assert f"not found: h4: {NCCL_DIR}/all_gather_perf" in text, text[-4000:]

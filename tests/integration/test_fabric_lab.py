@@ -10,7 +10,9 @@ eight GPUs nvidia-smi reports (no gpuhost_node in the inventory). Healthy, ``gpu
 test_cluster_lab does) find nothing; then every fault at once (a port down, a port at
 200 Gb/s, link_downed growing, nvidia_peermem unloaded, ACS on) and each gives its own finding
 in audit and checks, the health tier names the ports, and the Prometheus textfile shows the port
-down. One module fixture, one host, no reboot.
+down. One host, no reboot. The healthy audit is a module fixture (``healthy``): it records the
+counters' baseline the fault test's ``counters-growing`` finding is measured against, so each
+test also passes alone; the fault test puts the healthy fabric back at its end.
 """
 
 from __future__ import annotations
@@ -111,9 +113,17 @@ def _fabric_ids(host: dict[str, Any]) -> list[str]:
     return sorted({f["rule"] for f in host["findings"] if f["rule"].startswith("fabric.")})
 
 
-def test_a_healthy_fabric_passes_audit_and_checks(fabric_host) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def healthy(fabric_host):  # type: ignore[no-untyped-def]
+    """The audit of the healthy fabric (its host entry and Prometheus textfile): it also records
+    the counters' baseline in the state folder, which the fault test's growth is judged from."""
+    _h1, inventory, work = fabric_host
+    return _audit(inventory, work, "healthy")
+
+
+def test_a_healthy_fabric_passes_audit_and_checks(fabric_host, healthy) -> None:  # type: ignore[no-untyped-def]
     h1, inventory, work = fabric_host
-    host, prom = _audit(inventory, work, "healthy")
+    host, prom = healthy
     assert _fabric_ids(host) == []
     ports = host["facts"]["fabric"]["ports"]
     assert len(ports) == 9 and {p["rate"] for p in ports} == {"400 Gb/sec (4X NDR)"}
@@ -130,8 +140,16 @@ def test_a_healthy_fabric_passes_audit_and_checks(fabric_host) -> None:  # type:
     assert _health(h1) == (0, "healthy\n")
 
 
+@pytest.mark.usefixtures("healthy")  # the counters' baseline: link_downed 255
 def test_each_fault_gives_its_finding_in_audit_and_checks(fabric_host) -> None:  # type: ignore[no-untyped-def]
     h1, inventory, work = fabric_host
+    try:
+        _each_fault_gives_its_finding(h1, inventory, work)
+    finally:
+        emulated.attach(h1)  # the healthy fabric again, for whatever runs next on h1
+
+
+def _each_fault_gives_its_finding(h1: Any, inventory: Path, work: Path) -> None:
     emulated.inject(h1, "port-down", "mlx5_3")
     emulated.inject(h1, "rate", "mlx5_4", "200 Gb/sec (4X HDR)")
     emulated.inject(h1, "counter", "mlx5_1", "link_downed", "260")

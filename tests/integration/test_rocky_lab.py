@@ -14,11 +14,15 @@ rhel10 layout, Rocky's and EPEL's stand-ins).
    manager seam, issue 33 part 1) reads that host through rpm and the versionlock file.
 2. gpuhost end to end (part 8): ``provision --reboot``, audit, static checks, the OS's own
    ``dnf upgrade``, ``upgrade --to``, ``rollback``, and bad input (a profile for another OS, a
-   stream the repository lacks). A provision from an offline bundle is not here: gpuhost bundle
-   makes apt repositories only (the RPM bundle is issue 33's open part, docs/offline.md).
+   stream the repository lacks), and a provision from an offline bundle: ``gpuhost bundle`` on
+   h1 makes an RPM repository, h2 (its own repositories disabled, dnf's proxy a closed port, so
+   only the bundle answers) is provisioned from it to the same locked set as h1 online.
 
-The two hosts are shared by the module's tests, in order; they are re-created before part 2 and
-back to Debian at the end.
+The two hosts are shared by the module's tests; they are re-created before part 2 and back to
+Debian at the end. What a test needs of an earlier step is a module fixture, never an earlier
+test, so each test also passes alone: h1 with the driver installed and locked by hand
+(``locked``), then rebooted so the module loads (``rebooted``); part 2's provision
+(``provisioned``).
 """
 
 from __future__ import annotations
@@ -38,12 +42,14 @@ from typing import Any
 import pytest
 
 from tests.integration.provision_support import ssh_data, write_inventory
+from tests.lab.config import REPO_PORT
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 #: both GPU-shaped: a provision --reboot needs the module loaded after the boot, which the lab's
 #: emulator does only on a host with a GPU
 SHAPES = {1: ("t4", 1), 2: ("l4", 1)}
+Attempt = tuple[subprocess.CompletedProcess[str], dict[str, str], dict[str, str], list[str]]
 OS = "rocky-9"
 CUDA9 = "http://lab-gateway:8088/compute/cuda/repos/rhel9/x86_64/cuda-rhel9.repo"
 CUDA10 = "http://lab-gateway:8088/compute/cuda/repos/rhel10/x86_64/cuda-rhel10.repo"
@@ -57,8 +63,14 @@ class Rocky:
     def __init__(self, view: Any, workdir: Path) -> None:
         self.view, self.workdir = view, workdir
         self.h1, self.h2 = view.hosts[0], view.hosts[1]
-        #: provision of BAD_STREAM on fresh h2: (result, rpms before, after)
-        self.no_stream: tuple[subprocess.CompletedProcess[str], dict[str, str], dict[str, str]]
+        #: provision of BAD_STREAM, then of BAD_VERSION, on fresh h2: (result, rpms before,
+        #: after, the files gpuhost would write that exist after)
+        self.no_stream: Attempt
+        self.no_version: Attempt
+        #: the offline inventory (h2 from the bundle), provision's output, the bundle's making
+        self.offline: Path
+        self.offline_output = ""
+        self.bundle_s = 0.0
 
     def shape(self) -> None:
         for index, gpu in SHAPES.items():
@@ -140,25 +152,39 @@ def test_a_rocky_host_is_rocky_9_with_dnf_4_14_and_rpm_in_var_lib_rpm(rocky: Roc
     assert infra.package("rocky-release").version == "9.6"
 
 
-def test_stream_exact_version_versionlock_keeps_the_set_through_dnf_upgrade(
-    rocky: Rocky,
-) -> None:
+@pytest.fixture(scope="module")
+def locked(rocky: Rocky) -> dict[str, Any]:
+    """h1 as NVIDIA's RHEL 9 instructions leave it: the rhel9 repository, stream 580-dkms
+    enabled, the OLD driver with the proprietary kmod installed, the coupled set versionlocked.
+    What each step showed: the streams listed, the module file, the rpms installed, the plan of
+    an unlocked ``dnf upgrade``."""
     h1 = rocky.h1
     sh(h1, f"dnf -y -q config-manager --add-repo {CUDA9} && dnf -y -q install epel-release "
            "kernel-devel-$(uname -r) kernel-headers")
-    streams = sh(h1, "dnf -q module list nvidia-driver")
+    seen: dict[str, Any] = {"streams": sh(h1, "dnf -q module list nvidia-driver")}
+    sh(h1, "dnf -y -q module enable nvidia-driver:580-dkms")
+    seen["module"] = sh(h1, "cat /etc/dnf/modules.d/nvidia-driver.module")
+    sh(h1, f"dnf -y -q install nvidia-driver-cuda-{OLD} kmod-nvidia-latest-dkms-{OLD}")
+    seen["installed"] = rpms(h1)
+    seen["plan"] = h1.run("dnf upgrade --assumeno").stdout
+    sh(h1, "dnf -q versionlock add " + " ".join(f"'{n}-{OLD}*'" for n in COUPLED))
+    return seen
+
+
+def test_stream_exact_version_versionlock_keeps_the_set_through_dnf_upgrade(
+    rocky: Rocky, locked: dict[str, Any]
+) -> None:
+    h1 = rocky.h1
+    streams = locked["streams"]
     for stream in ("latest-dkms [d]", "open-dkms", "580-dkms", "580-open", "590-dkms"):
         assert stream in streams, streams
-    sh(h1, "dnf -y -q module enable nvidia-driver:580-dkms")
-    assert "stream=580-dkms" in sh(h1, "cat /etc/dnf/modules.d/nvidia-driver.module")
-    sh(h1, f"dnf -y -q install nvidia-driver-cuda-{OLD} kmod-nvidia-latest-dkms-{OLD}")
-    installed = rpms(h1)
+    assert "stream=580-dkms" in locked["module"]
+    installed = locked["installed"]
     assert {n: installed.get(n) for n in COUPLED} == {n: f"3:{OLD}-1.el9" for n in COUPLED}
     assert "dkms" in installed and "kmod-nvidia-open-dkms" not in installed
     # unlocked, the stream moves the set within 580, never to 590
-    plan = h1.run("dnf upgrade --assumeno").stdout
+    plan = locked["plan"]
     assert NEW in plan and "590." not in plan, plan
-    sh(h1, "dnf -q versionlock add " + " ".join(f"'{n}-{OLD}*'" for n in COUPLED))
     locks = sh(h1, "grep -v '^#' /etc/dnf/plugins/versionlock.list | grep .").split()
     assert sorted(locks) == sorted(f"{n}-3:{OLD}-1.el9.*" for n in COUPLED)
     proc = h1.run("dnf -y upgrade")
@@ -171,6 +197,7 @@ def test_stream_exact_version_versionlock_keeps_the_set_through_dnf_upgrade(
     assert switch.returncode == 1 and "module_stream_switch" in switch.stderr, switch.stderr
 
 
+@pytest.mark.usefixtures("locked")
 def test_a_partial_lock_makes_dnf_upgrade_fail_under_best_true(rocky: Rocky) -> None:
     h1 = rocky.h1
     sh(h1, "dnf -q versionlock delete nvidia-persistenced")
@@ -182,11 +209,21 @@ def test_a_partial_lock_makes_dnf_upgrade_fail_under_best_true(rocky: Rocky) -> 
     assert "Nothing to do." in sh(h1, "dnf -y upgrade")
 
 
-def test_the_gpu_emulator_answers_as_nvidias_nvidia_smi_after_the_reboot(rocky: Rocky) -> None:
+@pytest.fixture(scope="module")
+def rebooted(rocky: Rocky, locked: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """h1, driver installed and locked, rebooted: the emulated module loads at boot. What
+    ``nvidia-smi -L`` answered before the reboot."""
+    before = rocky.h1.run("nvidia-smi -L")
+    reboot(rocky.h1)
+    return before
+
+
+def test_the_gpu_emulator_answers_as_nvidias_nvidia_smi_after_the_reboot(
+    rocky: Rocky, rebooted: subprocess.CompletedProcess[str]
+) -> None:
     h1 = rocky.h1
-    before = h1.run("nvidia-smi -L")
+    before = rebooted
     assert before.returncode == 9, before.stdout  # installed, not loaded: the real one's exit 9
-    reboot(h1)
     smi = sh(h1, "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader")
     assert smi.strip() == f"Tesla T4, {OLD}", smi
     assert "x86_64 Kernel Module" in sh(h1, "cat /proc/driver/nvidia/version")
@@ -194,9 +231,10 @@ def test_the_gpu_emulator_answers_as_nvidias_nvidia_smi_after_the_reboot(rocky: 
                   "nvidia-persistenced").strip() == "active"
 
 
+@pytest.mark.usefixtures("rebooted")
 def test_gpuhost_audit_reads_the_rocky_host_through_rpm_and_the_lock_file(rocky: Rocky) -> None:
-    """gpuhost's audit (no profile) on h1 as the tests above left it: the driver installed and
-    locked by hand, the module loaded since the reboot."""
+    """gpuhost's audit (no profile) on h1 with the driver installed and locked by hand, the
+    module loaded since the reboot (the fixtures ``locked`` and ``rebooted``)."""
     h1 = rocky.h1
     inventory = write_inventory(rocky.workdir / "plain.py", [(h1.name, ssh_data(rocky.view, h1))])
     report = rocky.workdir / "plain-audit.json"
@@ -246,6 +284,8 @@ def test_the_rhel10_layout_has_no_modules_and_versionlock_alone_pins(rocky: Rock
 #: variant in a profiles file of the module).
 START, TARGET = "nvidia-repo-580-cuda12.9", "nvidia-repo-580-cuda13.0"
 BAD_OS, BAD_STREAM = "debian12-nonfree-535-security", "branch-595"
+#: TARGET at a 580 release the stand-in repository lacks (its stream 580-open is offered)
+BAD_VERSION = "version-580.95.05"
 #: every built-in NVIDIA-repository profile pins CUDA 13.0.2 or 12.9.x, which NVIDIA bulletin
 #: 5755 (fixed in 13.1.0) names: the audit's security.cuda-toolkit error is the same on every OS
 #: (data/advisories.yaml vs data/profiles.yaml, not the dnf path), accepted here by name
@@ -272,6 +312,8 @@ def _variants(path: Path) -> Path:
         # R595 (595.91.07: a release the compatibility data knows, CUDA 13 capable): the stand-in
         # repository has no 595 stream
         BAD_STREAM: {"driver": {"version": "595.91.07", "branch": 595}},
+        # R580's 580.95.05 (CUDA 13.0.2's floor): NVIDIA published it, the stand-in has none
+        BAD_VERSION: {"driver": {"version": "580.95.05", "branch": 580}},
     }
     out = {}
     for name, change in changes.items():
@@ -293,7 +335,8 @@ def _gpuhost(env: Rocky, *args: str, timeout: float = 900) -> subprocess.Complet
                           env=dict(os.environ, GPUHOST_STATE_DIR=str(env.workdir / "state")))
 
 
-def _inventory(env: Rocky, profile: str, name: str = "", **extra: Any) -> Path:
+def _inventory(env: Rocky, profile: str, name: str = "", h2_data: dict[str, Any] | None = None,
+               **extra: Any) -> Path:
     record = env.record
     key = Path(record["key_path"])
     profiles = env.workdir / "profiles.yaml"
@@ -307,6 +350,8 @@ def _inventory(env: Rocky, profile: str, name: str = "", **extra: Any) -> Path:
                 "gpuhost_cuda_repo_key": str(key),
                 "gpuhost_cuda_repo_key_sha256": hashlib.sha256(key.read_bytes()).hexdigest(),
                 "gpuhost_harden": False, **extra}
+        if host is env.h2:
+            data.update(h2_data or {})
         hosts.append((host.name, data))
     return Path(write_inventory(env.workdir / f"{name or profile}.py", hosts))
 
@@ -338,32 +383,129 @@ def _packages(installed: dict[str, str]) -> dict[str, str]:
     return {n: v for n, v in installed.items() if n != "gpg-pubkey"}
 
 
-def _attempt(env: Rocky, profile: str) -> tuple[Any, dict[str, str], dict[str, str]]:
-    """Provision ``profile`` on h2: (result, h2's rpms before, after)."""
+#: what a provision writes first on a dnf host (operations/dnf_pin.repository), the lock file
+WRITTEN = ("/etc/yum.repos.d/gpuhost-cuda.repo", "/etc/pki/rpm-gpg/RPM-GPG-KEY-gpuhost-cuda",
+           "/etc/dnf/modules.d/nvidia-driver.module", "/etc/gpuhost/profile")
+
+
+def _attempt(env: Rocky, profile: str) -> Attempt:
+    """Provision ``profile`` on h2: (result, h2's rpms before, after, WRITTEN files there)."""
     before = rpms(env.h2)
     proc = _gpuhost(env, "provision", str(_inventory(env, profile, f"try-{profile}")),
                     "--limit", env.h2.name)
-    return proc, before, rpms(env.h2)
+    found = sh(env.h2, f"ls -d {' '.join(WRITTEN)} 2>/dev/null; true").split()
+    return proc, before, rpms(env.h2), found
+
+
+#: h2's offline data: the bundle made on h1, dnf's proxy a closed port with credentials (which
+#: no output may show)
+PROXY_PASSWORD = "s3cret-Proxy-pw"
+PROXY = f"http://lab:{PROXY_PASSWORD}@127.0.0.1:9"
 
 
 @pytest.fixture(scope="module")
 def provisioned(rocky: Rocky) -> Rocky:
-    """Fresh hosts (part 1 left packages and locks); on fresh h2 BAD_STREAM, which must be
-    refused (kept for the test below); then both hosts provisioned at START with --reboot, EPEL
-    and CRB not enabled beforehand (gpuhost enables them on Rocky: NVIDIA's dkms comes from
-    EPEL)."""
+    """Fresh hosts (part 1 left packages and locks); on fresh h2 BAD_STREAM and BAD_VERSION,
+    which must be refused (kept for the tests below); then the offline bundle of START made on
+    fresh h1 (EPEL and CRB enabled first: a reference host needs the repositories the packages
+    come from) and h2's own repositories disabled; then both hosts provisioned at START with
+    --reboot: h1 online (gpuhost enables EPEL and CRB on Rocky: NVIDIA's dkms comes from EPEL),
+    h2 from the bundle through a closed proxy."""
     rocky.shape()
     rocky.no_stream = _attempt(rocky, BAD_STREAM)
-    proc = _gpuhost(rocky, "provision", str(_inventory(rocky, START)), "--reboot")
+    rocky.no_version = _attempt(rocky, BAD_VERSION)
+    sh(rocky.h1, "dnf -y -q install epel-release && dnf -y -q config-manager --set-enabled crb")
+    bundle = rocky.workdir / "bundle"
+    started = time.monotonic()
+    made = _gpuhost(rocky, "bundle", START, "-i", str(_inventory(rocky, START)), "--from-host",
+                    rocky.h1.name, "--os", OS, "-o", str(bundle))
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    rocky.bundle_s = time.monotonic() - started
+    sh(rocky.h2, "dnf -y -q config-manager --set-disabled baseos appstream extras")
+    offline = {"gpuhost_bundle": {"path": str(bundle)}, "gpuhost_proxy": PROXY}
+    rocky.offline = _inventory(rocky, START, "offline", h2_data=offline)
+    proc = _gpuhost(rocky, "provision", str(rocky.offline), "--reboot")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    rocky.offline_output = proc.stdout + proc.stderr
     return rocky
 
 
 def test_provision_enabled_epel_and_crb_for_dkms(provisioned: Rocky) -> None:
-    for host in (provisioned.h1, provisioned.h2):
-        assert {"epel-release", "dkms"} <= set(rpms(host))
-        repos = sh(host, "dnf -q repolist")
-        assert re.search(r"^crb\s", repos, re.M) and re.search(r"^epel\s", repos, re.M), repos
+    h1 = provisioned.h1
+    assert {"epel-release", "dkms"} <= set(rpms(h1))
+    repos = sh(h1, "dnf -q repolist")
+    assert re.search(r"^crb\s", repos, re.M) and re.search(r"^epel\s", repos, re.M), repos
+
+
+def test_a_rocky_host_provisioned_from_an_offline_bundle(provisioned: Rocky) -> None:
+    """h2 from the RPM bundle alone: the same locked set, stream and flavour as h1 from NVIDIA's
+    repository; dkms and kernel-devel from the bundle (no EPEL); the proxy's password on no
+    line of output; a re-run changes nothing."""
+    env = provisioned
+    manifest = json.loads((env.workdir / "bundle" / "manifest.json").read_text())
+    assert (manifest["format"], manifest["os"], manifest["modules"]) == (
+        "rpm", OS, ["nvidia-driver:580-dkms"])
+    held = {p["package"] for p in manifest["packages"]}
+    assert {"dkms", "kernel-devel", "kmod-nvidia-latest-dkms"} <= held, sorted(held)
+    h1_rpms, h2_rpms = rpms(env.h1), rpms(env.h2)
+    assert {n: h2_rpms.get(n) for n in COUPLED} == {n: f"3:{NEW}-1.el9" for n in COUPLED}
+    assert {n: h2_rpms.get(n) for n in held} == {n: h1_rpms.get(n) for n in held}
+    assert "epel-release" not in h2_rpms and "kmod-nvidia-open-dkms" not in h2_rpms
+    locks = "grep -v '^#' /etc/dnf/plugins/versionlock.list | sort"
+    assert sh(env.h2, locks) == sh(env.h1, locks)
+    assert "stream=580-dkms" in sh(env.h2, "cat /etc/dnf/modules.d/nvidia-driver.module")
+    assert [r.split()[0] for r in sh(env.h2, "dnf -q repolist").splitlines()[1:]] == [
+        "gpuhost-bundle"]
+    repo = sh(env.h2, "cat /etc/yum.repos.d/gpuhost-bundle.repo; "
+                      "test ! -e /etc/yum.repos.d/gpuhost-cuda.repo && echo no-online-repo")
+    assert "gpgcheck=1" in repo and "no-online-repo" in repo, repo
+    conf = sh(env.h2, "cat /etc/dnf/dnf.conf")
+    assert "proxy=http://127.0.0.1:9" in conf and "proxy_username=lab" in conf, conf
+    smi = sh(env.h2, "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader")
+    assert smi.strip() == f"NVIDIA L4, {NEW}", smi
+    # the run after the first boot with the module loaded applies persistence and clocks (as
+    # online, test below); nothing of the bundle, the proxy or the packages changes; the next
+    # run changes nothing
+    first = _gpuhost(env, "provision", str(env.offline), "--limit", env.h2.name)
+    shown = first.stdout + first.stderr
+    changed = re.findall(r"Starting operation: gpuhost provision \| ([^\n]+)\n\s*\[h2\] Success",
+                         shown)
+    assert first.returncode == 0 and changed == [
+        "Configure persistence mode | nvidia-persistenced enabled and running",
+        "Configure GPU clocks | GPU clocks (auto)"], shown[-3000:]
+    again = _gpuhost(env, "provision", str(env.offline), "--limit", env.h2.name)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0 and "h2: ok, 0 changed" in out, out[-3000:]
+    assert PROXY_PASSWORD not in out + shown + env.offline_output
+    print(f"bundle made in {env.bundle_s:.0f} s")
+    _served_to_h2(env, h2_rpms)
+
+
+def _served_to_h2(env: Rocky, installed: dict[str, str]) -> None:
+    """The same bundle served over HTTP (the lab's web server on the bridge, any static server
+    does): h2 switched to it with key_sha256 the manifest's SHA-256; its keys checked here and
+    put under /etc/pki/rpm-gpg/gpuhost-bundle, the .repo's baseurl the URL, reached past
+    dnf.conf's closed proxy; no package changes."""
+    import shutil
+
+    started = time.monotonic()
+    folder = Path(env.view.state["state_dir"]) / "repo" / "served-bundle"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(env.workdir / "bundle", folder)
+    url = f"http://{env.view.gateway}:{REPO_PORT}/served-bundle"
+    anchor = hashlib.sha256((folder / "manifest.json").read_bytes()).hexdigest()
+    served = _inventory(env, START, "served", h2_data={
+        "gpuhost_bundle": {"url": url, "key_sha256": anchor}, "gpuhost_proxy": PROXY})
+    proc = _gpuhost(env, "provision", str(served), "--limit", env.h2.name)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and PROXY_PASSWORD not in out, out[-3000:]
+    repo = sh(env.h2, "cat /etc/yum.repos.d/gpuhost-bundle.repo; "
+                      "ls /etc/pki/rpm-gpg/gpuhost-bundle")
+    assert f"baseurl={url}/" in repo and "\nproxy=\n" in repo, repo
+    assert "RPM-GPG-KEY-gpuhost-cuda" in repo and "gpgcheck=1" in repo, repo
+    assert sh(env.h2, "dnf -q makecache >/dev/null && echo read").strip() == "read"
+    assert rpms(env.h2) == installed
+    print(f"served bundle step {time.monotonic() - started:.0f} s")
 
 
 def test_provision_reboot_converges_audits_clean_and_static_checks_pass(
@@ -414,17 +556,45 @@ def test_a_profile_for_another_os_is_one_line_before_anything_changes(
 
 
 def test_a_module_stream_the_repository_lacks_is_one_line(provisioned: Rocky) -> None:
-    proc, before, after = provisioned.no_stream
+    """Judged while the deploy is prepared, NVIDIA's repository read by its URL: nothing on the
+    host changed, not even the repository file or its key (rpm's gpg-pubkey)."""
+    proc, before, after, written = provisioned.no_stream
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "Traceback" not in out, out[-2000:]
-    assert "595" in out and "stream" in out, out[-2000:]
-    assert _packages(after) == _packages(before)
+    assert proc.returncode == 2 and "Traceback" not in out, out[-2000:]
+    assert "module stream nvidia-driver:595-open is not offered" in out, out[-2000:]
+    assert after == before and written == []
+
+
+def test_a_version_the_repository_lacks_is_one_line_naming_host_package_version(
+    provisioned: Rocky,
+) -> None:
+    """Issue 33: a package gpuhost would install and version-lock that no repository offers at
+    the profile's version (dnf's own ``versionlock add`` writes nothing and exits 0 for it) is
+    one line naming host, package and version, before anything changes."""
+    proc, before, after, written = provisioned.no_version
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in out, out[-2000:]
+    line = next((x for x in out.splitlines() if "not offered by the configured" in x), "")
+    assert line.lstrip().startswith(f"{provisioned.h2.name}: "), out[-2000:]
+    assert "kmod-nvidia-open-dkms 580.95.05 (offered: 3:570.195.03-1.el9" in line, line
+    assert "nothing was changed" in line, line
+    assert after == before and written == []
 
 
 def test_upgrade_to_another_profile_and_rollback(provisioned: Rocky) -> None:
     env = provisioned
     state_dir = env.workdir / "upgrade-state"
     before = rpms(env.h2)
+    # START's CUDA 12.9 is the default, through the cuda alternatives group NVIDIA's toolkit
+    # packages make, chosen by hand (manual mode); TARGET moves it to 13.0; the rollback removes
+    # 13.0, whose package's removal leaves the group in auto mode: gpuhost must put the hand's
+    # choice back (issue 33: the snapshot records link, alternative and mode)
+    link = "readlink /usr/local/cuda; readlink -f /usr/local/cuda; head -n 1 " \
+           "/var/lib/dpkg/alternatives/cuda"
+    for host in (env.h1, env.h2):
+        sh(host, "update-alternatives --set cuda /usr/local/cuda-12.9")
+    start_link = sh(env.h2, link).split()
+    assert start_link == ["/etc/alternatives/cuda", "/usr/local/cuda-12.9", "manual"], start_link
     up = _gpuhost(env, "upgrade", str(_inventory(env, START)), "--to", TARGET, "--canary", "1",
                   "--batch", "1", "--state-dir", str(state_dir), "--accept-audit", KNOWN,
                   timeout=1500)
@@ -434,6 +604,7 @@ def test_upgrade_to_another_profile_and_rollback(provisioned: Rocky) -> None:
         assert installed["kmod-nvidia-open-dkms"] == f"3:{NEW}-1.el9"
         assert "kmod-nvidia-latest-dkms" not in installed and "cuda-toolkit-13-0" in installed
         assert "stream=580-open" in sh(host, "cat /etc/dnf/modules.d/nvidia-driver.module")
+        assert sh(host, link).split()[1] == "/usr/local/cuda-13.0"
     # known on every OS, not the dnf path: START's libcudnn9-cuda-12 (9.10.2) stays beside
     # TARGET's libcudnn9-cuda-13 (9.17.0), the audit's cuDNN fact takes the first cuDNN package
     # it lists (facts/build.py _cudnn) and the matrix judges 9.10.2 against CUDA 13.0
@@ -445,4 +616,6 @@ def test_upgrade_to_another_profile_and_rollback(provisioned: Rocky) -> None:
     assert back.returncode == 0, back.stdout[-4000:] + back.stderr[-2000:]
     assert _packages(rpms(env.h2)) == _packages(before)
     assert "stream=580-dkms" in sh(env.h2, "cat /etc/dnf/modules.d/nvidia-driver.module")
+    for host in (env.h1, env.h2):
+        assert sh(host, link).split() == start_link, host.name
     assert not _audit_errors(env, _inventory(env, START))

@@ -5,7 +5,9 @@ Ubuntu's archive (tests/lab/ubuntu_archive.py: release, -security and -updates p
 built-in profile's 580.178.04).
 
 The host starts as a fresh Ubuntu host would: the release pocket's kernel metapackages
-(linux-generic 6.8.0.100.100) installed. In order, on the same host (module scope):
+(linux-generic 6.8.0.100.100) installed. On the same host (module scope); the provision and the
+upgrade are module fixtures (``provisioned``, ``upgraded``) the later tests ask for, so each test
+also passes alone:
 
 1. ``gpuhost provision --reboot`` with the built-in ubuntu-archive-580-server exits 0 (a second
    run converges: it applies the clocks the GPU could not take before its module loaded), then
@@ -106,10 +108,28 @@ def _audit_clean(work: Path, inventory: str = "inventory.py") -> str:
     return out
 
 
-def test_provision_audit_and_check(ubuntu_host: Any) -> None:
+@pytest.fixture(scope="module")
+def provisioned(ubuntu_host: Any) -> tuple[subprocess.CompletedProcess[str], ...]:
+    """The host provisioned with --reboot, then once more (converged: the clocks, now that the
+    module is up). (first, second)."""
+    _host, work = ubuntu_host
+    first = _gpuhost(work, "provision", "inventory.py", "--reboot")
+    return first, _gpuhost(work, "provision", "inventory.py") if first.returncode == 0 else first
+
+
+@pytest.fixture(scope="module")
+def upgraded(ubuntu_host: Any, provisioned: Any) -> subprocess.CompletedProcess[str]:
+    """``gpuhost upgrade --to TARGET`` of the provisioned host (its journal and snapshot in
+    ``state/`` of the work folder, which the rollback reads)."""
+    _host, work = ubuntu_host
+    return _gpuhost(work, "upgrade", "inventory.py", "--to", TARGET, "--profiles", str(PROFILES),
+                    "--state-dir", str(work / "state"))
+
+
+def test_provision_audit_and_check(ubuntu_host: Any, provisioned: Any) -> None:
     host, work = ubuntu_host
-    _ok(_gpuhost(work, "provision", "inventory.py", "--reboot"))
-    _ok(_gpuhost(work, "provision", "inventory.py"))  # converged; clocks now the module is up
+    for result in provisioned:
+        _ok(result)
     have = _packages(host)
     assert have["nvidia-utils-580-server"].startswith("580.178.04-")
     assert have[f"nvidia-firmware-580-server-{ua.SECURITY_DRIVER}"].startswith("580.178.04-")
@@ -122,6 +142,7 @@ def test_provision_audit_and_check(ubuntu_host: Any) -> None:
     _ok(_gpuhost(work, "check", "inventory.py", "--tier", "static"))
 
 
+@pytest.mark.usefixtures("provisioned")
 def test_os_updates_leave_the_kernel_with_its_module(ubuntu_host: Any) -> None:
     host, work = ubuntu_host
     _run(host, f"{APT} update && {APT} dist-upgrade")
@@ -141,10 +162,9 @@ def test_os_updates_leave_the_kernel_with_its_module(ubuntu_host: Any) -> None:
     _audit_clean(work)
 
 
-def test_upgrade_moves_kernel_and_module_together(ubuntu_host: Any) -> None:
+def test_upgrade_moves_kernel_and_module_together(ubuntu_host: Any, upgraded: Any) -> None:
     host, work = ubuntu_host
-    _ok(_gpuhost(work, "upgrade", "inventory.py", "--to", TARGET, "--profiles", str(PROFILES),
-                 "--state-dir", str(work / "state")))
+    _ok(upgraded)
     have = _packages(host)
     assert have["nvidia-utils-580-server"].startswith(f"{ua.UPDATES_DRIVER}-")
     assert have[f"linux-image-{K101}"] == "6.8.0-101.101"
@@ -159,6 +179,7 @@ def test_upgrade_moves_kernel_and_module_together(ubuntu_host: Any) -> None:
     _audit_clean(work, "inventory-target.py")
 
 
+@pytest.mark.usefixtures("upgraded")
 def test_rollback_puts_the_driver_back(ubuntu_host: Any) -> None:
     host, work = ubuntu_host
     _ok(_gpuhost(work, "rollback", "inventory.py", "--state-dir", str(work / "state"), "--yes"))

@@ -8,7 +8,8 @@ newer branch, 610, under the same unsuffixed names).
 One profile of each naming scheme, one per release, in one provision run:
 h1 gets ``nvidia-repo-595-cuda13.2`` (branch 595: ``libnvidia-compute``, ``nvidia-dkms-open``,
 ``nvidia-persistenced`` ...), h2 ``nvidia-repo-580-cuda13.0`` (``libnvidia-compute-580`` ...).
-In order, on the same two hosts:
+On the same two hosts; the provision is a module fixture (``provisioned``) the later tests ask
+for, so each test also passes alone:
 1. ``provision --reboot`` exits 0 with each profile's names installed and held, the run after it
    changes nothing, ``audit`` finds no error, ``check --tier static`` passes;
 2. the OS's own ``apt-get dist-upgrade`` keeps both pinned sets (the repository offers a newer
@@ -132,13 +133,23 @@ def test_the_hosts_are_ubuntu_to_gpuhost(ubuntu: Ubuntu) -> None:
         assert f"Suites: {codename} {codename}-updates" in sources, sources
 
 
-def test_provision_audit_and_static_checks_on_both_releases(ubuntu: Ubuntu) -> None:
+@pytest.fixture(scope="module")
+def provisioned(ubuntu: Ubuntu) -> tuple[subprocess.CompletedProcess[str], ...]:
+    """Both hosts provisioned (ON) with --reboot, then once more: after the first boot with the
+    module loaded the persistence daemon starts (the Debian loops, test_nvidia_repo_loop_lab,
+    show the run after that changes nothing). (first, second)."""
     inventory = str(ubuntu.inventory(ON))
-    proc = ubuntu.gpuhost("provision", inventory, "--reboot")
+    first = ubuntu.gpuhost("provision", inventory, "--reboot")
+    again = ubuntu.gpuhost("provision", inventory) if first.returncode == 0 else first
+    return first, again
+
+
+def test_provision_audit_and_static_checks_on_both_releases(
+    ubuntu: Ubuntu, provisioned: tuple[subprocess.CompletedProcess[str], ...]
+) -> None:
+    inventory = str(ubuntu.inventory(ON))
+    proc, again = provisioned
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    # after the first boot with the module loaded: the persistence daemon starts (the Debian
-    # loops, test_nvidia_repo_loop_lab.py, show the run after that changes nothing)
-    again = ubuntu.gpuhost("provision", inventory)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     for host in ubuntu.hosts:
         profile = ON[host.name]
@@ -156,6 +167,7 @@ def test_provision_audit_and_static_checks_on_both_releases(ubuntu: Ubuntu) -> N
     assert " passed" in check.stdout and "FAILED" not in check.stdout, check.stdout[-3000:]
 
 
+@pytest.mark.usefixtures("provisioned")
 def test_the_os_dist_upgrade_keeps_the_pinned_sets(ubuntu: Ubuntu) -> None:
     #: what the repository offers above each host's set: the 595 host's unsuffixed names also
     #: at 610.57.04 (a newer branch under the same names), the 580 host's at 580.199.02
@@ -174,12 +186,18 @@ def test_the_os_dist_upgrade_keeps_the_pinned_sets(ubuntu: Ubuntu) -> None:
     assert not ubuntu.errors(ON)
 
 
+@pytest.mark.usefixtures("provisioned")
 def test_upgrade_to_the_unsuffixed_names_and_rollback(ubuntu: Ubuntu) -> None:
     """580 -> 595 on h2: every per-branch package gives way to its unsuffixed successor (they
     conflict), and the rollback brings the per-branch set back from the snapshot's cache."""
     state_dir = ubuntu.workdir / "state"
     inventory = str(ubuntu.inventory(ON))
     h2 = ubuntu.hosts[1]
+    # PROFILE's default CUDA 13.0 through NVIDIA's cuda alternatives group (auto: the newest);
+    # NEW brings 13.2 and keeps 13.0 installed: rollback must put the group back
+    link = "readlink -f /usr/local/cuda; head -n 1 /var/lib/dpkg/alternatives/cuda"
+    before_link = h2.run(link).stdout.split()
+    assert before_link == ["/usr/local/cuda-13.0", "auto"], before_link
     # the 580 profile's CUDA toolkits (13.0.2, 12.9.1) stay installed beside 13.2 (an upgrade
     # adds toolkits, never removes one), and NVIDIA's CUDA Toolkit bulletin 5755 names them
     # (fixed in 13.1.0; data/advisories.yaml): a known condition of the hosts' old toolkits,
@@ -193,12 +211,14 @@ def test_upgrade_to_the_unsuffixed_names_and_rollback(ubuntu: Ubuntu) -> None:
     assert {h: p.outcome for h, p in progress.items()} == {"h2": "upgraded"}
     ubuntu.on(h2, NEW)
     assert ubuntu.versions(h2, ["libcudnn9-cuda-13"]) == {"libcudnn9-cuda-13": "9.24.1.1-1"}
+    assert h2.run(link).stdout.split()[0] == "/usr/local/cuda-13.2"
     assert not ubuntu.errors(NEW)
     proc = ubuntu.gpuhost("rollback", inventory, "--limit", "h2", "--state-dir", str(state_dir),
                           "--yes")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     ubuntu.on(h2, PROFILE)
     assert ubuntu.versions(h2, ["libcudnn9-cuda-13"]) == {"libcudnn9-cuda-13": "9.17.0.29-1"}
+    assert h2.run(link).stdout.split() == before_link
     assert not ubuntu.errors(ON)
 
 

@@ -2,7 +2,9 @@
 
 Four lab hosts with emulated GPUs (tests/lab/gpu: h1, h3 a T4, h2, h4 an L4) are provisioned once
 at ``debian12-nonfree-535`` (driver 535.261.03 from bookworm, pinned and held; ~70 s per host, all
-in parallel), rebooted so the module loads, and shared by every test of this module in order.
+in parallel), rebooted so the module loads, and shared by every test of this module. Each
+upgrade run below that a later test builds on is a module fixture (``fleet``, ``failure_run``,
+``rolling_run``), so each test also passes alone (the Slurm test asks for the rolling upgrade).
 Target: ``debian12-nonfree-535-security`` (535.309.01 from bookworm-security). Drain is ``none``
 (no scheduler) but in the Slurm test.
 
@@ -510,6 +512,7 @@ def _slurm_cluster(ctld: Any, nodes: list[Any]) -> None:
     raise AssertionError(f"slurm nodes not idle: {states}")
 
 
+@pytest.mark.usefixtures("rolling_run")  # h2 and h3 at 535.309.01: the move to BASE below
 def test_slurm_drain_waits_for_jobs_resumes_after_validation_and_stays_drained_on_rollback(
     lab: Any, fleet: dict[str, Any], failure_run: dict[str, Any]
 ) -> None:

@@ -49,6 +49,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "parse_dpkg_query": packages.parse_dpkg_query,
     "parse_apt_mark_showhold": packages.parse_apt_mark_showhold,
     "parse_rpm_qa": packages.parse_rpm_qa,
+    "parse_offered": packages.parse_offered,
     "parse_collect_env": frameworks.parse_collect_env,
     "parse_torch_probe": frameworks.parse_torch_probe,
     "parse_torch_version_text": frameworks.parse_torch_version_text,

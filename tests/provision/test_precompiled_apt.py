@@ -252,3 +252,35 @@ def test_a_newer_driver_moves_kernel_and_module_in_one_command(
     installs = _installs(out)
     assert {f"linux-image-{K101}", f"linux-modules-nvidia-580-server-open-{K101}",
             FLAVOUR_META, "linux-generic"} <= set(installs), out
+
+
+def test_a_pin_to_a_version_apt_cannot_see_is_one_line_before_any_package_moves(
+    archive: ua.Archive, tmp_path: Path
+) -> None:
+    """Issue 33's question for apt (dnf: tests/provision/test_dnf_offered.py): gpuhost's
+    preferences pin a version the archive does not have (580.999.99) and a name it lacks.
+    Real apt then has no candidate for either (priority -1 for every version it has), and
+    provision's install step (``apt_pin.installed``, in the execute stage: the pins are written
+    and the lists read by then) reads that through the AptPolicy fact and stops with one line,
+    nothing installed. What runs before it (the source, the preferences file, kernel headers)
+    has run: the apt path judges this after those steps, not while the run is prepared."""
+    from gpuhost.facts.apt_pins import AptPolicy
+    from gpuhost.operations import apt_pin
+    from tests.provision.provision_harness import run_case
+
+    apt = AptRoot(tmp_path, archive)
+    driver = "nvidia-headless-no-dkms-580-server-open"
+    prefs = render_preferences({"580.999.99": [driver, "nvidia-no-such-package"]})
+    (tmp_path / "var/lib/dpkg/status").write_text("")  # a fresh host: nothing installed
+    (tmp_path / "etc/apt/preferences.d/gpuhost-nvidia").write_text(prefs)
+    apt.run("apt-get", "update", "-q")
+    names = sorted([driver, "nvidia-no-such-package"])
+    out = apt.run("apt-cache", "policy", *names, check=False).stdout
+    policy = AptPolicy().process(out.splitlines())
+    assert policy[driver]["candidate"] is None and policy[driver]["installed"] is None, out
+    case = {"args": {"packages": names, "version": "580.999.99"},
+            "facts": {"gpuhost.facts.apt_pins.AptPolicy": {f"packages={','.join(names)}": policy}}}
+    with pytest.raises(Exception, match=r"^version 580\.999\.99 is not offered by the configured "
+                       r"repositories for nvidia-headless-no-dkms-580-server-open \(candidate "
+                       r"none\), nvidia-no-such-package \(candidate none\); nothing was installed"):
+        run_case(apt_pin.installed, case)

@@ -152,3 +152,22 @@ def test_fabric_manager_rpm_name_by_branch() -> None:
                      driver_version="580.95.05", driver_branch="580", kernel_module="open"),
         "rhel-10",
     ).module is None  # RHEL 10: no modules, versionlock alone
+
+
+def test_a_served_bundle_on_a_dnf_host_that_does_not_answer_is_one_line_before_any_change(
+) -> None:
+    """A served RPM bundle's manifest is read before any change (docs/offline.md, RHEL
+    family); its server on a loopback port nothing listens on."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    bundle = {"url": f"http://127.0.0.1:{port}/b", "key_sha256": "0" * 64}
+    fake = _fake_host("rocky", "9.4", {"gpuhost_profile": "nvidia-repo-580-cuda13.0",
+                                       "gpuhost_bundle": bundle, **REPO_DATA})
+    with ctx_host.use(fake), pytest.raises(DeployError) as info:
+        provision_module.resolve_host()
+    assert f"gpuhost_bundle: cannot download http://127.0.0.1:{port}/b/manifest.json" in str(
+        info.value)
+    assert "\n" not in str(info.value)

@@ -75,7 +75,7 @@ def _run(
     proxy = SimpleNamespace(configured=lambda **kw: calls.append(f"apt proxy{kw['proxies'] or ''}"))
     monkeypatch.setattr(provision_module, "apt_proxy", proxy)
     offline = SimpleNamespace(
-        use_bundle=lambda setting: calls.append(f"bundle {setting.where} only"),
+        use_bundle=lambda setting, *_args: calls.append(f"bundle {setting.where} only"),
         stop_using_bundle=lambda: calls.append("sources back"),
     )
     monkeypatch.setattr(provision_module, "offline", offline)

@@ -94,19 +94,23 @@ def start(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def accepted(folder: Path) -> int:
-    """How many connections the silent endpoint has accepted."""
-    path = folder / "accepted-silent"
+def accepted(folder: Path, log: str = "accepted-silent") -> int:
+    """How many connections the silent endpoint has accepted (the lines of another of the
+    endpoints' logs: ``commands-mute``, the commands the mute host took)."""
+    path = folder / log
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-def start_connecting(folder: Path, *args: str) -> subprocess.Popen[str]:
+def start_connecting(
+    folder: Path, *args: str, log: str = "accepted-silent"
+) -> subprocess.Popen[str]:
     """Start gpuhost and return once the silent endpoint accepted one of its connections (the
-    run is then connecting, its signal handlers in place), however loaded the machine is."""
-    before = accepted(folder)
+    run is then connecting, its signal handlers in place), however loaded the machine is; with
+    ``log="commands-mute"``: once the mute host took one of its commands."""
+    before = accepted(folder, log)
     proc = start(*args)
     deadline = time.monotonic() + 120
-    while accepted(folder) <= before:
+    while accepted(folder, log) <= before:
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.2)
     time.sleep(0.5)

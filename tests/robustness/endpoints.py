@@ -6,7 +6,9 @@ JSON line {mode: port} and serves until killed):
 - ``close``: accepts TCP and closes at once;
 - ``closed``: a port nothing listens on;
 - ``ssh``: a real SSH server (paramiko's server side) that refuses every authentication; its
-  host key is written to ``<dir>/host_key.pub`` (argv[1]) for known_hosts tests.
+  host key is written to ``<dir>/host_key.pub`` (argv[1]) for known_hosts tests;
+- ``mute``: a real SSH server that lets any key in and takes every command, then never answers
+  it (a host gone silent in the middle of a run: frozen, its network cut after the login).
 
 Each accepted connection adds a line to ``<dir>/accepted-MODE``; each ``silent`` connection, once
 the client closed it (or after 120 s), adds the seconds it was open to ``<dir>/held-silent``.
@@ -22,6 +24,34 @@ import time
 from pathlib import Path
 
 import paramiko
+
+
+class _TakeAll(paramiko.ServerInterface):
+    """Any public key logs in; every session and command is accepted (and never run); each
+    command adds a line to ``<dir>/commands-mute`` (tests wait for one in flight)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def get_allowed_auths(self, username: str) -> str:
+        return "publickey"
+
+    def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
+        return paramiko.AUTH_SUCCESSFUL
+
+    def check_channel_request(self, kind: str, chanid: int) -> int:
+        return paramiko.OPEN_SUCCEEDED
+
+    def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
+        with open(self.folder / "commands-mute", "a") as log:
+            log.write("1\n")
+        return True
+
+    def check_channel_pty_request(self, *args: object) -> bool:
+        return True
+
+    def check_channel_shell_request(self, channel: paramiko.Channel) -> bool:
+        return True
 
 
 class _DenyAll(paramiko.ServerInterface):
@@ -51,7 +81,8 @@ def _serve(sock: socket.socket, mode: str, key: paramiko.PKey, folder: Path) -> 
         elif mode == "silent":
             threading.Thread(target=_hold, args=(conn, folder), daemon=True).start()
         else:
-            threading.Thread(target=_ssh, args=(conn, key), daemon=True).start()
+            server = _TakeAll(folder) if mode == "mute" else _DenyAll()
+            threading.Thread(target=_ssh, args=(conn, key, server), daemon=True).start()
 
 
 def _hold(conn: socket.socket, folder: Path) -> None:
@@ -69,12 +100,14 @@ def _hold(conn: socket.socket, folder: Path) -> None:
             log.write(f"{time.monotonic() - started:.2f}\n")
 
 
-def _ssh(conn: socket.socket, key: paramiko.PKey) -> None:
+def _ssh(conn: socket.socket, key: paramiko.PKey, server: paramiko.ServerInterface) -> None:
     transport = paramiko.Transport(conn)
     transport.add_server_key(key)
     try:
-        transport.start_server(server=_DenyAll())
-        time.sleep(30)
+        transport.start_server(server=server)
+        held = []  # ``mute``: logged in, commands taken (their channels kept open), no answer
+        while transport.is_active():
+            held.append(transport.accept(1))
     except Exception:  # the client gave up: nothing to do
         pass
     finally:
@@ -85,7 +118,7 @@ def main() -> None:
     folder = Path(sys.argv[1])
     key = paramiko.Ed25519Key.from_private_key_file(str(folder / "host_key"))
     ports = {}
-    for mode in ("garbage", "silent", "close", "ssh"):
+    for mode in ("garbage", "silent", "close", "ssh", "mute"):
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)

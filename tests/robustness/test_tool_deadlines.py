@@ -108,3 +108,42 @@ def test_a_hung_provider_command_is_one_line_and_its_children_go(tmp_path):
 
     assert "provider command timed out after 0.5s" in str(caught.value)
     assert _wait_gone(pid)
+
+
+def test_stderr_lines_are_handed_over_while_the_tool_runs(tmp_path):
+    """The acceptance agent's progress: each stderr line reaches the caller before the tool
+    ends (the tool here waits for the file the first line's handler writes)."""
+    seen = tmp_path / "seen"
+    lines: list[str] = []
+
+    def said(line: str) -> None:
+        lines.append(line)
+        seen.write_text(line)
+
+    script = f"echo 'progress soak 1/2' >&2; while [ ! -e {seen} ]; do sleep 0.05; done; echo out"
+    result = toolrun.Tool(["sh", "-c", script], on_stderr_line=said).finish(10)
+
+    assert (result.timed_out, result.stdout, lines) == (False, b"out\n", ["progress soak 1/2"])
+
+
+def test_a_hung_acceptance_agent_is_one_line_at_its_deadline(tmp_path, monkeypatch):
+    """Before, `gpuhost accept` read the agent's output with no deadline at all: an agent
+    (or an ssh) that never ended held the run forever. Now its group goes at the soak's
+    duration plus the slack."""
+    from gpuhost.accept import remote
+    from gpuhost.accept.options import AcceptOptions
+    from gpuhost.checks_support.inventory import LOCAL, CheckHost
+
+    pid = tmp_path / "child.pid"
+    monkeypatch.setattr(remote, "SLACK_S", 0.5)
+    monkeypatch.setattr(
+        remote.Remote, "agent_command", lambda *_: f"sh -c 'sleep 300 & echo $! > {pid}; sleep 300'"
+    )
+    agent = remote.Remote(CheckHost(LOCAL), None)
+
+    with pytest.raises(HostError) as caught:
+        agent.run_agent(AcceptOptions(duration_s=0.5), "python3", "", lambda _: None)
+
+    assert "the acceptance agent did not finish within 1 s" in str(caught.value)
+    assert _wait_gone(pid)
+    agent.stop()  # the agent is over: nothing to signal

@@ -11,12 +11,13 @@ error or warning fails it (acceptance tolerates no clock event, no new ECC error
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from gpuhost.accept import telemetry
-from gpuhost.accept.options import AcceptOptions
+from gpuhost.accept.options import AGENT_STAGES, AcceptOptions
 from gpuhost.checks_support.stress import dcgm_failures, dcgm_outcomes
 from gpuhost.errors import ParseError
 from gpuhost.faults.judge import FaultInputs, finding_line, judge
@@ -232,6 +233,11 @@ def _worker_lines(worker: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+#: no single GPU multiplies at 100 PFLOPS (the fastest dense FP16 GEMM of 2025 is about 2.3):
+#: a rate above it, or one that is not a finite number above 0, is no measurement
+MAX_GEMM_TFLOPS = 100_000.0
+
+
 def judge_soak(soak: Mapping[str, Any] | None, floor: float | None) -> StageResult:
     """Every GPU ran its GEMM loop for the budget, every result equal to its first (bit for
     bit), its throughput at or above the floor (TFLOPS) where one is given."""
@@ -246,6 +252,13 @@ def judge_soak(soak: Mapping[str, Any] | None, floor: float | None) -> StageResu
         done = next((i for i in items if i.get("done")), None)
         rates = [float(i["tflops"]) for i in items if isinstance(i.get("tflops"), (int, float))]
         gpu = next((i.get("gpu") for i in items), None)
+        absurd = [r for r in rates if not (math.isfinite(r) and 0 < r <= MAX_GEMM_TFLOPS)]
+        if absurd:  # NaN, inf, 0, negative, 1e308: a measurement no GPU makes
+            lines.append(
+                f"GPU {gpu}: {absurd[0]!r} TFLOPS is no measurement; expected a rate above 0 "
+                f"and at most {MAX_GEMM_TFLOPS:g}"
+            )
+            rates = [r for r in rates if r not in absurd]
         if errors and errors[0].get("kind") in ("no-framework", "no-gpu"):
             unable.append(f"GPU {gpu}: {errors[0]['error']}")
             continue
@@ -401,12 +414,34 @@ def _floors(
     return floors, origins
 
 
+#: what a judge raises reading a document whose values have other types than the agent writes
+#: (a list where an object belongs, text where a number does): a damaged or lying answer
+MALFORMED = (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError)
+
+
+def _guarded(stage: str, judge_one: Callable[[], StageResult]) -> StageResult:
+    try:
+        return judge_one()
+    except MALFORMED as exc:
+        return could_not_run(
+            stage,
+            f"the agent's result is malformed ({type(exc).__name__}: {str(exc)[:100]}); no "
+            "verdict from it",
+        )
+
+
 def judge_host(
     doc: Mapping[str, Any], host_data: Mapping[str, Any], options: AcceptOptions
 ) -> list[StageResult]:
-    """The agent-run stages of one host (ib and collective are judged across hosts)."""
+    """The agent-run stages of one host (ib and collective are judged across hosts); a stage
+    whose part of the document is malformed is COULD-NOT-RUN with that line."""
     stages = doc.get("stages") or {}
-    floors, origins = _floors(doc, options.floors)
+    if not isinstance(stages, Mapping):
+        stages = {name: "malformed" for name in AGENT_STAGES}
+    try:
+        floors, origins = _floors(doc, options.floors)
+    except MALFORMED:  # the data's floors need the inventory stage, judged malformed below
+        floors, origins = dict(options.floors), dict.fromkeys(options.floors, "--floor")
     judged = {
         "inventory": lambda: judge_inventory(stages.get("inventory") or {}, host_data),
         "dcgm": lambda: judge_dcgm(stages.get("dcgm")),
@@ -425,7 +460,7 @@ def judge_host(
             why = "interrupted before this stage" if doc.get("interrupted") else "not run"
             out.append(could_not_run(name, why))
         else:
-            out.append(run())
+            out.append(_guarded(name, run))
     by_stage = {"soak": "gemm", "nvbandwidth": "nvbandwidth", "nccl": "nccl"}
     return [
         replace(r, measured={**r.measured, "floor_source": origins[by_stage[r.stage]]})

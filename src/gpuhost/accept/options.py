@@ -35,6 +35,8 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _FLOOR_RE = re.compile(r"^([a-z]+)=(\d+(?:\.\d+)?)\s*([A-Za-z/]+)$")
 #: the shortest soak that samples anything (two sample intervals)
 MIN_DURATION_S = 10.0
+#: the longest: a burn-in of more than 30 days is a typo (an hour's number given in days)
+MAX_DURATION_S = 30 * 86400.0
 
 
 def parse_duration(text: str) -> float:
@@ -44,6 +46,10 @@ def parse_duration(text: str) -> float:
     if not match or not math.isfinite(number) or number <= 0:
         raise ConfigError(f"--duration {text!r}: expected a positive time such as 60s, 90m or 4h")
     seconds = number * _UNIT_SECONDS[(match.group(2) or "s").lower()]
+    if not seconds <= MAX_DURATION_S:  # inf too (a number too large to be one)
+        raise ConfigError(
+            f"--duration {str(text)[:40]!r}: expected at most {MAX_DURATION_S / 86400:g}d"
+        )
     if seconds < MIN_DURATION_S:
         raise ConfigError(
             f"--duration {text!r}: expected at least {MIN_DURATION_S:g}s (the soak samples the "
@@ -109,9 +115,24 @@ def accept_options(
     """Every option checked; the first problem is the ConfigError."""
     seconds = parse_duration(duration)
     skipped = check_stages(skip)
+    if skipped >= set(STAGES):
+        raise ConfigError(
+            f"--skip: every stage skipped; expected at least one of {', '.join(STAGES)} to run"
+        )
     given: dict[str, float] = {}
     for text in floors:
         stage, number = parse_floor(text)
+        if given.get(stage, number) != number:
+            raise ConfigError(
+                f"--floor {text!r}: {stage} already has the floor {given[stage]:g}; "
+                "expected one floor per stage"
+            )
+        skipped_stage = "soak" if stage == "gemm" else stage
+        if skipped_stage in skipped:
+            raise ConfigError(
+                f"--floor {text!r}: the {skipped_stage} stage is skipped (--skip), so the floor "
+                "would judge nothing; expected a floor for a stage that runs"
+            )
         given[stage] = number
     if dcgm_level not in DCGM_LEVELS:
         raise ConfigError(f"--dcgm-level {dcgm_level}: expected 3 or 4")

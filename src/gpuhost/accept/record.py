@@ -29,7 +29,15 @@ LEMON_FAILURES = 3
 
 
 def identity(doc: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(serials, firmware) from the agent's inventory stage (empty where it did not run)."""
+    """(serials, firmware) from the agent's inventory stage (empty where it did not run or
+    its document is malformed: judged COULD-NOT-RUN by the inventory stage)."""
+    try:
+        return _identity(doc)
+    except (TypeError, AttributeError, ValueError):
+        return _identity({})
+
+
+def _identity(doc: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     inventory = (doc.get("stages") or {}).get("inventory") or {}
     xml = inventory.get("smi_xml") or {}
     try:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
-import subprocess
+import signal
 import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gpuhost import toolrun
 from gpuhost.accept.options import AcceptOptions
 from gpuhost.checks_support.inventory import LOCAL, CheckHost
 from gpuhost.connection import openssh_cause
@@ -36,7 +38,7 @@ class Remote:
     def __init__(self, host: CheckHost, ssh_config: Path | None) -> None:
         self.host = host
         self.config = ssh_config
-        self._agent: subprocess.Popen[str] | None = None
+        self._agent: toolrun.Tool | None = None
         self._lock = threading.Lock()
 
     @property
@@ -53,24 +55,16 @@ class Remote:
 
     def run(self, command: str, timeout: float, stdin: str | None = None) -> tuple[int, str]:
         """(exit status, stdout+stderr); an SSH failure raises HostError with its cause."""
+        data = None if stdin is None else stdin.encode("utf-8")
         try:
-            proc = subprocess.run(
-                self.argv(command),
-                input=stdin,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=timeout,
-                check=False,
-                start_new_session=True,
-            )
-        except subprocess.TimeoutExpired:
-            return 124, f"did not finish within {timeout:g} s"
+            proc = toolrun.run(self.argv(command), timeout, input=data)
         except OSError as exc:
             raise HostError(
                 self.host.name, f"cannot start {exc.filename}: {exc.strerror}"
             ) from None
-        output = proc.stdout + proc.stderr
+        if proc.timed_out:
+            return 124, f"did not finish within {timeout:g} s"
+        output = proc.text() + proc.text(proc.stderr)
         if proc.returncode == SSH_FAILED and not self.local:
             cause = openssh_cause(output, self.host.data, self.host.name)
             if cause:
@@ -109,34 +103,23 @@ class Remote:
         """The agent's document; HostError when it could not run or printed none."""
         self.copy_agent()
         command = self.agent_command(options, python, nccl_tests)
-        with self._lock:
-            self._agent = subprocess.Popen(
-                self.argv(command),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                errors="replace",
-                start_new_session=True,  # a Ctrl-C on the terminal reaches gpuhost alone
+        errors: deque[str] = deque(maxlen=100)  # an agent printing without end costs no more
+
+        def follow(line: str) -> None:
+            if line.startswith("progress "):
+                on_progress(line.strip().removeprefix("progress "))
+            else:
+                errors.append(line.rstrip())
+
+        with self._lock:  # in a group of its own: a Ctrl-C on the terminal reaches gpuhost alone
+            self._agent = toolrun.Tool(self.argv(command), on_stderr_line=follow)
+        deadline = options.duration_s + SLACK_S
+        agent = self._agent.finish(deadline)
+        if agent.timed_out:
+            raise HostError(
+                self.host.name, f"the acceptance agent did not finish within {deadline:g} s"
             )
-        agent = self._agent
-        assert agent.stderr is not None and agent.stdout is not None
-        errors: list[str] = []
-
-        def follow() -> None:  # stderr apart from stdout: neither pipe may fill up
-            assert agent.stderr is not None
-            for line in agent.stderr:
-                if line.startswith("progress "):
-                    on_progress(line.strip().removeprefix("progress "))
-                else:
-                    errors.append(line.rstrip())
-
-        reader = threading.Thread(target=follow, name=f"accept-{self.host.name}", daemon=True)
-        reader.start()
-        out = agent.stdout.read()
-        reader.join()
-        agent.wait()
-        for line in reversed(out.splitlines()):
+        for line in reversed(agent.text().splitlines()):
             if line.startswith("{"):
                 try:
                     doc: dict[str, Any] = json.loads(line)
@@ -151,12 +134,11 @@ class Remote:
     def stop(self) -> None:
         """Ask the agent to stop (its GEMM load first); safe to call when none runs."""
         with self._lock:
-            running = self._agent is not None and self._agent.poll() is None
-        if not running:
+            agent = self._agent
+        if agent is None or not agent.running:
             return
         if self.local:
-            assert self._agent is not None
-            self._agent.terminate()
+            agent.send(signal.SIGTERM)  # nothing once it has ended and been reaped
             return
         command = f"[ -r {AGENT_PID} ] && kill -TERM $(cat {AGENT_PID}) 2>/dev/null; true"
         with contextlib.suppress(HostError):
@@ -166,9 +148,5 @@ class Remote:
         """End the multiplexed SSH master (nothing for this machine)."""
         if self.local:
             return
-        subprocess.run(
-            ["ssh", "-F", str(self.config), "-O", "exit", self.host.name],
-            capture_output=True,
-            check=False,
-            timeout=30,
-        )
+        with contextlib.suppress(OSError):
+            toolrun.run(["ssh", "-F", str(self.config), "-O", "exit", self.host.name], 30)

@@ -150,6 +150,7 @@ def _setup(
 ) -> tuple[list[HostRun], dict[str, str], str | None, Lease]:
     for option, path in _outputs(request).items():
         check_output_path(path, f"--{option}")
+    load_limits()  # a bad data/acceptance.yaml is one line now, not after hours of soak
     hosts = load_hosts(request.inventory, request.limit)
     # one writer per host (provision, upgrade, another acceptance run): refused, never waited
     lease = acquire(request.state_dir, host_locks(h.name for h in hosts), "accept")

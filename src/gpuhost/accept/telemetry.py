@@ -11,12 +11,15 @@ errors counted. ``summary`` gives the measured values a record keeps.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from yaml import YAMLError
+
 from gpuhost.datadir import data_path
-from gpuhost.datafiles import load_yaml
+from gpuhost.datafiles import load_yaml, read_file_text, yaml_problem
 from gpuhost.errors import ConfigError, ParseError
 from gpuhost.faults.gpu import catalog_finding
 from gpuhost.findings import Finding
@@ -40,6 +43,25 @@ ALIASES = {"clocks.sm": "clocks.current.sm", "clocks.max.sm": "clocks.max.sm"} |
     name: name.replace("clocks_event_reasons.", "clocks_throttle_reasons.")  # before driver 535
     for name, _rule, _what in CLOCK_EVENT_RULES
 }
+
+
+#: what a reading of each numeric field can be at all (the agent asks ``nounits``: C, W, MHz, %,
+#: counts): a percent is 0-100 and a count at least 0 by definition; no GPU reports a temperature
+#: outside -50..200 C (silicon stops working far below that), draws or is capped at 5 kW or more,
+#: or clocks at 10 GHz. A value outside, or not a finite number, is a stream that lies (a broken
+#: or hostile host, a garbled line): the soak's telemetry gets no verdict from it.
+READING_RANGES = {
+    "temperature.gpu": (-50.0, 200.0),
+    "power.draw": (0.0, 5000.0),
+    "power.limit": (0.0, 5000.0),
+    "clocks.sm": (0.0, 10000.0),
+    "clocks.max.sm": (0.0, 10000.0),
+    "utilization.gpu": (0.0, 100.0),
+    "ecc.errors.corrected.volatile.total": (0.0, 2.0**64),
+    "ecc.errors.uncorrected.volatile.total": (0.0, 2.0**64),
+}
+#: counters that only grow during a soak (volatile ECC counts reset only with the driver)
+COUNTERS = ("ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total")
 
 
 @dataclass(frozen=True)
@@ -88,11 +110,18 @@ class Limits:
 
 @functools.lru_cache(maxsize=1)
 def load_limits() -> Limits:
-    """data/acceptance.yaml's limits; ConfigError naming a missing or bad one."""
-    with open(data_path("acceptance.yaml"), encoding="utf-8") as handle:
-        raw = load_yaml(handle.read())
+    """data/acceptance.yaml's limits (read as every data file is: no FIFO, device or huge
+    file); ConfigError naming a missing or bad one: not a finite number >= 0 (``.nan``, ``.inf``,
+    a string, a list), a fraction above 1, a source not in ``sources``."""
+    path = data_path("acceptance.yaml")
+    try:
+        raw = load_yaml(read_file_text(path, "acceptance limits"))
+    except YAMLError as exc:
+        raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
     limits = raw.get("limits") if isinstance(raw, dict) else None
     sources = raw.get("sources") if isinstance(raw, dict) else None
+    limits = limits if isinstance(limits, dict) else {}
+    sources = sources if isinstance(sources, dict) else {}
     values: dict[str, float] = {}
     for name in (
         "temperature_spread_c",
@@ -100,43 +129,111 @@ def load_limits() -> Limits:
         "outlier_fraction",
         "clock_events",
     ):
-        row = (limits or {}).get(name)
+        row = limits.get(name)
         value = row.get("value") if isinstance(row, dict) else None
+        source = row.get("source") if isinstance(row, dict) else None
         if (
-            not isinstance(row, dict)
-            or isinstance(value, bool)
+            isinstance(value, bool)
             or not isinstance(value, (int, float))
+            or not math.isfinite(value)
             or value < 0
-            or row.get("source") not in (sources or {})
+            or (name == "outlier_fraction" and value > 1)
+            or not isinstance(source, str)
+            or source not in sources
         ):
+            shown = "a fraction from 0 to 1" if name == "outlier_fraction" else "a number >= 0"
             raise ConfigError(
-                f"acceptance.yaml: limits.{name}: expected a number >= 0 with a source of 'sources'"
+                f"{path}: limits.{name}: found {str(row)[:60]}; expected {shown} with a source "
+                "of 'sources'"
             )
         values[name] = float(value)
     return Limits(**values)
 
 
+def _sample_time(sample: Mapping[str, Any]) -> float:
+    raw = sample.get("t") or 0
+    try:
+        t = float(raw)
+    except (TypeError, ValueError):
+        t = math.nan
+    if isinstance(raw, bool) or not math.isfinite(t) or t < 0:
+        raise ParseError(f"telemetry sample time {raw!r}: expected seconds into the soak (>= 0)")
+    return t
+
+
+def _checked_reading(sample: Sample, bus: str) -> None:
+    """Every numeric reading of ``sample`` a finite number in its field's range (nvidia-smi's
+    ``[N/A]``/``[Not Supported]`` is a reading not made, not a lie)."""
+    for name, (low, high) in READING_RANGES.items():
+        raw = sample.get(name)
+        if raw in (None, "") or str(raw).startswith("["):
+            continue
+        try:
+            value = float(str(raw))
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and low <= value <= high):
+            raise ParseError(
+                f"telemetry of {bus} at {sample.t:g} s: {name} {str(raw)[:40]!r}; expected a "
+                f"number from {low:g} to {high:g}: the samples are not a GPU's readings"
+            )
+
+
+def _gpu_index(row: Mapping[str, Any], bus: str) -> int:
+    raw = str(row.get("index") or "").strip()
+    if not raw.isdigit() or len(raw) > 4:
+        raise ParseError(f"telemetry of {bus}: index {raw[:40]!r}; expected the GPU's number")
+    return int(raw)
+
+
+def _check_counters(series: Series) -> None:
+    for name in COUNTERS:
+        values = series.numbers(name)
+        for before, after in zip(values, values[1:], strict=False):
+            if after < before:
+                raise ParseError(
+                    f"telemetry of {series.label}: {name} went down from {before:g} to "
+                    f"{after:g} during the soak; expected a counter that only grows"
+                )
+
+
 def parse_samples(samples: Sequence[Mapping[str, Any]], fields: str) -> list[Series]:
     """The agent's samples → one Series per GPU (by bus id, in index order). A sample whose
-    nvidia-smi failed is left out; a sample that is not the query's CSV is a ParseError."""
+    nvidia-smi failed is left out; a sample that is not the query's CSV, a reading that is no
+    GPU's (not finite, out of its field's range, a counter going down), a GPU twice in one
+    sample or two GPUs with one index is a ParseError (COULD-NOT-RUN: no verdict from a lie)."""
     by_bus: dict[str, list[Sample]] = {}
     index_of: dict[str, int] = {}
     for sample in samples:
+        if not isinstance(sample, Mapping):
+            raise ParseError(f"telemetry sample {str(sample)[:40]!r}: expected an object")
         if sample.get("rc") != 0 or not str(sample.get("csv") or "").strip():
             continue
         text = str(sample["csv"])
+        t = _sample_time(sample)
         # the agent asks noheader,nounits; a capture with nvidia-smi's header (and units) reads too
         header = text.lstrip().startswith(fields.split(",")[0].strip() + ",")
         fmt = "csv" if header else "csv,noheader"
         rows = parse_query_csv(text, f"--query-gpu={fields} --format={fmt}")
+        seen: set[str] = set()
         for row in rows:
             bus = str(row.get("pci.bus_id") or "?")
-            index_of.setdefault(bus, int(row.get("index") or len(index_of)))
-            by_bus.setdefault(bus, []).append(Sample(float(sample.get("t") or 0), row))
-    return sorted(
+            if bus in seen:
+                raise ParseError(f"telemetry at {t:g} s: GPU {bus} twice in one sample")
+            seen.add(bus)
+            index = index_of.setdefault(bus, _gpu_index(row, bus))
+            if list(index_of.values()).count(index) > 1:
+                raise ParseError(f"telemetry at {t:g} s: two GPUs with index {index}")
+            reading = Sample(t, row)
+            _checked_reading(reading, bus)
+            by_bus.setdefault(bus, []).append(reading)
+    all_series = sorted(
         (Series(index_of[bus], bus, tuple(found)) for bus, found in by_bus.items()),
         key=lambda s: s.index,
     )
+    for series in all_series:
+        _check_counters(series)
+    return all_series
 
 
 def _is_active(value: str | None) -> bool:

@@ -14,13 +14,13 @@ import contextlib
 import gzip
 import hashlib
 import os
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from gpuhost import toolrun
 from gpuhost.bundle.debfile import control_text, parse_control
 from gpuhost.errors import ConfigError
 
@@ -28,6 +28,8 @@ POOL = "pool"
 KEY_FILE = "bundle-key.gpg"
 INDEXES = ("Packages", "Packages.gz")
 SIGNED = ("Release", "InRelease", "Release.gpg")
+#: one gpg (or gpgconf) call: a key made, a file signed (toolrun's deadline)
+GPG_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -110,13 +112,15 @@ def _gpg(gnupghome: Path, *args: str, stdin: bytes | None = None) -> bytes:
     env = dict(os.environ, GNUPGHOME=str(gnupghome))
     command = ["gpg", "--batch", "--yes", "--no-tty", "--pinentry-mode", "loopback", *args]
     try:
-        proc = subprocess.run(command, input=stdin, capture_output=True, env=env, check=False)
+        result = toolrun.run(command, GPG_TIMEOUT_S, input=stdin, env=env)
     except FileNotFoundError:
         raise ConfigError("gpg is not installed: it signs the bundle (apt install gnupg)") from None
-    if proc.returncode != 0:
-        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    if result.timed_out:  # a passphrase prompt with no one to answer it, a stuck agent
+        raise ConfigError(f"gpg {args[0]} did not finish within {GPG_TIMEOUT_S:g} s")
+    if result.returncode != 0:
+        detail = result.text(result.stderr).strip().splitlines()
         raise ConfigError(f"gpg {args[0]} failed: {detail[-1] if detail else 'no message'}")
-    return proc.stdout
+    return result.stdout
 
 
 def new_key(gnupghome: Path, label: str) -> str:
@@ -183,7 +187,7 @@ def build(root: Path, label: str, gnupghome: Path | None = None, key: str | None
 def _stop_agent(gnupghome: Path) -> None:
     """The gpg-agent a temporary GNUPGHOME started, stopped before its folder is removed."""
     with contextlib.suppress(FileNotFoundError):
-        subprocess.run(
-            ["gpgconf", "--kill", "gpg-agent"],
-            env=dict(os.environ, GNUPGHOME=str(gnupghome)), capture_output=True, check=False,
-        )
+        toolrun.run(
+            ["gpgconf", "--kill", "gpg-agent"], GPG_TIMEOUT_S,
+            env=dict(os.environ, GNUPGHOME=str(gnupghome)),
+        )  # fmt: skip

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import io
 import shutil
-import subprocess
 import tarfile
 from pathlib import Path
 
+from gpuhost import toolrun
 from gpuhost.errors import ConfigError
 from gpuhost.pkgmgr import APT
 
 AR_MAGIC = b"!<arch>\n"
 _HEADER = 60
+#: dpkg-deb reading one package's control file (toolrun's deadline)
+DPKG_DEB_TIMEOUT_S = 120.0
 
 
 def ar_members(data: bytes, source: str) -> dict[str, bytes]:
@@ -79,7 +81,10 @@ def _control_with_dpkg(path: Path, member: str) -> str:
     argv = APT.control_argv(str(path))
     if shutil.which(argv[0]) is None:
         raise ConfigError(f"{path}: {member} needs {argv[0]} to be read, and it is not installed")
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise ConfigError(f"{path}: {argv[0]} could not read it ({proc.stderr.strip()[:200]})")
-    return proc.stdout
+    result = toolrun.run(argv, DPKG_DEB_TIMEOUT_S)
+    if result.timed_out:
+        raise ConfigError(f"{path}: {argv[0]} did not finish within {DPKG_DEB_TIMEOUT_S:g} s")
+    if result.returncode != 0:
+        said = result.text(result.stderr).strip()[:200]
+        raise ConfigError(f"{path}: {argv[0]} could not read it ({said})")
+    return result.text()

@@ -41,6 +41,13 @@ class Manifest:
     packages: tuple[Entry, ...]
     reference_host: str | None = None
     signing_key: str | None = None
+    #: "apt" (a signed flat apt repository) or "rpm" (an RPM repository, bundle.rpmrepo)
+    format: str = "apt"
+    #: the module streams the bundle carries (``nvidia-driver:580-dkms``; RPM, RHEL 8/9)
+    modules: tuple[str, ...] = ()
+    #: the vendor keys an RPM bundle carries under keys/, as (file name, sha256) pairs: a
+    #: served bundle's keys are checked against them (its manifest against ``key_sha256``)
+    keys: tuple[tuple[str, str], ...] = ()
 
     def versions(self) -> dict[str, list[str]]:
         """{package: [versions in the bundle]}."""
@@ -52,6 +59,10 @@ class Manifest:
     def to_dict(self) -> dict[str, Any]:
         doc = {"schema": 1, **asdict(self)}
         doc["packages"] = [asdict(e) for e in sorted(self.packages, key=_order)]
+        doc["modules"] = list(self.modules)
+        doc["keys"] = dict(self.keys)
+        if self.format == "apt":  # an apt bundle's manifest as before RPM bundles
+            del doc["format"], doc["modules"], doc["keys"]
         return doc
 
 
@@ -80,7 +91,8 @@ def parse_manifest(doc: Any, source: str) -> Manifest:
     entries = tuple(Entry(**item) for item in doc["packages"])
     return Manifest(
         doc["profile"], doc["os"], doc["created"], entries,
-        doc.get("reference_host"), doc.get("signing_key"),
+        doc.get("reference_host"), doc.get("signing_key"), doc.get("format", "apt"),
+        tuple(doc.get("modules") or ()), tuple(sorted((doc.get("keys") or {}).items())),
     )
 
 
@@ -119,8 +131,11 @@ def pinned_problems(manifest: Manifest, required: Mapping[str, str | None]) -> l
     """One line per required package the bundle lacks or has at no accepted version.
 
     ``required`` maps a package to the apt pin pattern its version must match (``580.178.04-*``,
-    ``12.9.*``, an exact ``535.171.04-1~deb12u1``), or None for any version."""
+    ``12.9.*``, an exact ``535.171.04-1~deb12u1``), or None for any version. An RPM bundle's
+    versions are matched without their epoch (``3:580.178.04-1.el9`` is ``580.178.04-*``)."""
     have = manifest.versions()
+    if manifest.format == "rpm":
+        have = {n: [v.partition(":")[2] or v for v in vs] for n, vs in have.items()}
     problems = []
     for name, pattern in sorted(required.items()):
         versions = have.get(name)

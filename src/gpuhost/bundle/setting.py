@@ -2,7 +2,8 @@
 
 ``gpuhost_bundle``: ``{path: DIR}`` (a bundle directory on this machine, copied to the host) or
 ``{url: URL, key_sha256: HEX}`` (a bundle served over HTTP(S) by a host the operator names; its
-signing key ``URL/bundle-key.gpg`` must have that SHA-256).
+signing key ``URL/bundle-key.gpg`` must have that SHA-256; an RPM bundle's ``URL/manifest.json``,
+which lists the SHA-256 of each vendor key under ``URL/keys/``).
 ``gpuhost_proxy``: ``http://proxy:3128`` (both schemes) or ``{http: URL, https: URL}``.
 The contract (``gpuhost.inventory.contract``) checks both shapes before any host is contacted;
 these readers assume checked data.
@@ -61,7 +62,8 @@ def bundle_shape_problem(value: Mapping[str, Any]) -> str | None:
     if bool(value.get("path")) == bool(value.get("url")):
         return "expected exactly one of path or url"
     if value.get("url") and not value.get("key_sha256"):
-        return "a url needs key_sha256 (the SHA-256 of URL/bundle-key.gpg you trust)"
+        return ("a url needs key_sha256 (the SHA-256 you trust of URL/bundle-key.gpg, or of "
+                "URL/manifest.json for an RPM bundle)")
     if value.get("path") and value.get("key_sha256"):
         return "key_sha256 goes with url only (a path bundle carries its key)"
     return None

@@ -4,14 +4,13 @@ neither reaches into the other."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import gpuhost.checks
+from gpuhost import toolrun
 from gpuhost.errors import ConfigError
 
 CHECKS_DIR_ENV = "GPUHOST_CHECKS_DIR"
@@ -74,19 +73,16 @@ def run_pytest(argv: list[str], grace: float = 2.0) -> int:
     ``grace`` seconds to end by itself (a Ctrl-C in a terminal reached it too), then a SIGINT
     and ``AFTER_SIGINT_S`` more (a loaded controller's pytest needs seconds to unwind; a second
     Ctrl-C quits at once anyway); only then is it killed."""
-    proc = subprocess.Popen(argv)
-    try:
-        return proc.wait()
-    except BaseException:
-        for nudge in (None, signal.SIGINT):
-            if nudge is not None and proc.poll() is None:
-                proc.send_signal(nudge)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=grace if nudge is None else AFTER_SIGINT_S)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        raise
+    # in gpuhost's process group: a terminal's Ctrl-C reaches pytest as it reaches gpuhost
+    tool = toolrun.Tool(argv, stdout=toolrun.INHERIT, own_group=False)
+
+    def unwind(tool: toolrun.Tool) -> None:
+        if not tool.wait_end(grace):
+            tool.send(signal.SIGINT)
+            if not tool.wait_end(AFTER_SIGINT_S):
+                tool.kill()
+
+    return tool.finish(None, unwind=unwind).returncode
 
 
 PYTEST_CODES = {

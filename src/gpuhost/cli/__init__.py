@@ -14,6 +14,8 @@ import os
 import pkgutil
 import signal
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -78,6 +80,17 @@ def _quit_now(signum: int, line: str) -> None:
     os._exit(128 + signum)
 
 
+def _unmasked_stop(command: Callable[[], Any]) -> Any:
+    """``command()``; an error it raised while a signal's ``Stopped`` unwound it (a clean-up
+    that failed, a library turning the stop into its own error) is that stop."""
+    try:
+        return command()
+    except Exception as exc:
+        if (stopped := signals.stopped_in(exc)) is not None:
+            raise stopped from None
+        raise
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return (and exit with) 0 ok, 1 findings/incompatible, 2 bad input, 130 on
     SIGINT (Ctrl-C) and 143 on SIGTERM, each with one line."""
@@ -96,7 +109,9 @@ def _main(argv: list[str] | None = None) -> int:
         if argv is None:  # the gpuhost process (in-process callers keep their own handlers)
             signals.unwind_on_signals()
             signals.stop_if_signalled()
-        rv = cli.main(args=argv, prog_name="gpuhost", standalone_mode=False, color=color)
+        rv = _unmasked_stop(
+            lambda: cli.main(args=argv, prog_name="gpuhost", standalone_mode=False, color=color)
+        )
     except click.exceptions.Exit as exc:
         code = exc.exit_code
     except click.Abort:

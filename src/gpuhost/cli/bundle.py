@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import click
@@ -36,12 +37,17 @@ def command(profile: str, inventory: str, host: str, out: Path, want_os: str | N
     Example:
       gpuhost bundle debian12-nonfree-535-security -i inventory.py --from-host ref1 -o bundle/
     """
+    from gpuhost.bundle.manifest import MANIFEST
     from gpuhost.bundle_make import make_bundle
 
     manifest = make_bundle(profile, inventory, host, out, want_os, profiles_file, sign_key,
                            gnupghome, extra)
     size = sum(e.size for e in manifest.packages)
+    if manifest.format == "rpm":  # served: the manifest is what key_sha256 names
+        digest = hashlib.sha256((out / MANIFEST).read_bytes()).hexdigest()
+        trust = f"its packages keep their vendors' signatures; served, key_sha256 {digest}"
+    else:
+        trust = f"signed by {manifest.signing_key}"
     echo_lines([f"bundle {out}: {len(manifest.packages)} packages ({size / 1e6:.1f} MB) for "
-         f"{manifest.profile} on {manifest.os}, resolved on {host}, signed by "
-         f"{manifest.signing_key}"])
+                f"{manifest.profile} on {manifest.os}, resolved on {host}, {trust}"])
     return 0

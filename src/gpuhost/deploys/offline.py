@@ -9,13 +9,16 @@ bundle the only source for the run and put the host's sources back after it.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import requests
+from pyinfra.api import OperationError
 
+from gpuhost.bundle import rpmrepo
 from gpuhost.bundle.aptrepo import KEY_FILE, file_hashes
 from gpuhost.bundle.manifest import (
     MANIFEST,
@@ -29,7 +32,7 @@ from gpuhost.bundle.setting import BundleSetting, host_of
 from gpuhost.deploys.spec import PackagePlan
 from gpuhost.desired import DesiredState
 from gpuhost.errors import ConfigError, DeployError
-from gpuhost.operations import offline
+from gpuhost.operations import dnf_pin, offline
 from gpuhost.operations.apt_pin import version_glob
 from gpuhost.operations.nvidia_repo import fetch_verified
 
@@ -41,7 +44,8 @@ def required_packages(
 ) -> dict[str, str | None]:
     """{package: apt version pattern or None} of every package provision installs by name for
     ``spec`` (driver, fabric manager, persistence daemon, CUDA toolkits unless
-    ``gpuhost_install_cuda`` is false, cuDNN, container toolkit, the exact companions)."""
+    ``gpuhost_install_cuda`` is false, cuDNN, container toolkit, the exact companions; on a
+    RHEL-family host DKMS, which an offline host can get from nowhere else)."""
     pattern = {name: version_glob(key) for key, names in plan.pins.items() for name in names}
     names = plan.driver_install + plan.fabric_manager
     if spec.persistence and plan.persistenced:
@@ -53,17 +57,52 @@ def required_packages(
     for name, version in plan.exact.items():
         if spec.persistence or name != plan.persistenced:
             required[name] = version
+    if plan.dkms_package:  # RHEL family: NVIDIA's kernel module packages need EPEL's dkms
+        required.setdefault(plan.dkms_package, None)
     return required
 
 
-def _manifest_at_url(url: str) -> Manifest:
+@cache
+def _manifest_at_url(url: str, key_sha256: str) -> Manifest:
+    """The manifest of the bundle served at ``url``, downloaded once per process (a fleet shares
+    one bundle). An RPM bundle's manifest is its trust anchor: its SHA-256 must be
+    ``key_sha256``, and it must list the keys it carries."""
     address = f"{url.rstrip('/')}/{MANIFEST}"
     try:
         response = requests.get(address, timeout=DOWNLOAD_TIMEOUT_S)
         response.raise_for_status()
     except requests.RequestException as exc:
         raise ConfigError(f"cannot download {address}: {exc}") from exc
-    return parse_manifest_text(response.text, address)
+    manifest = parse_manifest_text(response.text, address)
+    if manifest.format != "rpm":
+        return manifest
+    digest = hashlib.sha256(response.content).hexdigest()
+    if digest != key_sha256.lower():
+        raise ConfigError(
+            f"{address}: SHA-256 is {digest}, key_sha256 says {key_sha256.lower()} (an RPM "
+            f"bundle's key_sha256 is the SHA-256 of its {MANIFEST}: sha256sum bundle/{MANIFEST} "
+            "where it was made); nothing was installed"
+        )
+    if not manifest.keys:
+        raise ConfigError(
+            f"{address}: lists no keys (made before served RPM bundles could be checked); make "
+            "the bundle again with gpuhost bundle"
+        )
+    return manifest
+
+
+@cache
+def served_keys(url: str, keys: tuple[tuple[str, str], ...]) -> dict[str, bytes]:
+    """{file name: bytes} of a served RPM bundle's vendor keys (``URL/keys/NAME``), each the
+    SHA-256 its checked manifest lists (``keys``); downloaded once per process. ConfigError
+    naming the first key that cannot be downloaded or differs: no key is trusted on first use."""
+    found = {}
+    for name, sha256 in keys:
+        try:
+            found[name] = fetch_verified(f"{url.rstrip('/')}/{rpmrepo.KEYS}/{name}", sha256)
+        except OperationError as exc:
+            raise ConfigError(f"{exc}; nothing was installed") from None
+    return found
 
 
 @cache
@@ -79,7 +118,10 @@ def load_bundle(setting: BundleSetting) -> Manifest:
     """The bundle's manifest; ConfigError when it cannot be read or (a directory) its files
     differ from it."""
     if setting.url:
-        return _manifest_at_url(setting.url)
+        manifest = _manifest_at_url(setting.url, str(setting.key_sha256))
+        if manifest.format == "rpm":
+            served_keys(setting.url, manifest.keys)  # checked before any change, as the files
+        return manifest
     manifest, problems = _checked_directory(str(setting.path))
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
@@ -106,6 +148,14 @@ def check_bundle(
             f"gpuhost_bundle {setting.where}: made for {manifest.os}, this host runs {os_key}; "
             "nothing was installed",
         )
+    stream = f"{plan.module[0]}:{plan.module[1]}" if plan.module else None
+    if stream and stream not in manifest.modules:
+        raise DeployError(
+            host_name,
+            f"gpuhost_bundle {setting.where}: carries module stream(s) "
+            f"{', '.join(manifest.modules) or 'none'}, profile {spec.profile} needs {stream}; "
+            f"nothing was installed (make it with gpuhost bundle {spec.profile})",
+        )
     problems = pinned_problems(manifest, required_packages(spec, plan, data))
     if problems:
         raise DeployError(
@@ -117,8 +167,23 @@ def check_bundle(
     return manifest
 
 
-def use_bundle(setting: BundleSetting) -> None:
-    """Operations: the bundle on the host (copied, or its server's key) as the only source."""
+def use_bundle(setting: BundleSetting, family: str = "apt", label: str = "") -> None:
+    """Operations: the bundle on the host (copied, or its server's key) as the only source;
+    on a dnf host (``family``) the RPM bundle as the only NVIDIA repository, kept after the run
+    (``label``: the profile and OS its repository file names)."""
+    if family == "dnf" and setting.url:
+        manifest = _manifest_at_url(setting.url, str(setting.key_sha256))
+        dnf_pin.served_bundle_repository(
+            name=f"Offline bundle at {setting.url}: the NVIDIA repository",
+            url=setting.url, keys=served_keys(setting.url, manifest.keys), label=label,
+        )
+        return
+    if family == "dnf":
+        dnf_pin.bundle_repository(
+            name=f"Offline bundle in {offline.REPO_DIR}: the NVIDIA repository",
+            src=str(setting.path), files=bundle_files(str(setting.path)), label=label,
+        )
+        return
     if setting.path:
         offline.only_source(
             name=f"Offline bundle in {offline.REPO_DIR}: the only apt source for this run",

@@ -2,9 +2,10 @@
 
 Every guard runs before any operation is added for the host: profile, OS, CUDA repository
 data, Secure Boot module signing (``deploys.secure_boot``: the key and certificate readable, the
-certificate enrolled or its enrollment requestable), then (unless inventory data
-``gpuhost_harden`` is false) the SSH lockout checks of ``gpuhost.deploys.harden``. A host that
-fails one is refused unchanged.
+certificate enrolled or its enrollment requestable), on a dnf host every package the run
+installs and locks offered at its version (``nvidia_dnf.check_offered``), then (unless
+inventory data ``gpuhost_harden`` is false) the SSH lockout checks of
+``gpuhost.deploys.harden``. A host that fails one is refused unchanged.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pyinfra.facts.server import LinuxDistribution
 
 from gpuhost import oskey
 from gpuhost.bundle.setting import bundle_setting, proxy_urls
-from gpuhost.deploys import guards, offline
+from gpuhost.deploys import guards, nvidia_dnf, offline
 from gpuhost.deploys.gpu import (
     configure_environment,
     configure_fabric_manager,
@@ -40,7 +41,7 @@ from gpuhost.deploys.spec import PackagePlan, package_plan
 from gpuhost.desired import DesiredState
 from gpuhost.errors import ConfigError, DeployError, GpuhostError, ParseError
 from gpuhost.inventory.profiles import install_data_problem
-from gpuhost.operations import apt_proxy, marker
+from gpuhost.operations import apt_proxy, dnf_proxy, marker
 from gpuhost.operations._facts import fact
 from gpuhost.operations.apt_pin import dpkg_settled
 from gpuhost.operations.dnf_pin import dnf_settled
@@ -71,12 +72,6 @@ def resolve_host(profiles: dict[str, Any] | None = None) -> tuple[DesiredState, 
     except ConfigError as exc:
         raise DeployError(name, str(exc)) from exc
     setting = bundle_setting(data)
-    if setting is not None and plan.family != "apt":
-        raise DeployError(
-            name,
-            f"gpuhost_bundle: offline bundles are apt repositories; {found} installs with dnf "
-            "and has no bundle path yet (docs/offline.md); remove gpuhost_bundle for this host",
-        )
     if setting is not None:  # before any operation: a bundle lacking a package is refused here
         offline.check_bundle(name, setting, spec, plan, data, found)
     return spec, plan
@@ -106,7 +101,8 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     toolkit, CDI specs, persistence, clocks, environment, marker (written last: it exists only
     after a complete run).
     With ``gpuhost_bundle`` the bundle is the only apt source from before harden until after
-    the marker (deploys/offline.py); ``gpuhost_proxy`` is apt's proxy (operations/apt_proxy).
+    the marker (deploys/offline.py; on a dnf host the only NVIDIA repository, kept);
+    ``gpuhost_proxy`` is apt's proxy (operations/apt_proxy) or dnf's (operations/dnf_proxy).
 
     ``dpkg_settled`` comes first (it waits for apt/dpkg an interrupted run left behind, then
     finishes what dpkg left half-done), then ``harden()``: its lockout checks run while the deploy
@@ -124,17 +120,21 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
         recorded, installed = current_driver(plan)
         guards.check_driver_unchanged(host.name, spec, recorded, installed)
     hardened = guards.check_harden(host.name, _host_data())
+    if plan.family == "dnf" and bundle_setting(_host_data()) is None:
+        # every package the run installs and locks offered at its version, before any change
+        nvidia_dnf.check_offered(spec, plan)
     # before the first package operation (harden installs nftables): apt/dpkg left running (a
     # run stopped by Ctrl-C) is waited for, what it left half-done finished; a host harden
     # refuses is taken out of the run before anything executes
     if plan.family == "dnf":
         dnf_settled(name="Wait for dnf/rpm, clean up what an earlier run left half-done")
+        dnf_proxy.configured(name="dnf proxy (gpuhost_proxy)", proxies=proxy_urls(_host_data()))
     else:
         dpkg_settled(name="Wait for apt/dpkg, finish installs an earlier run left half-done")
         apt_proxy.configured(name="apt proxy (gpuhost_proxy)", proxies=proxy_urls(_host_data()))
     bundle = bundle_setting(_host_data())
     if bundle is not None:
-        offline.use_bundle(bundle)
+        offline.use_bundle(bundle, plan.family, f"{spec.profile}")
     if hardened:
         harden()
     if signing is not None:
@@ -151,7 +151,7 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
     configure_gpu_clocks(spec=spec)
     configure_environment(spec=spec)
     marker.written(name="Provision marker /etc/gpuhost/profile", marker=spec.to_marker())
-    if bundle is not None:
+    if bundle is not None and plan.family == "apt":  # an RPM bundle stays the NVIDIA source
         offline.stop_using_bundle()
 
 

@@ -144,7 +144,8 @@ def _packages(reader: _Reader, os_info: OsInfo) -> PackageFacts:
         policies = reader.parse("apt-policy", packages.parse_apt_policy, no_policy) if known else []
         return PackageFacts("dpkg", installed, held, policies, known)
     listed = reader.parse("rpm", packages.parse_rpm_qa, no_packages)
-    rpm_held = packages.parse_versionlock(reader.text("dnf-versionlock"))
+    no_locks: list[str] = []  # a lock file not read (a FIFO, too large): a probe problem
+    rpm_held = reader.parse("dnf-versionlock", packages.parse_versionlock, no_locks)
     return PackageFacts("rpm", listed, rpm_held, [], False)
 
 

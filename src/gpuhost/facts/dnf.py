@@ -10,10 +10,12 @@ from pyinfra.api import FactBase
 from typing_extensions import override
 
 from gpuhost.parsers.packages import (
+    Offered,
     parse_dnf_module_file,
     parse_dnf_module_list,
     parse_dpkg_query,
     parse_name_versions,
+    parse_offered,
 )
 from gpuhost.pkgmgr import DNF
 
@@ -80,7 +82,8 @@ class DnfModuleState(FactBase[dict[str, str]]):
 
 
 class DnfModuleStreams(FactBase[list[str]]):
-    """The streams of ``module`` the enabled repositories offer (``dnf module list``)."""
+    """The streams of ``module`` the enabled repositories offer (``dnf module list``), and
+    with ``repo_url`` that repository folder's too (read for this query alone)."""
 
     @staticmethod
     @override
@@ -88,13 +91,15 @@ class DnfModuleStreams(FactBase[list[str]]):
         return []
 
     @override
-    def requires_command(self, module: str) -> str:
+    def requires_command(self, module: str, repo_url: str = "",
+                         setopts: list[str] | None = None) -> str:
         return "dnf"
 
     @override
-    def command(self, module: str) -> str:
+    def command(self, module: str, repo_url: str = "", setopts: list[str] | None = None) -> str:
         # the module's name first, so that process() knows which rows to read
-        return f"echo {shlex.quote(MODULE_MARK + module)}; {DNF.streams_command(module)}; true"
+        streams = DNF.streams_command(module, repo_url, setopts or ())
+        return f"echo {shlex.quote(MODULE_MARK + module)}; {streams}; true"
 
     @override
     def process(self, output: list[str]) -> list[str]:
@@ -126,3 +131,30 @@ class RpmHas(FactBase[bool]):
     @override
     def process(self, output: list[str]) -> bool:
         return "installed" in (line.strip() for line in output)
+
+
+class DnfOfferedAnyStream(FactBase[Offered]):
+    """``Offered``: every version the enabled repositories, plus the repository folder
+    ``repo_url`` when given (read for this query alone), offer of ``packages``, whatever module
+    stream is enabled (``setopts``: dnf settings for the query, the run's proxy); ``error``
+    when dnf could not read them. What provision's guard and the
+    upgrade's preflight judge before anything changes (``deploys.nvidia_dnf.offered_problem``)."""
+
+    @staticmethod
+    @override
+    def default() -> Offered:
+        return Offered({}, "dnf not found")
+
+    @override
+    def requires_command(self, packages: list[str], repo_url: str = "",
+                         setopts: list[str] | None = None) -> str:
+        return "dnf"
+
+    @override
+    def command(self, packages: list[str], repo_url: str = "",
+                setopts: list[str] | None = None) -> str:
+        return DNF.offered_command(sorted(packages), repo_url, setopts or ())
+
+    @override
+    def process(self, output: list[str]) -> Offered:
+        return parse_offered("\n".join(output))

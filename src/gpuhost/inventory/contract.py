@@ -254,11 +254,13 @@ KEYS: dict[str, Key] = {
             None,
             "An offline bundle made by gpuhost bundle (docs/offline.md): provision and upgrade "
             "install only from it (the host's other apt sources are off for the run and back "
-            "after it) and refuse, before any change, a bundle that lacks a package of the "
+            "after it; on a RHEL-family host, an RPM repository that stays its only NVIDIA "
+            "repository) and refuse, before any change, a bundle that lacks a package of the "
             "profile's pinned set or whose files differ from its manifest. path: the bundle "
             "directory on this machine (relative: from the current directory), copied to the "
             "host; url: where a host the operator names serves it, with the SHA-256 of its "
-            "bundle-key.gpg.",
+            "bundle-key.gpg (apt) or of its manifest.json (an RPM bundle, which lists the "
+            "SHA-256 of each vendor key it carries).",
             "provision, upgrade",
         ),
         _k(

@@ -45,7 +45,7 @@ from gpuhost.errors import ConfigError
 from gpuhost.inventory import contract
 from gpuhost.pyinfra_adapter import inventory_groups, make_inventory
 from gpuhost.redaction import remember_data_secrets
-from gpuhost.signals import Stopped
+from gpuhost.signals import Stopped, stopped_in
 
 SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -245,11 +245,15 @@ def _load(
     except (ConfigError, Stopped):  # Stopped: a signal while the file ran, not the file's fault
         raise
     except SystemExit as exc:
+        if (stopped := stopped_in(exc)) is not None:
+            raise stopped from None
         raise ConfigError(
             f"{path}: the inventory file called sys.exit({exc.code!r}) while loading: "
             "expected it to define host lists"
         ) from None
     except Exception as exc:  # the inventory is user Python; anything can go wrong in it
+        if (stopped := stopped_in(exc)) is not None:  # a signal inside a lock's release
+            raise stopped from None
         raise ConfigError(f"{path}: cannot load inventory: {_user_error(path, exc)}") from None
     for host in inventory:  # its secrets never reach a log record or an error line
         remember_data_secrets(host_data(host))

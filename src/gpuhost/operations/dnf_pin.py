@@ -17,20 +17,27 @@ from io import BytesIO
 
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, operation
-from pyinfra.facts.files import Sha256File
+from pyinfra.facts.files import FileContents, Sha256File
 
+from gpuhost.bundle import rpmrepo
 from gpuhost.facts.apt_pins import DnfState, DnfVersionLocks
 from gpuhost.facts.dnf import DnfModuleState, DnfModuleStreams, DnfOffered, RpmHas, RpmVersions
 from gpuhost.facts.kernel import Kernels
+from gpuhost.operations import offline
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
 from gpuhost.operations.nvidia_repo import fetch_verified
 from gpuhost.parsers.packages import parse_versionlock_entry
 from gpuhost.pkgmgr import DNF
+from gpuhost.pkgmgr.dnf import split_epoch
 from gpuhost.versions import extends_version, upstream_of_package_version
 
 REPO_PATH = "/etc/yum.repos.d/gpuhost-cuda.repo"
 KEY_PATH = "/etc/pki/rpm-gpg/RPM-GPG-KEY-gpuhost-cuda"
+#: an offline bundle (gpuhost_bundle) as the host's NVIDIA source, in place of REPO_PATH
+BUNDLE_REPO_PATH = "/etc/yum.repos.d/gpuhost-bundle.repo"
+#: a served bundle's vendor keys, checked on this machine (deploys.offline.served_keys)
+BUNDLE_KEYS_DIR = "/etc/pki/rpm-gpg/gpuhost-bundle"
 
 
 def _executing() -> bool:
@@ -76,8 +83,67 @@ def repository(
         changes.append(f"chmod 644 {KEY_PATH}")
         changes.append(DNF.import_key(KEY_PATH))
     changes += list(put_text(REPO_PATH, render_repo(url)))
+    if fact(FileContents, path=BUNDLE_REPO_PATH) is not None:  # one NVIDIA source
+        changes.append(f"rm -f {BUNDLE_REPO_PATH}")
     if not changes:
         host.noop("CUDA repository and key in place")
+        return
+    yield from changes
+    yield DNF.refresh()
+
+
+@operation()
+def bundle_repository(src: str, files: dict[str, str], label: str) -> Generator:
+    """An offline bundle (an RPM repository, ``bundle.rpmrepo``) as the host's only NVIDIA
+    source: the folder ``src`` copied under ``offline.REPO_DIR`` (only files whose SHA-256
+    differs), its repository file (``gpgcheck=1`` against the vendor keys it carries), NVIDIA's
+    online repository file removed; the metadata read anew after a change. The repository stays
+    after the run, as the online one does: a re-run changes nothing.
+
+    + src: the bundle folder on this machine
+    + files: {relative path: sha256} of its files (checked against its manifest)
+    + label: what the repository file's name says (profile and OS)
+    """
+    changes = list(offline.copy_commands(src, files))
+    keys = [f"file://{offline.REPO_DIR}/{name}" for name in sorted(files)
+            if name.startswith(f"{rpmrepo.KEYS}/")]
+    text = rpmrepo.repo_file(f"gpuhost offline bundle: {label}", f"file://{offline.REPO_DIR}",
+                             keys)
+    changes += list(put_text(BUNDLE_REPO_PATH, text))
+    if fact(FileContents, path=REPO_PATH) is not None:
+        changes.append(f"rm -f {REPO_PATH}")
+    if not changes:
+        host.noop(f"the bundle is the NVIDIA source ({len(files)} files in place)")
+        return
+    yield from changes
+    yield DNF.refresh()
+
+
+@operation()
+def served_bundle_repository(url: str, keys: dict[str, bytes], label: str) -> Generator:
+    """An offline bundle served over HTTP(S) (an RPM repository) as the host's only NVIDIA
+    source: its vendor keys (already checked against its manifest, whose SHA-256 the inventory
+    gives) under ``BUNDLE_KEYS_DIR``, its repository file with ``baseurl`` the URL, reached
+    directly (not through dnf.conf's proxy), ``gpgcheck=1`` against those keys; NVIDIA's online
+    repository file removed; the metadata read anew after a change. Kept after the run.
+
+    + url: the served bundle folder
+    + keys: {file name: bytes} of its vendor keys
+    + label: what the repository file's name says (profile and OS)
+    """
+    changes: list = []
+    for name, data in sorted(keys.items()):
+        path = f"{BUNDLE_KEYS_DIR}/{name}"
+        if fact(Sha256File, path=path) != hashlib.sha256(data).hexdigest():
+            changes += [f"install -d -m 755 {BUNDLE_KEYS_DIR}",
+                        FileUploadCommand(BytesIO(data), path), f"chmod 644 {shlex.quote(path)}"]
+    gpgkeys = [f"file://{BUNDLE_KEYS_DIR}/{name}" for name in sorted(keys)]
+    text = rpmrepo.repo_file(f"gpuhost offline bundle: {label}", url, gpgkeys, direct=True)
+    changes += list(put_text(BUNDLE_REPO_PATH, text))
+    if fact(FileContents, path=REPO_PATH) is not None:
+        changes.append(f"rm -f {REPO_PATH}")
+    if not changes:
+        host.noop(f"the bundle at {url} is the NVIDIA source ({len(keys)} keys in place)")
         return
     yield from changes
     yield DNF.refresh()
@@ -252,31 +318,55 @@ def lock_lines(packages: list[str], pin: str, epoch: str | None,
     return lines
 
 
+def wanted_locks(packages: list[str], coupled: list[str], pin: str, epoch: str | None,
+                 installed: dict[str, str], executing: bool) -> list[str]:
+    """The lock lines at ``pin`` (pure): one for each name of ``packages`` and each installed
+    name of ``coupled``, with the epoch of the installed package: a line whose epoch is not the
+    package's matches no version of it, and the versionlock plugin then excludes every version
+    of that name, the pinned one too (dnf 4.14, versionlock 4.3.1 in an installroot: such a
+    line keeps ``dnf upgrade`` at "Nothing to do" but no version is installable). A name not
+    installed gets no line once the run executes (dnf's own ``versionlock add`` writes none for
+    a name the repositories lack); while the run is prepared its line at ``epoch`` stands for
+    the one the install will allow."""
+    lines = []
+    for name in dict.fromkeys(packages + [n for n in coupled if n in installed]):
+        if name in installed:
+            lines.append(DNF.lock_pattern(name, pin, split_epoch(installed[name])[0]))
+        elif not executing:
+            lines.append(DNF.lock_pattern(name, pin, epoch))
+    return lines
+
+
 @operation()
 def locked(packages: list[str], pin: str, epoch: str | None = None,
-           companions: list[str] | None = None) -> Generator:
-    """dnf's lock file holds exactly one line for each name of the set: ``packages`` at ``pin``
-    (``name-[epoch:]pin-*``, written whether the package is installed or offered or not, so a
-    later release cannot slip one in), each installed companion at its installed version. A
-    line for one of these names at another version is dropped first; other lines are kept.
-    Idempotent: a re-run finds the lines and writes nothing.
+           companions: list[str] | None = None, coupled: list[str] | None = None) -> Generator:
+    """dnf's lock file holds exactly one line for each installed name of the set: ``packages``
+    and the names of ``coupled`` the host has at ``pin`` (``name-[epoch:]pin-*``, the epoch the
+    installed package has), each installed companion at its installed version; no line for a
+    name that is not installed (before the run, provision's guard ``nvidia_dnf.check_offered``
+    refuses a package the repositories do not offer at ``pin``). A line for one of these names
+    that is not wanted (another version, a package no longer installed) is dropped first; other
+    lines are kept. Idempotent: a re-run finds the lines and writes nothing.
 
-    + packages: the coupled names, locked at ``pin``
+    + packages: the names the run installed, locked at ``pin``
     + pin: the version (``580.178.04``, ``13.0.*``)
-    + epoch: their epoch
+    + epoch: their epoch (for a package the run is still to install)
     + companions: names locked at the version installed now
+    + coupled: every name of the driver's set, locked at ``pin`` where installed (a partial
+      lock makes every ``dnf upgrade`` fail under RHEL's best=True)
     """
-    # only the companions' own versions (rpm lists every package when asked for none)
-    names_asked = sorted(companions or [])
-    installed_now = {
-        n: v for n, v in fact(RpmVersions, packages=names_asked).items() if n in names_asked
-    } if names_asked else {}
-    wanted = lock_lines(packages, pin, epoch, installed_now)
-    names = {parse_versionlock_entry(line)[0] for line in wanted}
+    every = sorted(set(packages) | set(coupled or []) | set(companions or []))
+    # only these names' versions (rpm lists every package when asked for none)
+    installed = {n: v for n, v in fact(RpmVersions, packages=every).items() if n in every}
+    companion_versions = {n: v for n, v in installed.items() if n in (companions or [])}
+    wanted = wanted_locks(packages, coupled or [], pin, epoch,
+                          {n: v for n, v in installed.items() if n not in companion_versions},
+                          _executing())
+    wanted += lock_lines([], pin, epoch, companion_versions)
     current = fact(DnfVersionLocks)
     stale = sorted({
         parse_versionlock_entry(line)[0] for line in current
-        if parse_versionlock_entry(line)[0] in names and line not in wanted
+        if parse_versionlock_entry(line)[0] in every and line not in wanted
     })
     missing = [line for line in wanted if line not in current]
     if not stale and not missing:
@@ -286,7 +376,8 @@ def locked(packages: list[str], pin: str, epoch: str | None = None,
         yield DNF.unhold(stale)
         missing = [line for line in wanted if line not in current or
                    parse_versionlock_entry(line)[0] in stale]
-    yield DNF.hold(missing)
+    if missing:
+        yield DNF.hold(missing)
 
 
 @operation()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections.abc import Generator
@@ -11,11 +12,12 @@ from pyinfra.api import OperationValueError, operation
 from pyinfra.facts.files import Link
 
 from gpuhost.operations._files import put_text
+from gpuhost.parsers.cuda import ALTERNATIVE_PATH, CudaLink
 
 PROFILE_SCRIPT = "/etc/profile.d/gpuhost.sh"
 LD_CONF = "/etc/ld.so.conf.d/gpuhost-cuda.conf"
 CUDA_LINK = "/usr/local/cuda"
-ALTERNATIVE_LINK = "/etc/alternatives/cuda"
+ALTERNATIVE_LINK = ALTERNATIVE_PATH
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -68,6 +70,39 @@ def cuda_link_commands(link_target: str | None, alternative: str | None, target:
     if link_target == target:
         return []
     return [f"ln -sfn {shlex.quote(target)} {CUDA_LINK}"]
+
+
+def cuda_link_restore(recorded: CudaLink, now: CudaLink) -> tuple[list[str], str | None]:
+    """The commands that put ``/usr/local/cuda`` back as a snapshot ``recorded`` it (pure), and
+    a line when that cannot be done: ``now`` is the link as it is, with ``exists`` for the
+    recorded default's directory. The recorded default gone (its toolkit not on the host any
+    more) leaves the link as it is: never a link to nothing. A directory or file there, now or
+    then, is never touched. Through the alternatives group the recorded mode comes back too
+    (``--auto``, or ``--set`` for manual)."""
+    if "other" in (recorded.kind, now.kind):
+        same = recorded.kind == now.kind
+        return [], None if same else f"{CUDA_LINK} is not a symbolic link: left as it is"
+    if recorded.kind == "absent":
+        return ([f"rm -f {CUDA_LINK}"] if now.kind == "link" else []), None
+    wanted = recorded.default or ""
+    if recorded == dataclasses.replace(now, exists=None):
+        return [], None
+    if now.exists is False or not wanted:
+        return [], (
+            f"{CUDA_LINK}: the snapshot's default {wanted or '(unreadable)'} is not on the host "
+            f"any more; left pointing at {now.default or 'nothing'} (install that toolkit again, "
+            "or gpuhost provision sets the profile's default)"
+        )
+    if recorded.link != ALTERNATIVE_LINK:
+        return ([] if now.link == wanted else
+                [f"ln -sfn {shlex.quote(wanted)} {CUDA_LINK}"]), None
+    commands = [] if now.link == ALTERNATIVE_LINK else [f"ln -sfn {ALTERNATIVE_LINK} {CUDA_LINK}"]
+    if recorded.mode == "auto":
+        if now.mode != "auto" or now.alternative != wanted:
+            commands.append("update-alternatives --auto cuda")
+    elif now.alternative != wanted or now.mode != recorded.mode:
+        commands.append(f"update-alternatives --set cuda {shlex.quote(wanted)}")
+    return commands, None
 
 
 @operation()

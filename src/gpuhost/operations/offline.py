@@ -70,7 +70,7 @@ def copy_plan(
     return upload, remove
 
 
-def _copy_commands(src: str, files: Mapping[str, str]) -> list[Any]:
+def copy_commands(src: str, files: Mapping[str, str]) -> list[Any]:
     """The commands putting the bundle directory ``src`` (this machine) under ``REPO_DIR``:
     each of ``files`` ({relative path: sha256}, the controller's checked list) uploaded when
     the host's copy differs, files the bundle no longer has removed."""
@@ -109,7 +109,7 @@ def only_source(
     + direct_host: the server of a served bundle, reached without the site's proxy
     + src, files: the bundle directory on this machine and its files with their SHA-256
     """
-    commands = _copy_commands(src, files or {}) if src else []
+    commands = copy_commands(src, files or {}) if src else []
     data = key.encode() if isinstance(key, str) else key  # an armored key may come as text
     if data is not None and host.get_fact(Sha256File, path=keyring) != _sha256(data):
         commands.append(f"install -d -m 755 {shlex.quote(keyring.rsplit('/', 1)[0])}")

@@ -1,8 +1,10 @@
-"""Parse CUDA toolkit and cuDNN version outputs: ``nvcc --version`` and ``cudnn_version.h``."""
+"""Parse CUDA toolkit and cuDNN version outputs: ``nvcc --version`` and ``cudnn_version.h``;
+the ``/usr/local/cuda`` default link (``parse_cuda_link``)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from gpuhost.errors import ParseError
 from gpuhost.parsers._common import first_line, is_blank, require_text
@@ -61,3 +63,56 @@ def cudnn_version_from_int(number: int) -> str:
         major, rest = divmod(number, 1000)
     minor, patch = divmod(rest, 100)
     return f"{major}.{minor}.{patch}"
+
+
+CUDA_LINK_KINDS = ("link", "absent", "other")
+ALTERNATIVE_PATH = "/etc/alternatives/cuda"
+ALTERNATIVE_MODES = ("auto", "manual")
+
+
+@dataclass(frozen=True)
+class CudaLink:
+    """``/usr/local/cuda`` as ``facts.cuda_link.CudaDefaultLink`` reads it: ``kind`` link (a
+    symbolic link to ``link``), absent, or other (a directory or file, never changed); where it
+    goes through ``/etc/alternatives/cuda``, that link's target ``alternative`` and the
+    alternatives group's ``mode`` (auto or manual, its admin file's first line: Debian's
+    update-alternatives and RHEL's alternatives write the same); ``exists``: whether the
+    directory asked about is there (None: not asked)."""
+
+    kind: str = "absent"
+    link: str | None = None
+    alternative: str | None = None
+    mode: str | None = None
+    exists: bool | None = None
+
+    @property
+    def default(self) -> str | None:
+        """The toolkit directory it makes the default: the alternative's target where it goes
+        through the alternatives group, else the link's own target."""
+        if self.kind != "link":
+            return None
+        return self.alternative if self.link == ALTERNATIVE_PATH else self.link
+
+    def record(self) -> dict[str, str | None]:
+        """What a snapshot keeps (``exists`` is a question of the moment, not kept)."""
+        return {"kind": self.kind, "link": self.link, "alternative": self.alternative,
+                "mode": self.mode}
+
+
+def parse_cuda_link(text: str) -> CudaLink:
+    """``key=value`` lines of the link fact (pure); unknown lines and values are left out."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key in ("kind", "link", "alternative", "mode", "exists") and value.strip():
+            values.setdefault(key, value.strip())
+    link = values.get("link")
+    kind = "link" if link else values.get("kind", "absent")
+    mode = values.get("mode")
+    return CudaLink(
+        kind=kind if kind in CUDA_LINK_KINDS else "other",
+        link=link,
+        alternative=values.get("alternative"),
+        mode=mode if mode in ALTERNATIVE_MODES else None,
+        exists={"yes": True, "no": False}.get(values.get("exists", "")),
+    )

@@ -302,10 +302,18 @@ def parse_versionlock_entry(entry: str) -> tuple[str, str]:
     return (match.group("name"), match.group("version"))
 
 
+#: the line ``pkgmgr.base.small_file_command`` prints instead of a file it will not read (a FIFO,
+#: a device, a folder, one over its size limit): the file's state is unknown, never "empty"
+UNREADABLE = "##gpuhost-unreadable:"
+
+
 def parse_versionlock(text: str) -> list[str]:
-    """dnf/yum versionlock.list (one entry a line, ``#`` comments) → package names, in order."""
+    """dnf/yum versionlock.list (one entry a line, ``#`` comments) → package names, in order.
+    A file that was not read (``UNREADABLE``) is a ParseError: its locks are unknown."""
     names: list[str] = []
     for line in text.splitlines():
+        if line.startswith(UNREADABLE):
+            raise ParseError(f"versionlock: {line.removeprefix(UNREADABLE).strip()}")
         if not line.strip() or line.strip().startswith("#"):
             continue
         name = parse_versionlock_entry(line)[0]
@@ -325,6 +333,33 @@ def parse_name_versions(text: str) -> dict[str, list[str]]:
             if version.strip() not in found[name]:
                 found[name].append(version.strip())
     return found
+
+
+OFFERED_RC = "##GPUHOST-OFFERED-RC"  # the last line of pkgmgr's Dnf.offered_command
+
+
+@dataclass(frozen=True)
+class Offered:
+    """What ``Dnf.offered_command`` printed: {name: [EVR, ...]} and, when dnf failed (or its
+    output was cut before its exit status), ``error``: dnf's own last message."""
+
+    versions: dict[str, list[str]]
+    error: str | None = None
+
+
+def parse_offered(text: str) -> Offered:
+    """``NAME<TAB>EVR`` lines, dnf's messages and the ``OFFERED_RC <status>`` line (pure): a
+    status other than 0, or none, is an error carrying dnf's last message line."""
+    lines = text.splitlines()
+    status = next((line.split()[-1] for line in reversed(lines)
+                   if line.startswith(OFFERED_RC + " ")), None)
+    said = [line.strip() for line in lines if line.strip() and "\t" not in line
+            and not line.startswith(OFFERED_RC)]
+    versions = parse_name_versions("\n".join(line for line in lines if "\t" in line))
+    if status == "0":
+        return Offered(versions)
+    why = said[-1] if said else "no message"
+    return Offered(versions, f"dnf exited {status}: {why}" if status else f"cut short: {why}")
 
 
 def parse_dnf_module_file(text: str) -> dict[str, str]:

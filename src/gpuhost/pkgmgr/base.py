@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gpuhost.parsers.marked import SECTION
+from gpuhost.parsers.packages import UNREADABLE
 
 # Process states that can hold a lock (running, sleeping, in I/O, stopped); a zombie cannot.
 PGREP_LIVE = "-r R,S,D,T,t"
@@ -17,6 +18,34 @@ LOCK_WAIT_S = 600  # then the host fails, naming what still runs
 
 def quoted(names: Iterable[str]) -> str:
     return " ".join(shlex.quote(name) for name in names)
+
+
+#: the most of a package manager's own small file (its lock list, a module's state) gpuhost reads
+SMALL_FILE_BYTES = 1024 * 1024
+
+
+def small_file_command(path: str) -> str:
+    """Shell text printing the file at ``path`` when it is a regular file (or a link to one) of
+    at most ``SMALL_FILE_BYTES``; nothing when there is none; else one line ``UNREADABLE PATH
+    WHY``. A FIFO (``cat`` would wait for a writer for ever), a device (a link to /dev/zero:
+    endless output) or a huge file never reaches ``cat``."""
+    f = shlex.quote(path)
+    mark = shlex.quote(f"{UNREADABLE} {path}")
+    return (
+        f'{{ if [ -f {f} ]; then if [ "$(wc -c < {f})" -le {SMALL_FILE_BYTES} ]; then cat {f}; '
+        f"else echo {mark}' is over {SMALL_FILE_BYTES} bytes'; fi; "
+        f"elif [ -e {f} ] || [ -L {f} ]; then echo {mark}' is not a regular file'; fi; }} "
+        "2>/dev/null; true"
+    )
+
+
+def regular_or_absent(path: str) -> str:
+    """Shell text that fails, with one line on stderr, when ``path`` exists and is not a regular
+    file: what is written to it next must not block on a FIFO or fill a device."""
+    f = shlex.quote(path)
+    said = shlex.quote(f"{path}: not a regular file; expected the file or none")
+    absent = f"{{ [ ! -e {f} ] && [ ! -L {f} ]; }}"
+    return f"{{ {absent} || [ -f {f} ] || {{ echo {said} >&2; false; }}; }}"
 
 
 @dataclass(frozen=True)

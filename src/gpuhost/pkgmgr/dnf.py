@@ -16,9 +16,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gpuhost.pkgmgr.base import PackageManager, quoted
+from gpuhost.parsers.packages import OFFERED_RC
+from gpuhost.pkgmgr.base import (
+    PackageManager,
+    quoted,
+    regular_or_absent,
+    small_file_command,
+)
 
 LOCK_LIST = "/etc/dnf/plugins/versionlock.list"
+#: dnf's default ``reposdir`` (dnf.conf(5))
+REPOS_DIRS = ("/etc/yum.repos.d", "/etc/yum/repos.d", "/etc/distro.repos.d")
+OFFERED_REPO = "gpuhost-offered"  # the query-only repository id of ``offered_command``
 # rpm's query format: name, [epoch:]version-release, arch ("(none)" epochs left out)
 _EVR = "%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}"
 # dnf's options for every change: no questions, no weak dependencies unless asked
@@ -128,7 +137,7 @@ class Dnf(PackageManager):
         body = "".join(f"{lock}\\n" for lock in locks)
         f = quoted([self.lock_list])
         return (
-            f"mkdir -p \"$(dirname {f})\" && touch {f} && "
+            f"mkdir -p \"$(dirname {f})\" && {regular_or_absent(self.lock_list)} && touch {f} && "
             f"printf {quoted([body])} | while IFS= read -r l; do "
             f'grep -qxF -- "$l" {f} || printf "%s\\n" "$l" >> {f}; done'
         )
@@ -139,11 +148,12 @@ class Dnf(PackageManager):
         f = quoted([self.lock_list])
         wanted = " ".join(names)
         return (
-            f"[ ! -f {f} ] || {{ awk -v names={quoted([wanted])} "
+            f"{regular_or_absent(self.lock_list)} && "
+            f"{{ [ ! -f {f} ] || {{ awk -v names={quoted([wanted])} "
             "'BEGIN {n = split(names, a, \" \"); for (i = 1; i <= n; i++) drop[a[i]] = 1} "
             "{l = $0; sub(/^!/, \"\", l); sub(/-[^-]*-[^-]*$/, \"\", l)} "
             "/^#/ || !(l in drop)' "
-            f"{f} > {f}.gpuhost && cat {f}.gpuhost > {f} && rm -f {f}.gpuhost; }}"
+            f"{f} > {f}.gpuhost && cat {f}.gpuhost > {f} && rm -f {f}.gpuhost; }}; }}"
         )
 
     def hold_hint(self, names: Sequence[str]) -> str:
@@ -157,7 +167,7 @@ class Dnf(PackageManager):
     # -- reading -----------------------------------------------------------------------------
 
     def holds_command(self) -> str:
-        return f"cat {quoted([self.lock_list])} 2>/dev/null; true"
+        return small_file_command(self.lock_list)
 
     def installed_command(self, names: Sequence[str] = ()) -> str:
         return (
@@ -209,6 +219,22 @@ class Dnf(PackageManager):
             f"'%{{name}}\\t%{{evr}}' {quoted(names)}"
         )
 
+    def offered_command(self, names: Sequence[str], repo_url: str = "",
+                        setopts: Sequence[str] = ()) -> str:
+        """What the repositories offer of ``names`` whatever module stream is enabled
+        (``--disable-modular-filtering``: before a stream is enabled or switched), with the
+        repository folder ``repo_url`` added for this query alone (``--repofrompath``: read
+        before the host has its repository file; nothing is written but dnf's metadata cache).
+        ``NAME<TAB>EVR`` lines, dnf's own messages (stderr) as they are, and last
+        ``OFFERED_RC <exit status>``: a repository dnf cannot read is not "offers nothing"
+        (``parsers.packages.parse_offered``). ``setopts``: dnf settings for this query alone
+        (``proxy=URL``: the proxy provision configures later in the run)."""
+        query = self._dnf("-q", _NO_LOCKS, *self._query_repo(repo_url, setopts))
+        return (
+            f"LC_ALL=C {query} repoquery --disable-modular-filtering --qf "
+            f"'%{{name}}\\t%{{evr}}' {quoted(names)} 2>&1; echo \"{OFFERED_RC} $?\""
+        )
+
     def enable_repo(self, repo: str) -> str:
         """Enable a repository the host has a file for (dnf-plugins-core's config-manager)."""
         return self._dnf("-y", "config-manager", "--set-enabled", repo)
@@ -230,8 +256,59 @@ class Dnf(PackageManager):
 
     def module_state_command(self, module: str) -> str:
         """The module's state file (``stream=``/``state=`` lines): local, no metadata."""
-        return f"cat {quoted([f'{self.root}/etc/dnf/modules.d/{module}.module'])} 2>/dev/null; true"
+        return small_file_command(f"{self.root}/etc/dnf/modules.d/{module}.module")
 
-    def streams_command(self, module: str) -> str:
-        """``dnf module list`` of ``module`` (every stream the repositories offer)."""
-        return f"LC_ALL=C {self._dnf('-q')} module list {quoted([module])} 2>/dev/null"
+    def download_resolved(self, specs: Sequence[str], dest: str) -> str:
+        """Download into ``dest`` what installing ``specs`` would install on this host (every
+        dependency it lacks, resolved as one transaction, as provision's install would), without
+        installing anything (``--downloadonly``; locks off, no weak dependencies)."""
+        return (
+            f"{self._dnf('-y', _NO_WEAK, _NO_LOCKS)} install --downloadonly --destdir "
+            f"{quoted([dest])} " + " ".join(specs)
+        )
+
+    def provides_command(self, name_shell: str) -> str:
+        """Print what the repositories offer that provides ``name_shell`` (a shell word):
+        nothing when none does."""
+        return f"LC_ALL=C {self._dnf('-q')} repoquery --whatprovides {name_shell} 2>/dev/null"
+
+    @staticmethod
+    def private_options(folder: str) -> tuple[str, ...]:
+        """dnf options for a private state in ``folder`` (a bundle's reference host): the
+        host's repository files plus ``folder``/repos, metadata cache and dnf's own state in
+        ``folder``; the host's configuration, cache and history are left as they are."""
+        repos = ",".join((*REPOS_DIRS, f"{folder}/repos"))
+        return (f"--setopt=reposdir={repos}", f"--setopt=cachedir={folder}/cache",
+                f"--setopt=persistdir={folder}/persist", f"--setopt=logdir={folder}")
+
+    @staticmethod
+    def createrepo_argv(folder: str) -> list[str]:
+        """The controller's command making an RPM repository's metadata (``repodata/``) for the
+        packages in ``folder`` (gzip: what every dnf reads)."""
+        return ["createrepo_c", "--quiet", "--no-database", "--general-compress-type=gz",
+                folder]
+
+    @staticmethod
+    def modifyrepo_argv(path: str, repodata: str) -> list[str]:
+        """The controller's command adding module metadata (``modules.yaml``) to ``repodata``."""
+        return ["modifyrepo_c", "--mdtype=modules", "--compress-type=gz", path,
+                repodata]
+
+    def streams_command(self, module: str, repo_url: str = "",
+                        setopts: Sequence[str] = ()) -> str:
+        """``dnf module list`` of ``module`` (every stream the repositories offer; with
+        ``repo_url`` that repository folder added for this query, as ``offered_command``)."""
+        query = self._dnf("-q", *self._query_repo(repo_url, setopts))
+        return f"LC_ALL=C {query} module list {quoted([module])} 2>/dev/null"
+
+    @staticmethod
+    def _query_repo(repo_url: str, setopts: Sequence[str] = ()) -> list[str]:
+        """dnf's options adding the repository folder ``repo_url`` for one query (none: none),
+        and ``setopts`` (``key=value``) for it."""
+        options = [f"--setopt={quoted([option])}" for option in setopts]
+        if not repo_url:
+            return options
+        return options + [
+            f"--repofrompath={quoted([OFFERED_REPO + ',' + repo_url])}",
+            f"--setopt={OFFERED_REPO}.metadata_expire=0",  # never an old copy of its metadata
+        ]

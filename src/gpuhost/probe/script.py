@@ -30,6 +30,7 @@ from gpuhost.parsers.profile_marker import MARKER_PATH
 from gpuhost.parsers.sshd import AUDIT_KEYWORDS
 from gpuhost.parsers.systemd import show_command
 from gpuhost.pkgmgr import APT, DNF
+from gpuhost.pkgmgr.base import small_file_command
 from gpuhost.probe.framework_probe import PYTHON_PROBE
 
 PROBE_VERSION = 1
@@ -278,7 +279,8 @@ STATIC_SECTIONS: tuple[Section, ...] = (
     Section("apt-holds", f"_gh_need dpkg-query; {APT_HOLDS_CODE}"),
     Section(
         "dnf-versionlock",
-        f"{DNF.holds_command()}; cat /etc/yum/pluginconf.d/versionlock.list 2>/dev/null; true",
+        f"{DNF.holds_command()}; "
+        f"{small_file_command('/etc/yum/pluginconf.d/versionlock.list')}",
     ),
     Section(
         "apt-policy",

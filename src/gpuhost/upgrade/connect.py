@@ -8,9 +8,9 @@ host's steps, reconnects after a reboot and deploys never touch another host's s
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import logging
-import os
 import shlex
 import signal
 import subprocess
@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from pyinfra.api import State
 from pyinfra.api.exceptions import PyinfraError
 
+from gpuhost import toolrun
 from gpuhost.connection import connect_cause
 from gpuhost.errors import HostError
 from gpuhost.inventory.loader import InventoryHost
@@ -57,7 +58,7 @@ class Canceller:
     def __init__(self) -> None:
         self._event = threading.Event()
         self._lock = threading.Lock()
-        self._children: set[subprocess.Popen[bytes]] = set()
+        self._children: set[toolrun.Tool] = set()
         self._state: State | None = None
 
     @property
@@ -70,7 +71,7 @@ class Canceller:
             children = list(self._children)
             state, self._state = self._state, None
         for child in children:
-            _signal_group(child, signal.SIGTERM)
+            child.send(signal.SIGTERM)
         if state is not None:
             _disconnect_all(state)
 
@@ -93,29 +94,19 @@ class Canceller:
         """Run ``argv`` in its own session with output to ``out``; its exit code (negative: the
         signal that ended it). ``subprocess.TimeoutExpired`` after ``timeout_s``."""
         self.check(argv[0])
-        child = subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
+        child = toolrun.Tool(argv, stdout=out, merge_stderr=True, env=env)
         with self._lock:
             self._children.add(child)
         try:
-            return child.wait(timeout=timeout_s)
-        except BaseException:
-            _signal_group(child, signal.SIGTERM)
-            try:
-                child.wait(timeout=CHILD_TERM_GRACE_S)
-            except subprocess.TimeoutExpired:
-                _signal_group(child, signal.SIGKILL)
-                child.wait()
-            raise
+            result = child.finish(
+                timeout_s, CHILD_TERM_GRACE_S, unwind=lambda c: c.stop(CHILD_TERM_GRACE_S)
+            )
         finally:
             with self._lock:
                 self._children.discard(child)
+        if result.timed_out:
+            raise subprocess.TimeoutExpired(argv, timeout_s)
+        return result.returncode
 
 
 def until_cancelled(
@@ -148,6 +139,7 @@ def until_cancelled(
         waiting.kill(timeout=1)
         with contextlib.suppress(Exception):  # closing a broken connection
             drop()
+        _free_here(outcome)
         raise
     ok, value = outcome[0]
     if not ok:
@@ -155,16 +147,21 @@ def until_cancelled(
     return value
 
 
+def _free_here(outcome: list[tuple[bool, Any]]) -> None:
+    """Free what the killed wait held (the frames its GreenletExit's traceback keeps: paramiko's
+    channel and its files) now, in this greenlet. Left to a later garbage collection, their
+    ``__del__`` ran wherever that happened to be, often inside a greenlet being finalized at
+    the process's end, where taking paramiko's (gevent) lock fails: "Exception ignored ...
+    RuntimeError: greenlet is being finalized" after the run's last line."""
+    outcome.clear()
+    gc.collect()
+
+
 def _disconnect_all(state: State) -> None:
     for host in list(state.inventory):
         if host.connected:
             with contextlib.suppress(Exception):  # a dead connection is closed already
                 host.disconnect()
-
-
-def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(child.pid, signum)
 
 
 def _run_command_with_rc(command: str) -> str:

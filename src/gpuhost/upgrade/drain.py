@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from gpuhost import toolrun
 from gpuhost.errors import ConfigError, HostError
 from gpuhost.upgrade.remote import Remote
 
@@ -162,9 +163,7 @@ Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
 
 def _run_local(argv: list[str]) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(
-            argv, capture_output=True, text=True, errors="replace", check=False, timeout=7200
-        )
+        return toolrun.completed(argv, timeout=7200)  # the group killed at the deadline
     except FileNotFoundError:
         raise ConfigError(f"{argv[0]}: not found on the controller (needed for --drain)") from None
 
@@ -181,7 +180,10 @@ class KubernetesDrain:
         return str(host_data.get("k8s_node") or remote.host)
 
     def _kubectl(self, host: str, *args: str) -> str:
-        proc = self.run([self.kubectl, *args])
+        try:
+            proc = self.run([self.kubectl, *args])
+        except subprocess.TimeoutExpired as exc:
+            raise HostError(host, f"kubectl {args[0]}: no answer in {exc.timeout:g} s") from None
         if proc.returncode != 0:
             last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [""]
             raise HostError(host, f"kubectl {' '.join(args)} exited {proc.returncode}: {last[0]}")

@@ -3,9 +3,10 @@
 The command prints sections separated by ``##GPUHOST <section> [args]`` marker lines; file
 contents are base64 so any byte survives the trip. Missing files and tools print nothing.
 What the audit's probe also reads comes from the probe's own commands (``APT_HOLDS_CODE``,
-``UNAME_CODE``); the rest is a snapshot's alone: packages with their architecture (the on-host
-.deb cache names files by it), the kernel command line, nvidia-smi's XML capped at 1 MB with
-``nvidia-smi -L``'s exit code, and the files a rollback restores.
+``UNAME_CODE``, the CUDA link fact's ``cuda_link_code``); the rest is a snapshot's alone:
+packages with their architecture (the on-host .deb cache names files by it), the kernel command
+line, nvidia-smi's XML capped at 1 MB with ``nvidia-smi -L``'s exit code, and the files a
+rollback restores.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 
 from gpuhost.audit.coupled import is_managed
 from gpuhost.errors import ParseError
+from gpuhost.facts.cuda_link import cuda_link_code
+from gpuhost.parsers.cuda import CudaLink, parse_cuda_link
 from gpuhost.parsers.marked import MARK, split_marked
 from gpuhost.parsers.packages import parse_versionlock_entry
 from gpuhost.pkgmgr import APT, PackageManager
@@ -161,6 +164,8 @@ def state_command(manager: PackageManager = APT) -> str:
             f"{{ {manager.holds_command()}; }} 2>/dev/null",
             f"echo '{MARK} uname'",
             UNAME_CODE,
+            f"echo '{MARK} cuda_link'",
+            cuda_link_code(),
             f"echo '{MARK} cmdline'",
             "cat /proc/cmdline 2>/dev/null",
             f"echo '{MARK} smi'",
@@ -192,6 +197,7 @@ class HostState:
     smi_output: str = ""
     smi_rc: int | None = None
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cuda_link: CudaLink | None = None  # /usr/local/cuda (None: output without the section)
 
 
 def parse_host_state(output: str) -> HostState:
@@ -213,6 +219,8 @@ def parse_host_state(output: str) -> HostState:
             )
         elif name == "uname":
             state.kernel_release = next((x.strip() for x in lines if x.strip()), "")
+        elif name == "cuda_link":
+            state.cuda_link = parse_cuda_link("\n".join(lines))
         elif name == "cmdline":
             state.cmdline = "\n".join(lines).strip()
         elif name == "smi":

@@ -19,13 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuhost.errors import ConfigError, GpuhostError, HostError
-from gpuhost.facts.probe_parsers import parse_secure_boot
+from gpuhost.facts.cuda_link import cuda_link_code
+from gpuhost.facts.probe_parsers import parse_os_release, parse_secure_boot
 from gpuhost.inventory.loader import InventoryHost
 from gpuhost.operations.cdi import generate_command, targets
+from gpuhost.operations.env import cuda_link_restore
 from gpuhost.parsers.cdi import list_specs_command, parse_cdi_specs
+from gpuhost.parsers.cuda import parse_cuda_link
 from gpuhost.parsers.signing import SigningFacts, parse_signing_output
 from gpuhost.pkgmgr import PackageManager
-from gpuhost.probe.script import SECURE_BOOT_CODE, module_signing_code
+from gpuhost.probe.script import OS_RELEASE_CODE, SECURE_BOOT_CODE, module_signing_code
 from gpuhost.reboot import reboot_and_wait
 from gpuhost.upgrade import package_cache
 from gpuhost.upgrade.connect import Canceller, PyinfraRemote, run_checks
@@ -35,7 +38,7 @@ from gpuhost.upgrade.host_os import host_manager
 from gpuhost.upgrade.host_state import HostState, is_stack_package, parse_host_state, state_command
 from gpuhost.upgrade.orchestrate import HostContext, HostIsCurrent, StepFailed, StepFn
 from gpuhost.upgrade.providers import make_provider
-from gpuhost.upgrade.restore import RESTORE_KEY, restore_plan, restored
+from gpuhost.upgrade.restore import RESTORE_KEY, recorded_link, restore_plan, restored
 from gpuhost.upgrade.snapshot import SnapshotStore, build_snapshot, load_snapshot, new_snapshot_id
 from gpuhost.upgrade.stop_users import start_units, stop_gpu_users
 from gpuhost.upgrade.validate import (
@@ -205,9 +208,9 @@ class HostSteps:
         problems = validate_host(self.remote(host), self.expectation(host), state)
         if not problems:
             raise HostIsCurrent(f"already on {self.settings.target}, validated")
-        signing = self.signing_problem(host)
-        if signing:
-            raise StepFailed(signing)
+        refused = self.signing_problem(host) or self.offered_problem(host)
+        if refused:
+            raise StepFailed(refused)
         errors = self._audit_errors(host)
         blocking = blocking_errors(errors, self.accepted(ctx))
         if blocking and not self.settings.force:
@@ -234,6 +237,38 @@ class HostSteps:
 
         secure_boot = parse_secure_boot(remote.run(SECURE_BOOT_CODE).stdout)
         return judged(self._data(host), secure_boot, read)[1]
+
+    def offered_problem(self, host: str) -> str | None:
+        """On a dnf host, what provision's guard would refuse at the install (a package the
+        target installs and locks that no repository offers at its version,
+        ``deploys.nvidia_dnf.offered_check``), judged here with the same facts' commands and
+        parsers, before the snapshot and the drain. None elsewhere, and from a bundle."""
+        from gpuhost.bundle.setting import bundle_setting
+        from gpuhost.deploys.guards import check_profile
+        from gpuhost.deploys.nvidia_dnf import offered_check
+        from gpuhost.deploys.spec import package_plan
+        from gpuhost.inventory.profiles import profile_table
+
+        data = self._data(host)
+        if self.manager(host).family != "dnf" or bundle_setting(data) is not None:
+            return None
+        remote = self.remote(host)
+        data[PROFILE_KEY] = self.settings.target
+        try:
+            desired = check_profile(host, data, profile_table(None, data))
+            os_key = parse_os_release(remote.run(OS_RELEASE_CODE, timeout=60).stdout).key
+            plan = package_plan(desired, os_key or "")
+        except GpuhostError as exc:
+            return str(exc)
+
+        def read(fact: Any, **kwargs: Any) -> Any:
+            found = fact()
+            out = remote.run(str(found.command(**kwargs)), timeout=600).stdout.splitlines()
+            if out and out[0].startswith("__pyinfra_missing_"):  # pyinfra's "no such file"
+                return None
+            return found.process(out)
+
+        return offered_check(desired, plan, data, read)
 
     def expectation(self, host: str) -> Expectation:
         """The target as this host must end: driver packages, holds, and the provision marker
@@ -474,11 +509,22 @@ class HostSteps:
         ] + list(plan.remove_files)
         moved = [n for n in files if state.packages.get(n, {}).get("version") != wanted[n]]
         added = sorted(set(state.packages) - set(wanted))
+        link = self.cuda_link_note(host, plan.cuda_link)
         return {
             "summary": f"{len(moved)} package(s) from cache, {len(restored_files)} file(s) "
-            f"restored, {len(added)} removed, {len(plan.holds)} held",
+            f"restored, {len(added)} removed, {len(plan.holds)} held{'; ' + link if link else ''}",
             "restored_files": restored_files,
         }
+
+    def cuda_link_note(self, host: str, recorded: Mapping[str, Any] | None) -> str | None:
+        """After the rollback's deploy: the line saying why ``/usr/local/cuda`` is not as the
+        snapshot recorded it (its toolkit gone), read with the link fact's command and judged
+        as the deploy's operation judged it; None when it is (or nothing was recorded)."""
+        if recorded is None:
+            return None
+        want = recorded_link(recorded)
+        now = parse_cuda_link(self.remote(host).run(cuda_link_code(want.default or "")).stdout)
+        return cuda_link_restore(want, now)[1]
 
     def rollback_validate(self, ctx: HostContext) -> dict[str, Any]:
         doc = self._snapshot_doc(ctx)

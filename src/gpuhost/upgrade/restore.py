@@ -14,7 +14,10 @@ what differs, so a rollback that is re-run (``--resume``) changes nothing twice:
 4. every package not at the snapshot's version is installed from the on-host package cache
    (``package_cache``: the repository may have dropped that version);
 5. stack packages the upgrade added are removed;
-6. the snapshot's holds are set (provision's ``apt_pin.held``); systemd re-reads its units.
+6. the snapshot's holds are set (provision's ``apt_pin.held``); systemd re-reads its units;
+7. ``/usr/local/cuda`` (the ``cuda`` alternatives group where the toolkits made one) points where
+   it pointed, unless that toolkit is gone (the link is then left as it is, and the rollback's
+   line says so).
 """
 
 from __future__ import annotations
@@ -41,9 +44,12 @@ from gpuhost.facts.apt_pins import (
     InstalledPackageStates,
     RpmPackageStates,
 )
+from gpuhost.facts.cuda_link import CudaDefaultLink
 from gpuhost.facts.dnf import RpmVersions
 from gpuhost.operations import apt_pin
 from gpuhost.operations._facts import fact
+from gpuhost.operations.env import cuda_link_restore
+from gpuhost.parsers.cuda import CudaLink
 from gpuhost.parsers.packages import parse_versionlock_entry
 from gpuhost.pkgmgr import PackageManager
 from gpuhost.upgrade import package_cache
@@ -71,6 +77,8 @@ class RestorePlan:
     remove_files: tuple[str, ...] = ()
     holds: tuple[str, ...] = ()
     family: str = "apt"  # the host's package manager (gpuhost.oskey), from its OS
+    #: /usr/local/cuda as the snapshot recorded it (CudaLink.record()); None: not recorded
+    cuda_link: dict[str, str | None] | None = None
 
     @property
     def manager(self) -> PackageManager:
@@ -115,6 +123,7 @@ def restore_plan(
         files=files,
         remove_files=remove,
         holds=tuple(str(p) for p in doc.get("holds", [])),
+        cuda_link=doc.get("cuda_link"),
     )
 
 
@@ -213,6 +222,30 @@ def stack_packages_removed(keep: list[str], family: str = "apt") -> Generator:
     yield manager.remove(added, change_held=True)
 
 
+def recorded_link(record: Mapping[str, Any]) -> CudaLink:
+    """A snapshot's ``cuda_link`` record as a ``CudaLink`` (pure; checked by
+    ``snapshot.validate_document``)."""
+    return CudaLink(kind=str(record.get("kind") or "absent"), link=record.get("link"),
+                    alternative=record.get("alternative"), mode=record.get("mode"))
+
+
+@operation()
+def cuda_link_restored(recorded: dict[str, Any] | None) -> Generator:
+    """``/usr/local/cuda`` (and the ``cuda`` alternatives group) as the snapshot recorded it,
+    after its packages are back (``env.cuda_link_restore``: never a link to a toolkit that is
+    gone, never a directory touched). Idempotent: as recorded, nothing to do."""
+    if recorded is None:
+        host.noop("the snapshot has no record of /usr/local/cuda (taken before gpuhost kept it)")
+        return
+    want = recorded_link(recorded)
+    now = fact(CudaDefaultLink, directory=want.default or "")
+    commands, note = cuda_link_restore(want, now)
+    if not commands:
+        host.noop(note or "/usr/local/cuda as in the snapshot")
+        return
+    yield from commands
+
+
 @deploy("gpuhost rollback")
 def restored() -> None:
     """Put the current host back on the ``RestorePlan`` in its data (see the module doc)."""
@@ -243,3 +276,4 @@ def restored() -> None:
     else:
         apt_pin.lock_lines(name="Lock the snapshot's locks", lines=list(plan.holds))
     systemd.daemon_reload(name="Reload systemd units")
+    cuda_link_restored(name="/usr/local/cuda as in the snapshot", recorded=plan.cuda_link)

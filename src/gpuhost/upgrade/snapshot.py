@@ -15,6 +15,7 @@ import difflib
 import hashlib
 import json
 import os
+import posixpath
 import re
 import stat
 from collections.abc import Iterable, Mapping
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuhost.errors import ConfigError, ParseError
+from gpuhost.parsers.cuda import ALTERNATIVE_MODES, CUDA_LINK_KINDS
 from gpuhost.parsers.profile_marker import MARKER_PATH, parse_profile_marker
 from gpuhost.safeio import fsync_folder, read_regular, write_atomic
 from gpuhost.statedir import checked_folder
@@ -117,6 +119,7 @@ def build_snapshot(host: str, state: HostState, snapshot_id: str | None = None) 
         },
         "gpu": smi_summary(state.smi_output, state.smi_rc),
         "files": dict(sorted(state.files.items())),
+        "cuda_link": state.cuda_link.record() if state.cuda_link else None,
         "package_cache": None,
         "provider": None,
     }
@@ -176,6 +179,33 @@ def _check_file_record(path: str, record: dict[str, Any], source: str) -> None:
         raise ConfigError(f"{source}: files.{path}: content not readable ({exc})") from None
 
 
+def _check_cuda_link(record: object, source: str) -> None:
+    """``cuda_link`` (optional: snapshots before it lack it): kind link|absent|other, the link
+    targets plain absolute paths (rollback points /usr/local/cuda at them as root), mode
+    auto|manual."""
+    if record is None:
+        return
+    if not isinstance(record, dict) or record.get("kind") not in CUDA_LINK_KINDS:
+        raise ConfigError(
+            f"{source}: cuda_link: found {record!r:.60}, expected an object with kind "
+            f"{' | '.join(CUDA_LINK_KINDS)}"
+        )
+    for key in ("link", "alternative"):
+        path = record.get(key)
+        if path is not None and (not isinstance(path, str) or not path.startswith("/")
+                                 or posixpath.normpath(path) != path
+                                 or any(ord(c) < 32 or ord(c) == 127 for c in path)):
+            raise ConfigError(
+                f"{source}: cuda_link.{key}: found {path!r:.60}, expected a plain absolute path"
+            )
+    if record.get("kind") == "link" and not record.get("link"):
+        raise ConfigError(f"{source}: cuda_link.link: missing, expected the link's target")
+    if record.get("mode") not in (None, *ALTERNATIVE_MODES):
+        raise ConfigError(
+            f"{source}: cuda_link.mode: found {record.get('mode')!r:.40}, expected auto or manual"
+        )
+
+
 def validate_document(doc: object, source: str) -> dict[str, Any]:
     """Check a loaded document's shape; one ConfigError naming the file and field."""
     if not isinstance(doc, dict):
@@ -203,6 +233,7 @@ def validate_document(doc: object, source: str) -> dict[str, Any]:
         if not isinstance(record, dict) or not isinstance(record.get("category", ""), str):
             raise ConfigError(f"{source}: files.{path}: expected an object with a 'category'")
         _check_file_record(path, record, source)
+    _check_cuda_link(doc.get("cuda_link"), source)
     cache = doc.get("package_cache")
     if cache is not None:
         if not isinstance(cache, dict):
@@ -410,6 +441,8 @@ def diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Change]:
     )
     changes += _dict_diff("gpu", _flatten(a.get("gpu") or {}), _flatten(b.get("gpu") or {}))
     changes += _file_changes(a.get("files", {}) or {}, b.get("files", {}) or {})
+    changes += _dict_diff("cuda_link", _flatten(a.get("cuda_link") or {}),
+                          _flatten(b.get("cuda_link") or {}))
     return changes
 
 
