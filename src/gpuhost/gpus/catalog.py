@@ -25,6 +25,7 @@ from gpuhost.datafiles import load_yaml, read_file_text, yaml_problem
 from gpuhost.errors import ConfigError
 from gpuhost.gpus.names import mobile_key, normalise_name, sku_key
 from gpuhost.gpus.pciids import base_chip
+from gpuhost.parsers.smi_model import reported_name
 
 CATALOG_FILE = "gpu_catalog.yaml"
 _LSPCI_RE = re.compile(r"^\s*(?:0x)?10de:([0-9a-f]{4})\s*$", re.IGNORECASE)
@@ -88,7 +89,9 @@ def pci_id_of(text: str) -> str | None:
 
 def labelled(name: str, pci_id: str | None) -> str:
     """A GPU as the audit names it: nvidia-smi's name with the PCI ID it reported
-    (``Graphics Device (PCI 10de:2184)``), so the ID decides where the name does not tell."""
+    (``Graphics Device (PCI 10de:2184)``), so the ID decides where the name does not tell. A
+    label ``name`` carries itself is dropped (:func:`reported_name`): a name never brings an ID."""
+    name = reported_name(name) or ""
     return f"{name} (PCI {pci_id})" if pci_id else name
 
 
