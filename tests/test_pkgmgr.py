@@ -188,3 +188,27 @@ def test_the_audits_probe_says_an_unread_lock_file_is_a_problem_not_no_locks() -
 
     assert facts.os.key == "rocky-9"
     assert any("versionlock.list is not a regular file" in p for p in facts.problems), facts
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder", "huge"])
+def test_provisions_facts_never_read_an_unread_dnf_file_as_empty(tmp_path: Path, kind: str) -> None:
+    """The facts provision and rollback read (the version locks, the module state) were "no
+    locks" and "module never enabled" for a lock file or module file that was not read: the
+    marker line starts with '#' and went as a comment, so provision re-locked over locks it had
+    not seen. Now each is a ParseError naming the file (the host fails with that one line)."""
+    from gpuhost.facts.apt_pins import DnfVersionLocks
+    from gpuhost.facts.dnf import DnfModuleState
+
+    dnf = DNF.under(str(tmp_path))
+    lock_file = tmp_path / "etc/dnf/plugins/versionlock.list"
+    module_file = tmp_path / "etc/dnf/modules.d/nvidia-driver.module"
+    _unreadable(kind, lock_file)
+    _unreadable(kind, module_file)
+    locks = _sh(dnf.holds_command()).stdout.splitlines()
+    module = _sh(dnf.module_state_command("nvidia-driver")).stdout.splitlines()
+
+    with pytest.raises(ParseError, match=str(lock_file)) as read_locks:
+        DnfVersionLocks().process(locks)
+    with pytest.raises(ParseError, match=str(module_file)) as read_module:
+        DnfModuleState().process(module)
+    assert "\n" not in str(read_locks.value) + str(read_module.value)

@@ -91,9 +91,9 @@ BASE = {
     ("change", "said"),
     [
         ({"fabric": {"ports": 8, "rate_gbps": 400, "link_layer": "IB", "peermem": True,
-                     "source": "s"}}, "classes[0].fabric: expected ports >= 1"),
+                     "source": "s"}}, "fabric.link_layer: expected InfiniBand or Ethernet"),
         ({"collective": {"reference_busbw_gbs": -3, "source": "s", "confidence": "primary",
-                         "how": "h"}}, "classes[0].collective: expected a positive"),
+                         "how": "h"}}, "collective.reference_busbw_gbs: expected a number of GB/s"),
         ({"collective": {"reference_busbw_gbs": 3, "source": "t", "confidence": "primary",
                          "how": "h"}}, "classes[0].collective.source: expected a key of sources"),
         ({"pci_ids": ["2330"]}, "pci_ids: expected lists of names, 10de:XXXX IDs"),

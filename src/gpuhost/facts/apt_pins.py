@@ -18,6 +18,7 @@ from gpuhost.parsers.packages import (
     parse_dpkg_audit,
     parse_dpkg_query,
     parse_pgrep_processes,
+    refuse_unread,
 )
 from gpuhost.pkgmgr import APT, DNF
 from gpuhost.pkgmgr.base import PGREP_LIVE
@@ -205,6 +206,7 @@ class DnfVersionLocks(_PackageLockList):
 
     @override
     def process(self, output: list[str]) -> list[str]:
+        refuse_unread("\n".join(output), "dnf's version locks")  # never "no locks"
         return sorted(
             line.strip() for line in output if line.strip() and not line.strip().startswith("#")
         )

@@ -25,6 +25,7 @@ from gpuhost.datafiles import load_yaml, read_file_text, yaml_problem
 from gpuhost.errors import ConfigError
 from gpuhost.gpus.names import mobile_key, normalise_name, sku_key
 from gpuhost.gpus.pciids import base_chip
+from gpuhost.parsers.smi_model import reported_name
 
 CATALOG_FILE = "gpu_catalog.yaml"
 _LSPCI_RE = re.compile(r"^\s*(?:0x)?10de:([0-9a-f]{4})\s*$", re.IGNORECASE)
@@ -88,7 +89,9 @@ def pci_id_of(text: str) -> str | None:
 
 def labelled(name: str, pci_id: str | None) -> str:
     """A GPU as the audit names it: nvidia-smi's name with the PCI ID it reported
-    (``Graphics Device (PCI 10de:2184)``), so the ID decides where the name does not tell."""
+    (``Graphics Device (PCI 10de:2184)``), so the ID decides where the name does not tell. A
+    label ``name`` carries itself is dropped (:func:`reported_name`): a name never brings an ID."""
+    name = reported_name(name) or ""
     return f"{name} (PCI {pci_id})" if pci_id else name
 
 
@@ -103,9 +106,63 @@ def name_part(text: str) -> str:
     return _LABEL_RE.sub("", text).strip()
 
 
+_DEVICE_RE = re.compile(r"^[0-9a-f]{4}$")
+_CC_RE = re.compile(r"^\d{1,2}\.\d{1,2}$")
+GPU_ROW_FIELDS = ("name", "compute_capability", "table", "source")
+
+
+def _words(item: Any) -> bool:
+    return isinstance(item, str) and bool(item.strip())
+
+
+def _devices_problem(devices: Any) -> str | None:
+    if not isinstance(devices, dict):
+        return f"devices: expected a mapping, found {type(devices).__name__}"
+    for key, value in devices.items():
+        if not isinstance(key, str) or not _DEVICE_RE.match(key.lower()):
+            return f"devices: expected 4 hex digits as a device ID, found {key!r}"
+        if not isinstance(value, list) or len(value) != 2 or not all(map(_words, value)):
+            return f"devices.{key}: expected [chip, name], found {value!r}"
+    return None
+
+
+def _chips_problem(chips: Any) -> str | None:
+    if not isinstance(chips, dict):
+        return f"chips: expected a mapping, found {type(chips).__name__}"
+    for name, chip in chips.items():
+        cc = chip.get("compute_capability") if isinstance(chip, dict) else None
+        if not isinstance(cc, str) or not _CC_RE.match(cc):
+            return f"chips.{name}.compute_capability: expected MAJOR.MINOR, found {cc!r}"
+        evidence = chip.get("evidence")
+        if not isinstance(evidence, list) or not evidence or not all(map(_words, evidence)):
+            return f"chips.{name}.evidence: expected a list of sources, found {evidence!r}"
+        if not isinstance(chip.get("architecture"), (str, type(None))):
+            return f"chips.{name}.architecture: expected a name, found {chip['architecture']!r}"
+    return None
+
+
+def _gpus_problem(gpus: Any) -> str | None:
+    if not isinstance(gpus, list):
+        return f"gpus: expected a list, found {type(gpus).__name__}"
+    for index, row in enumerate(gpus):
+        for key in GPU_ROW_FIELDS:
+            item = row.get(key) if isinstance(row, dict) else None
+            if not _words(item) or (key == "compute_capability" and not _CC_RE.match(str(item))):
+                wanted = "MAJOR.MINOR" if key == "compute_capability" else "words"
+                return f"gpus[{index}].{key}: expected {wanted}, found {item!r}"
+    return None
+
+
 def parse_catalog(data: Any, where: str) -> Catalog:
     if not isinstance(data, dict) or data.get("schema") != 1:
         raise ConfigError(f"{where}: expected 'schema: 1' at the top of a mapping")
+    problem = (
+        _devices_problem(data.get("devices"))
+        or _chips_problem(data.get("chips"))
+        or _gpus_problem(data.get("gpus"))
+    )
+    if problem:
+        raise ConfigError(f"{where}: {problem}")
     try:
         devices = {str(k).lower(): (str(v[0]), str(v[1])) for k, v in data["devices"].items()}
         chips = {str(k): dict(v) for k, v in data["chips"].items()}
@@ -114,9 +171,6 @@ def parse_catalog(data: Any, where: str) -> Catalog:
         sources = {str(k): dict(v) for k, v in data["sources"].items()}
     except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
         raise ConfigError(f"{where}: missing or bad field ({exc!r})") from None
-    for name, chip in chips.items():
-        if not isinstance(chip.get("compute_capability"), str):
-            raise ConfigError(f"{where}: chips.{name}.compute_capability: expected a string")
     return Catalog(
         version,
         chips,

@@ -86,39 +86,53 @@ def _source(sources: Mapping[str, Any], key: Any, where: str) -> Mapping[str, An
 def _fabric(raw: Any, sources: Mapping[str, Any], where: str) -> FabricSpec | None:
     if raw is None:
         return None
-    try:
-        row = _source(sources, raw["source"], f"{where}.source")
-        spec = FabricSpec(
-            int(raw["ports"]),
-            float(raw["rate_gbps"]),
-            str(raw["link_layer"]),
-            bool(raw["peermem"]),
-            f"{row['title']}, {row['url']}",
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}: missing or bad field ({exc})") from None
-    if spec.link_layer not in LINK_LAYERS or spec.ports < 1 or spec.rate_gbps <= 0:
-        raise ConfigError(f"{where}: expected ports >= 1, rate_gbps > 0, link_layer {LINK_LAYERS}")
-    return spec
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping of {', '.join(FABRIC_FIELDS)}, source")
+    for key in FABRIC_FIELDS:
+        if key not in raw:
+            raise ConfigError(f"{where}: missing field {key!r}")
+        problem = _fabric_item_problem(key, raw[key])
+        if problem or (key == "ports" and raw[key] < 1):
+            raise ConfigError(f"{where}.{problem or 'ports: expected at least 1'}")
+    row = _source(sources, raw.get("source"), f"{where}.source")
+    return FabricSpec(
+        raw["ports"],
+        float(raw["rate_gbps"]),
+        raw["link_layer"],
+        raw["peermem"],
+        f"{row['title']}, {row['url']}",
+    )
+
+
+#: above any collective bus bandwidth a node reaches (GB/s); a reference past it is a damaged table
+MAX_BUSBW_GBS = 10_000.0
 
 
 def _collective(raw: Any, sources: Mapping[str, Any], where: str) -> CollectiveRef | None:
     if raw is None:
         return None
-    try:
-        row = _source(sources, raw["source"], f"{where}.source")
-        ref = CollectiveRef(
-            float(raw["reference_busbw_gbs"]),
-            str(raw["source"]),
-            str(row["url"]),
-            str(raw["confidence"]),
-            str(raw["how"]),
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping of reference_busbw_gbs, source, "
+                          "confidence, how")
+    row = _source(sources, raw.get("source"), f"{where}.source")
+    busbw: Any = raw.get("reference_busbw_gbs")
+    if not _number_in(busbw, 0.0, MAX_BUSBW_GBS):
+        raise ConfigError(
+            f"{where}.reference_busbw_gbs: expected a number of GB/s above 0 and at most "
+            f"{MAX_BUSBW_GBS:,.0f}, found {busbw!r}"
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}: missing or bad field ({exc})") from None
-    if ref.reference_busbw_gbs <= 0 or not ref.how.strip():
-        raise ConfigError(f"{where}: expected a positive reference_busbw_gbs and how")
-    return ref
+    for key in ("confidence", "how"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise ConfigError(f"{where}.{key}: expected words, found {raw.get(key)!r}")
+    return CollectiveRef(
+        float(busbw), str(raw["source"]), str(row["url"]), raw["confidence"], raw["how"]
+    )
+
+
+def _number_in(item: Any, low: float, high: float) -> bool:
+    """Whether ``item`` is a YAML number (not a boolean, not NaN) with low < item <= high."""
+    number = isinstance(item, (int, float)) and not isinstance(item, bool)
+    return number and low < item <= high
 
 
 def _class(raw: Any, index: int, sources: Mapping[str, Any]) -> NodeClass:
@@ -126,11 +140,14 @@ def _class(raw: Any, index: int, sources: Mapping[str, Any]) -> NodeClass:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise ConfigError(f"{where}: expected a mapping with a name")
     names = raw.get("gpu_names", [])
-    pci_ids = [pci_id_of(str(p)) for p in raw.get("pci_ids", [])]
+    listed = raw.get("pci_ids", [])
+    pci_ids = [pci_id_of(str(p)) for p in listed] if isinstance(listed, list) else [None]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or None in pci_ids:
         raise ConfigError(f"{where}: gpu_names and pci_ids: expected lists of names, 10de:XXXX IDs")
     if not names and not pci_ids:
         raise ConfigError(f"{where}: expected gpu_names or pci_ids")
+    if not isinstance(raw.get("board", ""), str):
+        raise ConfigError(f"{where}.board: expected a name, found {raw['board']!r}")
     cited = raw.get("sources")
     if not isinstance(cited, list) or not cited:
         raise ConfigError(f"{where}: sources: expected names from sources: {', '.join(sources)}")
@@ -164,7 +181,12 @@ def parse_classes(data: Any) -> tuple[NodeClass, ...]:
     classes = data.get("classes")
     if not isinstance(sources, dict) or not isinstance(classes, list):
         raise ConfigError(f"{CLASSES_FILE}: expected sources (mapping) and classes (list)")
-    return tuple(_class(raw, i, sources) for i, raw in enumerate(classes))
+    parsed = tuple(_class(raw, i, sources) for i, raw in enumerate(classes))
+    names = [c.name for c in parsed]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"{CLASSES_FILE}: class {twice[0]!r} is defined more than once")
+    return parsed
 
 
 @functools.lru_cache(maxsize=1)
@@ -213,9 +235,7 @@ def _fabric_item_problem(key: str, item: Any) -> str | None:
     whole = isinstance(item, int) and not isinstance(item, bool)
     if key == "ports" and not (whole and 0 <= item <= 4096):
         return f"ports: expected a whole number from 0 to 4096, found {_shown(item)}"
-    if key == "rate_gbps" and (
-        isinstance(item, bool) or not isinstance(item, (int, float)) or not 0 < item <= 1e6
-    ):
+    if key == "rate_gbps" and not _number_in(item, 0.0, 1e6):
         return f"rate_gbps: expected a number of Gb/s above 0, found {item!r}"
     if key == "link_layer" and item not in LINK_LAYERS:
         return f"link_layer: expected {' or '.join(LINK_LAYERS)}, found {item!r}"

@@ -307,13 +307,20 @@ def parse_versionlock_entry(entry: str) -> tuple[str, str]:
 UNREADABLE = "##gpuhost-unreadable:"
 
 
+def refuse_unread(text: str, what: str) -> None:
+    """A ParseError naming the file when ``text`` says it was not read (``UNREADABLE``): its
+    state is unknown; a parser that went on would take the marker for a comment: "empty"."""
+    for line in text.splitlines():
+        if line.startswith(UNREADABLE):
+            raise ParseError(f"{what}: {line.removeprefix(UNREADABLE).strip()}")
+
+
 def parse_versionlock(text: str) -> list[str]:
     """dnf/yum versionlock.list (one entry a line, ``#`` comments) → package names, in order.
     A file that was not read (``UNREADABLE``) is a ParseError: its locks are unknown."""
+    refuse_unread(text, "versionlock")
     names: list[str] = []
     for line in text.splitlines():
-        if line.startswith(UNREADABLE):
-            raise ParseError(f"versionlock: {line.removeprefix(UNREADABLE).strip()}")
         if not line.strip() or line.strip().startswith("#"):
             continue
         name = parse_versionlock_entry(line)[0]
@@ -364,7 +371,9 @@ def parse_offered(text: str) -> Offered:
 
 def parse_dnf_module_file(text: str) -> dict[str, str]:
     """``/etc/dnf/modules.d/<module>.module`` (``[module]`` then ``key=value`` lines) →
-    {"name", "stream", "profiles", "state"} as written; {} for an empty or missing file."""
+    {"name", "stream", "profiles", "state"} as written; {} for an empty or missing file; a
+    ParseError for one that was not read (``UNREADABLE``)."""
+    refuse_unread(text, "dnf module state")
     values: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")

@@ -150,6 +150,24 @@ class GpuInfo(_ToDict):
     recovery_action: str | None = None  # "GPU Recovery Action" (None/N/A: not shown)
 
 
+#: the longest GPU name gpuhost keeps (NVIDIA's are under 60 characters)
+MAX_NAME_CHARS = 96
+# "(PCI 10de:2330)" as gpuhost labels a GPU by its ID (gpus.catalog.labelled), in any spelling
+_PCI_LABEL_RE = re.compile(r"\(\s*pci\b[^)]*\)?", re.IGNORECASE)
+
+
+def reported_name(raw: str | None) -> str | None:
+    """A GPU name as nvidia-smi reported it, made safe to show and to match: without a PCI
+    label (the device ID that nvidia-smi reports decides which GPU it is, never a name that
+    carries another's), control characters made spaces, at most ``MAX_NAME_CHARS``; None when
+    nothing is left."""
+    text = "".join(c if c.isprintable() else " " for c in raw or "")
+    text = " ".join(_PCI_LABEL_RE.sub(" ", text).split())
+    if len(text) > MAX_NAME_CHARS:
+        text = text[: MAX_NAME_CHARS - 3] + "..."
+    return text or None
+
+
 def pci_device_id(raw: str | None) -> str | None:
     """``10de:2330`` for nvidia-smi's ``0x233010DE`` (XML: ``233010DE``): device ID, then vendor ID;
     None for anything else."""

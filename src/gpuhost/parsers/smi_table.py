@@ -23,6 +23,7 @@ from gpuhost.parsers.smi_model import (
     MigMode,
     PowerLimits,
     SmiReport,
+    reported_name,
 )
 
 EXPECTED = "the nvidia-smi table"
@@ -77,7 +78,7 @@ def _gpu(lines: list[str], at: int, mig_devices: dict[int, int]) -> GpuInfo:
     ecc_cell = row.group("ecc")
     mode = row.group("mode")
     return GpuInfo(
-        name=clean(row.group("name")),
+        name=reported_name(clean(row.group("name"))),
         index=index,
         pci_bus_id=row.group("bus"),
         persistence_mode=to_bool(mode) if mode in ("On", "Off") else None,

@@ -34,6 +34,7 @@ from gpuhost.parsers.smi_model import (
     RetiredPages,
     SmiReport,
     pci_device_id,
+    reported_name,
 )
 from gpuhost.parsers.smi_xml import applications_clocks_supported
 
@@ -232,7 +233,7 @@ def _event(node: Node, path: str) -> str | None:
 
 def _gpu(gpu: Node, index: int) -> GpuInfo:
     return GpuInfo(
-        name=clean(gpu.get("Product Name")),
+        name=reported_name(clean(gpu.get("Product Name"))),
         index=index,
         uuid=clean(gpu.get("GPU UUID")),
         pci_bus_id=clean(gpu.get("PCI/Bus Id")) or clean(gpu.value),

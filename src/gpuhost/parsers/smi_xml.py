@@ -33,6 +33,7 @@ from gpuhost.parsers.smi_model import (
     RetiredPages,
     SmiReport,
     pci_device_id,
+    reported_name,
 )
 
 EXPECTED = "nvidia-smi -q -x XML"
@@ -188,7 +189,7 @@ def _fabric(gpu: ET.Element) -> Fabric:
 def _gpu(gpu: ET.Element, index: int) -> GpuInfo:
     mig_devices = gpu.findall("mig_devices/mig_device")
     return GpuInfo(
-        name=_value(gpu, "product_name"),
+        name=reported_name(_value(gpu, "product_name")),
         index=index,
         uuid=_value(gpu, "uuid"),
         pci_bus_id=_value(gpu, "pci/pci_bus_id") or clean(gpu.get("id")),
