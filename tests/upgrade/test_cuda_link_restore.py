@@ -109,3 +109,29 @@ def test_a_damaged_cuda_link_record_is_one_line(record: dict[str, str], field: s
     doc = build_snapshot("h1", parse_host_state("##GPUHOST packages\n##GPUHOST end\n"), "x")
     with pytest.raises(ConfigError, match=rf"^s\.json: {field}"):
         validate_document({**doc, "cuda_link": record}, "s.json")
+
+
+def test_a_link_left_as_it_is_is_a_line_in_the_hosts_rollback_log(caplog, tmp_path) -> None:
+    """docs/upgrade.md: the link left (its toolkit gone) is said. pyinfra logs a noop's reason at
+    debug level only (print_noop_info is off in gpuhost's runs), and the rollback's log takes
+    INFO and above: the line was shown nowhere. It is a warning of the host's now, which
+    deploy_batch.HostLogs writes into that host's rollback log."""
+    import logging
+
+    from gpuhost.upgrade.deploy_batch import HostLogs
+
+    fact = "gpuhost.facts.cuda_link.CudaDefaultLink"
+    gone = {"args": {"recorded": BEFORE.record()},
+            "facts": {fact: {f"directory={C129}": _now(C130, exists=False)}}}
+    log = tmp_path / "fixture-host-rollback.log"
+    with log.open("w", encoding="utf-8") as out:
+        handler = HostLogs({"fixture-host": out})
+        pyinfra_logger = logging.getLogger("pyinfra")
+        pyinfra_logger.addHandler(handler)
+        try:
+            with caplog.at_level(logging.INFO, logger="pyinfra"):
+                assert run_case(restore.cuda_link_restored, gone)[0] == []
+        finally:
+            pyinfra_logger.removeHandler(handler)
+    assert f"[fixture-host] /usr/local/cuda: the snapshot's default {C129} is not on the host" in (
+        log.read_text(encoding="utf-8"))

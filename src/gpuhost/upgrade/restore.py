@@ -22,6 +22,7 @@ what differs, so a rollback that is re-run (``--resume``) changes nothing twice:
 
 from __future__ import annotations
 
+import logging
 import shlex
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
@@ -240,6 +241,10 @@ def cuda_link_restored(recorded: dict[str, Any] | None) -> Generator:
     want = recorded_link(recorded)
     now = fact(CudaDefaultLink, directory=want.default or "")
     commands, note = cuda_link_restore(want, now)
+    if note:
+        # pyinfra logs a noop's reason only at debug level (print_noop_info is off outside its
+        # own CLI): the line that the link was left as it is goes to the host's rollback log
+        logging.getLogger("pyinfra").warning("[%s] %s", host.name, note)
     if not commands:
         host.noop(note or "/usr/local/cuda as in the snapshot")
         return
