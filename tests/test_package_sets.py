@@ -166,8 +166,21 @@ def test_cuda_repo_ubuntu_from_590_uses_the_unsuffixed_names(os_key: str, branch
         "nvidia-dkms-open",
     ]
     assert set(plan.driver_install) <= set(plan.pins[f"{branch}.54.15"])
-    assert plan.persistenced == "nvidia-compute-utils"
-    assert "nvidia-kernel-common" in plan.companions
+    # nvidia-persistenced is its own package from 590, like nvidia-modprobe at the driver's
+    # version (companions: names Debian's archive has at other versions), nvidia-firmware has no
+    # version in its name any more, so it is pinned with the driver
+    assert plan.persistenced == "nvidia-persistenced"
+    assert {"nvidia-kernel-common", "nvidia-persistenced", "nvidia-modprobe"} <= set(
+        plan.companions)
+    assert "nvidia-firmware" in plan.pins[f"{branch}.54.15"]
+    # what a move from the per-branch names leaves behind is removed, the new set never
+    from gpuhost.operations.precompiled import superseded
+
+    left = ["nvidia-kernel-source-580-open", "nvidia-firmware-580-580.178.04",
+            "libnvidia-compute-580", "nvidia-utils-580-server", "nvidia-firmware", *plan.coupled]
+    keep = plan.never_upgraded + plan.driver_install
+    assert superseded(dict.fromkeys(left), plan.superseded, keep) == [
+        "libnvidia-compute-580", "nvidia-firmware-580-580.178.04", "nvidia-kernel-source-580-open"]
     assert {"cuda", "cuda-drivers", "nvidia-open"} <= set(plan.blocked)
     for name in ("libnvidia-compute-580", "nvidia-utils-580", "nvidia-dkms-580-open",
                  "cuda-drivers-580", "nvidia-driver-pinning-590",
@@ -180,6 +193,7 @@ def test_cuda_repo_ubuntu_580_keeps_the_unsuffixed_590_names_out(os_key: str) ->
     plan = package_plan(_spec("nvidia-cuda-repo", "open", branch="580"), os_key)
     assert "nvidia-dkms-580-open" in plan.driver_install
     assert {"libnvidia-compute", "nvidia-utils", "nvidia-dkms-open"} <= set(plan.blocked)
+    assert plan.persistenced == "nvidia-compute-utils-580"
 
 
 def test_a_branch_below_every_variant_gets_the_entry_itself() -> None:

@@ -1,22 +1,27 @@
-"""The built-in NVIDIA-repository profile on Ubuntu-shaped lab hosts: h1 = Ubuntu 22.04, h2 =
+"""The built-in NVIDIA-repository profiles on Ubuntu-shaped lab hosts: h1 = Ubuntu 22.04, h2 =
 Ubuntu 24.04 (``tests/lab/lab up --os``: the Debian 12 base with Ubuntu's os-release,
 lsb-release and ubuntu.sources), each with one emulated T4, installed from the lab's stand-ins of
 NVIDIA's ubuntu2204 / ubuntu2404 repositories (tests/lab/nvidia_ubuntu.py: Ubuntu's per-branch
-names, ``-0ubuntu1`` revisions, a newer R580 release than the profile's).
+names up to 580, the unsuffixed names from 590, a newer release of each profile's branch and a
+newer branch, 610, under the same unsuffixed names).
 
+One profile of each naming scheme, one per release, in one provision run:
+h1 gets ``nvidia-repo-595-cuda13.2`` (branch 595: ``libnvidia-compute``, ``nvidia-dkms-open``,
+``nvidia-persistenced`` ...), h2 ``nvidia-repo-580-cuda13.0`` (``libnvidia-compute-580`` ...).
 On the same two hosts; the provision is a module fixture (``provisioned``) the later tests ask
 for, so each test also passes alone:
-1. ``provision --reboot`` of ``nvidia-repo-580-cuda13.0`` exits 0 with the Ubuntu names
-   installed and held, the run after it changes nothing, ``audit`` finds no error, ``check
-   --tier static`` passes;
-2. the OS's own ``apt-get dist-upgrade`` keeps the pinned set (the repository offers a newer
-   580 driver and cuDNN) and the audit stays clean;
-3. ``upgrade --to nvidia-repo-580-cuda12.9`` upgrades both, ``rollback`` brings both back;
+1. ``provision --reboot`` exits 0 with each profile's names installed and held, the run after it
+   changes nothing, ``audit`` finds no error, ``check --tier static`` passes;
+2. the OS's own ``apt-get dist-upgrade`` keeps both pinned sets (the repository offers a newer
+   580 release, 610 under the 595 profile's names, and newer cuDNN) and the audit stays clean;
+3. on h2, ``upgrade --to nvidia-repo-595-cuda13.2`` crosses from the per-branch names to the
+   unsuffixed ones (each -580 package conflicts with its successor), ``rollback`` crosses back;
 4. a profile for an OS the host is not: one line, exit 2, nothing changed.
 
+The two releases differ on these hosts only in os-release, lsb-release and the repository
+directory (same apt, dpkg and stand-in packages), so the upgrade and rollback run on one of them
+(a fresh 580 provision on 22.04 and a fresh 595 one on 24.04 would repeat the same apt runs).
 What the Ubuntu shape proves and what it does not: docs/testing.md ("Ubuntu-shaped lab hosts").
-15 min 31 s on this machine at load 8-14 (other labs running, 2026-11-28): provision, audit and
-checks 410 s, the OS's dist-upgrade 160 s, upgrade and rollback 301 s, lab boot 36 s.
 """
 
 from __future__ import annotations
@@ -37,12 +42,19 @@ from gpuhost.upgrade.journal import Journal
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 GPUHOST = [sys.executable, "-m", "gpuhost"]
-PROFILE, OTHER = "nvidia-repo-580-cuda13.0", "nvidia-repo-580-cuda12.9"
+PROFILE, NEW = "nvidia-repo-580-cuda13.0", "nvidia-repo-595-cuda13.2"
 SHAPES = {1: "ubuntu-22.04", 2: "ubuntu-24.04"}
-DRIVER = "580.178.04-0ubuntu1"
-#: the compute set provision installs from NVIDIA's Ubuntu repository (data/package_sets.yaml)
-INSTALLED = ["libnvidia-compute-580", "nvidia-utils-580", "nvidia-compute-utils-580",
-             "libnvidia-cfg1-580", "nvidia-dkms-580-open"]
+#: the compute set provision installs from NVIDIA's Ubuntu repository (data/package_sets.yaml),
+#: per-branch names up to 580, unsuffixed from 590 (with nvidia-persistenced, a package of its own
+#: there, pinned by the profile's companions)
+INSTALLED = {PROFILE: ["libnvidia-compute-580", "nvidia-utils-580", "nvidia-compute-utils-580",
+                       "libnvidia-cfg1-580", "nvidia-dkms-580-open"],
+             NEW: ["libnvidia-compute", "nvidia-utils", "nvidia-compute-utils", "libnvidia-cfg1",
+                   "nvidia-dkms-open", "nvidia-firmware", "nvidia-persistenced",
+                   "nvidia-modprobe", "nvidia-kernel-common"]}
+DRIVER = {PROFILE: "580.178.04-1ubuntu1", NEW: "595.91.07-1ubuntu1"}
+#: the profile each host is provisioned with
+ON = {"h1": NEW, "h2": PROFILE}
 STATE = "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' | sort"
 
 
@@ -51,16 +63,20 @@ class Ubuntu:
         self.view, self.workdir = view, workdir
         self.hosts = view.hosts[:2]
 
-    def inventory(self, profile: str, name: str = "") -> Path:
+    def inventory(self, profiles: str | dict[str, str], name: str = "") -> Path:
+        """An inventory of both hosts: one profile for both, or {host name: profile}."""
         key = self.view.repo_key_path
-        hosts = [(host.name, {**ssh_data(self.view, host), "gpuhost_profile": profile,
+        hosts = [(host.name, {**ssh_data(self.view, host),
+                              "gpuhost_profile": profiles if isinstance(profiles, str)
+                              else profiles[host.name],
                               "gpuhost_cuda_repo_url": self.view.repo_url_for(host),
                               "gpuhost_cuda_repo_key": str(key),
                               "gpuhost_cuda_repo_key_sha256":
                                   hashlib.sha256(key.read_bytes()).hexdigest()})
                  for host in self.hosts]
-        path = self.workdir / f"{name or profile}.py"
-        path.write_text(f'"""Ubuntu-shaped lab hosts on {profile}."""\n\nhosts = {hosts!r}\n')
+        name = name or (profiles if isinstance(profiles, str) else "mixed")
+        path = self.workdir / f"{name}.py"
+        path.write_text(f'"""Ubuntu-shaped lab hosts ({name})."""\n\nhosts = {hosts!r}\n')
         return path
 
     def gpuhost(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -68,9 +84,9 @@ class Ubuntu:
                               timeout=timeout, cwd=self.workdir, check=False,
                               stdin=subprocess.DEVNULL)
 
-    def errors(self, profile: str) -> list[dict[str, Any]]:
+    def errors(self, profiles: str | dict[str, str]) -> list[dict[str, Any]]:
         out = self.workdir / "audit.json"
-        proc = self.gpuhost("audit", str(self.inventory(profile)), "--json", str(out))
+        proc = self.gpuhost("audit", str(self.inventory(profiles)), "--json", str(out))
         assert proc.returncode in (0, 1), proc.stdout + proc.stderr
         report = json.loads(out.read_text())
         assert all(h["reachable"] for h in report["hosts"]), proc.stdout
@@ -80,6 +96,19 @@ class Ubuntu:
     def versions(self, host: Any, names: list[str]) -> dict[str, str]:
         out = host.run("dpkg-query -W -f='${Package} ${Version}\\n' " + " ".join(names)).stdout
         return dict(line.split() for line in out.splitlines() if line.strip())
+
+    def on(self, host: Any, profile: str) -> None:
+        """``host`` has ``profile``'s compute set at its driver version, held, and no package
+        of the other naming scheme's set; the marker names the profile."""
+        names = INSTALLED[profile]
+        assert self.versions(host, names) == dict.fromkeys(names, DRIVER[profile])
+        held = set(host.run("apt-mark showhold").stdout.split())
+        assert set(names) <= held, held
+        other = next(p for p in INSTALLED if p != profile)
+        left = host.run(f"dpkg-query -W -f='${{db:Status-Abbrev}} ${{Package}}\\n' "
+                        f"{' '.join(INSTALLED[other])} 2>/dev/null | grep '^.i' || true").stdout
+        assert not left.strip(), left
+        assert json.loads(host.run("cat /etc/gpuhost/profile").stdout)["profile"] == profile
 
 
 @pytest.fixture(scope="module")
@@ -106,10 +135,10 @@ def test_the_hosts_are_ubuntu_to_gpuhost(ubuntu: Ubuntu) -> None:
 
 @pytest.fixture(scope="module")
 def provisioned(ubuntu: Ubuntu) -> tuple[subprocess.CompletedProcess[str], ...]:
-    """Both hosts provisioned at PROFILE with --reboot, then once more: after the first boot with
-    the module loaded the persistence daemon starts (the Debian loops, test_nvidia_repo_loop_lab,
+    """Both hosts provisioned (ON) with --reboot, then once more: after the first boot with the
+    module loaded the persistence daemon starts (the Debian loops, test_nvidia_repo_loop_lab,
     show the run after that changes nothing). (first, second)."""
-    inventory = str(ubuntu.inventory(PROFILE))
+    inventory = str(ubuntu.inventory(ON))
     first = ubuntu.gpuhost("provision", inventory, "--reboot")
     again = ubuntu.gpuhost("provision", inventory) if first.returncode == 0 else first
     return first, again
@@ -118,67 +147,79 @@ def provisioned(ubuntu: Ubuntu) -> tuple[subprocess.CompletedProcess[str], ...]:
 def test_provision_audit_and_static_checks_on_both_releases(
     ubuntu: Ubuntu, provisioned: tuple[subprocess.CompletedProcess[str], ...]
 ) -> None:
-    inventory = str(ubuntu.inventory(PROFILE))
+    inventory = str(ubuntu.inventory(ON))
     proc, again = provisioned
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     for host in ubuntu.hosts:
-        assert ubuntu.versions(host, INSTALLED) == dict.fromkeys(INSTALLED, DRIVER)
-        held = set(host.run("apt-mark showhold").stdout.split())
-        assert set(INSTALLED) <= held, held
+        profile = ON[host.name]
+        ubuntu.on(host, profile)
+        upstream = DRIVER[profile].split("-")[0]
         smi = host.run("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader").stdout
-        assert smi.strip() == "Tesla T4, 580.178.04", smi
+        assert smi.strip() == f"Tesla T4, {upstream}", smi
         assert "Open Kernel Module" in host.run("cat /proc/driver/nvidia/version").stdout
-    assert not ubuntu.errors(PROFILE)
+        assert host.run("systemctl is-active nvidia-persistenced").stdout.strip() == "active"
+    # NVIDIA's pinning packages are kept out, never installed (gpuhost's pins are the lock)
+    assert "nvidia-driver-pinning" not in ubuntu.hosts[0].run("dpkg -l").stdout
+    assert not ubuntu.errors(ON)
     check = ubuntu.gpuhost("check", inventory, "--tier", "static")
     assert check.returncode == 0, check.stdout[-4000:] + check.stderr[-2000:]
     assert " passed" in check.stdout and "FAILED" not in check.stdout, check.stdout[-3000:]
 
 
 @pytest.mark.usefixtures("provisioned")
-def test_the_os_dist_upgrade_keeps_the_pinned_set(ubuntu: Ubuntu) -> None:
-    watched = [*INSTALLED, "libcudnn9-cuda-13"]
+def test_the_os_dist_upgrade_keeps_the_pinned_sets(ubuntu: Ubuntu) -> None:
+    #: what the repository offers above each host's set: the 595 host's unsuffixed names also
+    #: at 610.57.04 (a newer branch under the same names), the 580 host's at 580.199.02
+    newer = {NEW: ("libnvidia-compute", "610.57.04-1ubuntu1"),
+             PROFILE: ("libnvidia-compute-580", "580.199.02-1ubuntu1")}
     for host in ubuntu.hosts:
+        profile = ON[host.name]
+        watched = [*INSTALLED[profile], "libcudnn9-cuda-13"]
         before = ubuntu.versions(host, watched)
-        newer = host.run("apt-get update -qq && apt-cache madison libnvidia-compute-580").stdout
-        assert "580.199.02-0ubuntu1" in newer, newer  # the repository offers a newer driver
+        name, version = newer[profile]
+        offered = host.run(f"apt-get update -qq && apt-cache madison {name}").stdout
+        assert version in offered, offered
         proc = host.run("DEBIAN_FRONTEND=noninteractive apt-get -y dist-upgrade", timeout=600)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         assert ubuntu.versions(host, watched) == before
-    assert not ubuntu.errors(PROFILE)
+    assert not ubuntu.errors(ON)
 
 
 @pytest.mark.usefixtures("provisioned")
-def test_upgrade_to_another_profile_and_rollback(ubuntu: Ubuntu) -> None:
+def test_upgrade_to_the_unsuffixed_names_and_rollback(ubuntu: Ubuntu) -> None:
+    """580 -> 595 on h2: every per-branch package gives way to its unsuffixed successor (they
+    conflict), and the rollback brings the per-branch set back from the snapshot's cache."""
     state_dir = ubuntu.workdir / "state"
-    inventory = str(ubuntu.inventory(PROFILE))
+    inventory = str(ubuntu.inventory(ON))
+    h2 = ubuntu.hosts[1]
     # PROFILE's default CUDA 13.0 through NVIDIA's cuda alternatives group (auto: the newest);
-    # OTHER sets 12.9 (manual) and keeps 13.0 installed: rollback must put the group back
+    # NEW brings 13.2 and keeps 13.0 installed: rollback must put the group back
     link = "readlink -f /usr/local/cuda; head -n 1 /var/lib/dpkg/alternatives/cuda"
-    before_link = [host.run(link).stdout.split() for host in ubuntu.hosts]
-    assert before_link == [["/usr/local/cuda-13.0", "auto"]] * 2, before_link
-    # both built-in profiles' CUDA toolkits (12.9.1, 13.0.2) are named by NVIDIA's CUDA Toolkit
-    # bulletin 5755 (fixed in 13.1.0; data/advisories.yaml since 24af1ad): a known condition of
-    # the target profile, not of Ubuntu, that the validation audit would otherwise fail on
-    proc = ubuntu.gpuhost("upgrade", inventory, "--to", OTHER, "--canary", "0", "--batch", "2",
+    before_link = h2.run(link).stdout.split()
+    assert before_link == ["/usr/local/cuda-13.0", "auto"], before_link
+    # the 580 profile's CUDA toolkits (13.0.2, 12.9.1) stay installed beside 13.2 (an upgrade
+    # adds toolkits, never removes one), and NVIDIA's CUDA Toolkit bulletin 5755 names them
+    # (fixed in 13.1.0; data/advisories.yaml): a known condition of the hosts' old toolkits,
+    # not of the 595 driver, that the validation audit would otherwise fail on
+    proc = ubuntu.gpuhost("upgrade", inventory, "--limit", "h2", "--to", NEW, "--canary", "0",
                           "--accept-audit", "security.cuda-toolkit",
                           "--state-dir", str(state_dir), timeout=1500)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     (journal,) = (state_dir / "runs").glob("*.jsonl")
     progress = Journal.open(journal).progress()
-    assert {h: p.outcome for h, p in progress.items()} == {"h1": "upgraded", "h2": "upgraded"}
-    for host in ubuntu.hosts:
-        assert json.loads(host.run("cat /etc/gpuhost/profile").stdout)["profile"] == OTHER
-        assert ubuntu.versions(host, ["libcudnn9-cuda-12"]) == {
-            "libcudnn9-cuda-12": "9.10.2.21-1"}
-        assert host.run(link).stdout.split() == ["/usr/local/cuda-12.9", "manual"]
-    proc = ubuntu.gpuhost("rollback", inventory, "--state-dir", str(state_dir), "--yes")
+    assert {h: p.outcome for h, p in progress.items()} == {"h2": "upgraded"}
+    ubuntu.on(h2, NEW)
+    assert ubuntu.versions(h2, ["libcudnn9-cuda-13"]) == {"libcudnn9-cuda-13": "9.24.1.1-1"}
+    assert h2.run(link).stdout.split()[0] == "/usr/local/cuda-13.2"
+    assert not ubuntu.errors(NEW)
+    proc = ubuntu.gpuhost("rollback", inventory, "--limit", "h2", "--state-dir", str(state_dir),
+                          "--yes")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    for host in ubuntu.hosts:
-        assert json.loads(host.run("cat /etc/gpuhost/profile").stdout)["profile"] == PROFILE
-        assert ubuntu.versions(host, INSTALLED) == dict.fromkeys(INSTALLED, DRIVER)
-    assert [host.run(link).stdout.split() for host in ubuntu.hosts] == before_link
-    assert not ubuntu.errors(PROFILE)
+    ubuntu.on(h2, PROFILE)
+    assert ubuntu.versions(h2, ["libcudnn9-cuda-13"]) == {"libcudnn9-cuda-13": "9.17.0.29-1"}
+    assert h2.run(link).stdout.split() == before_link
+    assert not ubuntu.errors(ON)
 
 
 def test_a_profile_for_another_os_is_one_line_and_changes_nothing(ubuntu: Ubuntu) -> None:

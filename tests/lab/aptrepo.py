@@ -73,14 +73,18 @@ BRANCHES = {"550": DRIVER_550, "560": DRIVER_560, "580": DRIVER_580}
 #: installs both side by side); releases 12.9.0/12.9.1 and 13.0.0/13.0.2 (13.0.2-1: the version
 #: `apt install cuda=13.0.2-1` in public Dockerfiles)
 TOOLKIT = {"12-4": ["12.4.0-1", "12.4.1-1"], "12-6": ["12.6.0-1", "12.6.2-1"],
-           "12-9": ["12.9.0-1", "12.9.1-1"], "13-0": ["13.0.0-1", "13.0.2-1"]}
+           "12-9": ["12.9.0-1", "12.9.1-1"], "13-0": ["13.0.0-1", "13.0.2-1"],
+           # nvidia-repo-595-cuda13.2's toolkit: releases 13.2.0 and 13.2.1 (data/matrix.yaml)
+           "13-2": ["13.2.0-1", "13.2.1-1"]}
 #: four-field versions like NVIDIA's (9.5.1.17-1, 9.10.2.21-1 are real package versions): a
 #: three-field profile value ("9.5.1") must select 9.5.1.17-1, never 9.10.2.21-1
 CUDNN = ["9.1.0.70-1", "9.3.0.75-1", "9.5.1.17-1", "9.10.2.21-1"]
 #: libcudnn9-cuda-13 (CUDA 13 builds): 9.16.0.29-1 and 9.19.0.56-1 are versions public
 #: Dockerfiles install; 9.17.0.29-1 (nvidia-repo-580-cuda13.0's cuDNN 9.17.0) takes the build
-#: number of the 9.17.0 wheel - the .deb's was not seen (docs/nvidia-repo-packages.md)
-CUDNN_13 = ["9.16.0.29-1", "9.17.0.29-1", "9.19.0.56-1"]
+#: number of the 9.17.0 wheel - the .deb's was not seen (docs/nvidia-repo-packages.md);
+#: 9.24.1.1-1 (nvidia-repo-595-cuda13.2's cuDNN 9.24.1) the build number of NVIDIA's
+#: redistrib_9.24.1.json (data/matrix.yaml), the .deb's not seen either
+CUDNN_13 = ["9.16.0.29-1", "9.17.0.29-1", "9.19.0.56-1", "9.24.1.1-1"]
 #: 1.19.1: the version the built-in NVIDIA-repository profiles pin (profiles.yaml)
 CONTAINER_TOOLKIT = ["1.16.2-1", "1.17.0-1", "1.19.1-1"]
 

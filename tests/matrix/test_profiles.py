@@ -21,8 +21,16 @@ def test_required_builtin_profiles(matrix: Matrix) -> None:
         "debian12-nonfree-535-security",
         "nvidia-repo-580-cuda12.9",
         "nvidia-repo-580-cuda13.0",
+        "nvidia-repo-595-cuda13.2",
         "ubuntu-archive-580-server",
     ]
+    # the 590+ one: NVIDIA's unsuffixed Ubuntu names, Ubuntu only, the two packages of their own
+    # at the driver's version pinned exactly (data/package_sets.yaml from_branch 590)
+    r595 = profiles["nvidia-repo-595-cuda13.2"]
+    assert (r595.driver_version, r595.driver_branch, tuple(r595.os)) == (
+        "595.91.07", 595, ("ubuntu-22.04", "ubuntu-24.04"))
+    assert r595.companions == dict.fromkeys(
+        ["nvidia-persistenced", "nvidia-modprobe", "nvidia-kernel-common"], "595.91.07-1ubuntu1")
     ubuntu = profiles["ubuntu-archive-580-server"]
     assert (ubuntu.source, tuple(ubuntu.os)) == ("ubuntu-archive", ("ubuntu-22.04", "ubuntu-24.04"))
     deb = profiles["debian12-nonfree-535-security"]

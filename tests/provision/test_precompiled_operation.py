@@ -212,3 +212,24 @@ def test_a_driver_change_removes_the_old_versions_firmware_package() -> None:
     commands, noops = run_case(precompiled.stale_versions_removed, {
         "args": {"versioned": plan.versioned}, "facts": {"deb.DebPackages": {"": installed}}})
     assert commands == [] and noops == ["no package of another driver version's name"]
+
+
+def test_a_move_to_the_unsuffixed_names_removes_the_old_branchs_leftovers() -> None:
+    """580 -> 595 from NVIDIA's Ubuntu repository: the per-branch packages no unsuffixed one
+    replaces (nvidia-kernel-source-580-open, nvidia-firmware-580-<version>) are removed after
+    the install, held or not; the new set and other sources' names are left alone."""
+    patterns = ["/^(nvidia-kernel-source|libnvidia-compute)-[0-9]+(-open)?$/",
+                "/^nvidia-firmware-[0-9]+-[0-9][0-9.]*$/"]
+    installed = {"nvidia-kernel-source-580-open": ["x"], "nvidia-firmware-580-580.178.04": ["x"],
+                 "nvidia-kernel-source-open": ["y"], "nvidia-firmware": ["y"],
+                 "libnvidia-compute-580-server": ["z"]}
+    commands, _ = run_case(precompiled.superseded_removed, {
+        "args": {"patterns": patterns, "keep": ["nvidia-kernel-source-open"]},
+        "facts": {"deb.DebPackages": {"": installed}}})
+    assert commands == ["DEBIAN_FRONTEND=noninteractive apt-get remove -y -q "
+                        "--allow-change-held-packages nvidia-firmware-580-580.178.04 "
+                        "nvidia-kernel-source-580-open"]
+    commands, noops = run_case(precompiled.superseded_removed, {
+        "args": {"patterns": patterns, "keep": []},
+        "facts": {"deb.DebPackages": {"": {"nvidia-firmware": ["y"]}}}})
+    assert commands == [] and noops == ["no package of another driver branch"]

@@ -66,3 +66,33 @@ def test_a_proxy_port_out_of_range_is_refused_here(tmp_path: Path, url: str) -> 
     message = _refused(tmp_path, repr({"gpuhost_proxy": url}))
     assert message.startswith(f"gpuhost_proxy: found {url!r} (str)")
     assert message.endswith("(its port is not 1-65535)")
+
+
+@pytest.mark.parametrize(
+    "proxy",
+    [
+        "http://u:pw%0Asslverify%3DFalse@proxy:3128",
+        {"https": "http://u%0D%0Agpgcheck%3D0:pw@proxy:3128"},
+        "http://u:pw%00@proxy:3128",
+    ],
+)
+def test_a_proxy_whose_credentials_decode_to_a_control_character_is_refused_here(
+    tmp_path: Path, proxy: object
+) -> None:
+    """dnf.conf gets the URL's credentials decoded (operations/dnf_proxy): a '%0A' in the
+    password wrote a line of its own into [main] ('sslverify=False': TLS checks off for every
+    repository) and into the guard's --setopt."""
+    message = _refused(tmp_path, repr({"gpuhost_proxy": proxy}))
+    assert message.startswith("gpuhost_proxy: found ")
+    if isinstance(proxy, str):  # a mapping's line names the expected form only
+        assert message.endswith("(its user name or password decodes to a control character)")
+
+
+def test_a_proxy_password_with_escaped_printable_characters_is_kept(tmp_path: Path) -> None:
+    from gpuhost.operations.dnf_proxy import proxy_settings
+
+    url = "http://user:p%40ss%3Aw%25rd@proxy:3128"
+    path = tmp_path / "inv.py"
+    path.write_text(f"gpu = [('n1.invalid', {{'gpuhost_proxy': {url!r}}})]\n", encoding="utf-8")
+    select(str(path))  # accepted
+    assert proxy_settings({"https": url})["proxy_password"] == "p@ss:w%rd"

@@ -142,8 +142,33 @@ def test_a_hung_acceptance_agent_is_one_line_at_its_deadline(tmp_path, monkeypat
     agent = remote.Remote(CheckHost(LOCAL), None)
 
     with pytest.raises(HostError) as caught:
-        agent.run_agent(AcceptOptions(duration_s=0.5), "python3", "", lambda _: None)
+        # the timed stages skipped: the deadline is the soak's duration plus the slack
+        agent.run_agent(AcceptOptions(duration_s=0.5, skip=frozenset({"dcgm", "nvbandwidth",
+                                                                       "nccl"})),
+                        "python3", "", lambda _: None)  # fmt: skip
 
     assert "the acceptance agent did not finish within 1 s" in str(caught.value)
     assert _wait_gone(pid)
     agent.stop()  # the agent is over: nothing to signal
+
+
+def test_the_agents_deadline_covers_the_limits_it_runs_under():
+    """The deadline was the soak's duration plus 30 min, while the agent lets dcgmi diag run 2 h
+    (and nvbandwidth, NCCL 15 min each): a level 3/4 diag over 30 min had a healthy host's run
+    killed as 'did not finish'. The agent gets the limits the deadline is made of."""
+    import shlex
+
+    from gpuhost.accept import agent as agent_script
+    from gpuhost.accept import remote
+    from gpuhost.accept.options import AcceptOptions
+    from gpuhost.checks_support.inventory import LOCAL, CheckHost
+
+    options = AcceptOptions(duration_s=3600.0)
+    argv = shlex.split(remote.Remote(CheckHost(LOCAL), None).agent_command(options, "python3", ""))
+    opts = agent_script.parse_args(argv[2:])
+    after_soak = remote.agent_deadline(options) - options.duration_s
+    assert after_soak > opts["dcgm_timeout"] + 2 * opts["tool_timeout"]
+    assert (opts["dcgm_timeout"], opts["tool_timeout"]) == (
+        remote.DCGM_TIMEOUT_S, remote.TOOL_TIMEOUT_S)
+    skipped = AcceptOptions(duration_s=60.0, skip=frozenset({"dcgm", "nvbandwidth", "nccl"}))
+    assert remote.agent_deadline(skipped) == 60.0 + remote.SLACK_S

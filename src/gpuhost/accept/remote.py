@@ -30,8 +30,22 @@ AGENT_PATH = Path(__file__).with_name("agent.py")
 AGENT_DIR = "/var/tmp/gpuhost-accept"
 AGENT_PID = "/run/gpuhost-accept.pid"
 SSH_FAILED = 255
-#: seconds for what surrounds the soak (inventory, nvbandwidth, nccl) on top of the budget
+#: seconds for what surrounds the timed stages (inventory, the soak's start and end) on top of
+#: their limits
 SLACK_S = 1800.0
+#: the agent's limit for ``dcgmi diag`` (level 3 or 4 can run well over an hour on a full node)
+#: and for nvbandwidth and the NCCL test each: passed to it, and part of its deadline here
+DCGM_TIMEOUT_S = 7200.0
+TOOL_TIMEOUT_S = 900.0
+
+
+def agent_deadline(options: AcceptOptions) -> float:
+    """Seconds the agent may run (pure): the soak's duration, the limits of the stages it runs
+    (never a DCGM diag cut short by gpuhost before the agent's own limit) and the slack."""
+    stages = options.agent_stages()
+    limits = (DCGM_TIMEOUT_S if "dcgm" in stages else 0.0) + TOOL_TIMEOUT_S * sum(
+        stage in stages for stage in ("nvbandwidth", "nccl"))
+    return options.duration_s + limits + SLACK_S
 
 
 class Remote:
@@ -79,6 +93,7 @@ class Remote:
             "--duration", f"{options.duration_s:g}", "--interval", f"{options.interval_s:g}",
             "--dcgm-level", str(options.dcgm_level), "--python", python,
             "--nccl-tests", nccl_tests,
+            "--dcgm-timeout", f"{DCGM_TIMEOUT_S:g}", "--tool-timeout", f"{TOOL_TIMEOUT_S:g}",
         ]  # fmt: skip
         return " ".join(shlex.quote(a) for a in args)
 
@@ -113,7 +128,7 @@ class Remote:
 
         with self._lock:  # in a group of its own: a Ctrl-C on the terminal reaches gpuhost alone
             self._agent = toolrun.Tool(self.argv(command), on_stderr_line=follow)
-        deadline = options.duration_s + SLACK_S
+        deadline = agent_deadline(options)
         agent = self._agent.finish(deadline)
         if agent.timed_out:
             raise HostError(

@@ -100,7 +100,8 @@ def install_driver(spec: DesiredState, plan: PackagePlan, move_kernel: bool = Fa
 
 def _precompiled_modules(spec: DesiredState, plan: PackagePlan, move_kernel: bool) -> None:
     """Ubuntu's archive: the kernel paired with its modules, and what a driver change leaves
-    under another version's name removed (operations/precompiled.py)."""
+    under another version's name removed; any source: another branch's leftovers removed
+    (``superseded_patterns``; operations/precompiled.py)."""
     if plan.precompiled is not None:
         precompiled.modules_paired(
             name="NVIDIA modules for the next boot's kernel, kernel held with them",
@@ -114,6 +115,11 @@ def _precompiled_modules(spec: DesiredState, plan: PackagePlan, move_kernel: boo
     if plan.versioned:
         precompiled.stale_versions_removed(
             name="Packages named after another driver version removed", versioned=plan.versioned
+        )
+    if plan.superseded:
+        precompiled.superseded_removed(
+            name="Packages of another driver branch removed", patterns=plan.superseded,
+            keep=plan.never_upgraded + plan.driver_install,
         )
 
 

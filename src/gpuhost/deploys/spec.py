@@ -41,6 +41,10 @@ class PackagePlan:
     #: version (nvidia-firmware-580-server-580.178.04 -> nvidia-firmware-580-server-): another
     #: version's package is another name, left behind by a driver change unless removed
     versioned: dict[str, str] = field(default_factory=dict)
+    #: apt name patterns (``/^nvidia-kernel-source-[0-9]+-open$/``) of packages another driver
+    #: branch installs that this one neither replaces nor needs: removed after the install, so
+    #: a branch change (580 -> 595 on Ubuntu: per-branch names -> unsuffixed) leaves none behind
+    superseded: list[str] = field(default_factory=list)
     #: dnf (RHEL family) only: the driver packages' epoch, the module stream ("nvidia-driver",
     #: "580-open"; None on RHEL 10, no modules), the package DKMS comes from, NVIDIA's repository
     #: folder (rhel9) and the repository EPEL's packages need (crb, powertools)
@@ -197,6 +201,7 @@ def package_plan(spec: DesiredState, os_key: str) -> PackagePlan:
         companions=names("companions"),
         blocked=names("blocked"),
         blocked_patterns=list(entry.get("blocked_patterns") or []),
+        superseded=[str(p) for p in entry.get("superseded_patterns") or []],
         persistenced=_fill([entry.get("persistenced") or ""], values)[0],
         cuda_toolkit=cuda_toolkit,
         cuda_toolkits=toolkits,

@@ -41,12 +41,12 @@ from gpuhost.inventory.value_types import (
     _LINE_RE,
     _PATH_RE,
     APT_URL_RE,
-    AptUrl,
     Key,
     NonEmpty,
     PathText,
     Port,
     Positive,
+    ProxyUrl,
     Seconds,
     Word,
     port_in_range,
@@ -127,7 +127,7 @@ def _bundle_shape(value: dict[str, Any]) -> dict[str, Any]:
 
 
 _Bundle = dict[Literal["path", "url", "key_sha256"], StrictStr]
-_Proxies = Annotated[dict[Literal["http", "https"], AptUrl], Field(min_length=1)]
+_Proxies = Annotated[dict[Literal["http", "https"], ProxyUrl], Field(min_length=1)]
 
 
 _LIST = "a list of strings, e.g. ['a', 'b']"
@@ -265,7 +265,7 @@ KEYS: dict[str, Key] = {
         ),
         _k(
             "gpuhost_proxy",
-            AptUrl | _Proxies,
+            ProxyUrl | _Proxies,
             "an http(s) URL, e.g. 'http://proxy:3128', or {http: URL, https: URL}",
             None,
             "The site's HTTP(S) proxy: apt on the host uses it (/etc/apt/apt.conf.d/"

@@ -73,3 +73,19 @@ def port_in_range(value: str) -> str:
 
 
 AptUrl = Annotated[StrictStr, matches(APT_URL_RE), AfterValidator(port_in_range)]
+
+
+def plain_user_info(value: str) -> str:
+    """``value`` when its user name and password, percent-decoded as a client decodes them,
+    hold no control character; ValueError otherwise. dnf.conf gets them decoded
+    (``proxy_password=``): a ``%0A`` there would add a line of its own (``sslverify=False``)."""
+    parts = urllib.parse.urlsplit(value)
+    decoded = urllib.parse.unquote(parts.username or "") + urllib.parse.unquote(
+        parts.password or "")
+    if re.search(f"[{_CONTROL}]", decoded):
+        raise ValueError("its user name or password decodes to a control character")
+    return value
+
+
+#: a proxy URL: an ``AptUrl`` whose user information decodes to plain text
+ProxyUrl = Annotated[AptUrl, AfterValidator(plain_user_info)]

@@ -308,3 +308,31 @@ def stale_versions_removed(versioned: dict[str, str]) -> Generator:
         host.noop("no package of another driver version's name")
         return
     yield APT.remove(stale, change_held=True)
+
+
+def superseded(installed: Mapping[str, object], patterns: Sequence[str],
+               keep: Sequence[str]) -> list[str]:
+    """Installed packages matching one of the apt name ``patterns`` (``/regex/``), except
+    ``keep`` (pure)."""
+    regexes = [re.compile(p.strip("/")) for p in patterns]
+    return sorted(
+        name for name in installed
+        if name not in keep and any(r.search(name) for r in regexes)
+    )
+
+
+@operation()
+def superseded_removed(patterns: list[str], keep: list[str]) -> Generator:
+    """Remove what another driver branch installed and this one neither replaces nor needs (a
+    per-branch package whose files do not clash with the new set's, such as
+    ``nvidia-kernel-source-580-open`` after a move to 595's unsuffixed names); held with the
+    driver before, so released for the removal.
+
+    + patterns: apt name patterns of the other branches' packages (data: superseded_patterns)
+    + keep: the profile's own package names (never removed)
+    """
+    stale = superseded(fact(DebPackages), patterns, keep)
+    if not stale:
+        host.noop("no package of another driver branch")
+        return
+    yield APT.remove(stale, change_held=True)

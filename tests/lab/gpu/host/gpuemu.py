@@ -72,7 +72,10 @@ SMI_REAL_PATH = "/usr/lib/nvidia/current/nvidia-smi"
 PERSISTENCED_PATH = "/usr/bin/nvidia-persistenced"
 SMI_PATH = "/usr/bin/nvidia-smi"
 CUDA_BY_BRANCH = {"470": "11.4", "525": "12.0", "535": "12.2", "550": "12.4", "560": "12.6",
-                  "565": "12.7", "570": "12.8", "575": "12.9", "580": "13.0"}
+                  "565": "12.7", "570": "12.8", "575": "12.9", "580": "13.0",
+                  # the first driver of each CUDA 13 minor (data/matrix.yaml cuda: 13.1 from
+                  # 590.44.01, 13.2 from 595.45.04, 13.3 from 610.43.02)
+                  "590": "13.1", "595": "13.2", "610": "13.3"}
 
 # nvidia-smi's exit codes (nvidia-smi(1), RETURN VALUE)
 RC_OK, RC_ARG, RC_PERMISSION, RC_NO_DRIVER, RC_LOST, RC_MISMATCH = 0, 2, 4, 9, 15, 18
