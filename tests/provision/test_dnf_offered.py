@@ -19,6 +19,7 @@ import pytest
 from gpuhost.deploys.nvidia_dnf import lacking, locked_versions, offered_problem
 from gpuhost.deploys.spec import package_plan
 from gpuhost.desired import DesiredState
+from gpuhost.errors import DeployError
 from gpuhost.matrix.profiles import load_profiles
 from gpuhost.parsers.packages import Offered, parse_offered
 from gpuhost.pkgmgr.dnf import Dnf
@@ -267,7 +268,7 @@ def test_the_queries_go_through_the_proxy_the_run_configures_later() -> None:
     this guard; the guard's queries get the same settings for themselves."""
     fake = _Host({}, Offered({}, "dnf exited 1: Error: Curl error (5)"))
     fake.data["gpuhost_proxy"] = "http://lab:pw@proxy.example:3128"
-    with pytest.raises(Exception, match="cannot read what the repositories offer"):
+    with pytest.raises(DeployError, match="cannot read what the repositories offer"):
         _check(fake)
     setopts = ["proxy=http://proxy.example:3128", "proxy_username=lab", "proxy_password=pw"]
     queries = [a for a in fake.asked if a["fact"].startswith("Dnf")]
@@ -280,14 +281,14 @@ def test_a_proxy_the_run_takes_out_is_not_used_by_the_queries_an_admins_is() -> 
     # gpuhost's proxy of an earlier run (gpuhost_proxy no longer set): the run removes it
     fake = _Host({}, Offered({}, "dnf exited 1: Error"))
     fake.conf = ["[main]", MARK, "proxy=http://127.0.0.1:9", "best=True"]
-    with pytest.raises(Exception, match="cannot read"):
+    with pytest.raises(DeployError, match="cannot read"):
         _check(fake)
     queries = [a for a in fake.asked if a["fact"].startswith("Dnf")]
     assert queries[0]["setopts"] == ["proxy=", "proxy_username=", "proxy_password="]
     # an administrator's own proxy, gpuhost_proxy unset: dnf's configuration as it is
     fake = _Host({}, Offered({}, "dnf exited 1: Error"))
     fake.conf = ["[main]", "proxy=http://site-proxy:3128"]
-    with pytest.raises(Exception, match="cannot read"):
+    with pytest.raises(DeployError, match="cannot read"):
         _check(fake)
     assert "setopts" not in [a for a in fake.asked if a["fact"].startswith("Dnf")][0]
     assert run_settings(fake.conf, {}) == ["proxy=http://site-proxy:3128", "proxy_username=",

@@ -7,8 +7,10 @@ tool ends by the deadline under test or by its own ``sleep``."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -172,3 +174,29 @@ def test_the_agents_deadline_covers_the_limits_it_runs_under():
         remote.DCGM_TIMEOUT_S, remote.TOOL_TIMEOUT_S)
     skipped = AcceptOptions(duration_s=60.0, skip=frozenset({"dcgm", "nvbandwidth", "nccl"}))
     assert remote.agent_deadline(skipped) == 60.0 + remote.SLACK_S
+
+
+def test_a_long_soaks_document_is_read_whole(tmp_path, monkeypatch):
+    """The agent prints its document as one line at the end; toolrun keeps 16 MiB of stdout by
+    default, so a long soak's telemetry (72 h of 8 GPUs every 10 s: about 24 MB) was cut and the
+    host's run ended in 'printed no result'. The cap grows with the soak's samples."""
+    from gpuhost import toolrun
+    from gpuhost.accept import remote
+    from gpuhost.accept.options import AcceptOptions
+    from gpuhost.checks_support.inventory import LOCAL, CheckHost
+
+    row = "0, 00000000:18:00.0, 59, 631.95, 700.00, 1980, 1980, 100, Not Active, " * 2
+    options = AcceptOptions(duration_s=72 * 3600.0, interval_s=10.0)
+    samples = int(options.duration_s / options.interval_s)
+    script = tmp_path / "agent.py"
+    script.write_text(
+        "import json\n"
+        f"sample = {{'t': 1.0, 'rc': 0, 'csv': {row!r} * 8}}\n"
+        f"print(json.dumps({{'stages': {{'soak': {{'samples': [sample] * {samples}}}}}}}))\n"
+    )
+    monkeypatch.setattr(remote.Remote, "agent_command",
+                        lambda *_: f"{sys.executable} {script}")  # fmt: skip
+    doc = remote.Remote(CheckHost(LOCAL), None).run_agent(options, "python3", "", lambda _: None)
+
+    assert len(doc["stages"]["soak"]["samples"]) == samples
+    assert len(json.dumps(doc)) > toolrun.MAX_OUTPUT  # what was cut before

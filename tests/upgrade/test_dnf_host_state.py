@@ -69,3 +69,29 @@ def test_the_package_cache_of_a_dnf_host_uses_dnf_download_and_rpm() -> None:
         "dnf -y --setopt=install_weak_deps=False --disableplugin=versionlock '--disablerepo=*' "
         "--allowerasing install"
     )
+
+
+def test_a_lock_file_that_was_not_read_is_no_snapshot_of_no_locks(tmp_path) -> None:
+    """The snapshot's holds come from the seam's lock file read, which prints one
+    '##gpuhost-unreadable: PATH why' line for a FIFO (or a device, a folder, a huge file); the
+    holds section dropped it as a comment, so the snapshot recorded 'no locks' and a rollback
+    would restore none. Now the state cannot be parsed: the host's step fails with that line."""
+    import os
+    import subprocess
+
+    import pytest
+
+    from gpuhost.errors import ParseError
+
+    dnf = DNF.under(str(tmp_path))
+    lock_file = tmp_path / "etc/dnf/plugins/versionlock.list"
+    lock_file.parent.mkdir(parents=True)
+    os.mkfifo(lock_file)
+    read = subprocess.run(["sh", "-c", dnf.holds_command()], capture_output=True, text=True,
+                          timeout=20, check=True).stdout  # fmt: skip
+    output = _output().replace("\n".join(LOCKS), read.strip())
+
+    with pytest.raises(ParseError) as caught:
+        parse_host_state(output)
+    assert str(caught.value) == f"host state: holds: {lock_file} is not a regular file"
+    assert parse_host_state(_output()).holds == sorted(LOCKS[1:])  # a real comment still is one

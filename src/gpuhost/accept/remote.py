@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import shlex
 import signal
 import threading
@@ -37,6 +38,20 @@ SLACK_S = 1800.0
 #: and for nvbandwidth and the NCCL test each: passed to it, and part of its deadline here
 DCGM_TIMEOUT_S = 7200.0
 TOOL_TIMEOUT_S = 900.0
+
+
+#: bytes the agent's document may take per telemetry sample (a JSON-escaped nvidia-smi row is
+#: about 120 bytes a GPU; room for 16 GPUs at twice that)
+SAMPLE_BYTES = 16 * 256
+
+
+def agent_output_cap(options: AcceptOptions) -> int:
+    """Bytes of the agent's stdout kept (pure): toolrun's cap plus room for every telemetry
+    sample of the soak, whose document comes as one line at the end (a 72 h soak of 8 GPUs,
+    sampled every 10 s, prints about 24 MB: cut at toolrun's 16 MiB, it was 'printed no
+    result' after the 72 hours)."""
+    samples = math.ceil(options.duration_s / options.interval_s) + 2
+    return toolrun.MAX_OUTPUT + samples * SAMPLE_BYTES
 
 
 def agent_deadline(options: AcceptOptions) -> float:
@@ -127,7 +142,8 @@ class Remote:
                 errors.append(line.rstrip())
 
         with self._lock:  # in a group of its own: a Ctrl-C on the terminal reaches gpuhost alone
-            self._agent = toolrun.Tool(self.argv(command), on_stderr_line=follow)
+            self._agent = toolrun.Tool(self.argv(command), on_stderr_line=follow,
+                                       max_output=agent_output_cap(options))
         deadline = agent_deadline(options)
         agent = self._agent.finish(deadline)
         if agent.timed_out:

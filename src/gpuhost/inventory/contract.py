@@ -269,8 +269,10 @@ KEYS: dict[str, Key] = {
             "an http(s) URL, e.g. 'http://proxy:3128', or {http: URL, https: URL}",
             None,
             "The site's HTTP(S) proxy: apt on the host uses it (/etc/apt/apt.conf.d/"
-            "00gpuhost-proxy), and so do the downloads gpuhost makes on this machine for the "
-            "host (the CUDA repository key, a bundle's manifest and key).",
+            "00gpuhost-proxy), dnf too (proxy= in /etc/dnf/dnf.conf), and so does the download "
+            "of NVIDIA's repository key on this machine for the host (also while making a "
+            "bundle). A served bundle's manifest and keys are fetched with this machine's own "
+            "http_proxy/https_proxy environment.",
             "provision, upgrade",
         ),
         _k(

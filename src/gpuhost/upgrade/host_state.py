@@ -26,7 +26,7 @@ from gpuhost.errors import ParseError
 from gpuhost.facts.cuda_link import cuda_link_code
 from gpuhost.parsers.cuda import CudaLink, parse_cuda_link
 from gpuhost.parsers.marked import MARK, split_marked
-from gpuhost.parsers.packages import parse_versionlock_entry
+from gpuhost.parsers.packages import parse_versionlock_entry, refuse_unread
 from gpuhost.pkgmgr import APT, PackageManager
 from gpuhost.probe.script import UNAME_CODE
 
@@ -214,6 +214,9 @@ def parse_host_state(output: str) -> HostState:
         if name == "packages":
             _packages(state, lines)
         elif name == "holds":
+            # a lock file not read (a FIFO, a device, too large): its locks are unknown, never
+            # none (the marker line would pass for a comment below)
+            refuse_unread("\n".join(lines), "host state: holds")
             state.holds = sorted(
                 x.strip() for x in lines if x.strip() and not x.strip().startswith("#")
             )
