@@ -183,7 +183,7 @@ class _Host:
             return self.installed
         if cls.__name__ == "DnfModuleStreams":
             return self.streams
-        if cls.__name__ == "FileContents":
+        if cls.__name__ == "SmallFile":
             return self.conf
         assert self.offered is not None, "the repositories were asked on a converged host"
         return self.offered

@@ -183,7 +183,7 @@ def test_kernel_flavour(release: str, flavour: str | None) -> None:
 
 def test_unattended_upgrades_leave_the_kernel_metapackages() -> None:
     facts = {"gpuhost.facts.kernel.Kernels": {"": KernelInfo(running=RUNNING, next_boot=K100)},
-             "files.FileContents": {"path=" + precompiled.KERNEL_BLACKLIST_FILE: None}}
+             "gpuhost.facts.files.SmallFile": {"path=" + precompiled.KERNEL_BLACKLIST_FILE: None}}
     commands, _ = run_case(precompiled.kernel_excluded, {"args": {"plan": _plan()},
                                                          "facts": facts})
     upload = next(c for c in commands if isinstance(c, dict))

@@ -148,7 +148,7 @@ def test_dkms_drop_in_is_written_once() -> None:
     text = signing.framework_conf_text(KEY, CERT)
     commands, _ = _run(
         ops.dkms_signing,
-        {"files.FileContents": {f"path={ops.DKMS_DROPIN}": None}},
+        {"files.SmallFile": {f"path={ops.DKMS_DROPIN}": None}},
         key=KEY,
         cert=CERT,
     )
@@ -160,7 +160,7 @@ def test_dkms_drop_in_is_written_once() -> None:
     # what gpuhost writes is what the parser (and DKMS) read back
     read = signing.parse_framework_conf(text)
     assert (read.key, read.cert, read.configured) == (KEY, CERT, True)
-    same = {"files.FileContents": {f"path={ops.DKMS_DROPIN}": text.splitlines()}}
+    same = {"files.SmallFile": {f"path={ops.DKMS_DROPIN}": text.splitlines()}}
     commands, noops = _run(ops.dkms_signing, same, key=KEY, cert=CERT)
     assert commands == [] and noops == [f"{ops.DKMS_DROPIN} names {KEY}"]
 
@@ -314,7 +314,7 @@ def test_the_signing_settings_follow_the_hosts_dkms_release(key, release, how) -
 def test_dkms2_sign_tool_is_written_and_named_once() -> None:
     tool = signing.sign_tool_text(KEY, CERT)
     conf = signing.DKMS2_FRAMEWORK
-    facts = {"files.FileContents": {
+    facts = {"files.SmallFile": {
         f"path={signing.DKMS2_SIGN_TOOL}": None,
         f"path={conf}": ["## Script to sign modules", '# sign_tool="/etc/dkms/sign_helper.sh"'],
     }}
@@ -326,7 +326,7 @@ def test_dkms2_sign_tool_is_written_and_named_once() -> None:
         f"touch {conf} && sed -i '/^[[:space:]]*sign_tool=/d' {conf} && "
         f"echo 'sign_tool=\"{signing.DKMS2_SIGN_TOOL}\"' >> {conf}",
     ]
-    done = {"files.FileContents": {f"path={signing.DKMS2_SIGN_TOOL}": tool.splitlines(),
+    done = {"files.SmallFile": {f"path={signing.DKMS2_SIGN_TOOL}": tool.splitlines(),
                                    f"path={conf}": [signing.sign_tool_line()]}}
     commands, noops = _run(ops.dkms2_sign_tool, done, key=KEY, cert=CERT)
     assert commands == [] and noops == [f"{conf} runs {signing.DKMS2_SIGN_TOOL} ({KEY})"]

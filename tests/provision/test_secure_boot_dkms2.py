@@ -2,16 +2,17 @@
 every module it installs again, after the ``sign_tool``, with Ubuntu's fixed MOK paths, so
 gpuhost links those paths to the configured key and certificate.
 
-The real function is run here: ``sign_build`` of DKMS 2.8.7 as released
-(tests/fixtures/secureboot/dkms-2.8.7-sign_build.sh, SOURCES.md), in bash, with stand-ins of
-kmodsign and shim-signed's update-secureboot-policy that record what they are given, and the one
-change that keeps it off this machine's /var: its /var/lib/shim-signed path, and the same path
-in gpuhost's commands, moved under a temporary root. What this does not show: Ubuntu's real
-kmodsign and update-secureboot-policy (the stand-in makes a key only where none is, as the
-real one's ``--new-key`` is used), the jammy package's own copy of the script (read in a public
-note, not here), a module loading under Secure Boot (docs/provision.md, "What only a real
-machine shows")."""
-
+``SIGN_BUILD`` below is our stand-in of that step, written from what DKMS 2.8.7's ``sign_build``
+does (read in its source, dell/dkms tag v2.8.7, file ``dkms``: tests/fixtures/secureboot/
+SOURCES.md): when kmodsign and /var/lib/shim-signed/mok/ exist and update-secureboot-policy is
+installed, ask for a new key (made only where none is), sign every ``*.ko`` under the build's
+``module/`` folder with ``kmodsign sha512 MOK.priv MOK.der``, then ask for enrollment. It runs in
+sh with stand-ins of kmodsign and update-secureboot-policy that record what they are given, its
+/var/lib/shim-signed path, and the same path in gpuhost's commands, moved under a temporary root.
+What this does not show: DKMS 2.8.7's own script run (no dkms 2.8 package is reachable here),
+Ubuntu's real kmodsign and update-secureboot-policy, the jammy package's own copy of the
+function (read in a public note, not here), a module loading under Secure Boot
+(docs/provision.md, "What only a real machine shows")."""
 from __future__ import annotations
 
 import os
@@ -29,8 +30,16 @@ from gpuhost.errors import DeployError
 from gpuhost.operations import signing as ops
 from gpuhost.parsers import signing
 
-SIGN_BUILD = (Path(__file__).resolve().parents[1] / "fixtures" / "secureboot"
-              / "dkms-2.8.7-sign_build.sh")
+SIGN_BUILD = """
+command -v kmodsign >/dev/null && [ -d /var/lib/shim-signed/mok/ ] || exit 0
+command -v update-secureboot-policy >/dev/null || exit 0
+SHIM_NOTRIGGER=y update-secureboot-policy --new-key
+find "$dkms_tree/$module/$module_version/$kernelver/$arch/module/" -name '*.ko' |
+while read -r built; do
+    kmodsign sha512 /var/lib/shim-signed/mok/MOK.priv /var/lib/shim-signed/mok/MOK.der "$built"
+done
+update-secureboot-policy --enroll-key
+"""
 SHIM = "/var/lib/shim-signed"
 KEY, CERT = "/root/mok/signing.key", "/root/mok/signing.der"
 LINKS = {signing.UBUNTU_MOK_KEY: KEY, signing.UBUNTU_MOK_CERT: CERT}
@@ -99,13 +108,13 @@ class Jammy:
             subprocess.run(["sh", "-c", self.here(command)], check=True)
 
     def dkms_build(self) -> list[str]:
-        """DKMS 2.8.7's sign_build for the module under ``base``; the stand-ins' records."""
-        script = self.here(SIGN_BUILD.read_text(encoding="utf-8"))
+        """The sign_build stand-in for the module under ``base``; the stand-ins' records."""
+        script = self.here(SIGN_BUILD)
         env = {**os.environ, "PATH": f"{self.bin}:{os.environ['PATH']}",
                "dkms_tree": str(self.root / "var/lib/dkms"), "module": "nvidia",
                "module_version": "580.178.04", "kernelver": "5.15.0-91-generic",
                "arch": "x86_64"}
-        subprocess.run(["bash", "-c", f"{script}\nsign_build"], env=env, check=True,
+        subprocess.run(["sh", "-c", script], env=env, check=True,
                        capture_output=True, text=True)
         return self.log.read_text().splitlines()
 

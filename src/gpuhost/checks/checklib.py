@@ -86,9 +86,12 @@ class HostFacts:
     @functools.cached_property
     def holds(self) -> set[str]:
         manager = self.manager or pkgmgr.APT
-        return packages_mod.parse_holds(
-            self.run(manager.holds_command() + " 2>/dev/null"), manager
-        )
+        try:
+            return packages_mod.parse_holds(
+                self.run(manager.holds_command() + " 2>/dev/null"), manager
+            )
+        except ParseError as exc:  # the lock file was not read: locks unknown, never "none"
+            pytest.fail(f"{self.name}: {manager.lock_word} packages unknown: {exc}", pytrace=False)
 
     def packages(self, names: list[str]) -> list[Package]:
         if not names:

@@ -10,13 +10,13 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.facts.files import FileContents
 
 from gpuhost.bundle.setting import bundle_setting, proxy_urls
 from gpuhost.deploys.spec import PackagePlan, cuda_pin, cudnn_pin
 from gpuhost.desired import DesiredState
 from gpuhost.errors import DeployError
 from gpuhost.facts.dnf import DnfModuleStreams, DnfOfferedAnyStream, RpmVersions
+from gpuhost.facts.files import SmallFile
 from gpuhost.operations import dnf_pin, kernel
 from gpuhost.operations.dnf_proxy import DNF_CONF, MARK, run_settings
 from gpuhost.parsers.packages import Offered
@@ -177,7 +177,7 @@ def offered_check(spec: DesiredState, plan: PackagePlan, data: Mapping[str, Any]
     url = str(data.get("gpuhost_cuda_repo_url") or "")
     # dnf's proxy as the run leaves it (operations/dnf_proxy, later in the run), for these
     # queries alone
-    conf = list(read(FileContents, path=DNF_CONF) or [])
+    conf = list(read(SmallFile, path=DNF_CONF) or [])
     ours = proxy_urls(data) or any(line.strip() == MARK for line in conf)
     extra = {"setopts": run_settings(conf, proxy_urls(data))} if ours else {}
     if plan.module is not None and plan.module[1]:

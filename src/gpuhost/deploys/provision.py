@@ -15,7 +15,6 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.facts.deb import DebPackages
-from pyinfra.facts.files import FileContents
 from pyinfra.facts.rpm import RpmPackages
 from pyinfra.facts.server import LinuxDistribution
 
@@ -40,6 +39,7 @@ from gpuhost.deploys.secure_boot import checked_plan, configure_signing, verify_
 from gpuhost.deploys.spec import PackagePlan, package_plan
 from gpuhost.desired import DesiredState
 from gpuhost.errors import ConfigError, DeployError, GpuhostError, ParseError
+from gpuhost.facts.files import SmallFile
 from gpuhost.inventory.profiles import install_data_problem
 from gpuhost.operations import apt_proxy, dnf_proxy, marker
 from gpuhost.operations._facts import fact
@@ -81,7 +81,7 @@ def current_driver(plan: PackagePlan) -> tuple[ProfileMarker | None, dict[str, s
     """The host's provision marker (None when absent) and {package: upstream version} of the
     plan's coupled driver packages that are installed. A marker that cannot be read is
     DeployError: provision cannot tell which driver the host was given."""
-    text = fact(FileContents, path=MARKER_PATH)
+    text = fact(SmallFile, path=MARKER_PATH)
     try:
         marker = parse_profile_marker("\n".join(text)) if text else None
     except ParseError as exc:

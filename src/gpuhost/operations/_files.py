@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from io import StringIO
 
 from pyinfra.api import FileUploadCommand, StringCommand
-from pyinfra.facts.files import FileContents
 
+from gpuhost.facts.files import SmallFile
 from gpuhost.operations._facts import fact
 
 
 def same_text(current: list[str] | None, content: str) -> bool:
-    """True when the remote lines (``FileContents``) equal ``content`` (trailing newlines aside)."""
+    """True when the remote lines (``SmallFile``) equal ``content`` (trailing newlines aside)."""
     return current is not None and "\n".join(current).rstrip("\n") == content.rstrip("\n")
 
 
@@ -22,7 +22,7 @@ def put_text(
     path: str, content: str, mode: str = "644"
 ) -> Iterator[StringCommand | FileUploadCommand]:
     """Yield the commands writing ``content`` to ``path`` when it differs; nothing otherwise."""
-    if same_text(fact(FileContents, path=path), content):
+    if same_text(fact(SmallFile, path=path), content):
         return
     yield StringCommand(f"install -d -m 755 {shlex.quote(posixpath.dirname(path))}")
     yield FileUploadCommand(StringIO(content), path)

@@ -7,8 +7,8 @@ from collections.abc import Generator, Mapping
 
 from pyinfra import host
 from pyinfra.api import operation
-from pyinfra.facts.files import FileContents
 
+from gpuhost.facts.files import SmallFile
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
 
@@ -31,7 +31,7 @@ def configured(proxies: dict[str, str]) -> Generator:
             host.noop("apt proxy configured")
         yield from commands
         return
-    if fact(FileContents, path=PROXY_PATH) is None:
+    if fact(SmallFile, path=PROXY_PATH) is None:
         host.noop("no apt proxy")
         return
     yield f"rm -f {PROXY_PATH}"

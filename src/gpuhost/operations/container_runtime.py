@@ -14,8 +14,8 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import OperationError, operation
-from pyinfra.facts.files import FileContents
 
+from gpuhost.facts.files import SmallFile
 from gpuhost.facts.nvidia_smi import SmiQuery
 from gpuhost.facts.systemd_units import UnitFiles
 from gpuhost.operations._facts import fact
@@ -92,7 +92,7 @@ def docker(default_runtime: bool = False, path: str = DAEMON_JSON) -> Generator:
 
         container_runtime.docker(name="nvidia runtime for Docker")
     """
-    lines = host.get_fact(FileContents, path=path)
+    lines = host.get_fact(SmallFile, path=path)
     current = parse_daemon_json(lines)
     merged = merge_daemon_json(current or {}, default_runtime)
     if current == merged:
@@ -108,7 +108,7 @@ def docker(default_runtime: bool = False, path: str = DAEMON_JSON) -> Generator:
 @operation()
 def containerd() -> Generator:
     """Register the nvidia runtime with containerd when containerd is configured on the host."""
-    config = host.get_fact(FileContents, path=CONTAINERD_CONFIG)
+    config = host.get_fact(SmallFile, path=CONTAINERD_CONFIG)
     if config is None:
         host.noop("containerd is not configured on this host")
         return

@@ -23,9 +23,10 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operation
-from pyinfra.facts.files import FileContents, FindFiles
+from pyinfra.facts.files import FindFiles
 from pyinfra.facts.server import LinuxDistribution
 
+from gpuhost.facts.files import SmallFile
 from gpuhost.pkgmgr import APT
 
 SOURCES_LIST = "/etc/apt/sources.list"
@@ -131,7 +132,7 @@ def _source_files() -> dict[str, str]:
     )
     files = {}
     for path in paths:
-        lines = host.get_fact(FileContents, path=path)
+        lines = host.get_fact(SmallFile, path=path)
         if lines is not None:
             files[path] = "\n".join(lines) + "\n"
     return files

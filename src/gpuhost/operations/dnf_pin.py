@@ -17,11 +17,12 @@ from io import BytesIO
 
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, operation
-from pyinfra.facts.files import FileContents, Sha256File
+from pyinfra.facts.files import Sha256File
 
 from gpuhost.bundle import rpmrepo
 from gpuhost.facts.apt_pins import DnfState, DnfVersionLocks
 from gpuhost.facts.dnf import DnfModuleState, DnfModuleStreams, DnfOffered, RpmHas, RpmVersions
+from gpuhost.facts.files import SmallFile
 from gpuhost.facts.kernel import Kernels
 from gpuhost.operations import offline
 from gpuhost.operations._facts import fact
@@ -83,7 +84,7 @@ def repository(
         changes.append(f"chmod 644 {KEY_PATH}")
         changes.append(DNF.import_key(KEY_PATH))
     changes += list(put_text(REPO_PATH, render_repo(url)))
-    if fact(FileContents, path=BUNDLE_REPO_PATH) is not None:  # one NVIDIA source
+    if fact(SmallFile, path=BUNDLE_REPO_PATH) is not None:  # one NVIDIA source
         changes.append(f"rm -f {BUNDLE_REPO_PATH}")
     if not changes:
         host.noop("CUDA repository and key in place")
@@ -110,7 +111,7 @@ def bundle_repository(src: str, files: dict[str, str], label: str) -> Generator:
     text = rpmrepo.repo_file(f"gpuhost offline bundle: {label}", f"file://{offline.REPO_DIR}",
                              keys)
     changes += list(put_text(BUNDLE_REPO_PATH, text))
-    if fact(FileContents, path=REPO_PATH) is not None:
+    if fact(SmallFile, path=REPO_PATH) is not None:
         changes.append(f"rm -f {REPO_PATH}")
     if not changes:
         host.noop(f"the bundle is the NVIDIA source ({len(files)} files in place)")
@@ -140,7 +141,7 @@ def served_bundle_repository(url: str, keys: dict[str, bytes], label: str) -> Ge
     gpgkeys = [f"file://{BUNDLE_KEYS_DIR}/{name}" for name in sorted(keys)]
     text = rpmrepo.repo_file(f"gpuhost offline bundle: {label}", url, gpgkeys, direct=True)
     changes += list(put_text(BUNDLE_REPO_PATH, text))
-    if fact(FileContents, path=REPO_PATH) is not None:
+    if fact(SmallFile, path=REPO_PATH) is not None:
         changes.append(f"rm -f {REPO_PATH}")
     if not changes:
         host.noop(f"the bundle at {url} is the NVIDIA source ({len(keys)} keys in place)")

@@ -16,8 +16,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pyinfra import host
 from pyinfra.api import operation
-from pyinfra.facts.files import FileContents
 
+from gpuhost.facts.files import SmallFile
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text, same_text
 
@@ -93,7 +93,7 @@ def configured(proxies: dict[str, str]) -> Generator:
 
     + proxies: {"http"|"https": URL}, inventory data gpuhost_proxy
     """
-    current = fact(FileContents, path=DNF_CONF) or []
+    current = fact(SmallFile, path=DNF_CONF) or []
     settings = proxy_settings(proxies)
     wanted = "\n".join(render_conf(list(current), settings)) + "\n"
     if same_text(current, wanted):

@@ -13,8 +13,8 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import operation
-from pyinfra.facts.files import FileContents
 
+from gpuhost.facts.files import SmallFile
 from gpuhost.facts.systemd_units import UnitFiles
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text, same_text
@@ -86,7 +86,7 @@ def healthcheck(
     + k8s: pass ``--k8s`` (the Kubernetes node condition and taint)
     """
     content = render_healthcheck(gpuhost, drain, after, k8s)
-    if same_text(fact(FileContents, path=HEALTHCHECK_PATH), content):
+    if same_text(fact(SmallFile, path=HEALTHCHECK_PATH), content):
         host.noop(f"{HEALTHCHECK_PATH} is up to date")
         return
     yield from put_text(HEALTHCHECK_PATH, content, mode="755")
@@ -108,7 +108,7 @@ def metrics_timer(
         f"{UNIT_DIR}/{METRICS_UNIT}.service": render_metrics_service(gpuhost, textfile_dir),
         f"{UNIT_DIR}/{METRICS_UNIT}.timer": render_metrics_timer(minutes),
     }
-    stale = [p for p, text in files.items() if not same_text(fact(FileContents, path=p), text)]
+    stale = [p for p, text in files.items() if not same_text(fact(SmallFile, path=p), text)]
     enabled = fact(UnitFiles, units=[f"{METRICS_UNIT}.timer"]).get(f"{METRICS_UNIT}.timer")
     if not stale and enabled == "enabled":
         host.noop(f"{METRICS_UNIT}.timer is installed and enabled")

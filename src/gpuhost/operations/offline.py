@@ -19,9 +19,10 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, operation
-from pyinfra.facts.files import FileContents, Sha256File
+from pyinfra.facts.files import Sha256File
 
 from gpuhost.facts.bundle import BundleFiles
+from gpuhost.facts.files import SmallFile
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
 from gpuhost.pkgmgr import APT
@@ -129,7 +130,7 @@ def only_source(
 def restored() -> Generator:
     """The host's own apt sources back: the drop-in removed (its lists were never touched).
     Judged when it runs (the drop-in is written earlier in the same run)."""
-    if fact(FileContents, path=DROPIN) is None:
+    if fact(SmallFile, path=DROPIN) is None:
         host.noop("apt reads the host's own sources")
         return
     yield f"rm -f {DROPIN}"

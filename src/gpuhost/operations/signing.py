@@ -8,8 +8,9 @@ from collections.abc import Generator
 
 from pyinfra import host
 from pyinfra.api import HiddenValue, OperationError, StringCommand, operation
-from pyinfra.facts.files import FileContents, Link
+from pyinfra.facts.files import Link
 
+from gpuhost.facts.files import SmallFile
 from gpuhost.facts.signing import ModuleSigning
 from gpuhost.operations._facts import fact
 from gpuhost.operations._files import put_text
@@ -45,7 +46,7 @@ def dkms2_sign_tool(key: str, cert: str) -> Generator:
     + cert: path of its DER certificate on the host
     """
     commands = list(put_text(signing.DKMS2_SIGN_TOOL, signing.sign_tool_text(key, cert), "755"))
-    current = fact(FileContents, path=signing.DKMS2_FRAMEWORK) or []
+    current = fact(SmallFile, path=signing.DKMS2_FRAMEWORK) or []
     line = signing.sign_tool_line()
     setting = [raw.strip() for raw in current if raw.strip().startswith("sign_tool=")]
     if setting != [line]:
