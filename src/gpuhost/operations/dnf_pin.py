@@ -110,14 +110,8 @@ def bundle_repository(src: str, files: dict[str, str], label: str) -> Generator:
             if name.startswith(f"{rpmrepo.KEYS}/")]
     text = rpmrepo.repo_file(f"gpuhost offline bundle: {label}", f"file://{offline.REPO_DIR}",
                              keys)
-    changes += list(put_text(BUNDLE_REPO_PATH, text))
-    if fact(SmallFile, path=REPO_PATH) is not None:
-        changes.append(f"rm -f {REPO_PATH}")
-    if not changes:
-        host.noop(f"the bundle is the NVIDIA source ({len(files)} files in place)")
-        return
-    yield from changes
-    yield DNF.refresh()
+    yield from _bundle_as_only_source(
+        changes, text, f"the bundle is the NVIDIA source ({len(files)} files in place)")
 
 
 @operation()
@@ -140,11 +134,19 @@ def served_bundle_repository(url: str, keys: dict[str, bytes], label: str) -> Ge
                         FileUploadCommand(BytesIO(data), path), f"chmod 644 {shlex.quote(path)}"]
     gpgkeys = [f"file://{BUNDLE_KEYS_DIR}/{name}" for name in sorted(keys)]
     text = rpmrepo.repo_file(f"gpuhost offline bundle: {label}", url, gpgkeys, direct=True)
-    changes += list(put_text(BUNDLE_REPO_PATH, text))
+    yield from _bundle_as_only_source(
+        changes, text, f"the bundle at {url} is the NVIDIA source ({len(keys)} keys in place)")
+
+
+def _bundle_as_only_source(changes: list, text: str, in_place: str) -> Generator:
+    """The rest of making a bundle the host's only NVIDIA repository, after ``changes`` put
+    its files or keys in place: its repository file ``text``, NVIDIA's online one removed, the
+    metadata read anew after any change (``in_place``: the noop's reason when none)."""
+    changes = [*changes, *put_text(BUNDLE_REPO_PATH, text)]
     if fact(SmallFile, path=REPO_PATH) is not None:
         changes.append(f"rm -f {REPO_PATH}")
     if not changes:
-        host.noop(f"the bundle at {url} is the NVIDIA source ({len(keys)} keys in place)")
+        host.noop(in_place)
         return
     yield from changes
     yield DNF.refresh()
