@@ -24,6 +24,7 @@ from gpuhost.matrix.check import check_stack
 from gpuhost.matrix.gpus import gpu_info
 from gpuhost.matrix.lookup import parse_framework
 from gpuhost.matrix.model import Matrix
+from gpuhost.parsers.packages import RPM_NAME_RE
 from gpuhost.versions import driver_branch, parse_version
 
 SOURCES = ("debian-nonfree", "nvidia-cuda-repo", "ubuntu-archive")
@@ -231,16 +232,13 @@ def _profile(name: str, raw: Any, path: str, origin: str, problems: list[str]) -
 
 
 def _os_and_source(r: _Reader, raw: dict[str, Any]) -> tuple[list[str], str]:
-    os_ids = raw.get("os")
-    if not isinstance(os_ids, list) or not os_ids or not all(isinstance(o, str) for o in os_ids):
-        r.bad("os", "expected a non-empty list of OS ids such as debian-12")
-        os_ids = []
+    os_ids = _os_list(r, raw.get("os"))
     source = r.choice("source", raw.get("source"), SOURCES)
     unknown = set(oskey.unknown_keys(os_ids, installable_os()))
     for i, os_id in enumerate(os_ids):
         if os_id in unknown:
-            better = oskey.from_text(os_id)
-            hint = f" (did you mean {better}?)" if better and better != os_id else ""
+            better = _os_hint(os_id)
+            hint = f" (did you mean {better}?)" if better else ""
             r.bad(
                 f"os[{i}]",
                 f"{os_id!r} is not an OS key{hint}; expected RHEL/Rocky/AlmaLinux by major "
@@ -257,6 +255,30 @@ def _os_and_source(r: _Reader, raw: dict[str, Any]) -> tuple[list[str], str]:
                     f"(data/package_sets.yaml; expected one of: {', '.join(known) or 'none'})",
                 )
     return os_ids, source
+
+
+def _os_list(r: _Reader, os_ids: Any) -> list[str]:
+    """The profile's ``os`` list; [] after a problem naming what was found (YAML reads an
+    unquoted 9.4 as a number, ``rocky-9`` alone as a string)."""
+    if not isinstance(os_ids, list) or not os_ids:
+        r.bad("os", f"found {os_ids!r:.60}, expected a non-empty list of OS keys such as "
+                    "[debian-12]")
+        return []
+    bad = [(i, o) for i, o in enumerate(os_ids) if not isinstance(o, str)]
+    for i, os_id in bad:
+        r.bad(f"os[{i}]", f"found {os_id!r:.40} ({type(os_id).__name__}), expected an OS key "
+                          "as text such as rocky-9 (quote it in YAML)")
+    return [] if bad else os_ids
+
+
+def _os_hint(os_id: str) -> str | None:
+    """The OS key ``os_id`` was likely meant as (``Rocky-9.4`` → ``rocky-9``, ``ubuntu-22`` →
+    ``ubuntu-22.04``), or None."""
+    better = oskey.from_text(os_id)
+    if better and not oskey.unknown_keys([better], installable_os()):
+        return better if better != os_id else None
+    prefix = f"{(better or os_id).lower()}."
+    return next((k for k in installable_os() if k.startswith(prefix)), None)
 
 
 def _driver(r: _Reader, raw: dict[str, Any]) -> tuple[str, int, str]:
@@ -339,7 +361,7 @@ def _packages(r: _Reader, raw: dict[str, Any]) -> tuple[dict[str, str], dict[str
         packages = {}
     companions = raw.get("companions", {})
     if not isinstance(companions, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) and _DEB_VERSION_RE.match(v)
+        isinstance(k, str) and isinstance(v, str) and _DEB_VERSION_RE.fullmatch(v)
         for k, v in companions.items()
     ):
         r.bad(
@@ -348,6 +370,10 @@ def _packages(r: _Reader, raw: dict[str, Any]) -> tuple[dict[str, str], dict[str
             f'e.g. nvidia-modprobe: "535.161.07-1~deb12u1"; found {companions!r}',
         )
         companions = {}
+    for name in companions:  # written into apt's pin file and the package manager's commands
+        if not RPM_NAME_RE.fullmatch(name):
+            r.bad(f"companions.{name!r}", "not a package name (expected letters, digits and "
+                                          "+ . _ - only, e.g. nvidia-modprobe)")
     return {str(k): v for k, v in packages.items()}, companions
 
 
