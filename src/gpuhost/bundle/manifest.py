@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuhost import oskey
 from gpuhost.bundle.aptrepo import Deb, file_hashes
+from gpuhost.bundle.rpmrepo import KEYS
 from gpuhost.errors import ConfigError
 from gpuhost.readers import check_shape, read_json
 
@@ -88,12 +90,26 @@ def parse_manifest(doc: Any, source: str) -> Manifest:
     """A manifest document checked against its schema; ConfigError naming ``source``, the field
     and what was expected."""
     check_shape(doc, SCHEMA, source)
+    _check_format(doc, source)
     entries = tuple(Entry(**item) for item in doc["packages"])
     return Manifest(
         doc["profile"], doc["os"], doc["created"], entries,
         doc.get("reference_host"), doc.get("signing_key"), doc.get("format", "apt"),
         tuple(doc.get("modules") or ()), tuple(sorted((doc.get("keys") or {}).items())),
     )
+
+
+def _check_format(doc: Mapping[str, Any], source: str) -> None:
+    """The manifest's format is its OS's: an RPM repository for a RHEL-family OS, an apt
+    repository otherwise (a hand-edited manifest made the host use the folder as the other)."""
+    found = doc.get("format", "apt")
+    wanted = {oskey.APT: "apt", oskey.DNF: "rpm"}.get(oskey.family_of_key(doc["os"]) or "")
+    if wanted is not None and found != wanted:
+        shown = repr(found) if "format" in doc else "none (read as 'apt')"
+        raise ConfigError(
+            f"{source}: format: found {shown} for os {doc['os']}, expected "
+            f"{wanted!r} (what gpuhost bundle makes for {doc['os']}); make the bundle again"
+        )
 
 
 def read_manifest(root: Path) -> Manifest:
@@ -111,7 +127,33 @@ def parse_manifest_text(text: str, source: str) -> Manifest:
 
 
 def file_problems(manifest: Manifest, root: Path) -> list[str]:
-    """One line per package file of ``root`` that is missing or differs from the manifest."""
+    """One line per package file of ``root`` that is missing or differs from the manifest, and
+    (an RPM bundle) per vendor key under ``keys/`` that is missing, differs or is not listed:
+    dnf trusts every key the repository file names, and checks nothing without them."""
+    problems = _package_problems(manifest, root)
+    if manifest.format == "rpm":
+        problems += _key_problems(manifest, root / KEYS)
+    return problems
+
+
+def _key_problems(manifest: Manifest, folder: Path) -> list[str]:
+    listed = dict(manifest.keys)
+    if not listed:
+        return [f"{KEYS}/: {MANIFEST} lists no keys; make the bundle again with gpuhost bundle"]
+    found = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    problems = [f"{KEYS}/{name}: not listed in {MANIFEST}" for name in found
+                if name not in listed]
+    for name, sha256 in sorted(listed.items()):
+        path = folder / name
+        if not path.is_file():
+            problems.append(f"{KEYS}/{name}: missing")
+        elif file_hashes(path)[1] != sha256:
+            problems.append(f"{KEYS}/{name}: sha256 {file_hashes(path)[1][:16]}..., manifest "
+                            f"says {sha256[:16]}...")
+    return problems
+
+
+def _package_problems(manifest: Manifest, root: Path) -> list[str]:
     problems = []
     for entry in sorted(manifest.packages, key=_order):
         path = root / entry.filename
