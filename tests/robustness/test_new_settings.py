@@ -83,9 +83,9 @@ def test_a_proxy_whose_credentials_decode_to_a_control_character_is_refused_here
     password wrote a line of its own into [main] ('sslverify=False': TLS checks off for every
     repository) and into the guard's --setopt."""
     message = _refused(tmp_path, repr({"gpuhost_proxy": proxy}))
-    assert message.startswith("gpuhost_proxy: found ")
-    if isinstance(proxy, str):  # a mapping's line names the expected form only
-        assert message.endswith("(its user name or password decodes to a control character)")
+    where = "gpuhost_proxy" if isinstance(proxy, str) else "gpuhost_proxy['https']"
+    assert message.startswith(f"{where}: found ")
+    assert message.endswith("(its user name or password decodes to a control character)")
 
 
 def test_a_proxy_password_with_escaped_printable_characters_is_kept(tmp_path: Path) -> None:
@@ -96,3 +96,38 @@ def test_a_proxy_password_with_escaped_printable_characters_is_kept(tmp_path: Pa
     path.write_text(f"gpu = [('n1.invalid', {{'gpuhost_proxy': {url!r}}})]\n", encoding="utf-8")
     select(str(path))  # accepted
     assert proxy_settings({"https": url})["proxy_password"] == "p@ss:w%rd"
+
+
+@pytest.mark.parametrize(
+    ("data", "where", "found", "why"),
+    [
+        ({"gpuhost_proxy": "http://:3128"}, "gpuhost_proxy", "'http://:3128'", "it names no host"),
+        ({"gpuhost_proxy": "http://u@:3128"}, "gpuhost_proxy", "'http://u@:3128'", "no host"),
+        ({"gpuhost_proxy": {"https": "http://:3128"}}, "gpuhost_proxy['https']",
+         "'http://:3128'", "it names no host"),
+        ({"gpuhost_proxy": {"http": "http://proxy:99999"}}, "gpuhost_proxy['http']",
+         "'http://proxy:99999'", "its port is not 1-65535"),
+        ({"gpuhost_proxy": {"ftp": "http://proxy:3128"}}, "gpuhost_proxy['ftp']", "'ftp'",
+         "a key it does not take"),
+        ({"gpuhost_proxy": "http://u:p@ss@proxy:3128"}, "gpuhost_proxy", "",
+         "more than one '@'; write an '@' in a user name or password as %40"),
+        ({"gpuhost_bundle": {"url": "http://:8080/b", "key_sha256": "a" * 64}},
+         "gpuhost_bundle", "", "it names no host"),
+        ({"gpuhost_cuda_repo_url": "https://:443/repos/rhel9/x86_64/"}, "gpuhost_cuda_repo_url",
+         "'https://:443/repos/rhel9/x86_64/'", "it names no host"),
+        ({"gpuhost_cuda_repo_url": "https://mirror:70000/r/"}, "gpuhost_cuda_repo_url",
+         "'https://mirror:70000/r/'", "its port is not 1-65535"),
+    ],
+    ids=["no host", "user no host", "mapping no host", "mapping port", "mapping key", "two @",
+         "bundle no host", "repo no host", "repo port"],
+)
+def test_a_url_naming_no_host_or_two_users_is_refused_here(
+    tmp_path: Path, data: dict[str, object], where: str, found: str, why: str
+) -> None:
+    """'http://:3128' passed and became dnf.conf's 'proxy=http://:3128' (every dnf command on
+    the host then failed) and apt's proxy on no host; 'u:p@ss@proxy' is read differently by
+    different clients (RFC 3986 3.2.1: no '@' in userinfo). A mapping's line said only the
+    expected form, never which entry or why."""
+    message = _refused(tmp_path, repr(data))
+    assert message.startswith(f"{where}: found {found}"), message
+    assert message.endswith(f"({why})") or why in message, message

@@ -225,7 +225,7 @@ KEYS: dict[str, Key] = {
         ),
         _k(
             "gpuhost_cuda_repo_url",
-            Annotated[NonEmpty, _matches(_HTTP_URL_RE)],
+            Annotated[NonEmpty, _matches(_HTTP_URL_RE), AfterValidator(port_in_range)],
             "an http(s) URL",
             None,
             "NVIDIA CUDA repository, for profiles whose source is nvidia-cuda-repo.",
@@ -590,20 +590,29 @@ def shown(value: Any, limit: int = 80) -> str:
     return text
 
 
+def _is_member(item: Any) -> bool:
+    """Whether a pydantic error location item names a validator or union member (``str``,
+    ``dict[...]``, ``function-after[...]``), not a position in the value."""
+    return isinstance(item, str) and (
+        item.startswith(("function-", "[", "literal[")) or "[" in item
+        or item in ("str", "int", "float", "bool")
+    )
+
+
 def _path(name: str, loc: tuple[Any, ...]) -> str:
     parts = [name]
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
-        elif isinstance(item, str) and not item.startswith(("function-", "[", "literal[")):
-            if "[" in item or item in ("str", "int", "float", "bool"):
-                continue  # a union member's name, not a position
+        elif isinstance(item, str) and not _is_member(item):
             parts.append(f"[{item!r}]")
     return "".join(parts)
 
 
 def _at(value: Any, loc: tuple[Any, ...]) -> Any:
     for item in loc:
+        if _is_member(item):
+            continue
         try:
             value = value[item]
         except (KeyError, IndexError, TypeError):
@@ -636,16 +645,29 @@ def key_problem(name: str, raw: Any) -> str | None:
     try:
         _adapter(name).validate_python(value)
     except ValidationError as exc:
-        error = exc.errors()[0]
+        error = _telling_error(exc.errors())
         loc = tuple(error.get("loc", ()))
         where = _path(name, loc)
         found = _at(value, loc) if where != name else raw
         message = str(error.get("msg", "")).removeprefix("Value error, ").strip(" ,")
         detail = f" ({message})" if error.get("type") == "value_error" and message else ""
+        if loc and loc[-1] == "[key]":  # a mapping's key it does not take: the key is found
+            found, detail = error.get("input"), f" (a key it does not take: {message})"
         return _found_line(where, found, KEYS[name].expected + detail)
     except (OverflowError, ValueError):  # pydantic's finite check of an int too large for float
         return _found_line(name, raw, f"{KEYS[name].expected} (a number too large)")
     return None
+
+
+def _telling_error(errors: list[Any]) -> Any:
+    """The error that says what is wrong: for a union (a URL or {http: URL, https: URL}) given
+    the second form, the second member's error inside the value, not the first member's
+    'not a string'."""
+    first = errors[0]
+    if str(first.get("type", "")).endswith("_type") and len(first.get("loc", ())) == 1:
+        inner = [e for e in errors[1:] if len(e.get("loc", ())) > 1]
+        return inner[0] if inner else first
+    return first
 
 
 def _found_line(where: str, found: Any, expected: str) -> str:

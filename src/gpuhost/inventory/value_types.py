@@ -62,13 +62,22 @@ APT_URL_RE = re.compile(f"^https?://[^{_CONTROL}\\s\"'#;\\\\/]+(/[^{_CONTROL}\\s
 
 
 def port_in_range(value: str) -> str:
-    """``value`` when its port (if any) is 1-65535; ValueError otherwise."""
+    """``value`` when it names a host, its port (if any) is 1-65535 and its user information
+    holds no second '@'; ValueError otherwise. ``http://:3128`` went into apt's and dnf's
+    configuration as a proxy on no host; ``http://u:p@ss@proxy`` is read differently by
+    different clients (RFC 3986 3.2.1: userinfo holds no '@'; it is written %40)."""
+    parts = urllib.parse.urlsplit(value)
+    if parts.netloc.count("@") > 1:
+        raise ValueError("it has more than one '@'; write an '@' in a user name or password "
+                         "as %40")
     try:
-        port = urllib.parse.urlsplit(value).port  # ValueError beyond 0-65535 or not a number
+        port = parts.port  # ValueError beyond 0-65535 or not a number
     except ValueError:
         port = 0
     if port == 0:
         raise ValueError("its port is not 1-65535")
+    if not parts.hostname:
+        raise ValueError("it names no host")
     return value
 
 
