@@ -148,13 +148,21 @@ def check_output(out: Path) -> None:
         raise ConfigError(f"-o {out}: exists and is not an empty folder; expected a new folder")
 
 
-def _check_profile(profile: str, profiles_file: str | None) -> None:
-    """PROFILE is a profile of the built-in table or the profiles file: checked before the
-    reference host is contacted (an unknown name is bad input, exit 2)."""
+def _check_profile(profile: str, profiles_file: str | None, wanted: str | None,
+                   want_os: str | None) -> None:
+    """PROFILE is a profile of the built-in table or the profiles file, and ``--os`` (``wanted``,
+    as the user wrote it: ``want_os``) one of its OSes: checked before the reference host is
+    contacted (bad input, exit 2)."""
     table = guards.load_profile_table(profiles_file)
     if profile not in table:
         raise ConfigError(
             f"PROFILE {profile!r}: not a known profile; accepted: {', '.join(sorted(table))}"
+        )
+    oses = table[profile].os
+    if wanted is not None and wanted not in oses:
+        raise ConfigError(
+            f"--os {want_os}: profile {profile} installs on {', '.join(oses)}, not on {wanted}; "
+            "expected one of them"
         )
 
 
@@ -175,7 +183,8 @@ def make_bundle(profile: str, inventory: str, host: str, out: Path, want_os: str
     entry = entries[0]
     wanted = _wanted_os(want_os) if want_os is not None else None
     check_output(out)
-    _check_profile(profile, profiles_file or entry.data.get("gpuhost_profiles_file"))
+    _check_profile(profile, profiles_file or entry.data.get("gpuhost_profiles_file"), wanted,
+                   want_os)
     if key is not None:  # the signing key is found before the package set is downloaded
         aptrepo.check_signing_key(gnupghome, key)
     remote = PyinfraRemote(entry)

@@ -1,8 +1,8 @@
 """``gpuhost bundle`` given bad input that gpuhost can judge here: one line, exit 2, before the
 reference host is contacted (the inventory's host listens nowhere: a contact would be exit 1
-'unreachable'). Before, an unknown PROFILE, a missing --profiles file, a --gnupghome that is no
-folder and a --sign-key gpg does not know were found only after connecting (the key only after
-the whole package set was downloaded)."""
+'unreachable'). Before, an unknown PROFILE, an --os the profile does not install on, a missing
+--profiles file, a --gnupghome that is no folder and a --sign-key gpg does not know were found
+only after connecting (the key only after the whole package set was downloaded)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,15 @@ def _bundle(tmp_path: Path, profile: str, *args: str):
          ["--sign-key 'nobody@example.invalid': no secret key of that name in ."]),
         (PROFILE, ["--sign-key", "--x\nq"], ["--sign-key '--x\\nq': expected a gpg key"]),
         (PROFILE, ["--sign-key", ""], ["--sign-key '': expected a gpg key"]),
+        # an OS the profile does not install on was found only on the host (or, unreachable,
+        # not at all): --os is what the operator said the reference host runs
+        (PROFILE, ["--os", "ubuntu-22"],
+         [f"--os ubuntu-22: profile {PROFILE} installs on debian-12, ubuntu-22.04,",
+          "not on ubuntu-22; expected one of them"]),
+        (PROFILE, ["--os", "centos-7"], ["--os centos-7: profile", "not on centos-7"]),
+        ("debian12-nonfree-535-security", ["--os", "Rocky-9.4"],
+         ["--os Rocky-9.4: profile debian12-nonfree-535-security installs on debian-12, not on "
+          "rocky-9"]),
     ],
 )
 def test_bad_bundle_input_is_one_line_before_the_host(tmp_path, profile, args, named) -> None:
