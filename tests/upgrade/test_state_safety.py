@@ -147,6 +147,52 @@ def test_a_hostile_host_cannot_record_files_outside_the_snapshot_list():
     assert parse_host_state(out).files["/etc/gpuhost/x"]["mode"] == "775"
 
 
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda d: d["packages"].update({"nvidia-x\nnvidia-y install": {"version": "1"}}),
+         "packages: found 'nvidia-x\\nnvidia-y install', expected package names"),
+        (lambda d: d["packages"]["nvidia-smi"].update(version="1 2"),
+         "packages.nvidia-smi.version: found '1 2', expected a package version"),
+        (lambda d: d["packages"]["nvidia-smi"].update(version=""),
+         "packages.nvidia-smi.version: found '', expected a package version"),
+        (lambda d: d["holds"].append("nvidia-smi\nnvidia-smi install"), "holds: found "),
+        (lambda d: d["holds"].append(""), "holds: found ''"),
+    ],
+    ids=["name newline", "version space", "version empty", "hold newline", "hold empty"],
+)
+def test_a_snapshot_edited_to_hold_no_package_names_is_one_line(edit, said):
+    """Rollback hands recorded names, versions and holds to the package manager: a newline in a
+    hold split dpkg --set-selections' lines ('nvidia-smi install' unheld a package)."""
+    doc = _doc()
+    edit(doc)
+    with pytest.raises(ConfigError) as exc:
+        validate_document(doc, "snap.json")
+    assert str(exc.value).startswith(f"snap.json: {said}") and "\n" not in str(exc.value)
+
+
+def test_real_names_versions_and_dnf_locks_are_valid():
+    doc = _doc()
+    doc["packages"]["kmod-nvidia-latest-dkms"] = {"version": "3:580.95.05-1.el9"}
+    doc["packages"]["libnvidia-compute-580-server"] = {"version": "580.95.05-0ubuntu0.24.04.2"}
+    doc["packages"]["NetworkManager_x"] = {"version": "1.2^20240101git-1.el9"}
+    doc["holds"] += ["nvidia-driver-3:580.95.05-1.el9.*", "cuda-toolkit-12-9"]
+    assert validate_document(doc, "snap.json") is doc
+
+
+@pytest.mark.parametrize("line", ["nvidia-smi x\t1.0\tamd64\tii ",
+                                  "nvidia-smi\t1.0 ;reboot\tamd64\tii "])
+def test_a_hostile_host_cannot_record_a_package_rollback_would_refuse(line):
+    """A snapshot rollback refuses would be found only when it is needed: the host state that
+    would make one is refused when the snapshot is taken, before the upgrade changes anything."""
+    out = host_output().replace(f"{MARK} holds", f"{line}\n{MARK} holds")
+    with pytest.raises(ParseError, match="host state: package .*: expected a package name"):
+        parse_host_state(out)
+    out = host_output().replace(f"{MARK} uname", f"nvidia-x\x1b[2J\n{MARK} uname")
+    with pytest.raises(ParseError, match="host state: hold 'nvidia-x"):
+        parse_host_state(out)
+
+
 def test_a_snapshot_copied_into_another_hosts_folder_is_refused(tmp_path, capsys):
     state = _state(tmp_path)
     other = state / "snapshots" / "n2"

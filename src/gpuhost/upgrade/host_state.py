@@ -46,6 +46,11 @@ def is_stack_package(name: str) -> bool:
     return is_managed(name) or bool(STACK_PACKAGE_RE.search(name))
 
 
+#: what a snapshot records and rollback hands to the package manager: a package name as dpkg
+#: or rpm lists it, a version as either prints it, a hold line (an apt name, a dnf lock entry)
+PACKAGE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_+.-]*")
+VERSION_RE = re.compile(r"[A-Za-z0-9_+.~:^-]+")
+HOLD_RE = re.compile(r"[!-~]+")
 KERNEL_PACKAGE_RE = re.compile(r"^linux-(image|headers|modules)-")
 # Ubuntu's kernel metapackages (linux-generic, linux-virtual-hwe-24.04, ...; linux-image-generic
 # and linux-headers-generic match KERNEL_PACKAGE_RE)
@@ -220,6 +225,10 @@ def parse_host_state(output: str) -> HostState:
             state.holds = sorted(
                 x.strip() for x in lines if x.strip() and not x.strip().startswith("#")
             )
+            odd = [h for h in state.holds if not HOLD_RE.fullmatch(h)]
+            if odd:
+                raise ParseError(f"host state: hold {odd[0]!r:.60}: expected a package name "
+                                 "or a dnf lock entry (no spaces or control characters)")
         elif name == "uname":
             state.kernel_release = next((x.strip() for x in lines if x.strip()), "")
         elif name == "cuda_link":
@@ -263,6 +272,10 @@ def _packages(state: HostState, lines: list[str]) -> None:
         if not status.startswith(("ii", "hi", "iU", "iF", "hU", "hF")) or not version:
             continue  # removed, config-files only, not installed
         record = {"version": version, "arch": arch, "status": status.strip()}
+        recorded = is_stack_package(name) or is_kernel_package(name)
+        if recorded and not (PACKAGE_RE.fullmatch(name) and VERSION_RE.fullmatch(version)):
+            raise ParseError(f"host state: package {name!r:.60} version {version!r:.60}: "
+                             "expected a package name and version as dpkg or rpm lists them")
         if is_stack_package(name):
             state.packages[name] = record
         elif is_kernel_package(name):

@@ -30,6 +30,9 @@ from gpuhost.parsers.profile_marker import MARKER_PATH, parse_profile_marker
 from gpuhost.safeio import fsync_folder, read_regular, write_atomic
 from gpuhost.statedir import checked_folder
 from gpuhost.upgrade.host_state import (
+    HOLD_RE,
+    PACKAGE_RE,
+    VERSION_RE,
     HostState,
     file_bytes,
     file_category,
@@ -206,6 +209,19 @@ def _check_cuda_link(record: object, source: str) -> None:
         )
 
 
+def _check_packages(packages: Mapping[str, Any], source: str) -> None:
+    """Each recorded package a package name with a version: rollback passes both to the
+    package manager (a newline in a name split dpkg --set-selections' lines)."""
+    for name, record in packages.items():
+        if not PACKAGE_RE.fullmatch(name):
+            raise ConfigError(f"{source}: packages: found {name!r:.60}, expected package names")
+        if not isinstance(record, dict) or not isinstance(record.get("version"), str):
+            raise ConfigError(f"{source}: packages.{name}.version missing or not a string")
+        if not VERSION_RE.fullmatch(record["version"]):
+            raise ConfigError(f"{source}: packages.{name}.version: found "
+                              f"{record['version']!r:.60}, expected a package version")
+
+
 def validate_document(doc: object, source: str) -> dict[str, Any]:
     """Check a loaded document's shape; one ConfigError naming the file and field."""
     if not isinstance(doc, dict):
@@ -220,10 +236,8 @@ def validate_document(doc: object, source: str) -> dict[str, Any]:
     for key, kind in (("id", str), ("host", str), ("packages", dict), ("holds", list)):
         if not isinstance(doc.get(key), kind):
             raise ConfigError(f"{source}: field {key!r} missing or not a {kind.__name__}")
-    for name, record in doc["packages"].items():
-        if not isinstance(record, dict) or not isinstance(record.get("version"), str):
-            raise ConfigError(f"{source}: packages.{name}.version missing or not a string")
-    bad_holds = [h for h in doc["holds"] if not isinstance(h, str)]
+    _check_packages(doc["packages"], source)
+    bad_holds = [h for h in doc["holds"] if not isinstance(h, str) or not HOLD_RE.fullmatch(h)]
     if bad_holds:
         raise ConfigError(f"{source}: holds: found {bad_holds[0]!r:.40}, expected package names")
     _check_kernel(doc.get("kernel"), source)
