@@ -9,12 +9,14 @@ list' without saying which entry or what was found."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from gpuhost.errors import ConfigError
+from gpuhost.errors import ConfigError, ParseError
 from gpuhost.matrix.profiles import load_profiles
+from gpuhost.parsers.profile_marker import MARKER_SCHEMA, parse_profile_marker
 from tests.robustness.conftest import assert_one_line, gpuhost
 
 HEAD = """profiles:
@@ -83,3 +85,21 @@ def test_a_bad_os_list_names_the_entry_and_what_was_found(
     )
     run = gpuhost("provision", str(inventory), "--dry", "--profiles", str(path), cwd=tmp_path)
     assert_one_line(run, 2, f"{path}: invalid profiles", named)
+
+
+@pytest.mark.parametrize("name", ["my profile", "mine\n[gpuhost-cuda]", "-mine", "../mine", "my#1"])
+def test_a_profile_name_the_hosts_marker_cannot_hold_is_refused(tmp_path: Path,
+                                                                 name: str) -> None:
+    """provision writes the profile's name into the host's marker (/etc/gpuhost/profile), whose
+    reader takes letters, digits and . _ + - only: a profile 'my profile' provisioned and then
+    every audit, check and upgrade of that host refused its marker. (A newline also reached the
+    RPM bundle's repository file, whose name line says the profile.)"""
+    path = tmp_path / "p.yaml"
+    key = json.dumps(name)  # a JSON string is a YAML double-quoted scalar
+    path.write_text(HEAD.replace("  mine:", f"  {key}:") + "    os: [debian-12]\n", "utf-8")
+    with pytest.raises(ConfigError) as exc:
+        load_profiles(str(path))
+    assert f"profiles.{name!r}: not a profile name (expected letters, digits" in str(exc.value)
+    marker = json.dumps({"schema": MARKER_SCHEMA, "profile": name})
+    with pytest.raises(ParseError, match="profile"):
+        parse_profile_marker(marker)

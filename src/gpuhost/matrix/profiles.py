@@ -25,6 +25,7 @@ from gpuhost.matrix.gpus import gpu_info
 from gpuhost.matrix.lookup import parse_framework
 from gpuhost.matrix.model import Matrix
 from gpuhost.parsers.packages import RPM_NAME_RE
+from gpuhost.parsers.profile_marker import PROFILE_NAME_RE
 from gpuhost.versions import driver_branch, parse_version
 
 SOURCES = ("debian-nonfree", "nvidia-cuda-repo", "ubuntu-archive")
@@ -132,6 +133,12 @@ def parse_profiles(data: Any, origin: str, problems: list[str]) -> dict[str, Pro
         if not isinstance(name, str) or not name.strip():  # YAML's 5 or ~ became '5', 'None'
             problems.append(
                 f"profiles.{name!r}: a profile name must be text (quote it in YAML: \"{name}\")"
+            )
+            continue
+        if not PROFILE_NAME_RE.fullmatch(name):  # provision writes it into the host's marker
+            problems.append(
+                f"profiles.{name!r}: not a profile name (expected letters, digits and . _ + -, "
+                "starting with a letter or digit, e.g. my-h100-580)"
             )
             continue
         path = f"profiles.{name}"

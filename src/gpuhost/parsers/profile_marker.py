@@ -23,7 +23,8 @@ from gpuhost.parsers._common import first_line, require_text
 
 MARKER_PATH = "/etc/gpuhost/profile"
 MARKER_SCHEMA = 1
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+#: a profile name as the marker holds it (and so as a profiles file may define it)
+PROFILE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _EXPECTED = f"{MARKER_PATH} (gpuhost's JSON marker, schema {MARKER_SCHEMA}, or a profile name)"
 
 
@@ -93,7 +94,7 @@ def _from_json(data: object) -> ProfileMarker:
     if schema != MARKER_SCHEMA:
         raise _bad("schema", schema, f"{MARKER_SCHEMA} (written by this gpuhost's provision)")
     name = data.get("profile")
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str) or not PROFILE_NAME_RE.fullmatch(name):
         raise _bad("profile", name, "a profile name")
     versions = _get(data, "cuda.versions", list, "a list of CUDA versions") or []
     if not all(isinstance(v, str) and v for v in versions):
@@ -138,7 +139,7 @@ def _legacy_name(text: str) -> str:
             if found and key.strip() in ("profile", "name"):
                 value = rest.strip().strip("\"'")
                 break
-        if _NAME_RE.match(value):
+        if PROFILE_NAME_RE.fullmatch(value):
             return value
         raise ParseError(f"expected {_EXPECTED}, found {first_line(line)!r}")
     raise ParseError(f"expected {_EXPECTED}, found only comments")
