@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuhost.datafiles import SAFE_LOADER, load_yaml
+from gpuhost.datafiles import SAFE_LOADER, load_yaml, yaml_problem
 
 DATA_FILES = [
     ("gpuhost.data", "matrix.yaml"),
@@ -28,7 +28,18 @@ def test_every_data_file_loads_exactly_as_safe_load(package: str, name: str) -> 
 
 def test_the_c_loader_is_used_when_pyyaml_has_libyaml() -> None:
     expected = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
-    assert SAFE_LOADER is expected
+    assert SAFE_LOADER.__mro__[1] is expected  # itself only refuses keys written twice
+
+
+def test_a_key_written_twice_is_refused_with_both_lines() -> None:
+    """YAML keeps the last of two equal keys: a profile copied and not renamed silently
+    replaced the one above it (the file loaded, the first profile gone)."""
+    text = "profiles:\n  mine: {os: [debian-12]}\n  other: {}\n  mine: {os: [rocky-9]}\n"
+    with pytest.raises(yaml.MarkedYAMLError) as info:
+        load_yaml(text)
+    assert yaml_problem(info.value) == "line 4: found key 'mine' twice (first on line 2)"
+    merged = load_yaml("base: &b {x: 1, y: 2}\nd:\n  <<: *b\n  x: 3\n")  # '<<' may override
+    assert merged["d"] == {"x": 3, "y": 2}
 
 
 def test_it_is_a_safe_loader() -> None:

@@ -24,9 +24,31 @@ from gpuhost.safeio import read_regular
 
 PACKAGE_SETS = "package_sets.yaml"
 
-SAFE_LOADER: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = (
+_BASE_LOADER: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = (
     yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
 )
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _unique_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> Any:
+    """A mapping whose keys are written once: YAML keeps the last of two equal keys, so a
+    profile copied and not renamed silently replaced the one above it. Keys merged in with
+    ``<<`` may be overridden, as YAML means."""
+    seen: dict[tuple[str, str], Any] = {}
+    for key, _ in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.tag != _MERGE:
+            if (key.tag, key.value) in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"found key {key.value!r} twice (first on line "
+                    f"{seen[(key.tag, key.value)].line + 1})", key.start_mark,
+                )
+            seen[(key.tag, key.value)] = key.start_mark
+    return _BASE_LOADER.construct_mapping(loader, node, deep=deep)
+
+
+#: the safe loader (libyaml's when there) refusing a key written twice in one mapping
+SAFE_LOADER = type("UniqueKeySafeLoader", (_BASE_LOADER,), {"construct_mapping": _unique_mapping})
 
 
 def load_yaml(source: str | bytes | IO[str] | IO[bytes]) -> Any:
