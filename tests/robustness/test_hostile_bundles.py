@@ -102,3 +102,22 @@ def test_a_manifest_whose_format_is_not_its_os_is_one_line_before_any_host(
     (tmp_path / "inv.py").write_text(f"gpu = [('a', {host!r}), ('b', {host!r})]\n")
     run = gpuhost("provision", "inv.py", "--dry", cwd=tmp_path)
     assert_one_line(run, 2, "inv.py: host a: gpuhost_bundle: bundle/manifest.json", named)
+
+
+@pytest.mark.parametrize("command", [["provision", "inv.py", "--dry"], ["inventory", "check",
+                                                                         "inv.py"]])
+def test_a_bundle_made_for_an_os_the_profile_never_installs_on_is_one_line_before_any_host(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A Rocky 9 bundle given to hosts of a Debian-only profile: before, found on each host
+    reached (exit 1, 'made for rocky-9, this host runs debian-12'), and not at all while they
+    were unreachable; the manifest and the profile already say it."""
+    _bundle(tmp_path / "bundle")
+    host = {"ssh_hostname": "127.0.0.1", "ssh_port": 9,
+            "gpuhost_profile": "debian12-nonfree-535-security",
+            "gpuhost_bundle": {"path": "bundle"}}
+    (tmp_path / "inv.py").write_text(f"gpu = [('a', {host!r}), ('b', {host!r})]\n")
+    run = gpuhost(*command, cwd=tmp_path)
+    assert_one_line(run, 2, "inv.py: host a: gpuhost_bundle: bundle was made for rocky-9, "
+                            "profile debian12-nonfree-535-security installs on debian-12")
+    assert "unreachable" not in run.out + run.err

@@ -41,19 +41,33 @@ def bundle_setting(data: Mapping[str, Any]) -> BundleSetting | None:
 
 
 @cache
+def _bundle_dir(path: str) -> tuple[str | None, str | None]:
+    """(the OS key of the bundle directory ``path``, why it is no bundle), one of them None."""
+    from gpuhost.bundle.manifest import read_manifest
+    from gpuhost.errors import ConfigError
+
+    try:
+        return read_manifest(Path(path)).os, None
+    except ConfigError as exc:
+        return None, str(exc)
+
+
 def bundle_dir_problem(path: str) -> str | None:
     """Why the bundle directory ``path`` (``{path: DIR}``, read from the current directory) is
     no bundle: its manifest.json missing or unreadable (one line), else None. Read once per
     path and process: the hosts of a fleet share one bundle; its files are compared with the
     manifest when a deploy uses it."""
-    from gpuhost.bundle.manifest import read_manifest
-    from gpuhost.errors import ConfigError
+    return _bundle_dir(path)[1]
 
-    try:
-        read_manifest(Path(path))
-    except ConfigError as exc:
-        return str(exc)
-    return None
+
+def bundle_os_problem(path: str, profile: str, oses: tuple[str, ...]) -> str | None:
+    """Why the bundle directory ``path`` cannot install ``profile`` on any OS it names (``oses``):
+    it was made for another OS (None when it was, or when it is no bundle at all)."""
+    made_for = _bundle_dir(path)[0]
+    if made_for is None or made_for in oses:
+        return None
+    return (f"{path} was made for {made_for}, profile {profile} installs on {', '.join(oses)}; "
+            f"expected a bundle made for one of them (gpuhost bundle {profile} --os ...)")
 
 
 def bundle_shape_problem(value: Mapping[str, Any]) -> str | None:

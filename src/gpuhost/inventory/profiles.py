@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gpuhost.bundle.setting import BUNDLE_KEY, bundle_os_problem
 from gpuhost.matrix.profiles import Profile, load_profiles
 
 PROFILES_FILE_KEY = "gpuhost_profiles_file"
@@ -41,7 +42,12 @@ def install_data_problem(profile: Profile, data: Mapping[str, Any]) -> str | Non
     profile installing from NVIDIA's CUDA repository needs the repository's URL, key and the key's
     SHA-256 the operator verified. Checked before any host is contacted (provision, upgrade,
     ``gpuhost inventory check``) and again by the deploy on each host (plain pyinfra runs)."""
-    if profile.source != "nvidia-cuda-repo" or data.get("gpuhost_bundle"):
+    bundle = data.get(BUNDLE_KEY)
+    if isinstance(bundle, Mapping) and isinstance(bundle.get("path"), str):
+        problem = bundle_os_problem(bundle["path"], profile.name, profile.os)
+        if problem:
+            return f"{BUNDLE_KEY}: {problem}"
+    if profile.source != "nvidia-cuda-repo" or bundle:
         return None  # an offline bundle carries the repository's packages (docs/offline.md)
     for key in CUDA_REPO_KEYS:
         if not data.get(key):
