@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pyinfra.api import OperationError
+
 from gpuhost.bundle.manifest import Manifest, pinned_problems
 from gpuhost.bundle.setting import proxy_urls
 from gpuhost.deploys import guards, secure_boot
@@ -69,8 +71,11 @@ def cuda_source(host: str, resolved: Resolved) -> tuple[str, bytes] | None:
             f"{resolved.spec.profile} from NVIDIA's CUDA repository and needs its URL, key and "
             "SHA-256"
         )
-    key = fetch_verified(str(data["gpuhost_cuda_repo_key"]),
-                         str(data["gpuhost_cuda_repo_key_sha256"]), proxy_urls(data))
+    try:
+        key = fetch_verified(str(data["gpuhost_cuda_repo_key"]),
+                             str(data["gpuhost_cuda_repo_key_sha256"]), proxy_urls(data))
+    except OperationError as exc:  # pyinfra's error: the CLI shows only gpuhost's as one line
+        raise ConfigError(f"host {host}: gpuhost_cuda_repo_key: {exc}") from None
     return str(data["gpuhost_cuda_repo_url"]), key
 
 

@@ -29,14 +29,13 @@ from gpuhost.bundle.manifest import (
     read_manifest,
 )
 from gpuhost.bundle.setting import BundleSetting, host_of
+from gpuhost.datafiles import MAX_FILE_BYTES
 from gpuhost.deploys.spec import PackagePlan
 from gpuhost.desired import DesiredState
 from gpuhost.errors import ConfigError, DeployError
 from gpuhost.operations import dnf_pin, offline
 from gpuhost.operations.apt_pin import version_glob
-from gpuhost.operations.nvidia_repo import fetch_verified
-
-DOWNLOAD_TIMEOUT_S = 30
+from gpuhost.operations.nvidia_repo import download, fetch_verified
 
 
 def required_packages(
@@ -69,14 +68,15 @@ def _manifest_at_url(url: str, key_sha256: str) -> Manifest:
     ``key_sha256``, and it must list the keys it carries."""
     address = f"{url.rstrip('/')}/{MANIFEST}"
     try:
-        response = requests.get(address, timeout=DOWNLOAD_TIMEOUT_S)
-        response.raise_for_status()
+        content = download(address, MAX_FILE_BYTES)
     except requests.RequestException as exc:
         raise ConfigError(f"cannot download {address}: {exc}") from exc
-    manifest = parse_manifest_text(response.text, address)
+    except OperationError as exc:  # more than a manifest's bytes
+        raise ConfigError(str(exc)) from None
+    manifest = parse_manifest_text(content.decode("utf-8", "replace"), address)
     if manifest.format != "rpm":
         return manifest
-    digest = hashlib.sha256(response.content).hexdigest()
+    digest = hashlib.sha256(content).hexdigest()
     if digest != key_sha256.lower():
         raise ConfigError(
             f"{address}: SHA-256 is {digest}, key_sha256 says {key_sha256.lower()} (an RPM "

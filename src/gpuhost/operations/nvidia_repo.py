@@ -17,29 +17,49 @@ from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, operation
 from pyinfra.facts.files import Sha256File
 
+from gpuhost.errors import ConfigError
 from gpuhost.operations._files import put_text
 from gpuhost.pkgmgr import APT
+from gpuhost.safeio import read_regular
 
 KEYRING_DIR = "/usr/share/keyrings"
 SOURCES_PATH = "/etc/apt/sources.list.d/gpuhost-cuda.list"
 DOWNLOAD_TIMEOUT_S = 30
 
 
+#: the most bytes of a signing key read (NVIDIA's is about 1.7 KB): a path to /dev/zero or a
+#: server sending without end is refused, not read until memory runs out
+MAX_KEY_BYTES = 1024 * 1024
+
+
+def download(url: str, limit: int, proxies: dict[str, str] | None = None) -> bytes:
+    """The body of ``url``, at most ``limit`` bytes; requests' errors as they are, a longer
+    body an OperationError (read in pieces: never more than ``limit`` held)."""
+    with requests.get(url, timeout=DOWNLOAD_TIMEOUT_S, proxies=proxies or None,
+                      stream=True) as response:
+        response.raise_for_status()
+        data = bytearray()
+        for chunk in response.iter_content(64 * 1024):
+            data += chunk
+            if len(data) > limit:
+                raise OperationError(f"{url}: more than {limit:,} bytes; expected a small file")
+    return bytes(data)
+
+
 def fetch_verified(src: str, sha256: str, proxies: dict[str, str] | None = None) -> bytes:
     """Bytes of ``src`` (http(s) URL or controller path) whose SHA-256 must equal ``sha256``;
-    ``proxies`` ({"http"|"https": URL}, the host's ``gpuhost_proxy``) for a download."""
+    ``proxies`` ({"http"|"https": URL}, the host's ``gpuhost_proxy``) for a download. A path
+    must be a regular file (a FIFO never blocks) of at most ``MAX_KEY_BYTES``."""
     if src.startswith(("http://", "https://")):
         try:
-            response = requests.get(src, timeout=DOWNLOAD_TIMEOUT_S, proxies=proxies or None)
-            response.raise_for_status()
+            data = download(src, MAX_KEY_BYTES, proxies)
         except requests.RequestException as exc:
             raise OperationError(f"cannot download {src}: {exc}") from exc
-        data = response.content
     else:
         try:
-            data = Path(src).read_bytes()
-        except OSError as exc:
-            raise OperationError(f"cannot read {src}: {exc.strerror}") from exc
+            data = read_regular(Path(src), "the key", limit=MAX_KEY_BYTES)
+        except ConfigError as exc:
+            raise OperationError(str(exc)) from None
     digest = hashlib.sha256(data).hexdigest()
     if digest != sha256.lower():
         raise OperationError(
