@@ -248,3 +248,17 @@ def test_snapshot_ids_are_unique_within_a_second(tmp_path):
     assert len(set(ids)) == 4 and ids[0] == SID and ids[1] == f"{SID}-2"
     store.save(_doc(sid=ids[0]))
     assert store.unique_id("n1", SID) == f"{SID}-5"
+
+
+@pytest.mark.parametrize("sid", ["", " "])
+def test_an_empty_snapshot_id_is_refused_not_read_as_latest(tmp_path, capsys, sid):
+    """'--snapshot "$SID"' with SID unset rolled every host back to its latest snapshot (an
+    empty value read as the option left out); now one line, exit 2, before any host."""
+    state = _state(tmp_path)
+    inventory = tmp_path / "inv.py"
+    inventory.write_text("hosts = [('n1', {'ssh_hostname': '127.0.0.1', 'ssh_port': 9})]\n")
+    code = main(["rollback", str(inventory), "--yes", "--state-dir", str(state),
+                 "--snapshot", sid])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"--snapshot {sid!r}: expected a snapshot id" in err

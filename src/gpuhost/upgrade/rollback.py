@@ -44,6 +44,11 @@ def plan_rollback(
 ) -> RollbackPlan:
     """Each host's snapshot (``snapshot_id``, else its latest), found and read; ConfigError
     naming the first host without one."""
+    if snapshot_id is not None and not snapshot_id.strip():  # a script's empty variable
+        raise ConfigError(
+            f"--snapshot {snapshot_id!r}: expected a snapshot id (gpuhost snapshot list); "
+            "leave the option out for each host's latest"
+        )
     store = SnapshotStore(snapshots)
     refs, docs = {}, {}
     for entry in hosts:
