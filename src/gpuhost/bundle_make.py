@@ -46,6 +46,7 @@ from gpuhost.facts.probe_parsers import parse_os_release
 from gpuhost.inventory.loader import InventoryHost, select
 from gpuhost.operations.apt_pin import render_preferences
 from gpuhost.operations.nvidia_repo import keyring_path
+from gpuhost.parsers.packages import RPM_NAME_RE
 from gpuhost.pkgmgr import APT, Apt
 from gpuhost.probe.script import OS_RELEASE_CODE
 from gpuhost.upgrade.connect import PyinfraRemote
@@ -171,9 +172,9 @@ def make_bundle(profile: str, inventory: str, host: str, out: Path, want_os: str
                 gnupghome: Path | None = None, extra: Sequence[str] = ()) -> Manifest:
     """The bundle of ``profile`` in ``out``, resolved on inventory host ``host`` (with the
     ``extra`` packages the site also wants on its hosts)."""
-    bad = [p for p in extra if not _PACKAGE_RE.fullmatch(p)]
-    if bad:
-        raise ConfigError(f"--with {bad[0]!r}: not a Debian package name")
+    bad = [p for p in extra if not RPM_NAME_RE.fullmatch(p) or p.startswith("-")]
+    if bad:  # the OS is not known yet: any name apt or dnf could take (apt's are checked below)
+        raise ConfigError(f"--with {bad[0]!r}: not a package name (letters, digits, + . _ -)")
     selection = select(inventory)
     entries = [e for e in selection.entries() if e.name == host]
     if not entries:
@@ -201,6 +202,10 @@ def make_bundle(profile: str, inventory: str, host: str, out: Path, want_os: str
                     "by dnf with gpgcheck=1); leave --sign-key out"
                 )
             return make_rpm_bundle(remote, entry, profile, str(found), out, profiles_file, extra)
+        debian = [p for p in extra if not _PACKAGE_RE.fullmatch(p)]
+        if debian:
+            raise ConfigError(f"--with {debian[0]!r}: host {host} runs {found}, whose package "
+                              "names are lower-case letters, digits and + . - (Debian policy)")
         request = plan_request(entry, profile, str(found), profiles_file, extra)
         folder = run_checked(remote, "mktemp -d /tmp/gpuhost-bundle.XXXXXX", "mktemp").strip()
         try:

@@ -27,7 +27,9 @@ def _bundle(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (["--from-host", "ref1", "-o", "out", "--os", "windows"],
      "gpuhost: error: --os 'windows': expected an OS key such as debian-12"),
     (["--from-host", "ref1", "-o", "out", "--with", "Bad Name"],
-     "gpuhost: error: --with 'Bad Name': not a Debian package name"),
+     "gpuhost: error: --with 'Bad Name': not a package name (letters, digits, + . _ -)"),
+    (["--from-host", "ref1", "-o", "out", "--with", "-oDir=/"],
+     "gpuhost: error: --with '-oDir=/': not a package name (letters, digits, + . _ -)"),
     (["--from-host", "ref1", "-o", "full"],
      "gpuhost: error: -o full: exists and is not an empty folder; expected a new folder"),
 ])
@@ -89,3 +91,48 @@ def test_the_reference_host_command_runs_in_sh(tmp_path: Path) -> None:
     assert (folder / "parts" / "gpuhost-cuda.list").read_text() == (
         f"deb [signed-by={folder}/cuda-key.gpg] http://repo/x/ /\n"
     )
+
+
+class _Remote:
+    """A reference host answering every command with its os-release (what make_bundle reads
+    first), for the checks that need its OS."""
+
+    os_release = ""
+
+    def __init__(self, entry: object) -> None:
+        self.host = "ref1"
+
+    def run(self, command: str, timeout: float | None = None) -> object:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(ok=True, stdout=self.os_release, stderr="", rc=0)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("os_release", "outcome"), [
+    ('ID=debian\nVERSION_ID="12"\n', "--with 'NetworkManager-tui': host ref1 runs debian-12, "
+                                       "whose package names are lower-case"),
+    ('ID="rocky"\nVERSION_ID="9.4"\n', "rpm bundle with NetworkManager-tui"),
+])
+def test_an_rpm_package_name_is_taken_for_a_rocky_host_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, os_release: str, outcome: str
+) -> None:
+    """--with was checked against Debian's name rule before the OS was known: a Rocky reference
+    host's --with NetworkManager-tui was refused as 'not a Debian package name'."""
+    from gpuhost import bundle_make
+    from gpuhost.errors import ConfigError
+
+    inventory = tmp_path / "inventory.py"
+    inventory.write_text('hosts = [("ref1", {"ssh_hostname": "127.0.0.1", "ssh_port": 9})]\n')
+    monkeypatch.setattr(_Remote, "os_release", os_release)
+    monkeypatch.setattr(bundle_make, "PyinfraRemote", _Remote)
+    monkeypatch.setattr(bundle_make, "make_rpm_bundle",
+                        lambda *args: f"rpm bundle with {' '.join(args[-1])}")
+    try:
+        got = str(bundle_make.make_bundle(PROFILE, str(inventory), "ref1", tmp_path / "out",
+                                          extra=("NetworkManager-tui",)))
+    except ConfigError as exc:
+        got = str(exc)
+    assert got.startswith(outcome), got
