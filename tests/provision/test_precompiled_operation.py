@@ -360,3 +360,31 @@ def test_a_track_without_its_own_modules_metapackage_takes_the_flavours() -> Non
     virtual = "linux-modules-nvidia-580-server-open-virtual"
     offered[virtual] = [AptRecord(virtual, "6.8.0-100.100+1")]
     assert precompiled.choose_meta(plan, ["virtual"], "generic", offered) == virtual
+
+
+def test_upgrade_moves_no_kernel_where_no_track_brings_the_next_boots() -> None:
+    """A 22.04 host whose next boot's kernel (6.8.0-101) was installed by its own name: no
+    installed image metapackage brings it (the GA linux-generic kept brings 5.15). gpuhost
+    upgrade has no track to move: it pairs that kernel and installs no other one (it moved the
+    GA track before, which pulls a 5.15 kernel the host never booted, with its module)."""
+    installed = {**{m: ["5.15.0.200.200"] for m in KERNEL_METAS},
+                 f"linux-image-{K101}": ["6.8.0-101.101~22.04.1"]}
+    second = "packages=" + ",".join(sorted([META,
+                                            f"linux-modules-nvidia-580-server-open-{GA515_NEXT}"]))
+    facts = _facts(installed, list(KERNEL_METAS),
+                   {_first_records(K101): JAMMY_HWE, second: JAMMY_HWE}, next_boot=K101)
+    facts["gpuhost.facts.precompiled.PackageRecords"][_track_key(installed)] = JAMMY_HWE
+    commands, _ = run_case(precompiled.modules_paired, {
+        "args": {"plan": _plan(NEWER, "ubuntu-22.04"), "driver_version": NEWER,
+                 "move_kernel": True}, "facts": facts})
+    assert commands == [
+        APT + f"linux-modules-nvidia-580-server-open-{K101}=6.8.0-101.101~22.04.1",
+        "apt-mark hold " + " ".join(KERNEL_METAS),
+    ]
+    installed[f"linux-modules-nvidia-580-server-open-{K101}"] = ["6.8.0-101.101~22.04.1"]
+    commands, noops = run_case(precompiled.modules_paired, {
+        "args": {"plan": _plan(NEWER, "ubuntu-22.04"), "driver_version": NEWER,
+                 "move_kernel": True}, "facts": facts})
+    assert commands == []
+    assert noops == [f"NVIDIA modules paired with kernel {K101}; no kernel moved: no installed "
+                     f"kernel image metapackage brings {K101}"]

@@ -227,6 +227,9 @@ class NextBoot:
     #: the flavour when none does: a kernel installed by its own name)
     track: str
     meta: str  # the modules metapackage (of the track; the flavour's where the track has none)
+    #: an installed image metapackage brings ``release`` (False: ``track`` is the flavour, and
+    #: nothing follows a track to move: a kernel installed by its own name)
+    tracked: bool = True
 
 
 def choose_meta(plan: PrecompiledModules, tracks: Sequence[str], flavour: str,
@@ -253,7 +256,8 @@ def _next_boot(plan: PrecompiledModules) -> NextBoot | None:
         records = fact(PackageRecords, packages=sorted({*images, *metas, meta}))
         tracks = kernel_tracks(release, fact(DebPackages), records)
         meta = choose_meta(plan, tracks, flavour, records)
-    return NextBoot(release, kernels.running, flavour, (tracks or [flavour])[0], meta)
+    return NextBoot(release, kernels.running, flavour, (tracks or [flavour])[0], meta,
+                    bool(tracks))
 
 
 @operation()
@@ -307,7 +311,9 @@ def _wanted(
     names.update(n for k in kernels for n in kernel_packages(plan, k))
     records = fact(PackageRecords, packages=sorted(names))
     note = ""
-    if move_kernel and _executing():
+    if move_kernel and not boot.tracked:
+        note = f"; no kernel moved: no installed kernel image metapackage brings {boot.release}"
+    elif move_kernel and _executing():
         newest = newest_kernel(records, image)
         if newest and newest != boot.release:
             more = fact(PackageRecords,
