@@ -147,23 +147,32 @@ def test_a_next_boot_kernel_without_a_module_for_the_driver_fails_in_one_line() 
 def test_upgrade_moves_the_kernel_with_its_module_in_one_command() -> None:
     """gpuhost upgrade (move_kernel) at driver 580.199.02: the kernel metapackages and the
     pairing of 6.8.0-101 in one apt command (held ones released for it and held again)."""
+    records = _records(RELEASE, SECURITY, UPDATES, IMAGE)
+    assert _upgrade_to_newer(records) == MOVED_TO_K101
+
+
+_HELD = " ".join(sorted([*KERNEL_METAS, META]))
+#: the kernel metapackages and 6.8.0-101's module in one apt command (held ones released for it)
+MOVED_TO_K101 = [
+    f"apt-mark unhold {_HELD} && {{ {APT}"
+    + " ".join(f"{m}=6.8.0.101.101" for m in ("linux-generic", "linux-image-generic",
+                                              "linux-headers-generic")) + " "
+    f"linux-modules-nvidia-580-server-open-{K101}=6.8.0-101.101 {META}=6.8.0-101.101; "
+    f"rc=$?; apt-mark hold {_HELD}; exit $rc; }}",
+    HOLD,
+]
+
+
+def _upgrade_to_newer(records: dict[str, list[AptRecord]], stage: str = "execute") -> list[Any]:
+    """modules_paired with move_kernel at 580.199.02 on a 24.04 host held on 6.8.0-100."""
     installed = {**BASE, META: ["6.8.0-100.100+1"]}
     second = "packages=" + ",".join(sorted([META, f"linux-modules-nvidia-580-server-open-{K101}"]))
-    records = _records(RELEASE, SECURITY, UPDATES, IMAGE)
     facts = _facts(installed, [*KERNEL_METAS, META], {_first_records(): records,
                                                        second: records})
     commands, _ = run_case(precompiled.modules_paired, {
         "args": {"plan": _plan(NEWER), "driver_version": NEWER, "move_kernel": True},
-        "facts": facts})
-    held = " ".join(sorted([*KERNEL_METAS, META]))
-    assert commands == [
-        f"apt-mark unhold {held} && {{ {APT}"
-        + " ".join(f"{m}=6.8.0.101.101" for m in ("linux-generic", "linux-image-generic",
-                                                  "linux-headers-generic")) + " "
-        f"linux-modules-nvidia-580-server-open-{K101}=6.8.0-101.101 {META}=6.8.0-101.101; "
-        f"rc=$?; apt-mark hold {held}; exit $rc; }}",
-        HOLD,
-    ]
+        "facts": facts, "stage": stage})
+    return commands
 
 
 def test_upgrade_keeps_a_kernel_the_driver_cannot_pair() -> None:
@@ -388,3 +397,14 @@ def test_upgrade_moves_no_kernel_where_no_track_brings_the_next_boots() -> None:
     assert commands == []
     assert noops == [f"NVIDIA modules paired with kernel {K101}; no kernel moved: no installed "
                      f"kernel image metapackage brings {K101}"]
+
+
+@pytest.mark.parametrize("stage", ["prepare", "execute"])
+def test_the_kernel_move_is_planned_alike_at_prepare_and_execute(stage: str) -> None:
+    """gpuhost upgrade where the sources offer no module build of the target driver for the
+    held kernel 6.8.0-100, only for the newest (6.8.0-101): execute moves the kernel with it.
+    pyinfra evaluates the operation at prepare too (State(check_for_changes=True), deploy_runner
+    leaves out a host whose operations all yield nothing); there the move was skipped
+    (_executing()), so the held kernel's pairing failed the host with 'no NVIDIA module package'
+    before the move could run. Both stages now plan the same move."""
+    assert _upgrade_to_newer(_records(UPDATES, IMAGE), stage) == MOVED_TO_K101

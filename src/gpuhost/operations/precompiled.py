@@ -313,7 +313,7 @@ def _wanted(
     note = ""
     if move_kernel and not boot.tracked:
         note = f"; no kernel moved: no installed kernel image metapackage brings {boot.release}"
-    elif move_kernel and _executing():
+    elif move_kernel:  # prepare plans the same move as execute (pyinfra runs both)
         newest = newest_kernel(records, image)
         if newest and newest != boot.release:
             more = fact(PackageRecords,
@@ -335,10 +335,6 @@ def _wanted(
         extra = pair_kernel(plan, boot.running, boot.meta, driver, records)
         wanted += [i for i in extra.install if not i.startswith(boot.meta + "=")]
     return wanted, note
-
-
-def _executing() -> bool:
-    return bool(host.state.is_executing)
 
 
 @operation()
