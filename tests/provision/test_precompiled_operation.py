@@ -76,8 +76,8 @@ def _track_key(installed: dict[str, list[str]], flavour_meta: str = META) -> str
     """The fact key of the records read to find the kernel's track: the installed image
     metapackages and the modules metapackage of each one's track (and of the flavour)."""
     images = [n for n in installed if precompiled.IMAGE_META_RE.match(n)]
-    metas = [f"linux-modules-nvidia-580-server-open-{n.removeprefix('linux-image-')}"
-             for n in images]
+    tracks = precompiled.meta_tracks([n.removeprefix("linux-image-") for n in images], "generic")
+    metas = [f"linux-modules-nvidia-580-server-open-{t}" for t in tracks]
     return "packages=" + ",".join(sorted({*images, *metas, flavour_meta}))
 
 
@@ -408,3 +408,36 @@ def test_the_kernel_move_is_planned_alike_at_prepare_and_execute(stage: str) -> 
     (_executing()), so the held kernel's pairing failed the host with 'no NVIDIA module package'
     before the move could run. Both stages now plan the same move."""
     assert _upgrade_to_newer(_records(UPDATES, IMAGE), stage) == MOVED_TO_K101
+
+
+def test_a_virtual_hwe_kernel_takes_the_modules_metapackage_of_its_generic_series() -> None:
+    """linux-image-virtual-hwe-22.04 brings a -generic HWE kernel (6.8) on 22.04. With no
+    ...-virtual-hwe-22.04 modules metapackage, the one following the same kernels is
+    ...-generic-hwe-22.04; the flavour's ...-generic follows 22.04's GA 5.15 kernels (it was
+    chosen, and then never installed: none of its versions names a 6.8 module), so the host had
+    no modules metapackage."""
+    plan = _plan(os_key="ubuntu-22.04")
+    assert precompiled.choose_meta(plan, ["virtual-hwe-22.04"], "generic", JAMMY_HWE) == META_HWE
+    assert precompiled.choose_meta(plan, ["virtual"], "generic", JAMMY_HWE) == META
+    assert precompiled.meta_tracks(["aws-lts-22.04"], "aws") == ["aws-lts-22.04", "aws"]
+    assert precompiled.meta_tracks(["generic-64k-hwe-24.04"], "generic-64k") == [
+        "generic-64k-hwe-24.04", "generic-64k"]
+    assert precompiled.meta_tracks(["virtual-hwe-24.04", "generic-hwe-24.04"], "generic") == [
+        "virtual-hwe-24.04", "generic-hwe-24.04", "generic"]
+    virtual = _image("virtual-hwe-22.04", ("6.8.0.101.101~22.04.1", K101),
+                     ("6.8.0.100.100~22.04.1", K100))
+    metas = [f"linux-{n}-virtual-hwe-22.04" for n in ("image", "headers")] + [
+        "linux-virtual-hwe-22.04"]
+    installed = {m: ["6.8.0.100.100~22.04.1"] for m in metas}
+    records = _records(JAMMY_HWE, virtual)
+    first = {META_HWE, *metas, f"linux-modules-nvidia-580-server-open-{K100}",
+             f"linux-modules-nvidia-580-server-open-{RUNNING}"}
+    facts = _facts(installed, [], {"packages=" + ",".join(sorted(first)): records})
+    facts["gpuhost.facts.precompiled.PackageRecords"][_track_key(installed)] = records
+    commands, _ = run_case(precompiled.modules_paired, {
+        "args": {"plan": plan, "driver_version": DRIVER}, "facts": facts})
+    assert commands == [
+        APT + f"linux-modules-nvidia-580-server-open-{K100}=6.8.0-100.100~22.04.1+1 "
+        f"{META_HWE}=6.8.0-100.100~22.04.1+1",
+        "apt-mark hold " + " ".join(sorted([*metas, META_HWE])),
+    ]
