@@ -441,3 +441,29 @@ def test_a_virtual_hwe_kernel_takes_the_modules_metapackage_of_its_generic_serie
         f"{META_HWE}=6.8.0-100.100~22.04.1+1",
         "apt-mark hold " + " ".join(sorted([*metas, META_HWE])),
     ]
+
+
+def test_a_cloud_kernel_holds_its_own_tracks_metapackages() -> None:
+    """An AWS host (uname -r 6.8.0-1015-aws, linux-aws): the data's templates name the
+    flavour's linux-aws & co. only through {kernel_flavour}; the track adds them whatever its
+    name. The -aws modules metapackage (ubuntu-drivers' own example:
+    linux-modules-nvidia-535-server-aws) is installed and everything that brings a kernel held."""
+    kernel, meta = "6.8.0-1015-aws", "linux-modules-nvidia-580-server-open-aws"
+    metas = ["linux-aws", "linux-headers-aws", "linux-image-aws"]
+    installed = {m: ["6.8.0.1015.16"] for m in metas}
+    records = _records(_meta_records(meta, kernel, "6.8.0-1015.16+1", DRIVER),
+                       _image("aws", ("6.8.0.1015.16", kernel)))
+    first = {meta, *metas, f"linux-modules-nvidia-580-server-open-{kernel}",
+             f"linux-modules-nvidia-580-server-open-{RUNNING}"}
+    facts = _facts(installed, [], {"packages=" + ",".join(sorted(first)): records},
+                   next_boot=kernel)
+    facts["gpuhost.facts.precompiled.PackageRecords"] = {  # the track's read: no generic name
+        "packages=" + ",".join(sorted({"linux-image-aws", meta})): records,
+        "packages=" + ",".join(sorted(first)): records}
+    commands, _ = run_case(precompiled.modules_paired, {
+        "args": {"plan": _plan(), "driver_version": DRIVER}, "facts": facts})
+    assert commands == [
+        APT + f"linux-modules-nvidia-580-server-open-{kernel}=6.8.0-1015.16+1 "
+        f"{meta}=6.8.0-1015.16+1",
+        "apt-mark hold " + " ".join(sorted([*metas, meta])),
+    ]
