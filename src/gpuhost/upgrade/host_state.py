@@ -47,7 +47,11 @@ def is_stack_package(name: str) -> bool:
     return is_managed(name) or bool(STACK_PACKAGE_RE.search(name))
 
 
-KERNEL_PACKAGE_RE = re.compile(r"^linux-(image|headers|modules)-")
+# a kernel release's image, headers and modules; and its source's shared headers, which
+# linux-headers-<release> depends on (linux-hwe-6.8-headers-6.8.0-101 on 22.04's HWE kernel,
+# linux-gcp-6.8-headers-6.8.0-1026; generic's linux-headers-6.8.0-101 matches the first)
+KERNEL_PACKAGE_RE = re.compile(
+    r"^linux-(image|headers|modules)-|^linux-[a-z][a-z0-9.-]*-headers-\d+\.\d+\.\d+-\d+$")
 # Ubuntu's kernel metapackages (linux-generic, linux-virtual-hwe-24.04, ...; linux-image-generic
 # and linux-headers-generic match KERNEL_PACKAGE_RE); any other track's linux-<track> (linux-aws,
 # linux-nvidia-hwe-22.04) is one where its linux-image-<track> is installed (track_metapackages)
