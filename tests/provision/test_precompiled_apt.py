@@ -391,3 +391,27 @@ def test_a_rollback_restores_a_tracks_metapackage_with_its_image_and_headers(
     assert "Remv" not in whole.stdout
     part = restore(metas[1:])
     assert part.returncode != 0 and "generated breaks" in part.stderr, part.stdout + part.stderr
+
+
+def test_the_track_of_an_installed_version_the_archive_no_longer_lists(
+    jammy_hwe: ua.Archive, tmp_path: Path
+) -> None:
+    """kernel_tracks reads the installed version's record. The archive keeps one version per
+    pocket, so a host's linux-image-generic-hwe-22.04 may be at a version no pocket lists any
+    more: apt 2.6's apt-cache show still prints that version's record from the dpkg status
+    (with its Depends), so the track is still found."""
+    apt = AptRoot(tmp_path, jammy_hwe)
+    host = _jammy_hwe_host(jammy_hwe)
+    image, listed = f"linux-image-{HWE}", host[f"linux-image-{HWE}"]
+    apt.install_state(host, set(), "")
+    gone = listed.replace("~22.04.1", "~22.04.0")  # older than every listed one
+    status = apt.path / "var/lib/dpkg/status"
+    stanzas = status.read_text().split("\n\n")
+    ours = next(i for i, st in enumerate(stanzas) if st.startswith(f"Package: {image}\n"))
+    assert f"\nVersion: {listed}\n" in stanzas[ours]
+    stanzas[ours] = stanzas[ours].replace(f"\nVersion: {listed}\n", f"\nVersion: {gone}\n")
+    status.write_text("\n\n".join(stanzas))
+    records = parse_apt_show(apt.run("apt-cache", "show", image).stdout)
+    assert gone in [r.version for r in records[image]]
+    kernel = jammy_hwe.kernels[0]
+    assert kernel_tracks(kernel, {image: [gone]}, records) == [HWE]
