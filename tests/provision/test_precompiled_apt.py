@@ -353,3 +353,65 @@ def test_an_hwe_host_gets_its_tracks_modules_metapackage(
     apt.install_state(host, set(plan.coupled) | held, prefs)
     out = apt.run("apt-get", "-s", "dist-upgrade").stdout
     assert not any(n.startswith("linux-") for n in _installs(out)), out
+
+
+def test_a_rollback_restores_a_tracks_metapackage_with_its_image_and_headers(
+    archive: ua.Archive, tmp_path: Path
+) -> None:
+    """After gpuhost upgrade moved the track (linux-generic & co. at 6.8.0.101.101, held), the
+    rollback installs the snapshot's cached files of the recorded versions (pkgmgr's
+    install_files: --allow-downgrades --allow-change-held-packages). The snapshot records the
+    track's three metapackages (host_state: linux-<track> for every installed
+    linux-image-<track>, so linux-aws on an AWS kernel too); with them apt downgrades all three.
+    Restored without linux-<track> (what a snapshot of an AWS host recorded before:
+    KERNEL_META_RE knew generic, virtual and lowlatency only), apt 2.6 refuses the whole
+    restore: the held linux-<track> needs the new image and headers metapackages."""
+    from gpuhost.upgrade.host_state import MARK, parse_host_state
+
+    before = _host(PROFILE_DRIVER, "6.8.0-100.100+1")
+    rows = [f"{n}\t{v}\tamd64\thi " for n, v in sorted(before.items())]
+    state = parse_host_state("\n".join([f"{MARK} packages", *rows, f"{MARK} end"]))
+    metas = ["linux-generic", "linux-image-generic", "linux-headers-generic"]
+    assert set(metas) <= set(state.packages)
+    apt = AptRoot(tmp_path, archive)
+    prefs, held, kernel = _gpuhost_state(PROFILE_DRIVER)
+    after = {**before, **{m: "6.8.0.101.101" for m in metas},
+             f"linux-image-{K101}": "6.8.0-101.101", f"linux-headers-{K101}": "6.8.0-101.101"}
+    apt.install_state(after, held | set(kernel), prefs)
+    pool = sorted(archive.root.rglob("*.deb"))
+
+    def restore(names: list[str]) -> subprocess.CompletedProcess[str]:
+        files = [next(str(p) for p in pool if p.name.startswith(f"{n}_{before[n]}_"))
+                 for n in names]
+        return apt.run("apt-get", "-s", "install", "--allow-downgrades",
+                       "--allow-change-held-packages", *files, check=False)
+
+    whole = restore(metas)
+    assert whole.returncode == 0 and set(_installs(whole.stdout)) == set(metas), whole.stdout
+    assert "Remv" not in whole.stdout
+    part = restore(metas[1:])
+    assert part.returncode != 0 and "generated breaks" in part.stderr, part.stdout + part.stderr
+
+
+def test_the_track_of_an_installed_version_the_archive_no_longer_lists(
+    jammy_hwe: ua.Archive, tmp_path: Path
+) -> None:
+    """kernel_tracks reads the installed version's record. The archive keeps one version per
+    pocket, so a host's linux-image-generic-hwe-22.04 may be at a version no pocket lists any
+    more: apt 2.6's apt-cache show still prints that version's record from the dpkg status
+    (with its Depends), so the track is still found."""
+    apt = AptRoot(tmp_path, jammy_hwe)
+    host = _jammy_hwe_host(jammy_hwe)
+    image, listed = f"linux-image-{HWE}", host[f"linux-image-{HWE}"]
+    apt.install_state(host, set(), "")
+    gone = listed.replace("~22.04.1", "~22.04.0")  # older than every listed one
+    status = apt.path / "var/lib/dpkg/status"
+    stanzas = status.read_text().split("\n\n")
+    ours = next(i for i, st in enumerate(stanzas) if st.startswith(f"Package: {image}\n"))
+    assert f"\nVersion: {listed}\n" in stanzas[ours]
+    stanzas[ours] = stanzas[ours].replace(f"\nVersion: {listed}\n", f"\nVersion: {gone}\n")
+    status.write_text("\n\n".join(stanzas))
+    records = parse_apt_show(apt.run("apt-cache", "show", image).stdout)
+    assert gone in [r.version for r in records[image]]
+    kernel = jammy_hwe.kernels[0]
+    assert kernel_tracks(kernel, {image: [gone]}, records) == [HWE]

@@ -76,8 +76,8 @@ def _track_key(installed: dict[str, list[str]], flavour_meta: str = META) -> str
     """The fact key of the records read to find the kernel's track: the installed image
     metapackages and the modules metapackage of each one's track (and of the flavour)."""
     images = [n for n in installed if precompiled.IMAGE_META_RE.match(n)]
-    metas = [f"linux-modules-nvidia-580-server-open-{n.removeprefix('linux-image-')}"
-             for n in images]
+    tracks = precompiled.meta_tracks([n.removeprefix("linux-image-") for n in images], "generic")
+    metas = [f"linux-modules-nvidia-580-server-open-{t}" for t in tracks]
     return "packages=" + ",".join(sorted({*images, *metas, flavour_meta}))
 
 
@@ -147,23 +147,32 @@ def test_a_next_boot_kernel_without_a_module_for_the_driver_fails_in_one_line() 
 def test_upgrade_moves_the_kernel_with_its_module_in_one_command() -> None:
     """gpuhost upgrade (move_kernel) at driver 580.199.02: the kernel metapackages and the
     pairing of 6.8.0-101 in one apt command (held ones released for it and held again)."""
+    records = _records(RELEASE, SECURITY, UPDATES, IMAGE)
+    assert _upgrade_to_newer(records) == MOVED_TO_K101
+
+
+_HELD = " ".join(sorted([*KERNEL_METAS, META]))
+#: the kernel metapackages and 6.8.0-101's module in one apt command (held ones released for it)
+MOVED_TO_K101 = [
+    f"apt-mark unhold {_HELD} && {{ {APT}"
+    + " ".join(f"{m}=6.8.0.101.101" for m in ("linux-generic", "linux-image-generic",
+                                              "linux-headers-generic")) + " "
+    f"linux-modules-nvidia-580-server-open-{K101}=6.8.0-101.101 {META}=6.8.0-101.101; "
+    f"rc=$?; apt-mark hold {_HELD}; exit $rc; }}",
+    HOLD,
+]
+
+
+def _upgrade_to_newer(records: dict[str, list[AptRecord]], stage: str = "execute") -> list[Any]:
+    """modules_paired with move_kernel at 580.199.02 on a 24.04 host held on 6.8.0-100."""
     installed = {**BASE, META: ["6.8.0-100.100+1"]}
     second = "packages=" + ",".join(sorted([META, f"linux-modules-nvidia-580-server-open-{K101}"]))
-    records = _records(RELEASE, SECURITY, UPDATES, IMAGE)
     facts = _facts(installed, [*KERNEL_METAS, META], {_first_records(): records,
                                                        second: records})
     commands, _ = run_case(precompiled.modules_paired, {
         "args": {"plan": _plan(NEWER), "driver_version": NEWER, "move_kernel": True},
-        "facts": facts})
-    held = " ".join(sorted([*KERNEL_METAS, META]))
-    assert commands == [
-        f"apt-mark unhold {held} && {{ {APT}"
-        + " ".join(f"{m}=6.8.0.101.101" for m in ("linux-generic", "linux-image-generic",
-                                                  "linux-headers-generic")) + " "
-        f"linux-modules-nvidia-580-server-open-{K101}=6.8.0-101.101 {META}=6.8.0-101.101; "
-        f"rc=$?; apt-mark hold {held}; exit $rc; }}",
-        HOLD,
-    ]
+        "facts": facts, "stage": stage})
+    return commands
 
 
 def test_upgrade_keeps_a_kernel_the_driver_cannot_pair() -> None:
@@ -360,3 +369,101 @@ def test_a_track_without_its_own_modules_metapackage_takes_the_flavours() -> Non
     virtual = "linux-modules-nvidia-580-server-open-virtual"
     offered[virtual] = [AptRecord(virtual, "6.8.0-100.100+1")]
     assert precompiled.choose_meta(plan, ["virtual"], "generic", offered) == virtual
+
+
+def test_upgrade_moves_no_kernel_where_no_track_brings_the_next_boots() -> None:
+    """A 22.04 host whose next boot's kernel (6.8.0-101) was installed by its own name: no
+    installed image metapackage brings it (the GA linux-generic kept brings 5.15). gpuhost
+    upgrade has no track to move: it pairs that kernel and installs no other one (it moved the
+    GA track before, which pulls a 5.15 kernel the host never booted, with its module)."""
+    installed = {**{m: ["5.15.0.200.200"] for m in KERNEL_METAS},
+                 f"linux-image-{K101}": ["6.8.0-101.101~22.04.1"]}
+    second = "packages=" + ",".join(sorted([META,
+                                            f"linux-modules-nvidia-580-server-open-{GA515_NEXT}"]))
+    facts = _facts(installed, list(KERNEL_METAS),
+                   {_first_records(K101): JAMMY_HWE, second: JAMMY_HWE}, next_boot=K101)
+    facts["gpuhost.facts.precompiled.PackageRecords"][_track_key(installed)] = JAMMY_HWE
+    commands, _ = run_case(precompiled.modules_paired, {
+        "args": {"plan": _plan(NEWER, "ubuntu-22.04"), "driver_version": NEWER,
+                 "move_kernel": True}, "facts": facts})
+    assert commands == [
+        APT + f"linux-modules-nvidia-580-server-open-{K101}=6.8.0-101.101~22.04.1",
+        "apt-mark hold " + " ".join(KERNEL_METAS),
+    ]
+    installed[f"linux-modules-nvidia-580-server-open-{K101}"] = ["6.8.0-101.101~22.04.1"]
+    commands, noops = run_case(precompiled.modules_paired, {
+        "args": {"plan": _plan(NEWER, "ubuntu-22.04"), "driver_version": NEWER,
+                 "move_kernel": True}, "facts": facts})
+    assert commands == []
+    assert noops == [f"NVIDIA modules paired with kernel {K101}; no kernel moved: no installed "
+                     f"kernel image metapackage brings {K101}"]
+
+
+@pytest.mark.parametrize("stage", ["prepare", "execute"])
+def test_the_kernel_move_is_planned_alike_at_prepare_and_execute(stage: str) -> None:
+    """gpuhost upgrade where the sources offer no module build of the target driver for the
+    held kernel 6.8.0-100, only for the newest (6.8.0-101): execute moves the kernel with it.
+    pyinfra evaluates the operation at prepare too (State(check_for_changes=True), deploy_runner
+    leaves out a host whose operations all yield nothing); there the move was skipped
+    (_executing()), so the held kernel's pairing failed the host with 'no NVIDIA module package'
+    before the move could run. Both stages now plan the same move."""
+    assert _upgrade_to_newer(_records(UPDATES, IMAGE), stage) == MOVED_TO_K101
+
+
+def test_a_virtual_hwe_kernel_takes_the_modules_metapackage_of_its_generic_series() -> None:
+    """linux-image-virtual-hwe-22.04 brings a -generic HWE kernel (6.8) on 22.04. With no
+    ...-virtual-hwe-22.04 modules metapackage, the one following the same kernels is
+    ...-generic-hwe-22.04; the flavour's ...-generic follows 22.04's GA 5.15 kernels (it was
+    chosen, and then never installed: none of its versions names a 6.8 module), so the host had
+    no modules metapackage."""
+    plan = _plan(os_key="ubuntu-22.04")
+    assert precompiled.choose_meta(plan, ["virtual-hwe-22.04"], "generic", JAMMY_HWE) == META_HWE
+    assert precompiled.choose_meta(plan, ["virtual"], "generic", JAMMY_HWE) == META
+    assert precompiled.meta_tracks(["aws-lts-22.04"], "aws") == ["aws-lts-22.04", "aws"]
+    assert precompiled.meta_tracks(["generic-64k-hwe-24.04"], "generic-64k") == [
+        "generic-64k-hwe-24.04", "generic-64k"]
+    assert precompiled.meta_tracks(["virtual-hwe-24.04", "generic-hwe-24.04"], "generic") == [
+        "virtual-hwe-24.04", "generic-hwe-24.04", "generic"]
+    virtual = _image("virtual-hwe-22.04", ("6.8.0.101.101~22.04.1", K101),
+                     ("6.8.0.100.100~22.04.1", K100))
+    metas = [f"linux-{n}-virtual-hwe-22.04" for n in ("image", "headers")] + [
+        "linux-virtual-hwe-22.04"]
+    installed = {m: ["6.8.0.100.100~22.04.1"] for m in metas}
+    records = _records(JAMMY_HWE, virtual)
+    first = {META_HWE, *metas, f"linux-modules-nvidia-580-server-open-{K100}",
+             f"linux-modules-nvidia-580-server-open-{RUNNING}"}
+    facts = _facts(installed, [], {"packages=" + ",".join(sorted(first)): records})
+    facts["gpuhost.facts.precompiled.PackageRecords"][_track_key(installed)] = records
+    commands, _ = run_case(precompiled.modules_paired, {
+        "args": {"plan": plan, "driver_version": DRIVER}, "facts": facts})
+    assert commands == [
+        APT + f"linux-modules-nvidia-580-server-open-{K100}=6.8.0-100.100~22.04.1+1 "
+        f"{META_HWE}=6.8.0-100.100~22.04.1+1",
+        "apt-mark hold " + " ".join(sorted([*metas, META_HWE])),
+    ]
+
+
+def test_a_cloud_kernel_holds_its_own_tracks_metapackages() -> None:
+    """An AWS host (uname -r 6.8.0-1015-aws, linux-aws): the data's templates name the
+    flavour's linux-aws & co. only through {kernel_flavour}; the track adds them whatever its
+    name. The -aws modules metapackage (ubuntu-drivers' own example:
+    linux-modules-nvidia-535-server-aws) is installed and everything that brings a kernel held."""
+    kernel, meta = "6.8.0-1015-aws", "linux-modules-nvidia-580-server-open-aws"
+    metas = ["linux-aws", "linux-headers-aws", "linux-image-aws"]
+    installed = {m: ["6.8.0.1015.16"] for m in metas}
+    records = _records(_meta_records(meta, kernel, "6.8.0-1015.16+1", DRIVER),
+                       _image("aws", ("6.8.0.1015.16", kernel)))
+    first = {meta, *metas, f"linux-modules-nvidia-580-server-open-{kernel}",
+             f"linux-modules-nvidia-580-server-open-{RUNNING}"}
+    facts = _facts(installed, [], {"packages=" + ",".join(sorted(first)): records},
+                   next_boot=kernel)
+    facts["gpuhost.facts.precompiled.PackageRecords"] = {  # the track's read: no generic name
+        "packages=" + ",".join(sorted({"linux-image-aws", meta})): records,
+        "packages=" + ",".join(sorted(first)): records}
+    commands, _ = run_case(precompiled.modules_paired, {
+        "args": {"plan": _plan(), "driver_version": DRIVER}, "facts": facts})
+    assert commands == [
+        APT + f"linux-modules-nvidia-580-server-open-{kernel}=6.8.0-1015.16+1 "
+        f"{meta}=6.8.0-1015.16+1",
+        "apt-mark hold " + " ".join(sorted([*metas, meta])),
+    ]

@@ -74,3 +74,26 @@ def test_a_host_with_precompiled_modules_records_its_kernel_as_stack() -> None:
     assert "linux-firmware" not in paired.packages
     dkms = state(rows)
     assert "linux-generic" not in dkms.packages and "linux-generic" in dkms.kernel_packages
+
+
+@pytest.mark.parametrize("track", ["aws", "aws-lts-22.04", "azure", "gcp", "oracle", "nvidia",
+                                   "nvidia-hwe-22.04", "generic-64k", "oem-24.04"])
+def test_a_snapshot_records_the_kernel_metapackage_of_any_track(track: str) -> None:
+    """A cloud (or DGX, 64k, OEM) kernel's track: gpuhost upgrade moves ``linux-<track>`` with
+    ``linux-image-<track>`` and ``linux-headers-<track>`` (operations/precompiled.py
+    track_metapackages). The snapshot must record all three: a rollback that put back the image
+    and headers metapackages alone would leave ``linux-aws`` at the upgrade's version, whose
+    Depends (``linux-image-aws (= new)``) the restored ones no longer meet, and apt removes it.
+    Names that are not a track's metapackage (linux-firmware, linux-base) stay out."""
+    from gpuhost.upgrade.host_state import MARK, parse_host_state
+
+    rows = [f"linux-{track}\t6.8.0.1015.16\tamd64\thi ",
+            f"linux-image-{track}\t6.8.0.1015.16\tamd64\thi ",
+            f"linux-headers-{track}\t6.8.0.1015.16\tamd64\thi ",
+            "linux-image-6.8.0-1015-aws\t6.8.0-1015.16\tamd64\tii ",
+            "linux-firmware\t1\tall\tii ", "linux-base\t4.5ubuntu9\tall\tii ",
+            "linux-modules-nvidia-580-server-open-6.8.0-1015-aws\t6.8.0-1015.16+1\tamd64\tii "]
+    state = parse_host_state("\n".join([f"{MARK} packages", *rows, f"{MARK} end"]))
+    assert {f"linux-{track}", f"linux-image-{track}", f"linux-headers-{track}"} <= set(
+        state.packages)
+    assert "linux-firmware" not in state.packages and "linux-base" not in state.packages

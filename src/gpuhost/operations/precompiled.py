@@ -226,14 +226,33 @@ class NextBoot:
     #: the track of the installed image metapackage that brings ``release`` (``generic-hwe-22.04``;
     #: the flavour when none does: a kernel installed by its own name)
     track: str
-    meta: str  # the modules metapackage (of the track; the flavour's where the track has none)
+    meta: str  # the modules metapackage (choose_meta: the track's, else its generic series')
+    #: an installed image metapackage brings ``release`` (False: ``track`` is the flavour, and
+    #: nothing follows a track to move: a kernel installed by its own name)
+    tracked: bool = True
+
+
+def meta_tracks(tracks: Sequence[str], flavour: str) -> list[str]:
+    """The tracks whose modules metapackage may follow the kernels of ``tracks``, in order: each
+    track, then where it is not named after the kernel's flavour (``virtual-hwe-22.04`` brings a
+    ``generic`` kernel) the flavour's track of the same series (``generic-hwe-22.04``), then the
+    flavour (pure)."""
+    out = []
+    for track in tracks:
+        out.append(track)
+        if track != flavour and not track.startswith(flavour + "-"):
+            series = track.partition("-")[2]
+            out.append(f"{flavour}-{series}" if series else flavour)
+    return list(dict.fromkeys([*out, flavour]))
 
 
 def choose_meta(plan: PrecompiledModules, tracks: Sequence[str], flavour: str,
                 records: Mapping[str, Sequence[AptRecord]]) -> str:
-    """The modules metapackage of the first track the sources offer one for; the flavour's when
-    none (a ``virtual`` kernel: Canonical's generic modules serve it) (pure)."""
-    for track in tracks:
+    """The modules metapackage of the first of ``meta_tracks`` the sources offer one for; the
+    flavour's when none (pure). Where the sources offer none for a ``virtual`` track (none was
+    seen), the generic series' serves it: ``-generic`` for ``virtual``, ``-generic-hwe-22.04``
+    for ``virtual-hwe-22.04`` (the flavour's ``-generic`` follows 22.04's GA 5.15 kernels)."""
+    for track in meta_tracks(tracks, flavour):
         if records.get(module_metapackage(plan, track)):
             return module_metapackage(plan, track)
     return module_metapackage(plan, flavour)
@@ -249,11 +268,13 @@ def _next_boot(plan: PrecompiledModules) -> NextBoot | None:
     tracks: list[str] = []
     meta = module_metapackage(plan, flavour)
     if images:
-        metas = [module_metapackage(plan, name.removeprefix("linux-image-")) for name in images]
-        records = fact(PackageRecords, packages=sorted({*images, *metas, meta}))
+        every = meta_tracks([name.removeprefix("linux-image-") for name in images], flavour)
+        metas = [module_metapackage(plan, track) for track in every]
+        records = fact(PackageRecords, packages=sorted({*images, *metas}))
         tracks = kernel_tracks(release, fact(DebPackages), records)
         meta = choose_meta(plan, tracks, flavour, records)
-    return NextBoot(release, kernels.running, flavour, (tracks or [flavour])[0], meta)
+    return NextBoot(release, kernels.running, flavour, (tracks or [flavour])[0], meta,
+                    bool(tracks))
 
 
 @operation()
@@ -307,7 +328,9 @@ def _wanted(
     names.update(n for k in kernels for n in kernel_packages(plan, k))
     records = fact(PackageRecords, packages=sorted(names))
     note = ""
-    if move_kernel and _executing():
+    if move_kernel and not boot.tracked:
+        note = f"; no kernel moved: no installed kernel image metapackage brings {boot.release}"
+    elif move_kernel:  # prepare plans the same move as execute (pyinfra runs both)
         newest = newest_kernel(records, image)
         if newest and newest != boot.release:
             more = fact(PackageRecords,
@@ -329,10 +352,6 @@ def _wanted(
         extra = pair_kernel(plan, boot.running, boot.meta, driver, records)
         wanted += [i for i in extra.install if not i.startswith(boot.meta + "=")]
     return wanted, note
-
-
-def _executing() -> bool:
-    return bool(host.state.is_executing)
 
 
 @operation()

@@ -24,6 +24,7 @@ from typing import Any
 from gpuhost.audit.coupled import is_managed
 from gpuhost.errors import ParseError
 from gpuhost.facts.cuda_link import cuda_link_code
+from gpuhost.operations.precompiled import IMAGE_META_RE
 from gpuhost.parsers.cuda import CudaLink, parse_cuda_link
 from gpuhost.parsers.marked import MARK, split_marked
 from gpuhost.parsers.packages import parse_versionlock_entry, refuse_unread
@@ -51,9 +52,14 @@ def is_stack_package(name: str) -> bool:
 PACKAGE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_+.-]*")
 VERSION_RE = re.compile(r"[A-Za-z0-9_+.~:^-]+")
 HOLD_RE = re.compile(r"[!-~]+")
-KERNEL_PACKAGE_RE = re.compile(r"^linux-(image|headers|modules)-")
+# a kernel release's image, headers and modules; and its source's shared headers, which
+# linux-headers-<release> depends on (linux-hwe-6.8-headers-6.8.0-101 on 22.04's HWE kernel,
+# linux-gcp-6.8-headers-6.8.0-1026; generic's linux-headers-6.8.0-101 matches the first)
+KERNEL_PACKAGE_RE = re.compile(
+    r"^linux-(image|headers|modules)-|^linux-[a-z][a-z0-9.-]*-headers-\d+\.\d+\.\d+-\d+$")
 # Ubuntu's kernel metapackages (linux-generic, linux-virtual-hwe-24.04, ...; linux-image-generic
-# and linux-headers-generic match KERNEL_PACKAGE_RE)
+# and linux-headers-generic match KERNEL_PACKAGE_RE); any other track's linux-<track> (linux-aws,
+# linux-nvidia-hwe-22.04) is one where its linux-image-<track> is installed (track_metapackages)
 KERNEL_META_RE = re.compile(r"^linux-(generic|virtual|lowlatency)(-hwe-\d+\.\d+(-edge)?)?$")
 # Canonical's precompiled NVIDIA modules, one package per kernel (Ubuntu's archive): where a host
 # has them, gpuhost moves its kernel with the driver (operations/precompiled.py), so a snapshot
@@ -64,6 +70,13 @@ PRECOMPILED_RE = re.compile(r"^linux-modules-nvidia-\d+")
 def is_kernel_package(name: str) -> bool:
     """A kernel image/headers/modules package or a kernel metapackage."""
     return bool(KERNEL_PACKAGE_RE.match(name) or KERNEL_META_RE.match(name))
+
+
+def track_metapackages(names: Iterable[str]) -> set[str]:
+    """``linux-<track>`` for each kernel image metapackage ``linux-image-<track>`` among
+    ``names`` (``linux-aws`` for ``linux-image-aws``): what ``gpuhost upgrade`` moves with the
+    image and headers metapackages of a track whatever its name (cloud, DGX, OEM kernels)."""
+    return {f"linux-{m['track']}" for name in names if (m := IMAGE_META_RE.match(name))}
 
 
 def pairs_kernel(names: Iterable[str]) -> bool:
@@ -264,6 +277,7 @@ def held_name(line: str) -> str:
 
 
 def _packages(state: HostState, lines: list[str]) -> None:
+    records = {}
     for line in lines:
         parts = line.split("\t")
         if len(parts) != 4:
@@ -271,14 +285,17 @@ def _packages(state: HostState, lines: list[str]) -> None:
         name, version, arch, status = parts
         if not status.startswith(("ii", "hi", "iU", "iF", "hU", "hF")) or not version:
             continue  # removed, config-files only, not installed
-        record = {"version": version, "arch": arch, "status": status.strip()}
-        recorded = is_stack_package(name) or is_kernel_package(name)
+        records[name] = {"version": version, "arch": arch, "status": status.strip()}
+    tracks = track_metapackages(records)
+    for name, record in records.items():
+        recorded = is_stack_package(name) or is_kernel_package(name) or name in tracks
+        version = record["version"]
         if recorded and not (PACKAGE_RE.fullmatch(name) and VERSION_RE.fullmatch(version)):
             raise ParseError(f"host state: package {name!r:.60} version {version!r:.60}: "
                              "expected a package name and version as dpkg or rpm lists them")
         if is_stack_package(name):
             state.packages[name] = record
-        elif is_kernel_package(name):
+        elif is_kernel_package(name) or name in tracks:
             state.kernel_packages[name] = record
     if pairs_kernel(state.packages):
         state.packages.update(state.kernel_packages)
