@@ -14,6 +14,7 @@ indexed and signed (``bundle.aptrepo``) with ``manifest.json`` (``bundle.manifes
 from __future__ import annotations
 
 import base64
+import contextlib
 import re
 import shlex
 from collections.abc import Sequence
@@ -145,8 +146,21 @@ def fetch(remote: PyinfraRemote, folder: str, downloads: list[Download], pool: P
 
 
 def check_output(out: Path) -> None:
+    """``-o`` is an empty folder or one that can be made: checked (made and removed again)
+    before the reference host is contacted, not after the package set was downloaded."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"-o {out}: exists and is not an empty folder; expected a new folder")
+    made = [p for p in [out, *out.parents] if not p.exists()]
+    try:
+        for folder in reversed(made):
+            folder.mkdir()
+    except OSError as exc:
+        raise ConfigError(f"-o {out}: cannot make this folder ({exc.strerror}); expected a "
+                          "new folder in a writable place") from None
+    finally:
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _check_profile(profile: str, profiles_file: str | None, wanted: str | None,

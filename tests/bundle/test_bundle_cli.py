@@ -32,6 +32,10 @@ def _bundle(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
      "gpuhost: error: --with '-oDir=/': not a package name (letters, digits, + . _ -)"),
     (["--from-host", "ref1", "-o", "full"],
      "gpuhost: error: -o full: exists and is not an empty folder; expected a new folder"),
+    # found after the whole package set was downloaded, before
+    (["--from-host", "ref1", "-o", "full/x/out"],
+     "gpuhost: error: -o full/x/out: cannot make this folder (Not a directory); expected a new "
+     "folder in a writable place"),
 ])
 def test_bad_input_is_one_line(tmp_path: Path, args: list[str], line: str) -> None:
     (tmp_path / "full").mkdir()
