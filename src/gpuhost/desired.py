@@ -150,8 +150,9 @@ class DesiredState:
 class PrecompiledModules:
     """Module packages built for each kernel (their version is the kernel's), and the kernel
     metapackages that must move with them; templates with ``{kernel}`` (a kernel release,
-    ``uname -r``) and ``{kernel_flavour}`` (``generic``)."""
+    ``uname -r``), ``{kernel_flavour}`` (``generic``) and ``{kernel_track}`` (the installed image
+    metapackage bringing the kernel, without ``linux-image-``: ``generic-hwe-22.04``)."""
 
-    flavour: str  # the metapackage following linux-image-<kernel flavour>
+    flavour: str  # the modules metapackage following the kernels of linux-image-<kernel track>
     kernel: list[str]  # the packages of one kernel release
     kernel_metapackages: list[str]

@@ -26,18 +26,29 @@ relations of nvidia-headless-no-dkms / libnvidia-compute / nvidia-utils were not
 (the compute packages at one version, through the virtual name).
 
 The kernels are Ubuntu-named (``6.8.0-100-generic`` on 24.04, ``5.15.0-200-generic`` on 22.04),
-not this machine's: lab hosts run this machine's kernel, which is not in Ubuntu's
+in tracks (``SERIES``) as Ubuntu ships them: the GA kernel (``linux-generic``), and on 22.04 also
+the HWE kernel (``linux-generic-hwe-22.04``: 6.8.0-100-generic, package versions ending
+``~22.04.1``, as jammy's 6.8 kernels carry), whose precompiled modules come with the metapackage
+``linux-modules-nvidia-580-server[-open]-generic-hwe-22.04`` (ubuntu-drivers names the modules
+metapackage after the kernel image metapackage: UbuntuDrivers/detect.py
+get_linux_modules_metapackage; ``ubuntu-drivers list`` prints e.g.
+``linux-modules-nvidia-460-server-generic-hwe-20.04`` on a 20.04 HWE host), while
+``...-generic`` follows the GA kernels. The HWE track sits in the same pockets as GA here (the
+real one arrived in -updates/-security; only the pairing is modelled). They are not this
+machine's kernels: lab hosts run this machine's kernel, which is not in Ubuntu's
 VERSION-ABI-FLAVOUR form (``uname -r``: 6.18.44-fc-v657 here), and "the next boot's kernel" is
 read from /boot, which the stand-in images fill. So the running kernel never has a module
 package (as on a host booted into a kernel the archive dropped); the /boot kernels do.
 
-Pockets (``POCKETS``):
-  release    driver 580.95.05, kernel ABI 100 (22.04: 200) and its modules (need >= 580.95.05)
+Pockets (``POCKETS``), for each track:
+  release    driver 580.95.05, kernel ABI 100 (22.04: 200; its HWE track 100) and its modules
+             (need >= 580.95.05)
   -security  driver 580.178.04 (the built-in profile ubuntu-archive-580-server's), the same
              kernel's modules rebuilt (+1) needing >= 580.178.04
   -updates   driver 580.199.02 (NOT a real release: a version newer than the profile's, which the
-             lab's second profile pins), kernel ABI 101 (22.04: 201) whose modules need it: the
-             kernel `apt-get dist-upgrade` would take and whose module the pinned driver refuses
+             lab's second profile pins), kernel ABI 101 (22.04: 201; HWE 101) whose modules need
+             it: the kernel `apt-get dist-upgrade` would take and whose module the pinned driver
+             refuses
 
 The Ubuntu lab shape (tests/lab/shape_ubuntu.py) serves them: its archive builder puts
 :func:`stand_ins` into the pockets of both releases, in the component restricted (layout there).
@@ -56,9 +67,28 @@ from .nvidia_ubuntu import PERSISTENCED_NO_DRIVER, PERSISTENCED_UNIT
 
 COMPONENT = "restricted"
 BRANCH = "580"
-#: OS version -> (codename, kernel version, ABI of the release pocket's kernel)
-RELEASES = {"22.04": ("jammy", "5.15.0", 200), "24.04": ("noble", "6.8.0", 100)}
+#: OS version -> (codename, the kernel version of its GA track)
+RELEASES = {"22.04": ("jammy", "5.15.0"), "24.04": ("noble", "6.8.0")}
 FLAVOUR = "generic"
+
+
+@dataclass(frozen=True)
+class Track:
+    """One kernel track of a release: its image metapackage's suffix, kernel version and the
+    release pocket's ABI, and the suffix of its package versions (``~22.04.1`` for HWE)."""
+
+    name: str  # "generic", "generic-hwe-22.04"
+    kversion: str
+    abi0: int
+    suffix: str = ""
+
+
+#: OS version -> its kernel tracks, GA first
+SERIES = {
+    "22.04": (Track(FLAVOUR, "5.15.0", 200), Track(f"{FLAVOUR}-hwe-22.04", "6.8.0", 100,
+                                                   "~22.04.1")),
+    "24.04": (Track(FLAVOUR, "6.8.0", 100),),
+}
 #: pocket suffix -> the driver (upstream) of that pocket, and the kernel ABI offset it carries
 #: (None: the pocket rebuilds the release kernel's modules only)
 POCKETS = {"": ("580.95.05", 0), "-security": ("580.178.04", None), "-updates": ("580.199.02", 1)}
@@ -109,32 +139,28 @@ def driver_packages(upstream: str, os_version: str) -> list[StandIn]:
     ]
 
 
-def kernel_packages(version: str, abi: int, meta: bool = True) -> list[StandIn]:
-    """One kernel release's image and headers, and (``meta``) the metapackages at it."""
-    release = f"{version}-{abi}-{FLAVOUR}"
-    kv = f"{version}-{abi}.{abi}"
-    mv = f"{version}.{abi}.{abi}"
-    pkgs = [
+def kernel_packages(track: Track, abi: int) -> list[StandIn]:
+    """One kernel release of ``track``: its image and headers, and the track's metapackages."""
+    release = f"{track.kversion}-{abi}-{FLAVOUR}"
+    kv = f"{track.kversion}-{abi}.{abi}{track.suffix}"
+    mv = f"{track.kversion}.{abi}.{abi}{track.suffix}"
+    t = track.name
+    return [
         StandIn(f"linux-image-{release}", kv, section="kernel", files={
             f"/boot/vmlinuz-{release}": f"gpuhost lab stand-in kernel image {release}\n",
             f"/lib/modules/{release}/modules.gpuhost-lab": f"{release}\n"}),
         StandIn(f"linux-headers-{release}", kv, section="devel"),
+        StandIn(f"linux-image-{t}", mv, depends=f"linux-image-{release}", section="kernel"),
+        StandIn(f"linux-headers-{t}", mv, depends=f"linux-headers-{release}", section="kernel"),
+        StandIn(f"linux-{t}", mv, section="kernel", depends=(
+            f"linux-image-{t} (= {mv}), linux-headers-{t} (= {mv})")),
     ]
-    if meta:
-        pkgs += [
-            StandIn(f"linux-image-{FLAVOUR}", mv, depends=f"linux-image-{release}",
-                    section="kernel"),
-            StandIn(f"linux-headers-{FLAVOUR}", mv, depends=f"linux-headers-{release}",
-                    section="kernel"),
-            StandIn(f"linux-{FLAVOUR}", mv, section="kernel", depends=(
-                f"linux-image-{FLAVOUR} (= {mv}), linux-headers-{FLAVOUR} (= {mv})")),
-        ]
-    return pkgs
 
 
-def module_packages(release: str, version: str, driver: str) -> list[StandIn]:
+def module_packages(release: str, version: str, driver: str, track: str = FLAVOUR
+                    ) -> list[StandIn]:
     """linux-modules-nvidia-580-server[-open]-<release> (+ objects, signatures) at the kernel
-    package ``version``, and the flavour metapackages at it, needing ``driver``."""
+    package ``version``, and the track's modules metapackages at it, needing ``driver``."""
     b = BRANCH
     need = f"nvidia-kernel-common-{b}-server (>= {driver})"
     image = f"linux-image-{release} | linux-image-unsigned-{release}"
@@ -150,33 +176,42 @@ def module_packages(release: str, version: str, driver: str) -> list[StandIn]:
         StandIn(f"linux-modules-nvidia-{b}-server-open-{release}", version, section="kernel",
                 depends=f"{image}, {need}",
                 files={marker + "nvidia-open.gpuhost-lab": f"open {driver}\n"}),
-        StandIn(f"linux-modules-nvidia-{b}-server-{FLAVOUR}", version, section="kernel",
+        StandIn(f"linux-modules-nvidia-{b}-server-{track}", version, section="kernel",
                 depends=f"linux-modules-nvidia-{b}-server-{release} (= {version}), {need}"),
-        StandIn(f"linux-modules-nvidia-{b}-server-open-{FLAVOUR}", version, section="kernel",
+        StandIn(f"linux-modules-nvidia-{b}-server-open-{track}", version, section="kernel",
                 depends=f"linux-modules-nvidia-{b}-server-open-{release} (= {version}), {need}"),
     ]
 
 
 def pocket_packages(os_version: str) -> dict[str, list[StandIn]]:
     """Pocket suffix -> its packages (one version of each name per pocket)."""
-    _, kversion, abi0 = RELEASES[os_version]
     out: dict[str, list[StandIn]] = {}
     for pocket, (driver, offset) in POCKETS.items():
         pkgs = driver_packages(driver, os_version)
-        if offset is None:  # the release kernel's modules rebuilt for this pocket's driver
-            abi, version = abi0, f"{kversion}-{abi0}.{abi0}+1"
-        else:
-            abi = abi0 + offset
-            version = f"{kversion}-{abi}.{abi}"
-            pkgs += kernel_packages(kversion, abi)
-        pkgs += module_packages(f"{kversion}-{abi}-{FLAVOUR}", version, driver)
+        for track in SERIES[os_version]:
+            abi0 = track.abi0
+            if offset is None:  # the release kernel's modules rebuilt for this pocket's driver
+                abi, version = abi0, f"{track.kversion}-{abi0}.{abi0}{track.suffix}+1"
+            else:
+                abi = abi0 + offset
+                version = f"{track.kversion}-{abi}.{abi}{track.suffix}"
+                pkgs += kernel_packages(track, abi)
+            release = f"{track.kversion}-{abi}-{FLAVOUR}"
+            pkgs += module_packages(release, version, driver, track.name)
         out[pocket] = pkgs
     return out
 
 
-def kernel_releases(os_version: str) -> tuple[str, ...]:
-    _, kversion, abi0 = RELEASES[os_version]
-    return tuple(f"{kversion}-{abi0 + o}-{FLAVOUR}" for _, o in POCKETS.values() if o is not None)
+def track_of(os_version: str, name: str = FLAVOUR) -> Track:
+    """The release's kernel track ``name`` (``generic``, ``generic-hwe-22.04``)."""
+    return next(t for t in SERIES[os_version] if t.name == name)
+
+
+def kernel_releases(os_version: str, track: str = FLAVOUR) -> tuple[str, ...]:
+    """The track's kernel releases (uname -r form), the release pocket's first."""
+    t = track_of(os_version, track)
+    return tuple(f"{t.kversion}-{t.abi0 + o}-{FLAVOUR}" for _, o in POCKETS.values()
+                 if o is not None)
 
 
 def sources_text(url: str, codename: str, key_path: str) -> str:
@@ -189,26 +224,34 @@ def sources_text(url: str, codename: str, key_path: str) -> str:
 
 def stand_ins(codename: str) -> dict[str, list[StandIn]]:
     """Suite -> its stand-ins, for the Ubuntu shape's archive (shape_ubuntu.ARCHIVE_STAND_INS)."""
-    os_version = next(v for v, (c, _, _) in RELEASES.items() if c == codename)
+    os_version = next(v for v, (c, _) in RELEASES.items() if c == codename)
     return {codename + pocket: pkgs for pocket, pkgs in pocket_packages(os_version).items()}
 
 
-def build(root: Path, arch: str, os_version: str) -> Archive:
+def build(root: Path, arch: str, os_version: str, track: str = FLAVOUR) -> Archive:
     """(Re)build the archive under ``root`` as the Ubuntu shape serves it (its builder, these
-    stand-ins, a new lab key), for tests that use it without a lab (real apt, -o Dir=)."""
+    stand-ins, a new lab key), for tests that use it without a lab (real apt, -o Dir=); a fresh
+    host of it is on ``track``'s release pocket kernel."""
     from .shape_ubuntu import build_archive  # it imports this module
 
-    codename, kversion, abi0 = RELEASES[os_version]
     shutil.rmtree(root, ignore_errors=True)
     with signing(root) as sign:
         build_archive(root, arch, sign)
-    mv = f"{kversion}.{abi0}.{abi0}"
+    return described(root, os_version, track)
+
+
+def described(root: Path, os_version: str, track: str = FLAVOUR) -> Archive:
+    """The archive built under ``root`` (every release is in it) as a host of ``os_version`` on
+    ``track`` uses it."""
+    codename = RELEASES[os_version][0]
+    t = track_of(os_version, track)
+    mv = f"{t.kversion}.{t.abi0}.{t.abi0}{t.suffix}"
     return Archive(
         root=root,
         codename=codename,
         suites=tuple(codename + p for p in POCKETS),
         key_path=root / f"{KEY_NAME}.gpg",
-        base_packages=(f"linux-{FLAVOUR}={mv}", f"linux-image-{FLAVOUR}={mv}",
-                       f"linux-headers-{FLAVOUR}={mv}"),
-        kernels=kernel_releases(os_version),
+        base_packages=(f"linux-{track}={mv}", f"linux-image-{track}={mv}",
+                       f"linux-headers-{track}={mv}"),
+        kernels=kernel_releases(os_version, track),
     )

@@ -26,7 +26,10 @@ from gpuhost.deploys.spec import package_plan
 from gpuhost.desired import DesiredState
 from gpuhost.operations.apt_pin import render_preferences
 from gpuhost.operations.precompiled import (
+    choose_meta,
+    image_metapackages,
     kernel_metapackages,
+    kernel_tracks,
     module_metapackage,
     newest_kernel,
     pair_kernel,
@@ -287,3 +290,69 @@ def test_a_pin_to_a_version_apt_cannot_see_is_one_line_before_any_package_moves(
                        r"repositories for nvidia-headless-no-dkms-580-server-open \(candidate "
                        r"none\), nvidia-no-such-package \(candidate none\); nothing was installed"):
         run_case(apt_pin.installed, case)
+
+
+# ---------------------------------------------------------------- 22.04 on the HWE kernel
+
+HWE = "generic-hwe-22.04"
+HWE_META = f"linux-modules-nvidia-580-server-open-{HWE}"
+
+
+@pytest.fixture(scope="module")
+def jammy_hwe(archive: ua.Archive) -> ua.Archive:
+    """The same stand-in archive (it holds every release), as a 22.04 HWE host uses it."""
+    return ua.described(archive.root, "22.04", HWE)
+
+
+def _jammy_hwe_host(archive: ua.Archive) -> dict[str, str]:
+    """A fresh 22.04 host on the HWE kernel with the profile's driver, no NVIDIA module yet."""
+    kernel = archive.kernels[0]
+    image = ua.track_of("22.04", HWE)
+    kv = f"{image.kversion}-{image.abi0}.{image.abi0}{image.suffix}"
+    v = f"{PROFILE_DRIVER}-0ubuntu0.22.04.1"
+    out = {name: v for name in (
+        "nvidia-kernel-common-580-server", f"nvidia-firmware-580-server-{PROFILE_DRIVER}",
+        "libnvidia-compute-580-server", "nvidia-compute-utils-580-server")}
+    out.update({f"linux-image-{kernel}": kv, f"linux-headers-{kernel}": kv})
+    out.update(item.split("=") for item in archive.base_packages)
+    return out
+
+
+def test_an_hwe_host_gets_its_tracks_modules_metapackage(
+    jammy_hwe: ua.Archive, tmp_path: Path
+) -> None:
+    """22.04 on linux-generic-hwe-22.04 (kernel 6.8.0-100): gpuhost reads the track from the
+    installed image metapackage's record (real apt-cache show and dpkg status) and takes
+    -generic-hwe-22.04's modules metapackage, which apt installs with no other kernel; the GA
+    one (-generic, what the kernel flavour alone names) would bring jammy's 5.15 kernel with
+    it. With gpuhost's holds of the HWE metapackages, dist-upgrade then moves no kernel."""
+    apt = AptRoot(tmp_path, jammy_hwe)
+    spec = DesiredState(
+        profile="ubuntu-archive-580-server", source="ubuntu-archive", os=("ubuntu-22.04",),
+        driver_version=PROFILE_DRIVER, driver_branch="580", kernel_module="open",
+        cuda_versions=("13.0",), cuda_default="13.0")
+    plan = package_plan(spec, "ubuntu-22.04")
+    assert plan.precompiled is not None
+    host = _jammy_hwe_host(jammy_hwe)
+    prefs = render_preferences(plan.pins, plan.blocked, plan.blocked_patterns)
+    apt.install_state(host, set(plan.coupled), prefs)
+    kernel = jammy_hwe.kernels[0]
+    images = image_metapackages(host)
+    metas = [module_metapackage(plan.precompiled, t) for t in (HWE, "generic")]
+    records = parse_apt_show(apt.run("apt-cache", "show", *images, *metas).stdout)
+    tracks = kernel_tracks(kernel, {n: [v] for n, v in host.items()}, records)
+    assert tracks == [HWE]
+    assert choose_meta(plan.precompiled, tracks, "generic", records) == HWE_META
+    ga = apt.run("apt-get", "-s", "install", f"{FLAVOUR_META}=5.15.0-200.200+1").stdout
+    assert any(n.startswith("linux-image-5.15.0-") for n in _installs(ga)), ga
+    more = parse_apt_show(apt.run("apt-cache", "show", HWE_META,
+                                  f"linux-modules-nvidia-580-server-open-{kernel}").stdout)
+    pairing = pair_kernel(plan.precompiled, kernel, HWE_META, PROFILE_DRIVER, more)
+    assert pairing.install[-1] == f"{HWE_META}=6.8.0-100.100~22.04.1+1", pairing
+    out = apt.run("apt-get", "-s", "install", *pairing.install).stdout
+    assert set(_installs(out)) == {n.partition("=")[0] for n in pairing.install}, out
+    held = set(kernel_metapackages(plan.precompiled, "generic", HWE)) & set(host)
+    assert held == {f"linux-{HWE}", f"linux-image-{HWE}", f"linux-headers-{HWE}"}
+    apt.install_state(host, set(plan.coupled) | held, prefs)
+    out = apt.run("apt-get", "-s", "dist-upgrade").stdout
+    assert not any(n.startswith("linux-") for n in _installs(out)), out

@@ -31,13 +31,13 @@ KERNEL_METAS = ["linux-generic", "linux-headers-generic", "linux-image-generic"]
 HOLD = "apt-mark hold " + " ".join(sorted([*KERNEL_METAS, META]))
 
 
-def _plan(driver: str = DRIVER) -> Any:
+def _plan(driver: str = DRIVER, os_key: str = "ubuntu-24.04") -> Any:
     spec = DesiredState(
-        profile="ubuntu-archive-580-server", source="ubuntu-archive", os=("ubuntu-24.04",),
+        profile="ubuntu-archive-580-server", source="ubuntu-archive", os=(os_key,),
         driver_version=driver, driver_branch="580", kernel_module="open",
         cuda_versions=("13.0",), cuda_default="13.0",
     )
-    return package_plan(spec, "ubuntu-24.04").precompiled
+    return package_plan(spec, os_key).precompiled
 
 
 def _module(kernel: str, version: str, driver: str) -> dict[str, list[AptRecord]]:
@@ -72,14 +72,25 @@ IMAGE = {
 }
 
 
+def _track_key(installed: dict[str, list[str]], flavour_meta: str = META) -> str:
+    """The fact key of the records read to find the kernel's track: the installed image
+    metapackages and the modules metapackage of each one's track (and of the flavour)."""
+    images = [n for n in installed if precompiled.IMAGE_META_RE.match(n)]
+    metas = [f"linux-modules-nvidia-580-server-open-{n.removeprefix('linux-image-')}"
+             for n in images]
+    return "packages=" + ",".join(sorted({*images, *metas, flavour_meta}))
+
+
 def _facts(installed: dict[str, list[str]], holds: list[str], records: dict[str, str | Any],
            next_boot: str = K100) -> dict[str, Any]:
+    """The facts of a case; the track is read from IMAGE's records (and any in ``records``)."""
     kernels = KernelInfo(running=RUNNING, next_boot=next_boot, boot=[next_boot])
+    every = _records(IMAGE, *[r for r in records.values() if isinstance(r, dict)])
     return {
         "gpuhost.facts.kernel.Kernels": {"": kernels},
         "deb.DebPackages": {"": installed},
         "gpuhost.facts.apt_pins.AptHolds": {"": holds},
-        "gpuhost.facts.precompiled.PackageRecords": records,
+        "gpuhost.facts.precompiled.PackageRecords": {_track_key(installed): every, **records},
     }
 
 
@@ -182,7 +193,7 @@ def test_kernel_flavour(release: str, flavour: str | None) -> None:
 
 
 def test_unattended_upgrades_leave_the_kernel_metapackages() -> None:
-    facts = {"gpuhost.facts.kernel.Kernels": {"": KernelInfo(running=RUNNING, next_boot=K100)},
+    facts = {**_facts(BASE, [], {}),
              "gpuhost.facts.files.SmallFile": {"path=" + precompiled.KERNEL_BLACKLIST_FILE: None}}
     commands, _ = run_case(precompiled.kernel_excluded, {"args": {"plan": _plan()},
                                                          "facts": facts})
@@ -233,3 +244,119 @@ def test_a_move_to_the_unsuffixed_names_removes_the_old_branchs_leftovers() -> N
         "args": {"patterns": patterns, "keep": []},
         "facts": {"deb.DebPackages": {"": {"nvidia-firmware": ["y"]}}}})
     assert commands == [] and noops == ["no package of another driver branch"]
+
+
+# A 22.04 host on the HWE kernel (linux-generic-hwe-22.04: 6.8 kernels) that also kept the GA
+# metapackages (5.15 kernels), as a host moved from GA to HWE does. ubuntu-drivers names the
+# modules metapackage after the image metapackage that brings the running kernel
+# (UbuntuDrivers/detect.py get_linux_modules_metapackage: linux-modules-nvidia-<flavour>-
+# <linux-image-META without linux-image->), so the HWE kernel's is
+# linux-modules-nvidia-580-server-open-generic-hwe-22.04, which follows 6.8 kernels; the GA
+# one (-open-generic) follows 5.15's and must be neither installed nor moved for it.
+HWE = "generic-hwe-22.04"
+META_HWE = f"linux-modules-nvidia-580-server-open-{HWE}"
+GA515, GA515_NEXT = "5.15.0-200-generic", "5.15.0-201-generic"
+HWE_METAS = [f"linux-{HWE}", f"linux-image-{HWE}", f"linux-headers-{HWE}"]
+
+
+def _meta_records(meta: str, kernel: str, version: str, driver: str) -> dict[str, list[AptRecord]]:
+    """The ABI module package of ``kernel`` and the modules metapackage ``meta`` naming it."""
+    abi = f"linux-modules-nvidia-580-server-open-{kernel}"
+    need = Relation("nvidia-kernel-common-580-server", ">=", driver)
+    return {abi: [AptRecord(abi, version, [[Relation(f"linux-image-{kernel}")], [need]])],
+            meta: [AptRecord(meta, version, [[Relation(abi, "=", version)], [need]])]}
+
+
+def _image(track: str, *kernels: tuple[str, str]) -> dict[str, list[AptRecord]]:
+    """The track's metapackages, newest first: (version, kernel release) each."""
+    image = f"linux-image-{track}"
+    out = {image: [AptRecord(image, v, [[Relation(f"linux-image-{k}")]]) for v, k in kernels]}
+    for name in (f"linux-{track}", f"linux-headers-{track}"):
+        out[name] = [AptRecord(name, v) for v, _ in kernels]
+    return out
+
+
+JAMMY_HWE = _records(
+    _meta_records(META_HWE, K100, "6.8.0-100.100~22.04.1+1", DRIVER),
+    _meta_records(META_HWE, K101, "6.8.0-101.101~22.04.1", NEWER),
+    _meta_records(META, GA515, "5.15.0-200.200+1", DRIVER),
+    _meta_records(META, GA515_NEXT, "5.15.0-201.201", NEWER),
+    _image(HWE, ("6.8.0.101.101~22.04.1", K101), ("6.8.0.100.100~22.04.1", K100)),
+    _image("generic", ("5.15.0.201.201", GA515_NEXT), ("5.15.0.200.200", GA515)),
+)
+JAMMY_INSTALLED = {**{m: ["6.8.0.100.100~22.04.1"] for m in HWE_METAS},
+                   **{m: ["5.15.0.200.200"] for m in KERNEL_METAS}}
+
+
+def _jammy_facts(installed: dict[str, list[str]], holds: list[str],
+                 more: dict[str, Any]) -> dict[str, Any]:
+    first = {META_HWE, *KERNEL_METAS, *HWE_METAS, f"linux-modules-nvidia-580-server-open-{K100}",
+             f"linux-modules-nvidia-580-server-open-{RUNNING}"}
+    records = {"packages=" + ",".join(sorted(first)): JAMMY_HWE, **more}
+    facts = _facts(installed, holds, records)
+    facts["gpuhost.facts.precompiled.PackageRecords"][_track_key(installed)] = JAMMY_HWE
+    return facts
+
+
+def test_an_hwe_kernel_gets_the_modules_metapackage_of_its_own_track() -> None:
+    """22.04 on the HWE kernel 6.8.0-100: the module of that kernel with the -generic-hwe-22.04
+    metapackage, GA and HWE kernel metapackages and that metapackage held; the GA modules
+    metapackage (which would follow 5.15 kernels) is not installed."""
+    facts = _jammy_facts(JAMMY_INSTALLED, [], {})
+    commands, _ = run_case(precompiled.modules_paired, {
+        "args": {"plan": _plan(os_key="ubuntu-22.04"), "driver_version": DRIVER},
+        "facts": facts})
+    assert commands == [
+        APT + f"linux-modules-nvidia-580-server-open-{K100}=6.8.0-100.100~22.04.1+1 "
+        f"{META_HWE}=6.8.0-100.100~22.04.1+1",
+        "apt-mark hold " + " ".join(sorted([*KERNEL_METAS, *HWE_METAS, META_HWE])),
+    ]
+
+
+def test_upgrade_moves_the_hwe_track_and_leaves_the_ga_kernel() -> None:
+    """gpuhost upgrade at 580.199.02 on that host: the HWE metapackages to 6.8.0-101 with its
+    module in one command; linux-generic (5.15) stays where it is, held."""
+    installed = {**JAMMY_INSTALLED, META_HWE: ["6.8.0-100.100~22.04.1+1"]}
+    held = sorted([*KERNEL_METAS, *HWE_METAS, META_HWE])
+    second = "packages=" + ",".join(sorted([META_HWE,
+                                            f"linux-modules-nvidia-580-server-open-{K101}"]))
+    facts = _jammy_facts(installed, held, {second: JAMMY_HWE})
+    commands, _ = run_case(precompiled.modules_paired, {
+        "args": {"plan": _plan(NEWER, "ubuntu-22.04"), "driver_version": NEWER,
+                 "move_kernel": True}, "facts": facts})
+    moved = " ".join(sorted([*HWE_METAS, META_HWE]))  # released for the command, held again
+    assert commands == [
+        f"apt-mark unhold {moved} && {{ {APT}"
+        + " ".join(f"{m}=6.8.0.101.101~22.04.1" for m in HWE_METAS) + " "
+        f"linux-modules-nvidia-580-server-open-{K101}=6.8.0-101.101~22.04.1 "
+        f"{META_HWE}=6.8.0-101.101~22.04.1; rc=$?; apt-mark hold {moved}; exit $rc; }}",
+        "apt-mark hold " + " ".join(held),
+    ]
+
+
+def test_tracks_are_the_image_metapackages_that_bring_the_kernel() -> None:
+    """Read from the installed version's record (apt-cache show lists every version): GA and
+    HWE both at 6.8.0-100 on a fresh 24.04 give both tracks, HWE first (as ubuntu-drivers
+    orders them); a track whose installed version brings another kernel is not one."""
+    records = _records(_image("generic-hwe-24.04", ("6.8.0.101.101", K101),
+                              ("6.8.0.100.100", K100)), IMAGE)
+    installed = {"linux-image-generic": ["6.8.0.100.100"],
+                 "linux-image-generic-hwe-24.04": ["6.8.0.100.100"],
+                 f"linux-image-{K100}": ["6.8.0-100.100"], "linux-image-extra-virtual": ["1"]}
+    assert precompiled.kernel_tracks(K100, installed, records) == ["generic-hwe-24.04", "generic"]
+    installed["linux-image-generic-hwe-24.04"] = ["6.8.0.101.101"]
+    assert precompiled.kernel_tracks(K100, installed, records) == ["generic"]
+    assert precompiled.kernel_tracks(K101, installed, records) == ["generic-hwe-24.04"]
+    assert precompiled.kernel_tracks(K101, {f"linux-image-{K101}": ["x"]}, records) == []
+
+
+def test_a_track_without_its_own_modules_metapackage_takes_the_flavours() -> None:
+    """linux-image-virtual brings a -generic kernel; where the sources offer no
+    linux-modules-nvidia-...-virtual, the generic modules metapackage serves it (and where
+    they offer one, that one)."""
+    plan = _plan()
+    offered = _records(SECURITY)
+    assert precompiled.choose_meta(plan, ["virtual"], "generic", offered) == META
+    virtual = "linux-modules-nvidia-580-server-open-virtual"
+    offered[virtual] = [AptRecord(virtual, "6.8.0-100.100+1")]
+    assert precompiled.choose_meta(plan, ["virtual"], "generic", offered) == virtual

@@ -33,7 +33,8 @@ class PackagePlan:
     #: companion package -> the exact Debian version the profile pins it to (its companions field)
     exact: dict[str, str] = field(default_factory=dict)
     #: precompiled kernel modules (Ubuntu's archive), None for DKMS sources; their names still
-    #: hold ``{kernel}``/``{kernel_flavour}``, filled per host by operations/precompiled.py
+    #: hold ``{kernel}``/``{kernel_flavour}``/``{kernel_track}``, filled per host by
+    #: operations/precompiled.py
     precompiled: PrecompiledModules | None = None
     #: the source keeps one version of a package per pocket (a superseded one is gone)
     newest_only: bool = False
@@ -72,7 +73,7 @@ class PackagePlan:
 
 
 #: placeholders filled per host, from its kernels (operations/precompiled.py)
-HOST_PLACEHOLDERS = ("kernel", "kernel_flavour")
+HOST_PLACEHOLDERS = ("kernel", "kernel_flavour", "kernel_track")
 
 
 def _fill(templates: list[str], values: dict[str, str]) -> list[str]:

@@ -11,16 +11,19 @@ archive).
 So gpuhost pairs them:
 
 1. the module packages of the next boot's kernel (and of the running one, where the archive still
-   offers them) are installed at the newest version the pinned driver satisfies, with the flavour
-   metapackage (``linux-modules-nvidia-580-server-open-generic``) at the version naming that
-   kernel;
+   offers them) are installed at the newest version the pinned driver satisfies, with the
+   modules metapackage of the kernel's track at the version naming that kernel. The track is
+   what ubuntu-drivers names it after: the installed kernel image metapackage that brings that
+   kernel, without ``linux-image-`` (``generic``; ``generic-hwe-22.04`` on a 22.04 host on the
+   HWE kernel, whose modules metapackage ``linux-modules-nvidia-580-server-open-generic-hwe-22.04``
+   follows the 6.x kernels, where ``...-open-generic`` would follow 5.15's);
 2. the kernel metapackages (``linux-generic``, ``linux-image-generic``, ``linux-headers-generic``,
    the HWE ones, ``-virtual``) and the module metapackage are held: ``apt-get upgrade``,
    ``dist-upgrade`` and unattended-upgrades (which skips held packages, and which gpuhost's
    drop-in also tells to leave them) never bring a kernel gpuhost has not paired;
-3. ``gpuhost upgrade`` (``move_kernel``) moves the kernel metapackages to the newest kernel
-   whose module package the target driver satisfies, in the same apt command as that module:
-   apt installs both or neither.
+3. ``gpuhost upgrade`` (``move_kernel``) moves the track's kernel metapackages to the newest
+   kernel of that track whose module package the target driver satisfies, in the same apt
+   command as that module: apt installs both or neither.
 
 Holding the kernel keeps kernel security updates out until gpuhost moves the kernel: the price
 of never booting without the GPU; ``gpuhost upgrade`` to the same or a newer profile takes the
@@ -30,7 +33,7 @@ newest kernel the driver can pair.
 from __future__ import annotations
 
 import re
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyinfra import host
@@ -51,6 +54,9 @@ from gpuhost.versions import parse_version, upstream_of_package_version
 
 #: Ubuntu's (and Debian's) kernel release: version, ABI, flavour (``6.8.0-101-generic``)
 KERNEL_RELEASE_RE = re.compile(r"^\d+\.\d+\.\d+-\d+-(?P<flavour>[a-z][a-z0-9-]*)$")
+#: a kernel image metapackage (``linux-image-generic-hwe-22.04``): neither a release's image
+#: (``linux-image-6.8.0-101-generic``, ``linux-image-unsigned-...``) nor ``linux-image-extra-*``
+IMAGE_META_RE = re.compile(r"^linux-image-(?!unsigned-|extra-)(?P<track>[a-z][a-z0-9.+-]*)$")
 DRIVER_COMMON = "nvidia-kernel-common-"
 KERNEL_BLACKLIST_FILE = "/etc/apt/apt.conf.d/51gpuhost-unattended-kernel"
 KERNEL_HEADER = (
@@ -70,15 +76,43 @@ def kernel_packages(plan: PrecompiledModules, kernel: str) -> list[str]:
     return [name.format(kernel=kernel) for name in plan.kernel]
 
 
-def module_metapackage(plan: PrecompiledModules, flavour: str) -> str:
-    return plan.flavour.format(kernel_flavour=flavour)
+def module_metapackage(plan: PrecompiledModules, track: str) -> str:
+    """The modules metapackage following the kernels of ``track`` (``generic-hwe-22.04``)."""
+    return plan.flavour.format(kernel_track=track)
 
 
-def kernel_metapackages(plan: PrecompiledModules, flavour: str) -> list[str]:
-    """The kernel metapackages of ``flavour`` (a generic kernel also comes from ``-virtual``)."""
+def track_metapackages(track: str) -> list[str]:
+    """The kernel metapackages of one track."""
+    return [f"linux-{track}", f"linux-image-{track}", f"linux-headers-{track}"]
+
+
+def kernel_metapackages(plan: PrecompiledModules, flavour: str, track: str = "") -> list[str]:
+    """The kernel metapackages of ``flavour`` (GA and HWE; a generic kernel also comes from
+    ``-virtual``) and of ``track``: those that can bring a kernel of that flavour."""
     flavours = [flavour, "virtual"] if flavour == "generic" else [flavour]
     names = [t.format(kernel_flavour=f) for f in flavours for t in plan.kernel_metapackages]
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(names + (track_metapackages(track) if track else [])))
+
+
+def image_metapackages(installed: Iterable[str]) -> list[str]:
+    """The kernel image metapackages among ``installed`` names."""
+    return sorted(name for name in installed if IMAGE_META_RE.match(name))
+
+
+def kernel_tracks(
+    release: str, installed: Mapping[str, Sequence[str]], records: Mapping[str, Sequence[AptRecord]]
+) -> list[str]:
+    """The tracks whose installed image metapackage depends on kernel ``release``'s image, the
+    one ubuntu-drivers takes first (the greatest name: ``generic-hwe-24.04`` before ``generic``
+    while both bring the same kernel) (pure)."""
+    images = {f"linux-image-{release}", f"linux-image-unsigned-{release}"}
+    tracks = []
+    for name in image_metapackages(installed):
+        versions = installed.get(name) or []
+        record = next((r for r in records.get(name) or [] if r.version in versions), None)
+        if record is not None and _names(record) & images:
+            tracks.append(name.removeprefix("linux-image-"))
+    return sorted(tracks, reverse=True)
 
 
 def driver_needed(record: AptRecord) -> str | None:
@@ -182,84 +216,118 @@ def _missing(install: list[str], installed: Mapping[str, list[str]]) -> list[str
     return out
 
 
+@dataclass(frozen=True)
+class NextBoot:
+    """The kernel precompiled modules are paired with, and the names that follow it."""
+
+    release: str  # the next boot's kernel (or the running one): 6.8.0-101-generic
+    running: str | None
+    flavour: str  # generic
+    #: the track of the installed image metapackage that brings ``release`` (``generic-hwe-22.04``;
+    #: the flavour when none does: a kernel installed by its own name)
+    track: str
+    meta: str  # the modules metapackage (of the track; the flavour's where the track has none)
+
+
+def choose_meta(plan: PrecompiledModules, tracks: Sequence[str], flavour: str,
+                records: Mapping[str, Sequence[AptRecord]]) -> str:
+    """The modules metapackage of the first track the sources offer one for; the flavour's when
+    none (a ``virtual`` kernel: Canonical's generic modules serve it) (pure)."""
+    for track in tracks:
+        if records.get(module_metapackage(plan, track)):
+            return module_metapackage(plan, track)
+    return module_metapackage(plan, flavour)
+
+
+def _next_boot(plan: PrecompiledModules) -> NextBoot | None:
+    kernels = fact(Kernels)
+    release = kernels.next_boot or kernels.running
+    flavour = kernel_flavour(release or "")
+    if not release or flavour is None:
+        return None
+    images = image_metapackages(fact(DebPackages))
+    tracks: list[str] = []
+    meta = module_metapackage(plan, flavour)
+    if images:
+        metas = [module_metapackage(plan, name.removeprefix("linux-image-")) for name in images]
+        records = fact(PackageRecords, packages=sorted({*images, *metas, meta}))
+        tracks = kernel_tracks(release, fact(DebPackages), records)
+        meta = choose_meta(plan, tracks, flavour, records)
+    return NextBoot(release, kernels.running, flavour, (tracks or [flavour])[0], meta)
+
+
 @operation()
 def modules_paired(
     plan: PrecompiledModules, driver_version: str, move_kernel: bool = False
 ) -> Generator:
     """Give the next boot's kernel (and the running one) the NVIDIA module packages of
     ``driver_version``; hold the kernel metapackages and the module metapackage with it. With
-    ``move_kernel`` (``gpuhost upgrade``), first move the kernel metapackages to the newest
-    kernel the driver can pair, in the same apt command as its module.
+    ``move_kernel`` (``gpuhost upgrade``), first move the kernel's track to the newest kernel
+    the driver can pair, in the same apt command as its module.
 
     + plan: the package plan's precompiled modules (templates)
     + driver_version: the driver the module packages must suit (pinned by the profile)
     + move_kernel: move the kernel too (only when its module pairs)
     """
-    kernels = fact(Kernels)
-    target = kernels.next_boot or kernels.running
-    flavour = kernel_flavour(target or "")
-    if not target or flavour is None:
+    boot = _next_boot(plan)
+    if boot is None:
+        kernels = fact(Kernels)
         raise OperationError(
             f"cannot tell the next boot's kernel (running {kernels.running or 'unknown'}, "
             f"/boot: {', '.join(kernels.boot) or 'none'}): precompiled NVIDIA modules are "
             "packaged per kernel release (VERSION-ABI-FLAVOUR, e.g. 6.8.0-101-generic)"
         )
-    meta = module_metapackage(plan, flavour)
     installed = fact(DebPackages)
-    metas = [m for m in kernel_metapackages(plan, flavour) if m in installed]
-    wanted, note = _wanted(plan, meta, metas, target, kernels.running, driver_version, move_kernel)
+    metas = [m for m in kernel_metapackages(plan, boot.flavour, boot.track) if m in installed]
+    wanted, note = _wanted(plan, boot, metas, driver_version, move_kernel)
     todo = _missing(wanted, installed)
     holds = set(fact(AptHolds))
-    keep = sorted(set(metas + [meta]) - holds)
+    paired = boot.meta in installed or any(i.startswith(boot.meta + "=") for i in wanted)
+    held = sorted(set(metas + ([boot.meta] if paired else [])))
     if not todo:
-        if keep and meta in installed:
-            yield APT.hold(keep)
+        if set(held) - holds:
+            yield APT.hold(sorted(set(held) - holds))
         else:
-            host.noop(f"NVIDIA modules paired with kernel {target}{note}")
+            host.noop(f"NVIDIA modules paired with kernel {boot.release}{note}")
         return
     release = sorted({item.partition("=")[0] for item in todo} & holds)
     install = APT.install(todo, downgrades=True)
     yield hold_kept(release, install) if release else install
-    yield APT.hold(sorted(set(metas + [meta])))
+    yield APT.hold(held)
 
 
 def _wanted(
-    plan: PrecompiledModules,
-    meta: str,
-    metas: list[str],
-    target: str,
-    running: str | None,
-    driver: str,
-    move_kernel: bool,
+    plan: PrecompiledModules, boot: NextBoot, metas: list[str], driver: str, move_kernel: bool
 ) -> tuple[list[str], str]:
     """What to install (``name`` or ``name=version``) and a note on a kernel kept back; the
     host fails when the next boot's kernel has no module package for the driver."""
-    flavour = kernel_flavour(target) or ""
-    kernels = [k for k in dict.fromkeys([target, running or target]) if k]
-    names = {meta, f"linux-image-{flavour}", *metas}
+    kernels = [k for k in dict.fromkeys([boot.release, boot.running or boot.release]) if k]
+    image = f"linux-image-{boot.track}"
+    names = {boot.meta, image, *metas}
     names.update(n for k in kernels for n in kernel_packages(plan, k))
     records = fact(PackageRecords, packages=sorted(names))
     note = ""
     if move_kernel and _executing():
-        newest = newest_kernel(records, f"linux-image-{flavour}")
-        if newest and newest != target:
-            more = fact(PackageRecords, packages=sorted({meta, *kernel_packages(plan, newest)}))
-            moved = pair_kernel(plan, newest, meta, driver, more)
-            if moved.problem is None:  # the metapackages at their newest, naming that kernel
-                newest_metas = [f"{m}={records[m][0].version}" if records.get(m) else m
-                                for m in metas]
-                return newest_metas + moved.install, ""
+        newest = newest_kernel(records, image)
+        if newest and newest != boot.release:
+            more = fact(PackageRecords,
+                        packages=sorted({boot.meta, *kernel_packages(plan, newest)}))
+            moved = pair_kernel(plan, newest, boot.meta, driver, more)
+            if moved.problem is None:  # the track's metapackages at their newest, naming it
+                track = [m for m in track_metapackages(boot.track) if m in metas]
+                return [f"{m}={records[m][0].version}" if records.get(m) else m
+                        for m in track] + moved.install, ""
             note = f"; kernel {newest} is not taken: {moved.problem}"
-    pairing = pair_kernel(plan, target, meta, driver, records)
+    pairing = pair_kernel(plan, boot.release, boot.meta, driver, records)
     if pairing.problem is not None:
         raise OperationError(
             f"{pairing.problem}; the next boot would have no NVIDIA module: boot a kernel whose "
             "module package this driver satisfies, or provision a profile with a newer driver"
         )
     wanted = list(pairing.install)
-    if running and running != target:
-        extra = pair_kernel(plan, running, meta, driver, records)
-        wanted += [i for i in extra.install if not i.startswith(meta + "=")]
+    if boot.running and boot.running != boot.release:
+        extra = pair_kernel(plan, boot.running, boot.meta, driver, records)
+        wanted += [i for i in extra.install if not i.startswith(boot.meta + "=")]
     return wanted, note
 
 
@@ -270,16 +338,16 @@ def _executing() -> bool:
 @operation()
 def kernel_excluded(plan: PrecompiledModules) -> Generator:
     """unattended-upgrades' drop-in naming the kernel and module metapackages (of the next
-    boot's kernel flavour): it skips held packages already; this says so in its own terms."""
-    kernels = fact(Kernels)
-    flavour = kernel_flavour(kernels.next_boot or kernels.running or "")
-    if flavour is None:
+    boot's kernel flavour and track): it skips held packages already; this says so in its own
+    terms."""
+    boot = _next_boot(plan)
+    if boot is None:
         host.noop("kernel flavour unknown: no kernel drop-in for unattended-upgrades")
         return
-    names = [module_metapackage(plan, flavour), *kernel_metapackages(plan, flavour)]
+    names = [boot.meta, *kernel_metapackages(plan, boot.flavour, boot.track)]
     yield from unattended.excluded._inner(
-        packages=names, path=KERNEL_BLACKLIST_FILE, what="kernel metapackages",
-        header=KERNEL_HEADER,
+        packages=list(dict.fromkeys(names)), path=KERNEL_BLACKLIST_FILE,
+        what="kernel metapackages", header=KERNEL_HEADER,
     )
 
 
