@@ -1,8 +1,10 @@
 """Issue 20: provision refuses, naming the version, when the host's sources cannot give a
 companion at the profile's exact version (here a Debian revision that does not exist), with one
-line and exit 1, nothing installed, no marker (the companions at their versions on a host whose
-sources offer newer ones: test_provision_lab.test_debian_nonfree_driver_pinned_held_survives_
-full_upgrade). About 15 s."""
+line, nothing installed, no marker (the companions at their versions on a host whose sources
+offer newer ones: test_provision_lab.test_debian_nonfree_driver_pinned_held_survives_
+full_upgrade). Since issue 33 (item 9) the refusal is provision's apt guard, while the run is
+prepared (deploys/apt_offered.py): exit 2, the host unchanged (no preferences file, no source
+components added). About 15 s."""
 
 from __future__ import annotations
 
@@ -38,10 +40,13 @@ def test_a_companion_version_the_sources_lack_is_refused_naming_it(lab: Any, fre
                            "--profiles", str(path)], capture_output=True, text=True,
                           timeout=600, cwd=tmp_path, check=False)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, out
+    assert proc.returncode == 2, out
     assert "Traceback" not in out, out
     line = next(x for x in out.splitlines() if x.startswith(f"{fresh_host.name}: failed: "))
-    assert f"nvidia-modprobe {MISSING} (candidate none); nothing was installed" in line, line
+    assert line.startswith(f"{fresh_host.name}: failed: not offered by the apt sources at the "
+                           "profile's version"), line
+    assert f"nvidia-modprobe {MISSING} (offered: " in line and "nothing was changed" in line, line
+    assert fresh_host.run("test -e /etc/apt/preferences.d/gpuhost-nvidia").returncode != 0
     installed = fresh_host.run("dpkg-query -W -f='${Package}\\n' 'nvidia-*' 2>/dev/null").stdout
     assert installed.strip() == "", installed
     assert fresh_host.run("test -e /etc/gpuhost/profile").returncode != 0

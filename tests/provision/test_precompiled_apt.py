@@ -265,8 +265,11 @@ def test_a_pin_to_a_version_apt_cannot_see_is_one_line_before_any_package_moves(
     Real apt then has no candidate for either (priority -1 for every version it has), and
     provision's install step (``apt_pin.installed``, in the execute stage: the pins are written
     and the lists read by then) reads that through the AptPolicy fact and stops with one line,
-    nothing installed. What runs before it (the source, the preferences file, kernel headers)
-    has run: the apt path judges this after those steps, not while the run is prepared."""
+    nothing installed. This is the execute stage's second line: provision's apt guard
+    (deploys/apt_offered.py, tests/provision/test_apt_offered.py) refuses such a pin while the
+    run is prepared, before the source, the preferences file and the kernel headers; the step
+    still judges it for what the guard does not see (a bundle, whose manifest was checked
+    instead; sources that changed between the two)."""
     from gpuhost.facts.apt_pins import AptPolicy
     from gpuhost.operations import apt_pin
     from tests.provision.provision_harness import run_case

@@ -81,14 +81,18 @@ def _run(
     monkeypatch.setattr(provision_module, "offline", offline)
     marker = SimpleNamespace(written=lambda **_kw: calls.append("marker"))
     monkeypatch.setattr(provision_module, "marker", marker)
+    offered = SimpleNamespace(check_offered=lambda spec, plan, data: calls.append("apt offered"))
+    monkeypatch.setattr(provision_module, "apt_offered", offered)
     with ctx_host.use(SimpleNamespace(name="gpu1", data=_Data(data))):
         provision_module.provision._inner()  # type: ignore[attr-defined]
     return calls
 
 
 def test_dpkg_settles_first_then_hardening_and_the_marker_last(monkeypatch) -> None:
-    assert _run(monkeypatch, {}) == ["driver check", *STEPS, "marker"]
-    assert _run(monkeypatch, {"gpuhost_harden": True}) == ["driver check", *STEPS, "marker"]
+    # the apt guard (every pinned version offered) while the run is prepared, before any step
+    expected = ["driver check", "apt offered", *STEPS, "marker"]
+    assert _run(monkeypatch, {}) == expected
+    assert _run(monkeypatch, {"gpuhost_harden": True}) == expected
 
 
 def test_secure_boot_signing_is_configured_before_the_driver_and_checked_after(
@@ -101,6 +105,7 @@ def test_secure_boot_signing_is_configured_before_the_driver_and_checked_after(
 
 
 def test_a_bundle_is_the_only_source_from_before_harden_to_after_the_marker(monkeypatch) -> None:
+    # no apt guard: the bundle's manifest was matched against the same versions (resolve_host)
     steps = _run(monkeypatch, {"gpuhost_bundle": {"path": "/srv/b"}})
     assert steps == [
         "driver check", "dpkg_settled", "apt proxy", "bundle /srv/b only", *STEPS[2:], "marker",
@@ -115,7 +120,8 @@ def test_the_proxy_setting_reaches_the_apt_drop_in(monkeypatch) -> None:
 
 def test_gpuhost_harden_false_opts_out(monkeypatch) -> None:
     steps = [step for step in STEPS if step != "harden"]
-    assert _run(monkeypatch, {"gpuhost_harden": False}) == ["driver check", *steps, "marker"]
+    assert _run(monkeypatch, {"gpuhost_harden": False}) == ["driver check", "apt offered",
+                                                            *steps, "marker"]
 
 
 def test_a_driver_change_is_refused_before_hardening(monkeypatch) -> None:

@@ -3,7 +3,8 @@
 Every guard runs before any operation is added for the host: profile, OS, CUDA repository
 data, Secure Boot module signing (``deploys.secure_boot``: the key and certificate readable, the
 certificate enrolled or its enrollment requestable), on a dnf host every package the run
-installs and locks offered at its version (``nvidia_dnf.check_offered``), then (unless
+installs and locks offered at its version (``nvidia_dnf.check_offered``; on an apt host
+``apt_offered.check_offered``, through a private apt configuration), then (unless
 inventory data ``gpuhost_harden`` is false) the SSH lockout checks of
 ``gpuhost.deploys.harden``. A host that fails one is refused unchanged.
 """
@@ -20,7 +21,7 @@ from pyinfra.facts.server import LinuxDistribution
 
 from gpuhost import oskey
 from gpuhost.bundle.setting import bundle_setting, proxy_urls
-from gpuhost.deploys import guards, nvidia_dnf, offline
+from gpuhost.deploys import apt_offered, guards, nvidia_dnf, offline
 from gpuhost.deploys.gpu import (
     configure_environment,
     configure_fabric_manager,
@@ -120,9 +121,13 @@ def provision(profiles: dict[str, Any] | None = None, allow_driver_change: bool 
         recorded, installed = current_driver(plan)
         guards.check_driver_unchanged(host.name, spec, recorded, installed)
     hardened = guards.check_harden(host.name, _host_data())
+    # every package the run installs and locks (holds) offered at its version, before any
+    # change; not with a bundle: offline.check_bundle (resolve_host) has matched the bundle's
+    # manifest against the same pinned versions, and the bundle is the run's only source
     if plan.family == "dnf" and bundle_setting(_host_data()) is None:
-        # every package the run installs and locks offered at its version, before any change
         nvidia_dnf.check_offered(spec, plan)
+    elif bundle_setting(_host_data()) is None:
+        apt_offered.check_offered(spec, plan, _host_data())
     # before the first package operation (harden installs nftables): apt/dpkg left running (a
     # run stopped by Ctrl-C) is waited for, what it left half-done finished; a host harden
     # refuses is taken out of the run before anything executes

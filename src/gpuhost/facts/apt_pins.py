@@ -10,7 +10,9 @@ from typing_extensions import override
 
 from gpuhost.parsers.marked import split_sections
 from gpuhost.parsers.packages import (
+    Offered,
     parse_apt_mark_showhold,
+    parse_apt_offered,
     parse_apt_policy,
     parse_apt_space,
     parse_df_available,
@@ -251,3 +253,34 @@ class RpmPackageStates(InstalledPackageStates):
     @override
     def command(self) -> str:
         return DNF.installed_command()
+
+
+class AptOffered(FactBase[Offered]):
+    """``Offered``: every version apt sees of ``packages`` with the sources ``files`` and
+    keyrings ``keys`` in a private configuration (``Apt.offered_command``: the host's apt
+    state untouched), ``settings`` apt options (the run's proxy); ``error`` when apt could not
+    read a source. What provision's guard on an apt host judges before any change
+    (``deploys.apt_offered``)::
+
+        Offered(versions={"nvidia-driver": ["580.178.04-1", "580.159.03-1"]}, error=None)
+    """
+
+    @staticmethod
+    @override
+    def default() -> Offered:
+        return Offered({}, "apt-get not found")
+
+    @override
+    def requires_command(self, packages: list[str], files: tuple[tuple[str, str], ...] = (),
+                         keys: tuple[tuple[str, str], ...] = (),
+                         settings: tuple[str, ...] = ()) -> str:
+        return "apt-get"
+
+    @override
+    def command(self, packages: list[str], files: tuple[tuple[str, str], ...] = (),
+                keys: tuple[tuple[str, str], ...] = (), settings: tuple[str, ...] = ()) -> str:
+        return APT.offered_command(packages, files, keys, settings)
+
+    @override
+    def process(self, output: list[str]) -> Offered:
+        return parse_apt_offered("\n".join(output))

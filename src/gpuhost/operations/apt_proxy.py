@@ -35,3 +35,13 @@ def configured(proxies: dict[str, str]) -> Generator:
         host.noop("no apt proxy")
         return
     yield f"rm -f {PROXY_PATH}"
+
+
+def query_settings(proxies: Mapping[str, str], ours_present: bool) -> list[str]:
+    """apt options giving a query apt's proxy as this run leaves it: ``proxies``' (the drop-in
+    the run writes), or none where an earlier run's drop-in (``ours_present``) is to be taken
+    out (the empty value: apt's default, the environment's proxy); [] keeps apt's
+    configuration as it is (an administrator's own proxy)."""
+    if proxies:
+        return [f"Acquire::{scheme}::Proxy={proxies[scheme]}" for scheme in sorted(proxies)]
+    return ["Acquire::http::Proxy=", "Acquire::https::Proxy="] if ours_present else []

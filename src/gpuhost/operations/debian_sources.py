@@ -124,7 +124,8 @@ def fix_sources(
     return changed, found
 
 
-def _source_files() -> dict[str, str]:
+def source_files() -> dict[str, str]:
+    """{path: text} of the host's apt sources (sources.list, sources.list.d/*.list|*.sources)."""
     paths = [SOURCES_LIST] + sorted(
         p
         for p in host.get_fact(FindFiles, path=SOURCES_DIR) or []
@@ -150,7 +151,7 @@ def components(components: list[str]) -> Generator:
     codename = str((distro.get("release_meta") or {}).get("VERSION_CODENAME") or "")
     if not codename:
         raise OperationError("cannot tell the Debian release: no VERSION_CODENAME in os-release")
-    files = _source_files()
+    files = source_files()
     changed, found = fix_sources(files, codename, components)
     if not found:
         raise OperationError(

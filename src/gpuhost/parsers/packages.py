@@ -347,8 +347,9 @@ OFFERED_RC = "##GPUHOST-OFFERED-RC"  # the last line of pkgmgr's Dnf.offered_com
 
 @dataclass(frozen=True)
 class Offered:
-    """What ``Dnf.offered_command`` printed: {name: [EVR, ...]} and, when dnf failed (or its
-    output was cut before its exit status), ``error``: dnf's own last message."""
+    """What ``Dnf.offered_command`` (or ``Apt.offered_command``) printed: {name: [EVR, ...]}
+    and, when dnf (apt) failed or its output was cut before its exit status, ``error``: the
+    package manager's own message."""
 
     versions: dict[str, list[str]]
     error: str | None = None
@@ -367,6 +368,49 @@ def parse_offered(text: str) -> Offered:
         return Offered(versions)
     why = said[-1] if said else "no message"
     return Offered(versions, f"dnf exited {status}: {why}" if status else f"cut short: {why}")
+
+
+#: the markers of pkgmgr's ``Apt.offered_command``: ``apt-get update``'s status, then
+#: ``apt-cache madison``'s; ``PRIVATE_DIR`` stands for its private folder in the files it writes
+APT_UPDATE_RC = "##GPUHOST-APT-UPDATE-RC"
+APT_OFFERED_RC = "##GPUHOST-APT-OFFERED-RC"
+PRIVATE_DIR = "@GPUHOST_PRIVATE@"
+
+
+def _status(lines: list[str], mark: str) -> str | None:
+    return next((line.split()[-1] for line in lines if line.startswith(mark + " ")), None)
+
+
+def _fetch_failures(lines: list[str]) -> list[str]:
+    """apt-get update's own lines saying a source was not read (it exits 0 after "W: Failed
+    to fetch", using old lists or none)."""
+    return [line[3:].strip() for line in lines
+            if line.startswith("E: ") or line.startswith("W: Failed to fetch")]
+
+
+def parse_apt_offered(text: str) -> Offered:
+    """``Apt.offered_command``'s output (pure): {name: [version, ...]} from madison's
+    ``name | version | URI ... Packages`` rows (a name no source has: no row), and ``error``
+    when apt-get update failed or could not read a source (its first such line), or the output
+    was cut short. Versions are kept with an error: apt uses the sources it did read."""
+    lines = text.splitlines()
+    updated, listed = _status(lines, APT_UPDATE_RC), _status(lines, APT_OFFERED_RC)
+    versions: dict[str, list[str]] = {}
+    for line in lines:
+        cells = [cell.strip() for cell in line.split("|")]
+        if len(cells) == 3 and cells[2].endswith("Packages") and cells[1] not in versions.get(
+                cells[0], []):
+            versions.setdefault(cells[0], []).append(cells[1])
+    failed = _fetch_failures(lines)
+    if updated is None or listed is None:
+        return Offered(versions, f"cut short: {failed[0] if failed else 'no message'}")
+    if updated != "0" or failed:
+        why = failed[0] if failed else "no message"
+        return Offered(versions, f"apt-get update exited {updated}: {why}")
+    if listed != "0":
+        said = [line for line in lines if line.startswith(("E: ", "W: "))]
+        return Offered(versions, f"apt-cache exited {listed}: {said[-1] if said else 'no message'}")
+    return Offered(versions)
 
 
 def parse_dnf_module_file(text: str) -> dict[str, str]:

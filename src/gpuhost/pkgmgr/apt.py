@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from gpuhost.parsers.packages import APT_OFFERED_RC, APT_UPDATE_RC, PRIVATE_DIR
 from gpuhost.pkgmgr.base import PackageManager, quoted
 
 #: dpkg-query's tab-separated package, version and status (``parse_dpkg_query``'s format)
@@ -19,6 +20,16 @@ HOLDS = (
 )
 FINISH = "DEBIAN_FRONTEND=noninteractive dpkg --configure -a --force-confdef --force-confold"
 _DPKG_OPTIONS = '-o Dpkg::Options::="--force-confdef" -o Dpkg::Options::="--force-confold"'
+#: apt reading only the private folder ``$d``'s sources and lists (the host's apt.conf.d, dpkg
+#: status and keyrings as they are); no lock, no cache files, downloads as root (the folder is
+#: mktemp's 0700, which apt's sandbox user could not write)
+_PRIVATE_QUERY = " ".join(
+    f"-o {option}" for option in (
+        'Dir::Etc::SourceList="$d/sources.list"', 'Dir::Etc::SourceParts="$d/parts"',
+        'Dir::State::Lists="$d/lists"', 'Dir::Cache="$d/cache"', "Dir::Cache::pkgcache=",
+        "Dir::Cache::srcpkgcache=", "Debug::NoLocking=1", "APT::Sandbox::User=root",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -178,6 +189,32 @@ class Apt(PackageManager):
             f"| awk '$2 ~ /^[hi]i/ {{print $1}}' | grep -E '{name_filter}'); "
             f'[ -z "$p" ] || {self._cache()} policy $p'
         )
+
+    def offered_command(self, names: Sequence[str], files: Sequence[tuple[str, str]],
+                        keys: Sequence[tuple[str, str]], settings: Sequence[str]) -> str:
+        """Every version apt would see of ``names``, through a private configuration that
+        leaves the host's apt state untouched: a folder ``mktemp -d`` makes (removed on exit)
+        holds the sources ``files`` ((``sources.list`` or ``parts/NAME``, text), where
+        ``PRIVATE_DIR`` stands for the folder), the keyrings ``keys`` ((name, base64)), and the
+        lists, started from a copy of the host's (a conditional download); ``settings`` are apt
+        options (``Acquire::http::Proxy=URL``). Prints ``apt-get update``'s output and
+        status, then ``apt-cache madison``'s (``parsers.packages.parse_apt_offered``)."""
+        write = [f"printf %s {quoted([b64])} | base64 -d > \"$d\"/{quoted([name])}"
+                 for name, b64 in keys]
+        write += [f"printf %s {quoted([text])} | sed \"s|{PRIVATE_DIR}|$d|g\" > "
+                  f"\"$d\"/{quoted([path])}" for path, text in files]
+        options = " ".join((_PRIVATE_QUERY, *(f"-o {quoted([s])}" for s in settings)))
+        return "; ".join((
+            "d=$(mktemp -d /var/tmp/gpuhost-apt-offered.XXXXXX) || "
+            f"{{ echo '{APT_UPDATE_RC} mktemp'; exit 0; }}",
+            "trap 'rm -rf \"$d\"' EXIT",
+            'mkdir -p "$d/parts" "$d/lists/partial" "$d/cache"',
+            'cp -p /var/lib/apt/lists/*_* "$d/lists/" 2>/dev/null', *write,
+            f"LC_ALL=C apt-get {options} -q update 2>&1",
+            f'echo "{APT_UPDATE_RC} $?"',
+            f"LC_ALL=C apt-cache {options} madison {quoted(sorted(names))} 2>&1",
+            f'echo "{APT_OFFERED_RC} $?"',
+        ))
 
     @staticmethod
     def control_argv(path: str) -> list[str]:
