@@ -81,7 +81,7 @@ def test_a_host_with_precompiled_modules_records_its_kernel_as_stack() -> None:
 def test_a_snapshot_records_the_kernel_metapackage_of_any_track(track: str) -> None:
     """A cloud (or DGX, 64k, OEM) kernel's track: gpuhost upgrade moves ``linux-<track>`` with
     ``linux-image-<track>`` and ``linux-headers-<track>`` (operations/precompiled.py
-    track_metapackages). The snapshot must record all three: a rollback that put back the image
+    installed_track_metas). The snapshot must record all three: a rollback that put back the image
     and headers metapackages alone would leave ``linux-aws`` at the upgrade's version, whose
     Depends (``linux-image-aws (= new)``) the restored ones no longer meet, and apt removes it.
     Names that are not a track's metapackage (linux-firmware, linux-base) stay out."""

@@ -24,7 +24,7 @@ from typing import Any
 from gpuhost.audit.coupled import is_managed
 from gpuhost.errors import ParseError
 from gpuhost.facts.cuda_link import cuda_link_code
-from gpuhost.operations.precompiled import IMAGE_META_RE
+from gpuhost.operations.precompiled import image_metapackages
 from gpuhost.parsers.cuda import CudaLink, parse_cuda_link
 from gpuhost.parsers.marked import MARK, split_marked
 from gpuhost.parsers.packages import parse_versionlock_entry, refuse_unread
@@ -59,7 +59,7 @@ KERNEL_PACKAGE_RE = re.compile(
     r"^linux-(image|headers|modules)-|^linux-[a-z][a-z0-9.-]*-headers-\d+\.\d+\.\d+-\d+$")
 # Ubuntu's kernel metapackages (linux-generic, linux-virtual-hwe-24.04, ...; linux-image-generic
 # and linux-headers-generic match KERNEL_PACKAGE_RE); any other track's linux-<track> (linux-aws,
-# linux-nvidia-hwe-22.04) is one where its linux-image-<track> is installed (track_metapackages)
+# linux-nvidia-hwe-22.04) is one where its linux-image-<track> is installed (installed_track_metas)
 KERNEL_META_RE = re.compile(r"^linux-(generic|virtual|lowlatency)(-hwe-\d+\.\d+(-edge)?)?$")
 # Canonical's precompiled NVIDIA modules, one package per kernel (Ubuntu's archive): where a host
 # has them, gpuhost moves its kernel with the driver (operations/precompiled.py), so a snapshot
@@ -72,11 +72,12 @@ def is_kernel_package(name: str) -> bool:
     return bool(KERNEL_PACKAGE_RE.match(name) or KERNEL_META_RE.match(name))
 
 
-def track_metapackages(names: Iterable[str]) -> set[str]:
+def installed_track_metas(names: Iterable[str]) -> set[str]:
     """``linux-<track>`` for each kernel image metapackage ``linux-image-<track>`` among
-    ``names`` (``linux-aws`` for ``linux-image-aws``): what ``gpuhost upgrade`` moves with the
-    image and headers metapackages of a track whatever its name (cloud, DGX, OEM kernels)."""
-    return {f"linux-{m['track']}" for name in names if (m := IMAGE_META_RE.match(name))}
+    ``names`` (``linux-aws`` for ``linux-image-aws``; ``precompiled.image_metapackages`` tells
+    them): what ``gpuhost upgrade`` moves with the image and headers metapackages of a track
+    whatever its name (cloud, DGX, OEM kernels)."""
+    return {"linux-" + name.removeprefix("linux-image-") for name in image_metapackages(names)}
 
 
 def pairs_kernel(names: Iterable[str]) -> bool:
@@ -286,7 +287,7 @@ def _packages(state: HostState, lines: list[str]) -> None:
         if not status.startswith(("ii", "hi", "iU", "iF", "hU", "hF")) or not version:
             continue  # removed, config-files only, not installed
         records[name] = {"version": version, "arch": arch, "status": status.strip()}
-    tracks = track_metapackages(records)
+    tracks = installed_track_metas(records)
     for name, record in records.items():
         recorded = is_stack_package(name) or is_kernel_package(name) or name in tracks
         version = record["version"]
